@@ -1,0 +1,1 @@
+//! SysV IPC: namespaces, registries, semaphores, message queues, shared memory.

@@ -1,0 +1,64 @@
+//! The one place the engine imports its concurrency primitives from.
+//!
+//! Built normally these are std's; built with `RUSTFLAGS="--cfg loom"` they are loom's, so the
+//! lock-free tables run unchanged under the loom model checker (see `tests/loom_*.rs`).
+//! Mutex poisoning is ignored on purpose: engine code does not panic while holding a lock, and
+//! if a caller's code (a backing, a notifier) ever did, refusing every later call on the
+//! namespace would turn one bug into a denial of service.
+#![allow(dead_code)]
+
+#[cfg(loom)]
+#[allow(unused_imports)]
+pub(crate) use loom::sync::atomic::{
+    AtomicBool, AtomicI32, AtomicI64, AtomicPtr, AtomicU64, AtomicUsize, Ordering,
+};
+#[cfg(loom)]
+#[allow(unused_imports)]
+pub(crate) use loom::sync::{
+    Arc, Condvar, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard,
+};
+
+#[cfg(not(loom))]
+#[allow(unused_imports)]
+pub(crate) use std::sync::atomic::{
+    AtomicBool, AtomicI32, AtomicI64, AtomicPtr, AtomicU64, AtomicUsize, Ordering,
+};
+#[cfg(not(loom))]
+#[allow(unused_imports)]
+pub(crate) use std::sync::{
+    Arc, Condvar, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard,
+};
+
+/// Locks `m`, ignoring poisoning.
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Takes `l` for reading, ignoring poisoning.
+pub(crate) fn read<T>(l: &RwLock<T>) -> RwLockReadGuard<'_, T> {
+    l.read().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Takes `l` for writing, ignoring poisoning.
+pub(crate) fn write<T>(l: &RwLock<T>) -> RwLockWriteGuard<'_, T> {
+    l.write().unwrap_or_else(|e| e.into_inner())
+}
+
+/// One step of a bounded busy-wait: a CPU hint, and a yield every so often so that a waiter
+/// never starves the thread it waits for on a machine with few cores.
+pub(crate) fn spin_wait(round: &mut u32) {
+    #[cfg(loom)]
+    {
+        let _ = round;
+        loom::thread::yield_now();
+    }
+    #[cfg(not(loom))]
+    {
+        *round += 1;
+        if *round % 64 == 0 {
+            std::thread::yield_now();
+        } else {
+            std::hint::spin_loop();
+        }
+    }
+}

@@ -1,0 +1,1 @@
+//! The scalable tables the seeds are about.

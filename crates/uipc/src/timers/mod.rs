@@ -1,0 +1,1 @@
+//! POSIX per-process timers (issue: the timer engine). Not built yet.

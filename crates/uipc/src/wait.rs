@@ -1,0 +1,295 @@
+//! Sleeping in a blocking call: timeouts and interruption.
+//!
+//! Linux turns a signal into EINTR for a task asleep in semop, msgrcv or F_SETLKW. The engine
+//! has no signals, so each caller that may block passes a [`WaitCtx`]: an optional deadline on
+//! the host's monotonic clock and an optional [`Interrupt`] handle that another thread (a daemon
+//! noticing a signal or a dead client, a sandbox delivering a signal) can raise.
+//!
+//! A sleeping request is a [`Waiter`]: the subsystem queues it under the object's lock, drops
+//! the lock, and calls [`Waiter::sleep`]. A waker that makes the request succeed calls
+//! [`Waiter::complete`] under the same object lock. A sleeper that times out or is interrupted
+//! must take the object lock again and call [`Waiter::abort`]: if a waker completed it in the
+//! meantime the completion stands (Linux returns the completed result, not EINTR), otherwise the
+//! request is marked aborted, so no waker can complete it, and the sleeper dequeues it.
+//!
+//! Lock order: object lock -> `Waiter::state`. `Interrupt::parked` is never held while taking a
+//! waiter's state lock from the sleeper's side, and the raiser takes `parked` then `state`.
+
+// Always std's primitives: sleeping is not part of the loom models (those cover the tables).
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+/// What a sleeper can be woken by besides completion.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WakeReason {
+    /// The deadline passed.
+    TimedOut,
+    /// The caller's [`Interrupt`] was raised.
+    Interrupted,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+trait Notify: Send + Sync {
+    fn notify(&self);
+}
+
+/// A handle that interrupts the blocking calls of one caller (a thread, a client process).
+///
+/// Raising it is sticky: every blocking call made with it returns EINTR (after dequeuing its
+/// request) until the embedder calls [`Interrupt::clear`], as a pending signal would keep
+/// interrupting until handled.
+#[derive(Clone, Default)]
+pub struct Interrupt {
+    inner: Arc<InterruptInner>,
+}
+
+#[derive(Default)]
+struct InterruptInner {
+    raised: AtomicBool,
+    parked: Mutex<Vec<Arc<dyn Notify>>>,
+}
+
+impl Interrupt {
+    /// A fresh, lowered handle.
+    pub fn new() -> Interrupt {
+        Interrupt::default()
+    }
+
+    /// Interrupts the blocking calls using this handle, now and until [`Interrupt::clear`].
+    pub fn raise(&self) {
+        self.inner.raised.store(true, Ordering::SeqCst);
+        let parked: Vec<_> = lock(&self.inner.parked).clone();
+        for p in parked {
+            p.notify();
+        }
+    }
+
+    /// Lowers the handle again.
+    pub fn clear(&self) {
+        self.inner.raised.store(false, Ordering::SeqCst);
+    }
+
+    /// Whether the handle is raised.
+    pub fn is_raised(&self) -> bool {
+        self.inner.raised.load(Ordering::SeqCst)
+    }
+
+    fn park(&self, n: Arc<dyn Notify>) {
+        lock(&self.inner.parked).push(n);
+    }
+
+    fn unpark(&self, n: &Arc<dyn Notify>) {
+        lock(&self.inner.parked).retain(|p| !Arc::ptr_eq(p, n));
+    }
+}
+
+impl std::fmt::Debug for Interrupt {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Interrupt")
+            .field("raised", &self.is_raised())
+            .finish()
+    }
+}
+
+/// How a blocking call may sleep: until when, and what may interrupt it.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct WaitCtx<'a> {
+    /// Give up at this instant (semtimedop's timeout). `None` sleeps without limit.
+    pub deadline: Option<Instant>,
+    /// Raised, it ends the sleep with EINTR.
+    pub interrupt: Option<&'a Interrupt>,
+}
+
+impl<'a> WaitCtx<'a> {
+    /// Sleep without limit and without interruption (a test that knows a waker will come).
+    pub const FOREVER: WaitCtx<'static> = WaitCtx {
+        deadline: None,
+        interrupt: None,
+    };
+
+    /// Sleep at most `timeout` from now.
+    pub fn timeout(timeout: Duration) -> WaitCtx<'static> {
+        WaitCtx {
+            deadline: Instant::now().checked_add(timeout),
+            interrupt: None,
+        }
+    }
+
+    /// The same context, interruptible through `interrupt`.
+    pub fn interruptible(self, interrupt: &'a Interrupt) -> WaitCtx<'a> {
+        WaitCtx {
+            interrupt: Some(interrupt),
+            ..self
+        }
+    }
+
+    /// Whether the interrupt is raised now.
+    pub fn interrupted(&self) -> bool {
+        self.interrupt.is_some_and(Interrupt::is_raised)
+    }
+}
+
+enum State<T> {
+    Waiting,
+    Done(T),
+    Taken,
+    Aborted,
+}
+
+/// One sleeping request, completed at most once with a `T`.
+pub struct Waiter<T> {
+    state: Mutex<State<T>>,
+    cv: Condvar,
+}
+
+impl<T: Send + 'static> Notify for Waiter<T> {
+    fn notify(&self) {
+        let _g = lock(&self.state);
+        self.cv.notify_all();
+    }
+}
+
+impl<T: Send + 'static> Waiter<T> {
+    /// A new request, waiting.
+    pub fn new() -> Arc<Waiter<T>> {
+        Arc::new(Waiter {
+            state: Mutex::new(State::Waiting),
+            cv: Condvar::new(),
+        })
+    }
+
+    /// Completes the request with `value` and wakes its sleeper. Returns `false`, and drops
+    /// `value`, if the request was already completed or aborted. Call with the object lock held.
+    pub fn complete(&self, value: T) -> bool {
+        let mut st = lock(&self.state);
+        if !matches!(*st, State::Waiting) {
+            return false;
+        }
+        *st = State::Done(value);
+        self.cv.notify_all();
+        true
+    }
+
+    /// Whether the request still waits (neither completed nor aborted).
+    pub fn is_waiting(&self) -> bool {
+        matches!(*lock(&self.state), State::Waiting)
+    }
+
+    /// Sleeps until completion (`Ok(value)`), the deadline or the interrupt (`Err(reason)`).
+    /// Call without holding the object lock. After `Err`, take the object lock and call
+    /// [`Waiter::abort`].
+    pub fn sleep(self: &Arc<Self>, ctx: &WaitCtx<'_>) -> Result<T, WakeReason> {
+        let notify: Arc<dyn Notify> = self.clone();
+        if let Some(i) = ctx.interrupt {
+            i.park(notify.clone());
+        }
+        let result = self.sleep_inner(ctx);
+        if let Some(i) = ctx.interrupt {
+            i.unpark(&notify);
+        }
+        result
+    }
+
+    fn sleep_inner(&self, ctx: &WaitCtx<'_>) -> Result<T, WakeReason> {
+        let mut st = lock(&self.state);
+        loop {
+            if matches!(*st, State::Done(_)) {
+                return match std::mem::replace(&mut *st, State::Taken) {
+                    State::Done(v) => Ok(v),
+                    _ => unreachable!("checked above"),
+                };
+            }
+            if ctx.interrupted() {
+                return Err(WakeReason::Interrupted);
+            }
+            st = match ctx.deadline {
+                None => self.cv.wait(st).unwrap_or_else(|e| e.into_inner()),
+                Some(deadline) => {
+                    let now = Instant::now();
+                    if now >= deadline {
+                        return Err(WakeReason::TimedOut);
+                    }
+                    self.cv
+                        .wait_timeout(st, deadline - now)
+                        .unwrap_or_else(|e| e.into_inner())
+                        .0
+                }
+            };
+        }
+    }
+
+    /// After a timed-out or interrupted sleep, with the object lock held: returns the value if a
+    /// waker completed the request after all, else marks it aborted (no waker can complete it
+    /// now) and returns `None`; the caller then dequeues it.
+    pub fn abort(&self) -> Option<T> {
+        let mut st = lock(&self.state);
+        match std::mem::replace(&mut *st, State::Aborted) {
+            State::Done(v) => {
+                *st = State::Taken;
+                Some(v)
+            }
+            _ => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::thread;
+
+    #[test]
+    fn completion_wakes_the_sleeper_with_its_value() {
+        let w = Waiter::<u32>::new();
+        let w2 = w.clone();
+        let t = thread::spawn(move || w2.sleep(&WaitCtx::FOREVER));
+        thread::sleep(Duration::from_millis(20));
+        assert!(w.complete(7));
+        assert!(!w.complete(8), "a request completes once");
+        assert_eq!(t.join().unwrap(), Ok(7));
+    }
+
+    #[test]
+    fn deadline_ends_the_sleep_and_abort_blocks_late_wakers() {
+        let w = Waiter::<u32>::new();
+        assert_eq!(
+            w.sleep(&WaitCtx::timeout(Duration::from_millis(10))),
+            Err(WakeReason::TimedOut)
+        );
+        assert_eq!(w.abort(), None);
+        assert!(!w.complete(1), "an aborted request cannot be completed");
+    }
+
+    #[test]
+    fn a_completion_racing_the_timeout_is_kept() {
+        let w = Waiter::<u32>::new();
+        assert_eq!(
+            w.sleep(&WaitCtx::timeout(Duration::from_millis(1))),
+            Err(WakeReason::TimedOut)
+        );
+        assert!(w.complete(5));
+        assert_eq!(w.abort(), Some(5));
+    }
+
+    #[test]
+    fn raising_the_interrupt_wakes_the_sleeper_and_stays_raised_until_cleared() {
+        let irq = Interrupt::new();
+        let w = Waiter::<()>::new();
+        let (w2, irq2) = (w.clone(), irq.clone());
+        let t = thread::spawn(move || w2.sleep(&WaitCtx::FOREVER.interruptible(&irq2)));
+        thread::sleep(Duration::from_millis(20));
+        irq.raise();
+        assert_eq!(t.join().unwrap(), Err(WakeReason::Interrupted));
+        let w = Waiter::<()>::new();
+        assert_eq!(
+            w.sleep(&WaitCtx::FOREVER.interruptible(&irq)),
+            Err(WakeReason::Interrupted)
+        );
+        irq.clear();
+        assert!(!WaitCtx::FOREVER.interruptible(&irq).interrupted());
+    }
+}
