@@ -1,0 +1,193 @@
+//! A sparse, hierarchical bitmap of used indices.
+//!
+//! Level 0 holds one bit per index; a bit at level k+1 says that word of level k is full. Only
+//! non-zero words are stored, so memory follows the number of set bits, not the largest index
+//! (an index at 15777204 costs a handful of words, not 2 MiB). Finding the first clear index at
+//! or after a position walks up past full words and back down: O(levels), at most 4 levels for
+//! 2^24 indices. The maximum set index comes from the ordered level-0 map.
+//!
+//! Not synchronized: the owner (the registry, under its writer lock) serializes all access.
+
+use std::collections::BTreeMap;
+
+const BITS: u32 = 64;
+
+/// A set of indices in `[0, capacity)`.
+#[derive(Debug, Clone)]
+pub struct SparseBitmap {
+    /// `levels[0]`: index bits; `levels[k]`: full-word bits of `levels[k-1]`.
+    levels: Vec<BTreeMap<u32, u64>>,
+    capacity: u32,
+    count: u32,
+}
+
+impl SparseBitmap {
+    /// An empty set of indices below `capacity` (at most 2^31).
+    pub fn new(capacity: u32) -> SparseBitmap {
+        let mut levels = 1;
+        let mut positions = capacity.div_ceil(BITS);
+        while positions > 1 {
+            levels += 1;
+            positions = positions.div_ceil(BITS);
+        }
+        SparseBitmap { levels: vec![BTreeMap::new(); levels], capacity, count: 0 }
+    }
+
+    /// How many indices are set.
+    pub fn count(&self) -> u32 {
+        self.count
+    }
+
+    /// Whether `idx` is set.
+    pub fn contains(&self, idx: u32) -> bool {
+        self.word(0, idx / BITS) & (1 << (idx % BITS)) != 0
+    }
+
+    fn word(&self, level: usize, w: u32) -> u64 {
+        self.levels[level].get(&w).copied().unwrap_or(0)
+    }
+
+    /// Sets `idx` (`< capacity`). Returns `false` if it was already set.
+    pub fn insert(&mut self, idx: u32) -> bool {
+        assert!(idx < self.capacity, "index {idx} beyond capacity {}", self.capacity);
+        if self.contains(idx) {
+            return false;
+        }
+        self.count += 1;
+        let mut pos = idx;
+        for level in 0..self.levels.len() {
+            let word = self.levels[level].entry(pos / BITS).or_insert(0);
+            *word |= 1 << (pos % BITS);
+            if *word != u64::MAX {
+                break;
+            }
+            pos /= BITS;
+        }
+        true
+    }
+
+    /// Clears `idx`. Returns `false` if it was not set.
+    pub fn remove(&mut self, idx: u32) -> bool {
+        if idx >= self.capacity || !self.contains(idx) {
+            return false;
+        }
+        self.count -= 1;
+        let mut pos = idx;
+        for level in 0..self.levels.len() {
+            let w = pos / BITS;
+            let word = self.levels[level].get_mut(&w).expect("set bit has a word");
+            let was_full = *word == u64::MAX;
+            *word &= !(1 << (pos % BITS));
+            if *word == 0 {
+                self.levels[level].remove(&w);
+            }
+            if !was_full {
+                break;
+            }
+            pos = w;
+        }
+        true
+    }
+
+    /// The first clear index in `[from, end)`, if any (`end <= capacity`).
+    pub fn first_clear_in(&self, from: u32, end: u32) -> Option<u32> {
+        if from >= end {
+            return None;
+        }
+        self.first_clear(0, from).filter(|&i| i < end)
+    }
+
+    /// The first clear position at or after `from` on `level`.
+    fn first_clear(&self, level: usize, from: u32) -> Option<u32> {
+        let w = from / BITS;
+        let below_from = (1u64 << (from % BITS)) - 1;
+        let word = self.word(level, w) | below_from;
+        if word != u64::MAX {
+            return Some(w * BITS + word.trailing_ones());
+        }
+        if level + 1 == self.levels.len() {
+            return None; // the top level is one word: nothing after it
+        }
+        let next = self.first_clear(level + 1, w + 1)?;
+        Some(next * BITS + self.word(level, next).trailing_ones())
+    }
+
+    /// The largest set index.
+    pub fn max(&self) -> Option<u32> {
+        let (&w, &word) = self.levels[0].last_key_value()?;
+        Some(w * BITS + (BITS - 1 - word.leading_zeros()))
+    }
+
+    /// The set indices in increasing order.
+    pub fn iter(&self) -> impl Iterator<Item = u32> + '_ {
+        self.levels[0].iter().flat_map(|(&w, &word)| {
+            (0..BITS).filter(move |b| word & (1 << b) != 0).map(move |b| w * BITS + b)
+        })
+    }
+
+    /// The first set index at or after `from`.
+    pub fn next_set(&self, from: u32) -> Option<u32> {
+        let w0 = from / BITS;
+        self.levels[0].range(w0..).find_map(|(&w, &word)| {
+            let word = if w == w0 { word & !((1u64 << (from % BITS)) - 1) } else { word };
+            (word != 0).then(|| w * BITS + word.trailing_zeros())
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use std::collections::BTreeSet;
+
+    #[test]
+    fn memory_follows_set_bits_not_the_largest_index() {
+        let mut b = SparseBitmap::new(1 << 24);
+        assert_eq!(b.levels.len(), 4);
+        b.insert(15_777_204);
+        let words: usize = b.levels.iter().map(BTreeMap::len).sum();
+        assert_eq!(words, 1);
+        assert_eq!(b.max(), Some(15_777_204));
+        assert_eq!(b.first_clear_in(15_777_204, 1 << 24), Some(15_777_205));
+    }
+
+    #[test]
+    fn finds_past_long_full_runs_through_the_summary_levels() {
+        let mut b = SparseBitmap::new(1 << 15);
+        for i in 0..10_000 {
+            b.insert(i);
+        }
+        assert_eq!(b.first_clear_in(0, 1 << 15), Some(10_000));
+        assert_eq!(b.first_clear_in(0, 10_000), None);
+        b.remove(4097);
+        assert_eq!(b.first_clear_in(0, 1 << 15), Some(4097));
+        assert_eq!(b.first_clear_in(4098, 1 << 15), Some(10_000));
+        for i in 10_000..(1 << 15) {
+            b.insert(i);
+        }
+        b.insert(4097);
+        assert_eq!(b.first_clear_in(0, 1 << 15), None);
+        assert_eq!(b.count(), 1 << 15);
+    }
+
+    proptest! {
+        #[test]
+        fn agrees_with_a_btreeset(ops in proptest::collection::vec((any::<bool>(), 0u32..5000, 0u32..5000), 1..400)) {
+            let cap = 4500;
+            let mut b = SparseBitmap::new(cap);
+            let mut m = BTreeSet::new();
+            for (ins, i, from) in ops {
+                let i = i % cap;
+                if ins { prop_assert_eq!(b.insert(i), m.insert(i)); } else { prop_assert_eq!(b.remove(i), m.remove(&i)); }
+                let from = from % cap;
+                let want = (from..cap).find(|x| !m.contains(x));
+                prop_assert_eq!(b.first_clear_in(from, cap), want);
+                prop_assert_eq!(b.max(), m.iter().next_back().copied());
+                prop_assert_eq!(b.next_set(from), m.range(from..).next().copied());
+                prop_assert_eq!(b.count() as usize, m.len());
+            }
+            prop_assert_eq!(b.iter().collect::<Vec<_>>(), m.iter().copied().collect::<Vec<_>>());
+        }
+    }
+}

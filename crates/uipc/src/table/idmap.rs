@@ -1,0 +1,447 @@
+//! A lock-free map from a `u32` key (an IPC index) to an `Arc<T>`.
+//!
+//! This is uipc's stand-in for the kernel's RCU-protected IDR lookup: `get` takes no lock,
+//! costs the same for key 1 and key 15777204 (one hash, a short linear probe), and memory
+//! follows the number of live entries, not the largest key.
+//!
+//! Layout:
+//! - An open-addressing index (`IndexArray`): each cell is one `AtomicU64` holding
+//!   `(key + 1) << 32 | slot`, or 0 when empty. Linear probing, load at most 3/4, and removal by
+//!   backward shift, so there are no tombstones and the index never needs rebuilding for churn.
+//! - A slab of slots in chunks of doubling size that never move: a slot holds the entry's
+//!   `Arc<T>` (as a raw pointer) and a count of readers inside it.
+//!
+//! Readers (`get`), lock-free:
+//! 1. read the removal sequence `mods` (a seqlock; odd while a removal shifts cells), load the
+//!    current index array and probe it;
+//! 2. on a hit, enter the slot: `readers += 1`, load the pointer, take a strong count, leave;
+//! 3. on a miss, the answer stands only if `mods` did not move (a backward shift may have moved
+//!    the wanted cell past the probe); otherwise probe again.
+//!
+//! Writers (`insert`, `remove`) serialize on an internal mutex (in the IPC registry they are
+//! already serialized by the namespace's writer lock, so it is never contended there). A writer
+//! that grows the index publishes a new array and keeps the old one until the map is dropped:
+//! growth doubles, so the retired arrays together are smaller than the live one. A removal clears
+//! the slot's pointer, waits until no reader is inside the slot (readers stay there for a few
+//! instructions), and only then hands the `Arc` back, so no reader can take a count on a freed
+//! object. A hit on a slot that was emptied or reused returns the slot's current occupant (or
+//! none); callers that need an exact match check the object's own id, as the IPC registry does
+//! with the sequence number.
+//!
+//! Lock order: `writer` only; readers take no lock.
+
+use crate::sync::{lock, spin_wait, AtomicPtr, AtomicU64, AtomicUsize, Mutex, Ordering::SeqCst};
+use std::sync::Arc;
+
+const BASE_SLOTS: u32 = 16;
+const CHUNKS: usize = 28;
+const MIN_CELLS: usize = 16;
+
+struct IndexArray {
+    mask: usize,
+    shift: u32,
+    cells: Box<[AtomicU64]>,
+}
+
+impl IndexArray {
+    fn new(cells: usize) -> Box<IndexArray> {
+        debug_assert!(cells.is_power_of_two());
+        Box::new(IndexArray {
+            mask: cells - 1,
+            shift: 64 - cells.trailing_zeros(),
+            cells: (0..cells).map(|_| AtomicU64::new(0)).collect(),
+        })
+    }
+
+    /// Fibonacci hashing: consecutive keys spread over the whole array.
+    fn home(&self, key: u32) -> usize {
+        (u64::from(key).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> self.shift) as usize & self.mask
+    }
+}
+
+fn cell(key: u32, slot: u32) -> u64 {
+    (u64::from(key) + 1) << 32 | u64::from(slot)
+}
+fn cell_key(c: u64) -> u32 {
+    ((c >> 32) - 1) as u32
+}
+fn cell_slot(c: u64) -> u32 {
+    c as u32
+}
+
+struct Slot<T> {
+    ptr: AtomicPtr<T>,
+    readers: AtomicUsize,
+    /// Under loom, the last pointer a removal handed back, so a model can catch a reader taking
+    /// a count on it afterwards.
+    #[cfg(loom)]
+    retired: AtomicPtr<T>,
+}
+
+impl<T> Slot<T> {
+    fn new() -> Slot<T> {
+        Slot {
+            ptr: AtomicPtr::new(std::ptr::null_mut()),
+            readers: AtomicUsize::new(0),
+            #[cfg(loom)]
+            retired: AtomicPtr::new(std::ptr::null_mut()),
+        }
+    }
+}
+
+struct Writer {
+    len: usize,
+    next_slot: u32,
+    free_slots: Vec<u32>,
+    retired: Vec<*mut IndexArray>,
+}
+
+/// A lock-free `u32 -> Arc<T>` map with serialized writers.
+pub struct IdMap<T> {
+    index: AtomicPtr<IndexArray>,
+    mods: AtomicU64,
+    chunks: Box<[AtomicPtr<Slot<T>>]>,
+    writer: Mutex<Writer>,
+}
+
+// SAFETY: the map hands out `Arc<T>` clones across threads and drops `T` on whichever thread
+// removes it, exactly what `Arc<T>: Send + Sync` needs; the raw pointers inside are owned by the
+// map and only dereferenced under the protocol in the module doc.
+unsafe impl<T: Send + Sync> Send for IdMap<T> {}
+// SAFETY: as above.
+unsafe impl<T: Send + Sync> Sync for IdMap<T> {}
+
+fn chunk_of(slot: u32) -> (usize, usize) {
+    let v = slot / BASE_SLOTS + 1;
+    let k = 31 - v.leading_zeros();
+    (k as usize, (slot - BASE_SLOTS * ((1 << k) - 1)) as usize)
+}
+
+fn chunk_len(k: usize) -> usize {
+    (BASE_SLOTS as usize) << k
+}
+
+impl<T> Default for IdMap<T> {
+    fn default() -> Self {
+        IdMap::new()
+    }
+}
+
+impl<T> IdMap<T> {
+    /// An empty map.
+    pub fn new() -> IdMap<T> {
+        IdMap {
+            index: AtomicPtr::new(Box::into_raw(IndexArray::new(MIN_CELLS))),
+            mods: AtomicU64::new(0),
+            chunks: (0..CHUNKS).map(|_| AtomicPtr::new(std::ptr::null_mut())).collect(),
+            writer: Mutex::new(Writer { len: 0, next_slot: 0, free_slots: Vec::new(), retired: Vec::new() }),
+        }
+    }
+
+    fn slot(&self, slot: u32) -> &Slot<T> {
+        let (k, off) = chunk_of(slot);
+        let chunk = self.chunks[k].load(SeqCst);
+        debug_assert!(!chunk.is_null());
+        // SAFETY: a slot number is only published in the index after its chunk was allocated
+        // and stored (SeqCst), chunks are never freed before the map, and `off < chunk_len(k)`.
+        unsafe { &*chunk.add(off) }
+    }
+
+    /// The entry for `key`, without taking any lock.
+    pub fn get(&self, key: u32) -> Option<Arc<T>> {
+        let mut round = 0;
+        loop {
+            let before = self.mods.load(SeqCst);
+            if before & 1 == 1 {
+                spin_wait(&mut round);
+                continue;
+            }
+            // SAFETY: index arrays are freed only when the map is dropped.
+            let arr = unsafe { &*self.index.load(SeqCst) };
+            let mut i = arr.home(key);
+            loop {
+                let c = arr.cells[i].load(SeqCst);
+                if c == 0 {
+                    break;
+                }
+                if cell_key(c) == key {
+                    return self.read_slot(cell_slot(c));
+                }
+                i = (i + 1) & arr.mask;
+            }
+            if self.mods.load(SeqCst) == before {
+                return None;
+            }
+        }
+    }
+
+    fn read_slot(&self, slot_no: u32) -> Option<Arc<T>> {
+        let slot = self.slot(slot_no);
+        slot.readers.fetch_add(1, SeqCst);
+        let p = slot.ptr.load(SeqCst);
+        let found = (!p.is_null()).then(|| {
+            #[cfg(loom)]
+            assert_ne!(slot.retired.load(SeqCst), p, "a reader took a count on a removed entry");
+            // SAFETY: `p` came from `Arc::into_raw` and the removal that would release it waits
+            // for `readers` to drop to zero after clearing `ptr`; we are counted in `readers`
+            // and saw `ptr` still set, so the map's own strong count is alive.
+            unsafe {
+                Arc::increment_strong_count(p);
+                Arc::from_raw(p)
+            }
+        });
+        slot.readers.fetch_sub(1, SeqCst);
+        found
+    }
+
+    /// How many entries the map holds.
+    pub fn len(&self) -> usize {
+        lock(&self.writer).len
+    }
+
+    /// Whether the map is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Adds `key -> value`. The key must not be present (the allocator guarantees it).
+    pub fn insert(&self, key: u32, value: Arc<T>) {
+        assert!(key < u32::MAX, "key u32::MAX is reserved");
+        let mut w = lock(&self.writer);
+        debug_assert!(self.find_cell(key).is_none(), "key {key} inserted twice");
+        let slot_no = match w.free_slots.pop() {
+            Some(s) => s,
+            None => {
+                let s = w.next_slot;
+                let (k, off) = chunk_of(s);
+                if off == 0 {
+                    let chunk: Box<[Slot<T>]> = (0..chunk_len(k)).map(|_| Slot::new()).collect();
+                    self.chunks[k].store(Box::into_raw(chunk) as *mut Slot<T>, SeqCst);
+                }
+                w.next_slot += 1;
+                s
+            }
+        };
+        self.slot(slot_no).ptr.store(Arc::into_raw(value) as *mut T, SeqCst);
+        // SAFETY: only writers (serialized by `writer`) replace the index.
+        let mut arr = unsafe { &*self.index.load(SeqCst) };
+        if (w.len + 1) * 4 > arr.cells.len() * 3 {
+            let bigger = IndexArray::new(arr.cells.len() * 2);
+            for c in arr.cells.iter().map(|c| c.load(SeqCst)).filter(|&c| c != 0) {
+                Self::place(&bigger, c);
+            }
+            let old = self.index.swap(Box::into_raw(bigger), SeqCst);
+            w.retired.push(old);
+            // SAFETY: just published; freed only on drop.
+            arr = unsafe { &*self.index.load(SeqCst) };
+        }
+        Self::place(arr, cell(key, slot_no));
+        w.len += 1;
+    }
+
+    fn place(arr: &IndexArray, c: u64) {
+        let mut i = arr.home(cell_key(c));
+        while arr.cells[i].load(SeqCst) != 0 {
+            i = (i + 1) & arr.mask;
+        }
+        arr.cells[i].store(c, SeqCst);
+    }
+
+    fn find_cell(&self, key: u32) -> Option<(usize, u64)> {
+        // SAFETY: called with `writer` held, so the array is current and alive.
+        let arr = unsafe { &*self.index.load(SeqCst) };
+        let mut i = arr.home(key);
+        loop {
+            let c = arr.cells[i].load(SeqCst);
+            if c == 0 {
+                return None;
+            }
+            if cell_key(c) == key {
+                return Some((i, c));
+            }
+            i = (i + 1) & arr.mask;
+        }
+    }
+
+    /// Removes `key`, returning its value once no reader can still reach it.
+    pub fn remove(&self, key: u32) -> Option<Arc<T>> {
+        let mut w = lock(&self.writer);
+        let (mut hole, c) = self.find_cell(key)?;
+        // SAFETY: `writer` is held, so this is the current, live array.
+        let arr = unsafe { &*self.index.load(SeqCst) };
+        self.mods.fetch_add(1, SeqCst);
+        let mut j = hole;
+        loop {
+            j = (j + 1) & arr.mask;
+            let next = arr.cells[j].load(SeqCst);
+            if next == 0 {
+                arr.cells[hole].store(0, SeqCst);
+                break;
+            }
+            let home = arr.home(cell_key(next));
+            // `next` may move into the hole unless its home lies cyclically in (hole, j].
+            let stays = if hole <= j { hole < home && home <= j } else { hole < home || home <= j };
+            if !stays {
+                arr.cells[hole].store(next, SeqCst);
+                hole = j;
+            }
+        }
+        self.mods.fetch_add(1, SeqCst);
+        let slot_no = cell_slot(c);
+        let slot = self.slot(slot_no);
+        let p = slot.ptr.swap(std::ptr::null_mut(), SeqCst);
+        let mut round = 0;
+        while slot.readers.load(SeqCst) != 0 {
+            spin_wait(&mut round);
+        }
+        #[cfg(loom)]
+        slot.retired.store(p, SeqCst);
+        w.free_slots.push(slot_no);
+        w.len -= 1;
+        // SAFETY: `p` was stored by `insert` from `Arc::into_raw`; the slot no longer holds it
+        // and no reader is inside the slot, so the map's strong count is ours to hand back.
+        Some(unsafe { Arc::from_raw(p) })
+    }
+
+    /// Bytes held by the index and the slab (for memory comparisons in benchmarks).
+    pub fn memory_bytes(&self) -> usize {
+        let w = lock(&self.writer);
+        // SAFETY: `writer` held: the current array is alive.
+        let arr = unsafe { &*self.index.load(SeqCst) };
+        let mut bytes = arr.cells.len() * 8;
+        for &old in &w.retired {
+            // SAFETY: retired arrays live until drop.
+            bytes += unsafe { &*old }.cells.len() * 8;
+        }
+        let slot_chunks = (0..CHUNKS).take_while(|&k| !self.chunks[k].load(SeqCst).is_null());
+        bytes + slot_chunks.map(|k| chunk_len(k) * std::mem::size_of::<Slot<T>>()).sum::<usize>()
+    }
+}
+
+impl<T> Drop for IdMap<T> {
+    fn drop(&mut self) {
+        let w = self.writer.get_mut().unwrap_or_else(|e| e.into_inner());
+        for &old in &w.retired {
+            // SAFETY: retired arrays came from `Box::into_raw` and no reader can exist now.
+            drop(unsafe { Box::from_raw(old) });
+        }
+        // SAFETY: as above, for the current array.
+        drop(unsafe { Box::from_raw(self.index.load(SeqCst)) });
+        for k in 0..CHUNKS {
+            let chunk = self.chunks[k].load(SeqCst);
+            if chunk.is_null() {
+                break;
+            }
+            let len = chunk_len(k);
+            // SAFETY: the chunk came from a boxed slice of exactly `len` slots.
+            let chunk = unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(chunk, len)) };
+            for slot in chunk.iter() {
+                let p = slot.ptr.load(SeqCst);
+                if !p.is_null() {
+                    // SAFETY: a set pointer is the map's own strong count from `Arc::into_raw`.
+                    drop(unsafe { Arc::from_raw(p) });
+                }
+            }
+        }
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    #[test]
+    fn chunks_cover_slots_without_gaps() {
+        let mut expect = (0usize, 0usize);
+        for s in 0..10_000u32 {
+            let got = chunk_of(s);
+            assert_eq!(got, expect, "slot {s}");
+            expect.1 += 1;
+            if expect.1 == chunk_len(expect.0) {
+                expect = (expect.0 + 1, 0);
+            }
+        }
+    }
+
+    #[test]
+    fn insert_get_remove_agree_with_a_hashmap_under_churn() {
+        let m = IdMap::<u32>::new();
+        let mut model = HashMap::new();
+        let mut x = 12345u64;
+        for _ in 0..20_000 {
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            let key = ((x >> 33) % 700) as u32;
+            if model.contains_key(&key) {
+                assert_eq!(m.remove(key).map(|v| *v), model.remove(&key));
+            } else {
+                m.insert(key, Arc::new(key * 3));
+                model.insert(key, key * 3);
+            }
+            let probe = ((x >> 20) % 700) as u32;
+            assert_eq!(m.get(probe).map(|v| *v), model.get(&probe).copied());
+        }
+        assert_eq!(m.len(), model.len());
+    }
+
+    #[test]
+    fn memory_follows_live_entries_not_the_largest_key() {
+        let small = IdMap::<u64>::new();
+        let sparse = IdMap::<u64>::new();
+        for i in 0..64u32 {
+            small.insert(i, Arc::new(0));
+            sparse.insert(i * 262_144, Arc::new(0));
+        }
+        assert_eq!(small.memory_bytes(), sparse.memory_bytes());
+        assert!(sparse.get(63 * 262_144).is_some());
+        assert!(small.memory_bytes() < 8192);
+    }
+
+    #[test]
+    fn removed_values_are_dropped_once_and_remaining_ones_at_drop() {
+        let tracker = Arc::new(());
+        let m = IdMap::new();
+        for i in 0..100 {
+            m.insert(i, Arc::new(tracker.clone()));
+        }
+        assert_eq!(Arc::strong_count(&tracker), 101);
+        drop(m.remove(5));
+        assert_eq!(Arc::strong_count(&tracker), 100);
+        drop(m);
+        assert_eq!(Arc::strong_count(&tracker), 1);
+    }
+
+    #[test]
+    fn concurrent_readers_never_see_a_missing_live_key_while_others_churn() {
+        let m = Arc::new(IdMap::<u32>::new());
+        let stable: Vec<u32> = (0..50).map(|i| i * 7).collect();
+        for &k in &stable {
+            m.insert(k, Arc::new(k));
+        }
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let readers: Vec<_> = (0..3)
+            .map(|_| {
+                let (m, stable, stop) = (m.clone(), stable.clone(), stop.clone());
+                std::thread::spawn(move || {
+                    let mut n = 0u64;
+                    while !stop.load(SeqCst) {
+                        for &k in &stable {
+                            assert_eq!(m.get(k).map(|v| *v), Some(k), "live key {k} missed");
+                            n += 1;
+                        }
+                    }
+                    n
+                })
+            })
+            .collect();
+        for round in 0..3000u32 {
+            let k = 1000 + (round % 300) * 7 + 1;
+            m.insert(k, Arc::new(k));
+            assert_eq!(m.remove(k).map(|v| *v), Some(k));
+        }
+        stop.store(true, SeqCst);
+        for r in readers {
+            assert!(r.join().unwrap() > 0);
+        }
+    }
+}
