@@ -1,1 +1,17 @@
-//! SysV IPC: namespaces, registries, semaphores, message queues, shared memory.
+//! SysV IPC: namespaces, registries, semaphores, message queues and shared memory.
+//!
+//! Everything is reached through an [`IpcNamespace`]: `ns.semget(&cred, key, nsems, flag)`,
+//! `ns.msgsnd(...)`, `ns.shmat(...)` and so on, one method per Linux call, each documented
+//! with its man page and returning Linux's errno in Linux's order.
+
+pub mod consts;
+pub mod msg;
+pub mod namespace;
+pub mod perm;
+pub mod registry;
+pub mod sem;
+pub mod shm;
+
+pub use namespace::{IpcNamespace, Limits, NamespaceOptions, Sysctl};
+pub use perm::{IpcPerm, IpcPermStat};
+pub use registry::{IpcHeader, IpcObject, Registry};

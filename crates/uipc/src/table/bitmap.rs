@@ -30,7 +30,11 @@ impl SparseBitmap {
             levels += 1;
             positions = positions.div_ceil(BITS);
         }
-        SparseBitmap { levels: vec![BTreeMap::new(); levels], capacity, count: 0 }
+        SparseBitmap {
+            levels: vec![BTreeMap::new(); levels],
+            capacity,
+            count: 0,
+        }
     }
 
     /// How many indices are set.
@@ -49,7 +53,11 @@ impl SparseBitmap {
 
     /// Sets `idx` (`< capacity`). Returns `false` if it was already set.
     pub fn insert(&mut self, idx: u32) -> bool {
-        assert!(idx < self.capacity, "index {idx} beyond capacity {}", self.capacity);
+        assert!(
+            idx < self.capacity,
+            "index {idx} beyond capacity {}",
+            self.capacity
+        );
         if self.contains(idx) {
             return false;
         }
@@ -121,7 +129,9 @@ impl SparseBitmap {
     /// The set indices in increasing order.
     pub fn iter(&self) -> impl Iterator<Item = u32> + '_ {
         self.levels[0].iter().flat_map(|(&w, &word)| {
-            (0..BITS).filter(move |b| word & (1 << b) != 0).map(move |b| w * BITS + b)
+            (0..BITS)
+                .filter(move |b| word & (1 << b) != 0)
+                .map(move |b| w * BITS + b)
         })
     }
 
@@ -129,7 +139,11 @@ impl SparseBitmap {
     pub fn next_set(&self, from: u32) -> Option<u32> {
         let w0 = from / BITS;
         self.levels[0].range(w0..).find_map(|(&w, &word)| {
-            let word = if w == w0 { word & !((1u64 << (from % BITS)) - 1) } else { word };
+            let word = if w == w0 {
+                word & !((1u64 << (from % BITS)) - 1)
+            } else {
+                word
+            };
             (word != 0).then(|| w * BITS + word.trailing_zeros())
         })
     }

@@ -25,9 +25,17 @@ pub struct IdLayout {
 
 impl IdLayout {
     /// Linux's default layout: 15 index bits, IPCMNI 32768.
-    pub const DEFAULT: IdLayout = IdLayout { shift: 15, seq_max: (i32::MAX >> 15) as u32, min_cycle: 64 };
+    pub const DEFAULT: IdLayout = IdLayout {
+        shift: 15,
+        seq_max: (i32::MAX >> 15) as u32,
+        min_cycle: 64,
+    };
     /// The `ipcmni_extend` layout: 24 index bits, 7 sequence bits, IPCMNI 16777216.
-    pub const EXTENDED: IdLayout = IdLayout { shift: 24, seq_max: (i32::MAX >> 24) as u32, min_cycle: 4096 };
+    pub const EXTENDED: IdLayout = IdLayout {
+        shift: 24,
+        seq_max: (i32::MAX >> 24) as u32,
+        min_cycle: 4096,
+    };
 
     /// IPCMNI: how many indices exist.
     pub const fn ipcmni(self) -> u32 {
@@ -57,7 +65,12 @@ pub struct CyclicIdAllocator {
 impl CyclicIdAllocator {
     /// An empty allocator: the first id is 0.
     pub fn new(layout: IdLayout) -> CyclicIdAllocator {
-        CyclicIdAllocator { layout, used: SparseBitmap::new(layout.ipcmni()), last_idx: -1, seq: 0 }
+        CyclicIdAllocator {
+            layout,
+            used: SparseBitmap::new(layout.ipcmni()),
+            last_idx: -1,
+            seq: 0,
+        }
     }
 
     /// The id layout.
@@ -95,7 +108,9 @@ impl CyclicIdAllocator {
     pub fn alloc(&mut self) -> Result<i32, Errno> {
         let l = self.layout;
         let in_use = self.used.count();
-        let window = (in_use.saturating_mul(3) / 2).max(l.min_cycle).min(l.ipcmni());
+        let window = (in_use.saturating_mul(3) / 2)
+            .max(l.min_cycle)
+            .min(l.ipcmni());
         let cursor = (self.last_idx + 1) as u32;
         let idx = self
             .used
@@ -118,7 +133,10 @@ impl CyclicIdAllocator {
     pub fn alloc_at(&mut self, next_id: i32) -> Result<i32, Errno> {
         let l = self.layout;
         let seq = next_id as u32 >> l.shift;
-        let idx = self.used.first_clear_in(l.idx(next_id), l.ipcmni()).ok_or(Errno::ENOSPC)?;
+        let idx = self
+            .used
+            .first_clear_in(l.idx(next_id), l.ipcmni())
+            .ok_or(Errno::ENOSPC)?;
         self.used.insert(idx);
         Ok(l.id(seq, idx))
     }
@@ -183,13 +201,29 @@ mod tests {
     fn restore_takes_the_first_free_index_at_or_above_and_keeps_the_cursor() {
         let mut a = CyclicIdAllocator::new(IdLayout::DEFAULT);
         assert_eq!(a.alloc().unwrap(), 0);
-        assert_eq!(a.alloc_at(3 << 15).unwrap(), 98305, "idx 0 busy: seq 3, idx 1");
+        assert_eq!(
+            a.alloc_at(3 << 15).unwrap(),
+            98305,
+            "idx 0 busy: seq 3, idx 1"
+        );
         assert_eq!(a.alloc_at((7 << 15) | 1000).unwrap(), 230376);
-        assert_eq!(a.alloc_at(65535 << 15).unwrap() as u32 >> 15, 65535, "seq 65535 accepted");
-        assert_eq!(a.alloc().unwrap(), 3, "cursor still after idx 0: skips the restored idx 1 and 2");
+        assert_eq!(
+            a.alloc_at(65535 << 15).unwrap() as u32 >> 15,
+            65535,
+            "seq 65535 accepted"
+        );
+        assert_eq!(
+            a.alloc().unwrap(),
+            3,
+            "cursor still after idx 0: skips the restored idx 1 and 2"
+        );
         let mut full = CyclicIdAllocator::new(IdLayout::DEFAULT);
         assert_eq!(full.alloc_at(32767).unwrap(), 32767);
-        assert_eq!(full.alloc_at(32767), Err(Errno::ENOSPC), "the search stops at IPCMNI");
+        assert_eq!(
+            full.alloc_at(32767),
+            Err(Errno::ENOSPC),
+            "the search stops at IPCMNI"
+        );
     }
 
     #[test]
@@ -197,7 +231,11 @@ mod tests {
         // Seed 002: with 2^24 - 1 objects live, get/remove of the last index repeats its id
         // after 128 pairs. Only the 7 sequence bits matter, so a 10-bit index space with the
         // extended mode's seq_max shows the same cycle without 16 million objects.
-        let l = IdLayout { shift: 10, seq_max: 127, min_cycle: 64 };
+        let l = IdLayout {
+            shift: 10,
+            seq_max: 127,
+            min_cycle: 64,
+        };
         let mut a = CyclicIdAllocator::new(l);
         for _ in 0..(l.ipcmni() - 1) {
             a.alloc().unwrap();

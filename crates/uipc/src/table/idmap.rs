@@ -133,8 +133,15 @@ impl<T> IdMap<T> {
         IdMap {
             index: AtomicPtr::new(Box::into_raw(IndexArray::new(MIN_CELLS))),
             mods: AtomicU64::new(0),
-            chunks: (0..CHUNKS).map(|_| AtomicPtr::new(std::ptr::null_mut())).collect(),
-            writer: Mutex::new(Writer { len: 0, next_slot: 0, free_slots: Vec::new(), retired: Vec::new() }),
+            chunks: (0..CHUNKS)
+                .map(|_| AtomicPtr::new(std::ptr::null_mut()))
+                .collect(),
+            writer: Mutex::new(Writer {
+                len: 0,
+                next_slot: 0,
+                free_slots: Vec::new(),
+                retired: Vec::new(),
+            }),
         }
     }
 
@@ -181,7 +188,11 @@ impl<T> IdMap<T> {
         let p = slot.ptr.load(SeqCst);
         let found = (!p.is_null()).then(|| {
             #[cfg(loom)]
-            assert_ne!(slot.retired.load(SeqCst), p, "a reader took a count on a removed entry");
+            assert_ne!(
+                slot.retired.load(SeqCst),
+                p,
+                "a reader took a count on a removed entry"
+            );
             // SAFETY: `p` came from `Arc::into_raw` and the removal that would release it waits
             // for `readers` to drop to zero after clearing `ptr`; we are counted in `readers`
             // and saw `ptr` still set, so the map's own strong count is alive.
@@ -222,7 +233,9 @@ impl<T> IdMap<T> {
                 s
             }
         };
-        self.slot(slot_no).ptr.store(Arc::into_raw(value) as *mut T, SeqCst);
+        self.slot(slot_no)
+            .ptr
+            .store(Arc::into_raw(value) as *mut T, SeqCst);
         // SAFETY: only writers (serialized by `writer`) replace the index.
         let mut arr = unsafe { &*self.index.load(SeqCst) };
         if (w.len + 1) * 4 > arr.cells.len() * 3 {
@@ -280,7 +293,11 @@ impl<T> IdMap<T> {
             }
             let home = arr.home(cell_key(next));
             // `next` may move into the hole unless its home lies cyclically in (hole, j].
-            let stays = if hole <= j { hole < home && home <= j } else { hole < home || home <= j };
+            let stays = if hole <= j {
+                hole < home && home <= j
+            } else {
+                hole < home || home <= j
+            };
             if !stays {
                 arr.cells[hole].store(next, SeqCst);
                 hole = j;
@@ -314,7 +331,10 @@ impl<T> IdMap<T> {
             bytes += unsafe { &*old }.cells.len() * 8;
         }
         let slot_chunks = (0..CHUNKS).take_while(|&k| !self.chunks[k].load(SeqCst).is_null());
-        bytes + slot_chunks.map(|k| chunk_len(k) * std::mem::size_of::<Slot<T>>()).sum::<usize>()
+        bytes
+            + slot_chunks
+                .map(|k| chunk_len(k) * std::mem::size_of::<Slot<T>>())
+                .sum::<usize>()
     }
 }
 
@@ -370,7 +390,9 @@ mod tests {
         let mut model = HashMap::new();
         let mut x = 12345u64;
         for _ in 0..20_000 {
-            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
             let key = ((x >> 33) % 700) as u32;
             if model.contains_key(&key) {
                 assert_eq!(m.remove(key).map(|v| *v), model.remove(&key));

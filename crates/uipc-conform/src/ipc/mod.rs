@@ -1,0 +1,172 @@
+//! `uipc conform ipc`: the same random SysV IPC operations on the host kernel and on the
+//! engine, compared call by call and state by state.
+//!
+//! Isolation: the run first moves itself into a fresh IPC namespace (`unshare(CLONE_NEWIPC)`,
+//! which needs root), so its objects cannot collide with anything on the host and vanish with
+//! the process, even on Ctrl-C. Without that privilege it falls back to a private key range
+//! (see [`KEY_BASE`]) and removes every object it created when it ends.
+//!
+//! The second identity: permission checks are exercised as an unprivileged uid/gid by
+//! switching only the calling thread's effective ids with raw `setresuid`/`setresgid` system
+//! calls (glibc's wrappers would switch every thread) and back again ([`host::as_user`]).
+//!
+//! Each object type lives in its own module (`sem`, `msg`, `shm`) with a `step` that draws one
+//! operation, applies it to both sides and compares; this module runs the loop, and every
+//! [`STATE_EVERY`] operations and at the end compares the `/proc/sysvipc` files with times
+//! masked.
+
+pub mod host;
+pub mod msg;
+pub mod sem;
+pub mod shm;
+
+use crate::rng::Rng;
+use crate::{Divergence, Options, Report};
+use std::fmt::Debug;
+use uipc::ipc::IpcNamespace;
+use uipc::{CapSet, Cred};
+
+/// First key of the run's private key range ("uipc" in ASCII).
+pub const KEY_BASE: i32 = 0x7569_7063;
+/// How many keys each object type draws from.
+pub const KEYS_PER_TYPE: i32 = 6;
+/// The unprivileged identity used for permission checks.
+pub const USER_UID: u32 = 4242;
+/// Its group.
+pub const USER_GID: u32 = 4343;
+/// How often the whole `/proc/sysvipc` state is compared.
+pub const STATE_EVERY: u64 = 50;
+
+/// What every step sees.
+pub struct Ctx {
+    /// The run's generator.
+    pub rng: Rng,
+    /// The engine's namespace, in the same state as the host's.
+    pub ns: IpcNamespace,
+    /// Root, as the host process is (same pid, so recorded pids compare equal).
+    pub root: Cred,
+    /// The unprivileged identity ([`USER_UID`]/[`USER_GID`], no capabilities).
+    pub user: Cred,
+    /// Print every operation.
+    pub verbose: bool,
+    /// Whether the run is in its own IPC namespace (else cleanup is by key range and ids).
+    pub private_ns: bool,
+    divergences: Vec<Divergence>,
+    index: u64,
+}
+
+impl Ctx {
+    /// The key for slot `n` (0..KEYS_PER_TYPE) of a type with base offset `type_base`.
+    pub fn key(&self, type_base: i32, n: i32) -> i32 {
+        KEY_BASE + type_base * 16 + n
+    }
+
+    /// Draws a caller: root most of the time, the unprivileged user otherwise.
+    pub fn pick_caller(&mut self) -> bool {
+        self.rng.chance(1, 5)
+    }
+
+    /// The engine identity for `as_user`.
+    pub fn cred(&self, as_user: bool) -> &Cred {
+        if as_user {
+            &self.user
+        } else {
+            &self.root
+        }
+    }
+
+    /// Records a divergence unless `host == engine`. Returns whether they agreed.
+    pub fn check<T: PartialEq + Debug>(&mut self, op: &str, host: &T, engine: &T) -> bool {
+        if self.verbose {
+            println!(
+                "op {}: {op} -> host {host:?}, engine {engine:?}",
+                self.index
+            );
+        }
+        if host == engine {
+            return true;
+        }
+        self.divergences.push(Divergence {
+            index: self.index,
+            op: op.to_string(),
+            host: format!("{host:?}"),
+            engine: format!("{engine:?}"),
+        });
+        false
+    }
+}
+
+/// Runs `opts.ops` random operations.
+pub fn run(opts: &Options) -> Result<Report, String> {
+    let private_ns = host::enter_private_ipc_namespace();
+    let pid = std::process::id() as i32;
+    let root = Cred::root(pid);
+    let user = Cred {
+        caps: CapSet::EMPTY,
+        ..Cred::user(pid, USER_UID, USER_GID)
+    };
+    let mut ctx = Ctx {
+        rng: Rng::new(opts.seed),
+        ns: IpcNamespace::new(),
+        root,
+        user,
+        verbose: opts.verbose,
+        private_ns,
+        divergences: Vec::new(),
+        index: 0,
+    };
+    if !private_ns {
+        eprintln!("uipc conform ipc: not root, using keys {KEY_BASE:#x}.. in the host's namespace");
+        host::remove_key_range();
+    }
+    for i in 0..opts.ops {
+        ctx.index = i;
+        match ctx.rng.below(100) {
+            0..=39 => sem::step(&mut ctx),
+            40..=74 => msg::step(&mut ctx),
+            _ => shm::step(&mut ctx),
+        }
+        if (i + 1) % STATE_EVERY == 0 || i + 1 == opts.ops {
+            compare_proc(&mut ctx);
+        }
+    }
+    if !private_ns {
+        host::remove_key_range();
+    }
+    Ok(Report {
+        operations: opts.ops,
+        divergences: ctx.divergences,
+    })
+}
+
+/// Masks the time columns of a `/proc/sysvipc` file so host and engine compare.
+pub fn mask_times(text: &str, time_columns: &[usize]) -> String {
+    text.lines()
+        .enumerate()
+        .map(|(n, line)| {
+            if n == 0 {
+                return line.split_whitespace().collect::<Vec<_>>().join(" ");
+            }
+            let cols: Vec<&str> = line.split_whitespace().collect();
+            cols.iter()
+                .enumerate()
+                .map(|(i, c)| if time_columns.contains(&i) { "T" } else { c })
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn compare_proc(ctx: &mut Ctx) {
+    let files: [(&str, String, &[usize]); 3] = [
+        ("sem", ctx.ns.proc_sysvipc_sem(), &[8, 9]),
+        ("msg", ctx.ns.proc_sysvipc_msg(), &[11, 12, 13]),
+        ("shm", ctx.ns.proc_sysvipc_shm(), &[11, 12, 13]),
+    ];
+    for (name, engine, times) in files {
+        let host = std::fs::read_to_string(format!("/proc/sysvipc/{name}")).unwrap_or_default();
+        let (h, e) = (mask_times(&host, times), mask_times(&engine, times));
+        ctx.check(&format!("state of /proc/sysvipc/{name}"), &h, &e);
+    }
+}

@@ -1,0 +1,374 @@
+//! An IPC namespace: three registries, their limits, a clock, and the process hooks.
+//!
+//! Any number of namespaces can live in one process, fully isolated, each with Linux's default
+//! limits. Limits are tunable at run time with the same validation as the `/proc/sys/kernel`
+//! files ([`IpcNamespace::sysctl_write`]); the id layout (`ipcmni_extend` or not) is chosen per
+//! namespace at creation.
+//!
+//! Locks: limits are atomics read without a lock; each registry has its own writer lock.
+
+use super::registry::{IpcObject, Registry};
+use super::{msg, sem, shm};
+use crate::sync::{AtomicBool, AtomicI32, AtomicU64, Ordering::Relaxed};
+use crate::table::IdLayout;
+use crate::{Cap, Clock, Cred, Errno, Result, SystemClock};
+use std::sync::Arc;
+
+/// How a namespace is built.
+#[derive(Clone)]
+pub struct NamespaceOptions {
+    /// `ipcmni_extend`: 24 index bits, 7 sequence bits, minimum cycle 4096.
+    pub extended_ids: bool,
+    /// Where recorded times come from.
+    pub clock: Arc<dyn Clock>,
+    /// Where shared-memory segments get their memory (`None`: the heap).
+    pub shm_backing: Option<Arc<dyn shm::ShmBacking>>,
+}
+
+impl Default for NamespaceOptions {
+    fn default() -> Self {
+        NamespaceOptions {
+            extended_ids: false,
+            clock: Arc::new(SystemClock),
+            shm_backing: None,
+        }
+    }
+}
+
+/// The per-namespace limits (`/proc/sys/kernel/{sem,msg*,shm*}`).
+#[derive(Debug)]
+pub struct Limits {
+    pub(crate) semmsl: AtomicI32,
+    pub(crate) semmns: AtomicI32,
+    pub(crate) semopm: AtomicI32,
+    pub(crate) semmni: AtomicI32,
+    pub(crate) msgmax: AtomicI32,
+    pub(crate) msgmnb: AtomicI32,
+    pub(crate) msgmni: AtomicI32,
+    pub(crate) shmmax: AtomicU64,
+    pub(crate) shmall: AtomicU64,
+    pub(crate) shmmni: AtomicI32,
+    pub(crate) shm_rmid_forced: AtomicBool,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        let shm_default = u64::MAX - (1 << 24);
+        Limits {
+            semmsl: AtomicI32::new(32000),
+            semmns: AtomicI32::new(1_024_000_000),
+            semopm: AtomicI32::new(500),
+            semmni: AtomicI32::new(32000),
+            msgmax: AtomicI32::new(8192),
+            msgmnb: AtomicI32::new(16384),
+            msgmni: AtomicI32::new(32000),
+            shmmax: AtomicU64::new(shm_default),
+            shmall: AtomicU64::new(shm_default),
+            shmmni: AtomicI32::new(4096),
+            shm_rmid_forced: AtomicBool::new(false),
+        }
+    }
+}
+
+#[allow(missing_docs)]
+impl Limits {
+    pub fn semmsl(&self) -> i32 {
+        self.semmsl.load(Relaxed)
+    }
+    pub fn semmns(&self) -> i32 {
+        self.semmns.load(Relaxed)
+    }
+    pub fn semopm(&self) -> i32 {
+        self.semopm.load(Relaxed)
+    }
+    pub fn semmni(&self) -> i32 {
+        self.semmni.load(Relaxed)
+    }
+    pub fn msgmax(&self) -> i32 {
+        self.msgmax.load(Relaxed)
+    }
+    pub fn msgmnb(&self) -> i32 {
+        self.msgmnb.load(Relaxed)
+    }
+    pub fn msgmni(&self) -> i32 {
+        self.msgmni.load(Relaxed)
+    }
+    pub fn shmmax(&self) -> u64 {
+        self.shmmax.load(Relaxed)
+    }
+    pub fn shmall(&self) -> u64 {
+        self.shmall.load(Relaxed)
+    }
+    pub fn shmmni(&self) -> i32 {
+        self.shmmni.load(Relaxed)
+    }
+    pub fn shm_rmid_forced(&self) -> bool {
+        self.shm_rmid_forced.load(Relaxed)
+    }
+}
+
+/// The tunables, by their `/proc/sys/kernel` file name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Sysctl {
+    /// `sem`: "SEMMSL SEMMNS SEMOPM SEMMNI".
+    Sem,
+    /// `msgmax`.
+    MsgMax,
+    /// `msgmnb`.
+    MsgMnb,
+    /// `msgmni`.
+    MsgMni,
+    /// `shmmax`.
+    ShmMax,
+    /// `shmall`.
+    ShmAll,
+    /// `shmmni`.
+    ShmMni,
+    /// `shm_rmid_forced`.
+    ShmRmidForced,
+    /// `sem_next_id`.
+    SemNextId,
+    /// `msg_next_id`.
+    MsgNextId,
+    /// `shm_next_id`.
+    ShmNextId,
+}
+
+/// An IPC namespace.
+pub struct IpcNamespace {
+    pub(crate) limits: Limits,
+    pub(crate) clock: Arc<dyn Clock>,
+    pub(crate) layout: IdLayout,
+    pub(crate) sem: sem::SemIds,
+    pub(crate) msg: msg::MsgIds,
+    pub(crate) shm: shm::ShmIds,
+}
+
+impl Default for IpcNamespace {
+    fn default() -> Self {
+        IpcNamespace::new()
+    }
+}
+
+impl IpcNamespace {
+    /// A namespace with default limits, normal ids, the system clock and heap-backed segments.
+    pub fn new() -> IpcNamespace {
+        IpcNamespace::with_options(NamespaceOptions::default())
+    }
+
+    /// A namespace built from `opts`.
+    pub fn with_options(opts: NamespaceOptions) -> IpcNamespace {
+        let layout = if opts.extended_ids {
+            IdLayout::EXTENDED
+        } else {
+            IdLayout::DEFAULT
+        };
+        IpcNamespace {
+            limits: Limits::default(),
+            clock: opts.clock,
+            layout,
+            sem: sem::SemIds::new(layout),
+            msg: msg::MsgIds::new(layout),
+            shm: shm::ShmIds::new(layout, opts.shm_backing),
+        }
+    }
+
+    /// The current limits.
+    pub fn limits(&self) -> &Limits {
+        &self.limits
+    }
+
+    /// The id layout.
+    pub fn layout(&self) -> IdLayout {
+        self.layout
+    }
+
+    pub(crate) fn now(&self) -> i64 {
+        self.clock.now_secs()
+    }
+
+    /// Reads a tunable as its `/proc/sys/kernel` file shows it (without the newline).
+    pub fn sysctl_read(&self, which: Sysctl) -> String {
+        let l = &self.limits;
+        match which {
+            Sysctl::Sem => format!(
+                "{}\t{}\t{}\t{}",
+                l.semmsl(),
+                l.semmns(),
+                l.semopm(),
+                l.semmni()
+            ),
+            Sysctl::MsgMax => l.msgmax().to_string(),
+            Sysctl::MsgMnb => l.msgmnb().to_string(),
+            Sysctl::MsgMni => l.msgmni().to_string(),
+            Sysctl::ShmMax => l.shmmax().to_string(),
+            Sysctl::ShmAll => l.shmall().to_string(),
+            Sysctl::ShmMni => l.shmmni().to_string(),
+            Sysctl::ShmRmidForced => u8::from(l.shm_rmid_forced()).to_string(),
+            Sysctl::SemNextId => self.sem.registry().read().next_id().to_string(),
+            Sysctl::MsgNextId => self.msg.registry().read().next_id().to_string(),
+            Sysctl::ShmNextId => self.shm.registry().read().next_id().to_string(),
+        }
+    }
+
+    /// Writes a tunable with the kernel's validation. The `*_next_id` files need
+    /// CAP_CHECKPOINT_RESTORE or CAP_SYS_ADMIN (else EACCES, as opening a 0444 file for write);
+    /// the others are root's files and the embedder decides who may write them.
+    pub fn sysctl_write(&self, cred: &Cred, which: Sysctl, text: &str) -> Result<()> {
+        let l = &self.limits;
+        let ipcmni = i64::from(self.layout.ipcmni());
+        let one = |lo: i64, hi: i64| -> Result<i64> {
+            let v: i64 = text.trim().parse().map_err(|_| Errno::EINVAL)?;
+            if (lo..=hi).contains(&v) {
+                Ok(v)
+            } else {
+                Err(Errno::EINVAL)
+            }
+        };
+        let int_max = i64::from(i32::MAX);
+        match which {
+            Sysctl::Sem => {
+                let v: Vec<i64> = text
+                    .split_whitespace()
+                    .map(|w| w.parse::<i64>())
+                    .collect::<std::result::Result<_, _>>()
+                    .map_err(|_| Errno::EINVAL)?;
+                if v.is_empty()
+                    || v.len() > 4
+                    || v.iter().any(|&x| x < i64::from(i32::MIN) || x > int_max)
+                {
+                    return Err(Errno::EINVAL);
+                }
+                let cur = [l.semmsl(), l.semmns(), l.semopm(), l.semmni()];
+                let mut new = cur;
+                for (slot, &x) in new.iter_mut().zip(&v) {
+                    *slot = x as i32;
+                }
+                if !(0..=ipcmni).contains(&i64::from(new[3])) {
+                    return Err(Errno::ERANGE);
+                }
+                l.semmsl.store(new[0], Relaxed);
+                l.semmns.store(new[1], Relaxed);
+                l.semopm.store(new[2], Relaxed);
+                l.semmni.store(new[3], Relaxed);
+            }
+            Sysctl::MsgMax => l.msgmax.store(one(0, int_max)? as i32, Relaxed),
+            Sysctl::MsgMnb => l.msgmnb.store(one(0, int_max)? as i32, Relaxed),
+            Sysctl::MsgMni => l.msgmni.store(one(0, ipcmni)? as i32, Relaxed),
+            Sysctl::ShmMni => l.shmmni.store(one(0, ipcmni)? as i32, Relaxed),
+            Sysctl::ShmMax | Sysctl::ShmAll => {
+                let v: u64 = text.trim().parse().map_err(|_| Errno::EINVAL)?;
+                let cell = if which == Sysctl::ShmMax {
+                    &l.shmmax
+                } else {
+                    &l.shmall
+                };
+                cell.store(v, Relaxed);
+            }
+            Sysctl::ShmRmidForced => {
+                let on = one(0, 1)? == 1;
+                l.shm_rmid_forced.store(on, Relaxed);
+                if on {
+                    self.shm_destroy_orphans();
+                }
+            }
+            Sysctl::SemNextId | Sysctl::MsgNextId | Sysctl::ShmNextId => {
+                if !cred.has_cap(Cap::CHECKPOINT_RESTORE) && !cred.has_cap(Cap::SYS_ADMIN) {
+                    return Err(Errno::EACCES);
+                }
+                let v: i64 = text.trim().parse().map_err(|_| Errno::EINVAL)?;
+                match which {
+                    Sysctl::SemNextId => self.sem.registry().set_next_id(v)?,
+                    Sysctl::MsgNextId => self.msg.registry().set_next_id(v)?,
+                    _ => self.shm.registry().set_next_id(v)?,
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Process exit (the last thread of `tgid`): applies its SEM_UNDO list, detaches its
+    /// segments and applies the orphan rules, as Linux's `exit_sem` and `exit_shm`.
+    pub fn process_exit(&self, tgid: i32) {
+        self.sem_process_exit(tgid);
+        self.shm_process_exit(tgid);
+    }
+
+    /// Fork: the child starts with no SEM_UNDO list; its inherited attachments count in
+    /// nattch.
+    pub fn process_fork(&self, parent: i32, child: i32) {
+        self.shm_process_fork(parent, child);
+    }
+
+    /// Execve: SEM_UNDO is kept; attachments are detached.
+    pub fn process_exec(&self, tgid: i32) {
+        self.shm_process_exec(tgid);
+    }
+}
+
+/// Gives the registry behind each per-type table, for code shared across types.
+pub(crate) trait HasRegistry<T: IpcObject> {
+    fn registry(&self) -> &Registry<T>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_match_linux() {
+        let ns = IpcNamespace::new();
+        assert_eq!(ns.sysctl_read(Sysctl::Sem), "32000\t1024000000\t500\t32000");
+        assert_eq!(ns.sysctl_read(Sysctl::MsgMax), "8192");
+        assert_eq!(ns.sysctl_read(Sysctl::MsgMnb), "16384");
+        assert_eq!(ns.sysctl_read(Sysctl::ShmMni), "4096");
+        assert_eq!(ns.sysctl_read(Sysctl::ShmMax), "18446744073692774399");
+        assert_eq!(ns.sysctl_read(Sysctl::SemNextId), "-1");
+    }
+
+    #[test]
+    fn sysctl_writes_validate_like_the_kernel() {
+        let ns = IpcNamespace::new();
+        let root = Cred::root(1);
+        assert_eq!(
+            ns.sysctl_write(&root, Sysctl::Sem, "250 32000 32 40000"),
+            Err(Errno::ERANGE)
+        );
+        assert_eq!(
+            ns.sysctl_read(Sysctl::Sem),
+            "32000\t1024000000\t500\t32000",
+            "reverted"
+        );
+        ns.sysctl_write(&root, Sysctl::Sem, "250 32000 32 128")
+            .unwrap();
+        assert_eq!(ns.limits().semopm(), 32);
+        assert_eq!(
+            ns.sysctl_write(&root, Sysctl::MsgMni, "32769"),
+            Err(Errno::EINVAL)
+        );
+        assert_eq!(
+            ns.sysctl_write(&root, Sysctl::MsgMax, "-1"),
+            Err(Errno::EINVAL)
+        );
+        assert_eq!(
+            ns.sysctl_write(&root, Sysctl::ShmRmidForced, "2"),
+            Err(Errno::EINVAL)
+        );
+        assert_eq!(
+            ns.sysctl_write(&root, Sysctl::SemNextId, "-1"),
+            Err(Errno::EINVAL)
+        );
+        assert_eq!(
+            ns.sysctl_write(&Cred::user(2, 1000, 1000), Sysctl::SemNextId, "5"),
+            Err(Errno::EACCES)
+        );
+        ns.sysctl_write(&root, Sysctl::SemNextId, "5").unwrap();
+        assert_eq!(ns.sysctl_read(Sysctl::SemNextId), "5");
+        let ext = IpcNamespace::with_options(NamespaceOptions {
+            extended_ids: true,
+            ..Default::default()
+        });
+        ext.sysctl_write(&root, Sysctl::MsgMni, "16777216").unwrap();
+        assert_eq!(ext.layout().ipcmni(), 1 << 24);
+    }
+}

@@ -1,0 +1,361 @@
+//! One registry per object type: ids, keys and the lookups every call starts with
+//! (`ipc/util.c`: `ipc_addid`, `ipc_findkey`, `ipcget`, `ipc_obtain_object_check`, `ipc_rmid`).
+//!
+//! - Ids come from a [`CyclicIdAllocator`] (seed 002), with `*_next_id` restore.
+//! - Keys live in a hash map (seed 000): `semget` on 31900 keys does not scan; IPC_PRIVATE
+//!   objects are never in it.
+//! - Objects are found by id through an [`IdMap`] without any registry lock: the cost is the
+//!   same for every index, and memory follows the live objects.
+//!
+//! Locks: `state` is the kernel's `rwsem`. Creation, key lookup and removal hold it for
+//! writing; `*_INFO`, `*_STAT` by index and `/proc` listings hold it for reading. Operations
+//! on an existing id (semop, msgsnd, shmat, the *ctl calls) take no registry lock at all.
+//! Lock order: `state` -> the object's own lock. Code holding an object lock must never take
+//! `state`.
+
+use super::consts::{IPC_CREAT, IPC_EXCL, IPC_PRIVATE};
+use crate::sync::{read, write, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use crate::table::{CyclicIdAllocator, IdLayout, IdMap};
+use crate::{Errno, Result};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::Arc;
+
+/// The part of an object the registry reads without the object's lock.
+#[derive(Debug)]
+pub struct IpcHeader {
+    id: i32,
+    key: AtomicI32,
+}
+
+impl IpcHeader {
+    /// The header of a new object.
+    pub fn new(id: i32, key: i32) -> IpcHeader {
+        IpcHeader {
+            id,
+            key: AtomicI32::new(key),
+        }
+    }
+    /// The full id (`(seq << shift) + idx`).
+    pub fn id(&self) -> i32 {
+        self.id
+    }
+    /// The key; 0 for private objects and for segments made private by SHM_DEST.
+    pub fn key(&self) -> i32 {
+        self.key.load(Ordering::Relaxed)
+    }
+}
+
+/// An object kept in a registry.
+pub trait IpcObject: Send + Sync + 'static {
+    /// The object's id and key.
+    fn header(&self) -> &IpcHeader;
+}
+
+/// The registry's writer-locked state (the kernel's `ipc_ids` under `rwsem`).
+#[derive(Debug)]
+pub struct RegistryState {
+    keys: HashMap<i32, u32>,
+    alloc: CyclicIdAllocator,
+    next_id: i32,
+}
+
+impl RegistryState {
+    /// Live objects.
+    pub fn in_use(&self) -> u32 {
+        self.alloc.in_use()
+    }
+    /// The highest index in use, or 0 when empty (what `*_INFO` returns).
+    pub fn max_idx(&self) -> i32 {
+        self.alloc.max_idx().map_or(0, |i| i as i32)
+    }
+    /// The pending `*_next_id` restore value, or -1.
+    pub fn next_id(&self) -> i32 {
+        self.next_id
+    }
+}
+
+/// The registry of one object type in one namespace.
+pub struct Registry<T> {
+    state: RwLock<RegistryState>,
+    objects: IdMap<T>,
+    layout: IdLayout,
+}
+
+impl<T: IpcObject> Registry<T> {
+    /// An empty registry with the given id layout.
+    pub fn new(layout: IdLayout) -> Registry<T> {
+        Registry {
+            state: RwLock::new(RegistryState {
+                keys: HashMap::new(),
+                alloc: CyclicIdAllocator::new(layout),
+                next_id: -1,
+            }),
+            objects: IdMap::new(),
+            layout,
+        }
+    }
+
+    /// The id layout.
+    pub fn layout(&self) -> IdLayout {
+        self.layout
+    }
+
+    /// Takes the registry lock for writing (creation, removal, key changes).
+    pub fn write(&self) -> RwLockWriteGuard<'_, RegistryState> {
+        write(&self.state)
+    }
+
+    /// Takes the registry lock for reading (info, listings, stat by index).
+    pub fn read(&self) -> RwLockReadGuard<'_, RegistryState> {
+        read(&self.state)
+    }
+
+    /// The object with this full id, lock-free. EINVAL for a negative id, an empty index or a
+    /// stale sequence number. The caller must still check, under the object's lock, that the
+    /// object was not removed meanwhile (EIDRM).
+    pub fn lookup(&self, id: i32) -> Result<Arc<T>> {
+        if id < 0 {
+            return Err(Errno::EINVAL);
+        }
+        let obj = self.objects.get(self.layout.idx(id)).ok_or(Errno::EINVAL)?;
+        if obj.header().id() != id {
+            return Err(Errno::EINVAL);
+        }
+        Ok(obj)
+    }
+
+    /// The object at an index (`*_STAT` take an index, not an id). EINVAL if empty.
+    pub fn lookup_index(&self, idx: i32) -> Result<Arc<T>> {
+        if idx < 0 || idx as u32 >= self.layout.ipcmni() {
+            return Err(Errno::EINVAL);
+        }
+        let obj = self.objects.get(idx as u32).ok_or(Errno::EINVAL)?;
+        // A slot hit may be an object that moved in after a removal: make sure it sits here.
+        if self.layout.idx(obj.header().id()) != idx as u32 {
+            return Err(Errno::EINVAL);
+        }
+        Ok(obj)
+    }
+
+    /// `ipcget`, Linux's decision order for `*get(key, flag)` (after the type's own pre-checks):
+    /// IPC_PRIVATE always creates; a missing key without IPC_CREAT is ENOENT; a missing key
+    /// with it creates; IPC_CREAT|IPC_EXCL on a present key is EEXIST; then `existing` runs the
+    /// type's "more checks" and `ipcperms`, in that order. Returns the id.
+    ///
+    /// `create` gets the writer-locked state and must call [`Registry::add`].
+    pub fn get_or_create(
+        &self,
+        key: i32,
+        flag: i32,
+        create: impl FnOnce(&mut RegistryState) -> Result<Arc<T>>,
+        existing: impl FnOnce(&T) -> Result<()>,
+    ) -> Result<i32> {
+        let mut st = self.write();
+        if key == IPC_PRIVATE {
+            return create(&mut st).map(|o| o.header().id());
+        }
+        let found = st.keys.get(&key).and_then(|&idx| self.objects.get(idx));
+        match found {
+            None if flag & IPC_CREAT == 0 => Err(Errno::ENOENT),
+            None => create(&mut st).map(|o| o.header().id()),
+            Some(_) if flag & IPC_CREAT != 0 && flag & IPC_EXCL != 0 => Err(Errno::EEXIST),
+            Some(obj) => {
+                existing(&obj)?;
+                Ok(obj.header().id())
+            }
+        }
+    }
+
+    /// `ipc_addid`: ENOSPC at the count limit (`min(limit, IPCMNI)`); then the id, consuming a
+    /// pending `*_next_id`; then `build(id)` makes the object, which is published. The type's
+    /// own checks (sizes, semmns, shmall) must have passed already: failures before this point
+    /// leave `*_next_id` pending, as on Linux.
+    pub fn add(
+        &self,
+        st: &mut RegistryState,
+        key: i32,
+        limit: i32,
+        build: impl FnOnce(i32) -> T,
+    ) -> Result<Arc<T>> {
+        let limit = (limit.max(0) as u32).min(self.layout.ipcmni());
+        if st.alloc.in_use() >= limit {
+            return Err(Errno::ENOSPC);
+        }
+        let id = if st.next_id >= 0 {
+            let wanted = std::mem::replace(&mut st.next_id, -1);
+            st.alloc.alloc_at(wanted)?
+        } else {
+            st.alloc.alloc()?
+        };
+        let obj = Arc::new(build(id));
+        debug_assert_eq!(obj.header().id(), id);
+        let idx = self.layout.idx(id);
+        self.objects.insert(idx, obj.clone());
+        if key != IPC_PRIVATE {
+            st.keys.insert(key, idx);
+        }
+        Ok(obj)
+    }
+
+    /// `ipc_rmid`: unhashes the key, frees the index and unpublishes the object. Lookups after
+    /// this get EINVAL; holders of the object must see its own "removed" mark (EIDRM), which
+    /// the caller sets under the object's lock.
+    pub fn remove(&self, st: &mut RegistryState, obj: &T) {
+        let h = obj.header();
+        let idx = self.layout.idx(h.id());
+        self.unhash(st, h, idx);
+        st.alloc.free(idx);
+        self.objects.remove(idx);
+    }
+
+    /// `ipc_set_key_private`: the object can no longer be found by key and shows key 0.
+    pub fn set_key_private(&self, st: &mut RegistryState, obj: &T) {
+        let h = obj.header();
+        self.unhash(st, h, self.layout.idx(h.id()));
+        h.key.store(IPC_PRIVATE, Ordering::Relaxed);
+    }
+
+    fn unhash(&self, st: &mut RegistryState, h: &IpcHeader, idx: u32) {
+        let key = h.key();
+        if key != IPC_PRIVATE && st.keys.get(&key) == Some(&idx) {
+            st.keys.remove(&key);
+        }
+    }
+
+    /// Every live object in increasing index order (for `/proc/sysvipc` and namespace-wide
+    /// walks). Takes the lock for reading while it collects.
+    pub fn snapshot(&self) -> Vec<Arc<T>> {
+        let st = self.read();
+        st.alloc
+            .used()
+            .filter_map(|idx| self.objects.get(idx))
+            .collect()
+    }
+
+    /// Sets `*_next_id` (the caller checked privilege). Linux accepts `[0, INT_MAX]` only;
+    /// -1 cannot be written back.
+    pub fn set_next_id(&self, value: i64) -> Result<()> {
+        if !(0..=i64::from(i32::MAX)).contains(&value) {
+            return Err(Errno::EINVAL);
+        }
+        self.write().next_id = value as i32;
+        Ok(())
+    }
+
+    /// Bytes used by the id table (benchmarks compare memory).
+    pub fn table_bytes(&self) -> usize {
+        self.objects.memory_bytes()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Obj(IpcHeader);
+    impl IpcObject for Obj {
+        fn header(&self) -> &IpcHeader {
+            &self.0
+        }
+    }
+
+    fn create(r: &Registry<Obj>, st: &mut RegistryState, key: i32) -> Result<Arc<Obj>> {
+        r.add(st, key, 32000, |id| Obj(IpcHeader::new(id, key)))
+    }
+
+    #[test]
+    fn get_follows_linux_decision_order() {
+        let r = Registry::<Obj>::new(IdLayout::DEFAULT);
+        let get = |key, flag| r.get_or_create(key, flag, |st| create(&r, st, key), |_| Ok(()));
+        assert_eq!(get(5, 0), Err(Errno::ENOENT));
+        let id = get(5, IPC_CREAT).unwrap();
+        assert_eq!(get(5, 0), Ok(id));
+        assert_eq!(get(5, IPC_CREAT), Ok(id));
+        assert_eq!(get(5, IPC_CREAT | IPC_EXCL), Err(Errno::EEXIST));
+        assert_eq!(get(5, IPC_EXCL), Ok(id), "IPC_EXCL alone is ignored");
+        let p1 = get(IPC_PRIVATE, IPC_CREAT | IPC_EXCL).unwrap();
+        let p2 = get(IPC_PRIVATE, 0).unwrap();
+        assert!(p1 != p2 && p1 != id);
+        let denied = r.get_or_create(5, 0, |_| unreachable!(), |_| Err(Errno::EACCES));
+        assert_eq!(denied, Err(Errno::EACCES));
+    }
+
+    #[test]
+    fn stale_and_negative_ids_are_einval_and_removal_frees_key_and_index() {
+        let r = Registry::<Obj>::new(IdLayout::DEFAULT);
+        let obj = create(&r, &mut r.write(), 9).unwrap();
+        let id = obj.header().id();
+        assert!(r.lookup(id).is_ok());
+        assert_eq!(r.lookup(-1).err(), Some(Errno::EINVAL));
+        assert_eq!(r.lookup(id + 32768).err(), Some(Errno::EINVAL), "wrong seq");
+        r.remove(&mut r.write(), &obj);
+        assert_eq!(r.lookup(id).err(), Some(Errno::EINVAL));
+        assert_eq!(
+            r.get_or_create(9, 0, |_| unreachable!(), |_| Ok(())),
+            Err(Errno::ENOENT)
+        );
+        assert_eq!(r.read().in_use(), 0);
+    }
+
+    #[test]
+    fn count_limit_gives_enospc_but_existing_keys_still_open() {
+        let r = Registry::<Obj>::new(IdLayout::DEFAULT);
+        let mk = |key| {
+            r.get_or_create(
+                key,
+                IPC_CREAT,
+                |st| r.add(st, key, 2, |id| Obj(IpcHeader::new(id, key))),
+                |_| Ok(()),
+            )
+        };
+        let a = mk(1).unwrap();
+        mk(2).unwrap();
+        assert_eq!(mk(3), Err(Errno::ENOSPC));
+        assert_eq!(mk(1), Ok(a));
+    }
+
+    #[test]
+    fn next_id_is_consumed_by_the_next_add_even_when_it_fails() {
+        let r = Registry::<Obj>::new(IdLayout::DEFAULT);
+        assert_eq!(r.set_next_id(-1), Err(Errno::EINVAL));
+        r.set_next_id((7 << 15) | 1000).unwrap();
+        assert_eq!(create(&r, &mut r.write(), 0).unwrap().header().id(), 230376);
+        assert_eq!(r.read().next_id(), -1);
+        create(&r, &mut r.write(), 0).unwrap();
+        r.set_next_id(32767).unwrap();
+        assert_eq!(create(&r, &mut r.write(), 0).unwrap().header().id(), 32767);
+        r.set_next_id(32767).unwrap();
+        assert_eq!(create(&r, &mut r.write(), 0).err(), Some(Errno::ENOSPC));
+        assert_eq!(r.read().next_id(), -1, "consumed although the add failed");
+    }
+
+    #[test]
+    fn private_key_objects_vanish_from_the_key_table_only() {
+        let r = Registry::<Obj>::new(IdLayout::DEFAULT);
+        let obj = create(&r, &mut r.write(), 77).unwrap();
+        r.set_key_private(&mut r.write(), &obj);
+        assert_eq!(obj.header().key(), 0);
+        assert_eq!(
+            r.get_or_create(77, 0, |_| unreachable!(), |_| Ok(())),
+            Err(Errno::ENOENT)
+        );
+        assert!(r.lookup(obj.header().id()).is_ok());
+        assert_eq!(
+            r.lookup_index(r.layout().idx(obj.header().id()) as i32)
+                .unwrap()
+                .header()
+                .id(),
+            obj.header().id()
+        );
+        let again = create(&r, &mut r.write(), 77).unwrap();
+        r.remove(&mut r.write(), &obj);
+        assert!(
+            r.get_or_create(77, 0, |_| unreachable!(), |_| Ok(()))
+                .is_ok(),
+            "removing the old one keeps the new key"
+        );
+        assert_eq!(r.snapshot().len(), 1);
+        drop(again);
+    }
+}
