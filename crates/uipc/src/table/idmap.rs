@@ -185,7 +185,19 @@ impl<T> IdMap<T> {
     fn read_slot(&self, slot_no: u32) -> Option<Arc<T>> {
         let slot = self.slot(slot_no);
         slot.readers.fetch_add(1, SeqCst);
-        let p = slot.ptr.load(SeqCst);
+        // Read the pointer with a read-modify-write so it sees the latest value in the
+        // pointer's modification order: paired with the remover's RMW read of `readers`, this
+        // makes the handshake hold under acquire/release alone (no store->load SeqCst reliance,
+        // which loom cannot model either).
+        let p = match slot.ptr.compare_exchange(
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+            SeqCst,
+            SeqCst,
+        ) {
+            Ok(null) => null,
+            Err(current) => current,
+        };
         let found = (!p.is_null()).then(|| {
             #[cfg(loom)]
             assert_ne!(
@@ -308,7 +320,9 @@ impl<T> IdMap<T> {
         let slot = self.slot(slot_no);
         let p = slot.ptr.swap(std::ptr::null_mut(), SeqCst);
         let mut round = 0;
-        while slot.readers.load(SeqCst) != 0 {
+        // An RMW read (see `read_slot`): either a reader's increment is visible here and we wait
+        // for it to leave, or that reader's later pointer read sees the null stored above.
+        while slot.readers.fetch_add(0, SeqCst) != 0 {
             spin_wait(&mut round);
         }
         #[cfg(loom)]
@@ -465,5 +479,74 @@ mod tests {
         for r in readers {
             assert!(r.join().unwrap() > 0);
         }
+    }
+}
+
+/// Loom models of the lock-free lookup racing removal and growth. Run with
+/// `RUSTFLAGS="--cfg loom" cargo test -p uipc --lib --release table::idmap::loom_models`.
+#[cfg(all(test, loom))]
+mod loom_models {
+    use super::*;
+    use loom::thread;
+
+    /// Keys whose home cell is the same in a fresh 16-cell index, so a removal must shift.
+    /// (Called inside the model: the index's cells are loom atomics.)
+    fn colliding_keys() -> (u32, u32) {
+        let arr = IndexArray::new(MIN_CELLS);
+        let a = 1;
+        let b = (2..10_000)
+            .find(|&k| arr.home(k) == arr.home(a))
+            .expect("a collision exists");
+        (a, b)
+    }
+
+    #[test]
+    fn lookup_racing_removal_gets_the_value_or_nothing_never_a_freed_one() {
+        loom::model(|| {
+            let m = Arc::new(IdMap::<u32>::new());
+            let keep = Arc::new(7u32);
+            m.insert(3, keep.clone());
+            let reader = {
+                let m = m.clone();
+                thread::spawn(move || m.get(3).map(|v| *v))
+            };
+            let removed = m.remove(3);
+            assert_eq!(removed.map(|v| *v), Some(7));
+            let seen = reader.join().unwrap();
+            assert!(seen.is_none() || seen == Some(7));
+            assert!(m.get(3).is_none());
+        });
+    }
+
+    #[test]
+    fn removal_shifting_a_colliding_entry_never_hides_it_from_a_reader() {
+        loom::model(|| {
+            let (a, b) = colliding_keys();
+            let m = Arc::new(IdMap::<u32>::new());
+            m.insert(a, Arc::new(a));
+            m.insert(b, Arc::new(b));
+            let reader = {
+                let m = m.clone();
+                thread::spawn(move || m.get(b).map(|v| *v))
+            };
+            m.remove(a);
+            assert_eq!(reader.join().unwrap(), Some(b), "b was live throughout");
+        });
+    }
+
+    #[test]
+    fn lookup_during_growth_finds_live_entries() {
+        loom::model(|| {
+            let m = Arc::new(IdMap::<u32>::new());
+            for k in 0..11 {
+                m.insert(k, Arc::new(k));
+            }
+            let reader = {
+                let m = m.clone();
+                thread::spawn(move || m.get(5).map(|v| *v))
+            };
+            m.insert(11, Arc::new(11)); // 12 > 3/4 of 16 cells: grows
+            assert_eq!(reader.join().unwrap(), Some(5));
+        });
     }
 }
