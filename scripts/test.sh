@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# The project's test command (README's second command). Runs, in order:
+#   1. every crate's tests (unit, integration, property and stress tests);
+#   2. the loom models of the lock-free and bucket-locked tables;
+#   3. short differential runs against the host kernel (`uipc conform`), which need root for
+#      the permission checks and a private IPC namespace.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+echo "== cargo test (workspace)"
+cargo test --workspace --release
+
+echo "== loom models"
+RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom \
+    cargo test -p uipc --lib --release loom_models
+
+echo "== uipc conform (short differential runs against the host kernel)"
+cargo build --release -p uipc-cli
+for what in ipc locks timers; do
+    ./target/release/uipc conform "$what" --ops 2000 --seed 1
+done
