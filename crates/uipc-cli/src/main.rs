@@ -16,6 +16,8 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Reproduce the seeds' benchmarks: uipc beside the design it replaced and the host kernel.
+    Bench(BenchArgs),
     /// Run random operations on the host kernel and on the engine and compare the results.
     Conform {
         #[command(subcommand)]
@@ -31,6 +33,24 @@ enum ConformWhat {
     Locks(ConformArgs),
     /// POSIX timers.
     Timers(ConformArgs),
+}
+
+#[derive(Args)]
+struct BenchArgs {
+    /// Which scenario: ipc-keys, ipc-idcycle, ... or `all`.
+    scenario: String,
+    /// Repeat each cell this many times and report the median.
+    #[arg(long, default_value_t = 5)]
+    runs: usize,
+    /// Smaller sizes, for a smoke run.
+    #[arg(long)]
+    quick: bool,
+    /// Also write machine-readable results here.
+    #[arg(long, value_name = "PATH")]
+    json: Option<std::path::PathBuf>,
+    /// Also draw each table as an SVG chart in this directory.
+    #[arg(long, value_name = "DIR")]
+    svg: Option<std::path::PathBuf>,
 }
 
 #[derive(Args)]
@@ -79,8 +99,72 @@ fn conform(what: ConformWhat) -> ExitCode {
     }
 }
 
+fn bench(args: BenchArgs) -> ExitCode {
+    let all = uipc_bench::scenarios();
+    let chosen: Vec<_> = all
+        .iter()
+        .filter(|s| args.scenario == "all" || s.name == args.scenario)
+        .collect();
+    if chosen.is_empty() {
+        eprintln!(
+            "uipc bench: no scenario {:?}; choose one of:",
+            args.scenario
+        );
+        for s in &all {
+            eprintln!("  {:<12} {}", s.name, s.about);
+        }
+        eprintln!("  {:<12} every scenario above", "all");
+        return ExitCode::from(2);
+    }
+    let machine = uipc_bench::machine::Machine::detect();
+    let runs = args.runs.max(1);
+    println!("machine: {machine}");
+    println!(
+        "each cell: median of {runs} runs ± standard deviation{}\n",
+        if args.quick { ", --quick sizes" } else { "" }
+    );
+    let b = uipc_bench::Bench::new(uipc_bench::Options {
+        runs,
+        quick: args.quick,
+    });
+    let mut json_rows = Vec::new();
+    for s in chosen {
+        let tables = (s.run)(&b);
+        b.finish();
+        println!("== {}: {}\n", s.name, s.about);
+        for t in &tables {
+            println!("{}", t.render());
+            json_rows.extend(t.rows.iter().cloned());
+            if let Some(dir) = &args.svg {
+                let stem = format!(
+                    "{}-{}",
+                    s.name,
+                    t.title
+                        .replace([' ', ',', '/', '&'], "-")
+                        .replace("--", "-")
+                );
+                if let Err(e) = uipc_bench::chart::draw(t, dir, &stem) {
+                    eprintln!("uipc bench: chart {stem}: {e}");
+                }
+            }
+        }
+    }
+    if let Some(path) = &args.json {
+        let doc = serde_json::json!({ "scenario": args.scenario, "machine": machine, "runs": runs, "quick": args.quick, "rows": json_rows });
+        if let Err(e) = std::fs::write(
+            path,
+            serde_json::to_string_pretty(&doc).expect("serializable"),
+        ) {
+            eprintln!("uipc bench: {}: {e}", path.display());
+            return ExitCode::from(1);
+        }
+    }
+    ExitCode::SUCCESS
+}
+
 fn main() -> ExitCode {
     match Cli::parse().command {
+        Command::Bench(args) => bench(args),
         Command::Conform { what } => conform(what),
     }
 }

@@ -1,0 +1,3 @@
+//! The designs the seeds replaced, kept only to benchmark against. Nothing else uses them.
+
+pub mod linear_keys;

@@ -1,0 +1,108 @@
+//! `uipc bench`: each seed's benchmark reproduced on uipc's engine, beside the design the seed
+//! replaced ("before", kept in [`before`] only to compare against) and the host kernel doing the
+//! same work through real system calls, side by side in one run.
+//!
+//! Every cell is the median of `--runs` repetitions, with the standard deviation beside it; the
+//! tables are laid out like the seeds' own (rows of sizes, columns of implementations).
+
+pub mod before;
+pub mod chart;
+pub mod kernel;
+pub mod machine;
+pub mod report;
+pub mod scenarios;
+
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use report::Table;
+use std::io::IsTerminal;
+
+/// How a bench run is set up.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// Repetitions of each cell; the median is reported.
+    pub runs: usize,
+    /// Smaller sizes, for CI smoke runs.
+    pub quick: bool,
+}
+
+/// What a scenario sees while it runs.
+pub struct Bench {
+    /// The run's options.
+    pub opts: Options,
+    progress: ProgressBar,
+}
+
+impl Bench {
+    /// A run with a progress bar on stderr (hidden when stderr is not a terminal).
+    pub fn new(opts: Options) -> Bench {
+        let progress = ProgressBar::with_draw_target(
+            Some(0),
+            if std::io::stderr().is_terminal() {
+                ProgressDrawTarget::stderr()
+            } else {
+                ProgressDrawTarget::hidden()
+            },
+        );
+        progress.set_style(
+            ProgressStyle::with_template("{spinner} {prefix:>12} [{bar:30}] {pos}/{len} {msg}")
+                .expect("valid template")
+                .progress_chars("=> "),
+        );
+        Bench { opts, progress }
+    }
+
+    /// Announces `steps` more units of work for `scenario`.
+    pub fn plan(&self, scenario: &str, steps: u64) {
+        self.progress.set_prefix(scenario.to_string());
+        self.progress
+            .set_length(self.progress.length().unwrap_or(0) + steps);
+    }
+
+    /// One unit done; `what` says what runs now.
+    pub fn step(&self, what: &str) {
+        self.progress.set_message(what.to_string());
+        self.progress.inc(1);
+    }
+
+    /// Clears the bar.
+    pub fn finish(&self) {
+        self.progress.finish_and_clear();
+    }
+
+    /// Runs `f` `opts.runs` times and returns each run's total in microseconds.
+    pub fn repeat(&self, what: &str, mut f: impl FnMut() -> f64) -> Vec<f64> {
+        (0..self.opts.runs)
+            .map(|_| {
+                let v = f();
+                self.step(what);
+                v
+            })
+            .collect()
+    }
+}
+
+/// A scenario's name, what it reproduces, and the function that runs it.
+pub struct Scenario {
+    /// The name given to `uipc bench`.
+    pub name: &'static str,
+    /// One line on what it reproduces.
+    pub about: &'static str,
+    /// Runs it, returning its tables.
+    pub run: fn(&Bench) -> Vec<Table>,
+}
+
+/// Every scenario, in `uipc bench all` order.
+pub fn scenarios() -> Vec<Scenario> {
+    vec![
+        Scenario {
+            name: "ipc-keys",
+            about: "seeds 000/003: semget over many keys, create and lookup, one process or one per call",
+            run: scenarios::ipc_keys::run,
+        },
+        Scenario {
+            name: "ipc-idcycle",
+            about: "seed 002: no-op semop on two ids at growing index distance; id reuse",
+            run: scenarios::ipc_idcycle::run,
+        },
+    ]
+}

@@ -1,0 +1,161 @@
+//! Seeds 000/003: `semget(k++, 1, IPC_CREAT|0600)` loops over KEYS keys, total microseconds.
+//!
+//! Four tables as in the seed: a create loop, a lookup loop over the same keys, and both again
+//! with every call made by a different process. On the kernel the per-process tables fork one
+//! child per call and time only the call inside it, as the seed did; on uipc and "before" every
+//! call carries a different caller identity (pid), which is what a process is to the engine.
+
+use crate::before::linear_keys::LinearSemRegistry;
+use crate::report::Table;
+use crate::{kernel, Bench};
+use std::time::Instant;
+use uipc::ipc::IpcNamespace;
+use uipc::Cred;
+
+const FLAG: i32 = 0o1000 | 0o600;
+const KEY_BASE: i32 = 0x1000_0000;
+
+fn sizes(quick: bool) -> &'static [i32] {
+    if quick {
+        &[1, 10, 100, 1000]
+    } else {
+        &[1, 10, 32, 100, 1000, 10000, 31900]
+    }
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Phase {
+    Create,
+    Lookup,
+}
+
+/// Times `n` calls of `call(i)` in one loop, microseconds.
+fn time_loop(n: i32, mut call: impl FnMut(i32)) -> f64 {
+    let t0 = Instant::now();
+    for i in 0..n {
+        call(i);
+    }
+    t0.elapsed().as_secs_f64() * 1e6
+}
+
+fn uipc_run(n: i32, per_process: bool, phase: Phase) -> f64 {
+    let ns = IpcNamespace::new();
+    let root = Cred::root(1000);
+    let cred = |i: i32| {
+        if per_process {
+            Cred::root(1000 + i)
+        } else {
+            root.clone()
+        }
+    };
+    let work = |i: i32| {
+        ns.semget(&cred(i), KEY_BASE + i, 1, FLAG)
+            .expect("semget on the engine");
+    };
+    if phase == Phase::Lookup {
+        (0..n).for_each(work);
+    }
+    time_loop(n, work)
+}
+
+fn before_run(n: i32, per_process: bool, phase: Phase) -> f64 {
+    let reg = LinearSemRegistry::new();
+    let root = Cred::root(1000);
+    let cred = |i: i32| {
+        if per_process {
+            Cred::root(1000 + i)
+        } else {
+            root.clone()
+        }
+    };
+    let work = |i: i32| {
+        reg.semget(&cred(i), KEY_BASE + i, 1, FLAG)
+            .expect("semget on the before design");
+    };
+    if phase == Phase::Lookup {
+        (0..n).for_each(work);
+    }
+    time_loop(n, work)
+}
+
+fn host_semget(key: i32) -> bool {
+    // SAFETY: integer arguments only.
+    unsafe { libc::semget(key, 1, FLAG) >= 0 }
+}
+
+fn kernel_run(n: i32, per_process: bool, phase: Phase) -> Option<f64> {
+    kernel::remove_all_sem_sets();
+    if phase == Phase::Lookup {
+        for i in 0..n {
+            host_semget(KEY_BASE + i).then_some(())?;
+        }
+    }
+    let total = if per_process {
+        let mut sum = 0.0;
+        for i in 0..n {
+            sum += kernel::time_in_child(|| host_semget(KEY_BASE + i))?;
+        }
+        sum
+    } else {
+        let mut ok = true;
+        let t = time_loop(n, |i| ok &= host_semget(KEY_BASE + i));
+        ok.then_some(t)?
+    };
+    kernel::remove_all_sem_sets();
+    Some(total)
+}
+
+/// Runs the scenario.
+pub fn run(b: &Bench) -> Vec<Table> {
+    let kernel_ok = kernel::private_ipc_namespace();
+    let sizes = sizes(b.opts.quick);
+    let tables = [
+        ("create loop", false, Phase::Create),
+        ("lookup loop", false, Phase::Lookup),
+        ("create, a process per call", true, Phase::Create),
+        ("lookup, a process per call", true, Phase::Lookup),
+    ];
+    b.plan(
+        "ipc-keys",
+        (tables.len() * sizes.len() * 3 * b.opts.runs) as u64,
+    );
+    let mut out = Vec::new();
+    for (title, per_process, phase) in tables {
+        let mut t = Table::new(title, "keys", "µs total", &["uipc", "before", "kernel"]);
+        for &n in sizes {
+            let p = n.to_string();
+            t.add(
+                &p,
+                "uipc",
+                &b.repeat(&format!("{title}: uipc {n}"), || {
+                    uipc_run(n, per_process, phase)
+                }),
+            );
+            t.add(
+                &p,
+                "before",
+                &b.repeat(&format!("{title}: before {n}"), || {
+                    before_run(n, per_process, phase)
+                }),
+            );
+            if kernel_ok {
+                let runs: Vec<f64> = b.repeat(&format!("{title}: kernel {n}"), || {
+                    kernel_run(n, per_process, phase).unwrap_or(f64::NAN)
+                });
+                if runs.iter().all(|v| v.is_finite()) {
+                    t.add(&p, "kernel", &runs);
+                } else {
+                    t.absent.push(format!(
+                        "kernel, {n} keys: a semget failed (limits of this host?)"
+                    ));
+                }
+            }
+        }
+        if !kernel_ok {
+            t.absent
+                .push("kernel: needs root to run in a private IPC namespace (unshare)".into());
+        }
+        out.push(t);
+    }
+    out
+}
