@@ -104,5 +104,10 @@ pub fn scenarios() -> Vec<Scenario> {
             about: "seed 002: no-op semop on two ids at growing index distance; id reuse",
             run: scenarios::ipc_idcycle::run,
         },
+        Scenario {
+            name: "peers",
+            about: "uipc's id and key tables beside dashmap and scc, from every core",
+            run: scenarios::peers::run,
+        },
     ]
 }

@@ -1,0 +1,167 @@
+//! How uipc's in-process tables compare with the concurrent maps an embedder would otherwise
+//! pick (dashmap and scc, the best-maintained ones today), on the two lookups the seeds are
+//! about:
+//! - id lookup: every operation (semop, msgsnd, shmat) first finds its object by id. uipc's
+//!   [`IdMap`] is lock-free; dashmap takes a shard read lock; scc's `HashIndex` reads lock-free.
+//! - key lookup: `*get` finds a key. uipc keeps keys in a plain hash map under the registry's
+//!   writer lock (as Linux does under its rwsem); the peers are concurrent maps.
+//!
+//! Each cell: T threads (the machine's cores) each doing N lookups over a table of `size`
+//! live entries with sparse ids, total microseconds summed over threads.
+
+use crate::report::Table;
+use crate::Bench;
+use std::collections::HashMap;
+use std::sync::{Arc, RwLock};
+use std::time::Instant;
+use uipc::table::IdMap;
+
+const LOOKUPS_PER_THREAD: usize = 200_000;
+
+fn sizes(quick: bool) -> &'static [u32] {
+    if quick {
+        &[100, 10_000]
+    } else {
+        &[100, 1000, 10_000, 100_000]
+    }
+}
+
+/// Sparse ids: what a namespace holds after churn and restores.
+fn ids(n: u32) -> Vec<u32> {
+    (0..n)
+        .map(|i| i.wrapping_mul(2_654_435_761) % (1 << 24))
+        .collect()
+}
+
+/// Runs `lookup` from every core, `LOOKUPS_PER_THREAD` times each over `keys`; returns the
+/// per-thread times summed, in microseconds.
+fn hammer(keys: &Arc<Vec<u32>>, lookup: impl Fn(u32) -> bool + Send + Sync + 'static) -> f64 {
+    let threads = std::thread::available_parallelism().map_or(2, |n| n.get());
+    let lookup = Arc::new(lookup);
+    let handles: Vec<_> = (0..threads)
+        .map(|t| {
+            let (keys, lookup) = (keys.clone(), lookup.clone());
+            std::thread::spawn(move || {
+                let mut x = 0x9e37_79b9u64.wrapping_mul(t as u64 + 1);
+                let t0 = Instant::now();
+                let mut hits = 0usize;
+                for _ in 0..LOOKUPS_PER_THREAD {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    hits += usize::from(lookup(keys[(x % keys.len() as u64) as usize]));
+                }
+                assert_eq!(hits, LOOKUPS_PER_THREAD, "every looked-up key is live");
+                t0.elapsed().as_secs_f64() * 1e6
+            })
+        })
+        .collect();
+    handles
+        .into_iter()
+        .map(|h| h.join().expect("lookup thread"))
+        .sum()
+}
+
+/// Runs the scenario.
+pub fn run(b: &Bench) -> Vec<Table> {
+    let sizes = sizes(b.opts.quick);
+    b.plan("peers", (sizes.len() * 6 * b.opts.runs) as u64);
+    let cols = ["uipc", "dashmap", "scc"];
+    let mut by_id = Table::new("id lookup, all cores", "live objects", "µs total", &cols);
+    let mut by_key = Table::new("key lookup, all cores", "live keys", "µs total", &cols);
+    for &n in sizes {
+        let p = n.to_string();
+        let keys = Arc::new(ids(n));
+
+        let idmap = Arc::new(IdMap::<u64>::new());
+        let dash = Arc::new(dashmap::DashMap::<u32, Arc<u64>>::new());
+        let scc_index = Arc::new(scc::HashIndex::<u32, Arc<u64>>::new());
+        for &k in keys.iter() {
+            idmap.insert(k, Arc::new(u64::from(k)));
+            dash.insert(k, Arc::new(u64::from(k)));
+            let _ = scc_index.insert_sync(k, Arc::new(u64::from(k)));
+        }
+        let m = idmap.clone();
+        by_id.add(
+            &p,
+            "uipc",
+            &b.repeat("id: uipc", || {
+                hammer(&keys, {
+                    let m = m.clone();
+                    move |k| m.get(k).is_some()
+                })
+            }),
+        );
+        by_id.add(
+            &p,
+            "dashmap",
+            &b.repeat("id: dashmap", || {
+                hammer(&keys, {
+                    let d = dash.clone();
+                    move |k| d.get(&k).map(|v| v.clone()).is_some()
+                })
+            }),
+        );
+        by_id.add(
+            &p,
+            "scc",
+            &b.repeat("id: scc", || {
+                hammer(&keys, {
+                    let s = scc_index.clone();
+                    move |k| s.peek_with(&k, |_, v| v.clone()).is_some()
+                })
+            }),
+        );
+
+        // Key lookups: uipc's key table is a HashMap behind the registry's writer lock; `*get`
+        // holds it for writing, as Linux holds its rwsem.
+        let reg = Arc::new(RwLock::new(
+            keys.iter()
+                .map(|&k| (k as i32, k))
+                .collect::<HashMap<i32, u32>>(),
+        ));
+        let dkeys = Arc::new(dashmap::DashMap::<i32, u32>::new());
+        let skeys = Arc::new(scc::HashMap::<i32, u32>::new());
+        for &k in keys.iter() {
+            dkeys.insert(k as i32, k);
+            let _ = skeys.insert_sync(k as i32, k);
+        }
+        by_key.add(
+            &p,
+            "uipc",
+            &b.repeat("key: uipc", || {
+                hammer(&keys, {
+                    let r = reg.clone();
+                    move |k| {
+                        r.write()
+                            .unwrap_or_else(|e| e.into_inner())
+                            .get(&(k as i32))
+                            .is_some()
+                    }
+                })
+            }),
+        );
+        by_key.add(
+            &p,
+            "dashmap",
+            &b.repeat("key: dashmap", || {
+                hammer(&keys, {
+                    let d = dkeys.clone();
+                    move |k| d.get(&(k as i32)).is_some()
+                })
+            }),
+        );
+        by_key.add(
+            &p,
+            "scc",
+            &b.repeat("key: scc", || {
+                hammer(&keys, {
+                    let s = skeys.clone();
+                    move |k| s.read_sync(&(k as i32), |_, v| *v).is_some()
+                })
+            }),
+        );
+    }
+    by_key.absent.push("uipc's key lookup is serialized on purpose: `*get` may create, so Linux and uipc hold the registry's writer lock; the id path (every operation) is the hot one".into());
+    vec![by_id, by_key]
+}
