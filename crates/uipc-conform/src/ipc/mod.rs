@@ -100,7 +100,12 @@ impl Ctx {
 pub fn run(opts: &Options) -> Result<Report, String> {
     let private_ns = host::enter_private_ipc_namespace();
     let pid = std::process::id() as i32;
-    let root = Cred::root(pid);
+    // Root as the host sees this process: sandboxes often drop capabilities (here, for one,
+    // CAP_SYS_RESOURCE), and the engine must judge root by the same set.
+    let root = Cred {
+        caps: host::effective_caps(),
+        ..Cred::root(pid)
+    };
     let user = Cred {
         caps: CapSet::EMPTY,
         ..Cred::user(pid, USER_UID, USER_GID)
