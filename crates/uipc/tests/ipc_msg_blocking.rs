@@ -220,3 +220,51 @@ fn ipc_set_makes_sleeping_receivers_recheck_permission() {
     ns.msgctl(&Cred::root(1), id, IPC_SET, arg).unwrap();
     assert_eq!(r.join().unwrap(), Err(Errno::EACCES));
 }
+
+#[test]
+fn woken_sender_rechecks_permission_after_ipc_set() {
+    let (ns, id) = setup();
+    qbytes(&ns, id, 0);
+    let ns2 = ns.clone();
+    let s =
+        thread::spawn(move || ns2.msgsnd(&Cred::user(5, 1000, 1000), id, 1, b"x", 0, &bounded()));
+    settle();
+    let arg = MsgctlArg::Set(MsqidSet {
+        uid: 0,
+        gid: 0,
+        mode: 0o600,
+        qbytes: 0,
+    });
+    ns.msgctl(&Cred::root(1), id, IPC_SET, arg).unwrap();
+    settle();
+    assert!(!s.is_finished(), "still no room: not woken");
+    let arg = MsgctlArg::Set(MsqidSet {
+        uid: 0,
+        gid: 0,
+        mode: 0o600,
+        qbytes: 100,
+    });
+    ns.msgctl(&Cred::root(1), id, IPC_SET, arg).unwrap();
+    assert_eq!(
+        s.join().unwrap(),
+        Err(Errno::EACCES),
+        "room now, but no write permission"
+    );
+    assert_eq!(stat(&ns, id).qnum, 0);
+}
+
+#[test]
+fn message_larger_than_qbytes_sleeps_until_interrupted() {
+    let (ns, id) = setup();
+    qbytes(&ns, id, 3);
+    let r = ns.msgsnd(
+        &Cred::root(1),
+        id,
+        1,
+        b"four",
+        0,
+        &WaitCtx::timeout(Duration::from_millis(30)),
+    );
+    assert_eq!(r, Err(Errno::EINTR), "a deadline acts as a signal");
+    assert_eq!(stat(&ns, id).qnum, 0);
+}

@@ -14,13 +14,23 @@
 //! Lock order: registry state (rwsem) -> queue lock -> a sleeper's `Waiter` state. Sleepers
 //! are queued and dequeued under the queue lock; nothing sleeps while holding it.
 //!
+//! Process lifecycle (§9): queues belong to the namespace and survive fork, exec and exit.
+//! A process that exits while asleep in msgsnd/msgrcv is dequeued by the embedder raising
+//! its [`crate::Interrupt`]; there is no per-process msg state to clean up.
+//!
+//! Pids: `lspid` is the sender's tgid; `lrpid` is the receiver's tgid, except that a
+//! message handed directly to a sleeping receiver records that receiver's thread id, as
+//! Linux's `pipelined_send` does (`task_pid`, checked on a 6.x host).
+//!
 //! Timeouts: Linux's msgsnd/msgrcv have none. A [`crate::WaitCtx`] deadline is treated as
 //! a signal arriving at that instant (as `alarm()` would): the call returns EINTR.
 //!
 //! ## Not supported
 //! - LSM hooks (`security_msg_*`) always allow.
 //! - EFAULT / ENOMEM paths of user-memory copies: the engine gets slices.
-//! - The old (non-IPC_64) `msqid_ds` layout with `msg_lqbytes`: `IPC_64` is ignored.
+//! - The old (non-IPC_64) `msqid_ds` layout with `msg_lqbytes`: `IPC_64` is stripped from
+//!   the command as on architectures that parse the version. (The x86-64 kernel does not
+//!   strip it: there, `msgctl(id, IPC_STAT | 0x100)` is EINVAL.)
 
 pub mod ctl;
 pub mod ops;
