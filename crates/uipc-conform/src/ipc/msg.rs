@@ -17,7 +17,7 @@ use uipc::ipc::consts::{
     MSG_EXCEPT, MSG_INFO, MSG_NOERROR, MSG_STAT, MSG_STAT_ANY,
 };
 use uipc::ipc::msg::{MsgInfo, MsgctlArg, MsgctlOut, MsqidDs, MsqidSet};
-use uipc::ipc::IpcPermStat;
+use uipc::ipc::{IpcPermStat, Sysctl};
 use uipc::{CapSet, Cred, Errno, WaitCtx};
 
 /// Type base of msg keys.
@@ -38,13 +38,14 @@ thread_local! {
 /// Draws one msg operation, applies it to the host and the engine, and compares.
 pub fn step(ctx: &mut Ctx) {
     match ctx.rng.below(100) {
-        0..=14 => op_get(ctx),
-        15..=44 => op_snd(ctx),
-        45..=74 => op_rcv(ctx),
-        75..=84 => op_stat(ctx),
-        85..=89 => op_set(ctx),
-        90..=94 => op_rmid(ctx),
-        _ => op_info_or_bad(ctx),
+        0..=11 => op_get(ctx),
+        12..=46 => op_snd(ctx),
+        47..=71 => op_rcv(ctx),
+        72..=83 => op_stat(ctx),
+        84..=88 => op_set(ctx),
+        89..=92 => op_rmid(ctx),
+        93..=98 => op_info_or_bad(ctx),
+        _ => op_sysctl(ctx),
     }
 }
 
@@ -288,7 +289,7 @@ fn op_set(ctx: &mut Ctx) {
     let user = ctx.pick_caller();
     let (hid, eid) = pick_id(ctx);
     let set = MsqidSet {
-        uid: *ctx.rng.pick(&[0, USER_UID, USER_UID]),
+        uid: *ctx.rng.pick(&[0, USER_UID, USER_UID, u32::MAX]),
         gid: *ctx.rng.pick(&[0, USER_GID]),
         mode: *ctx.rng.pick(&[0o600, 0o644, 0o666, 0o622, 0o400, 0o1777]),
         qbytes: *ctx
@@ -363,5 +364,34 @@ fn op_info_or_bad(ctx: &mut Ctx) {
         &format!("msgctl({eid}, cmd {cmd}) user={user}"),
         &host,
         &engine,
+    );
+}
+
+/// Changes msgmax or msgmnb on both sides (only inside the run's own namespace): new queues
+/// take msgmnb, IPC_SET's CAP_SYS_RESOURCE threshold and msgsnd's size check move with them.
+fn op_sysctl(ctx: &mut Ctx) {
+    if !ctx.private_ns {
+        return;
+    }
+    let (name, which, value) = if ctx.rng.chance(1, 2) {
+        let v = *ctx.rng.pick(&["0", "100", "8192", "8192", "20000"]);
+        ("msgmax", Sysctl::MsgMax, v)
+    } else {
+        let v = *ctx.rng.pick(&["0", "100", "16384", "16384", "20000"]);
+        ("msgmnb", Sysctl::MsgMnb, v)
+    };
+    let path = format!("/proc/sys/kernel/{name}");
+    let host = std::fs::write(&path, value).map_err(|e| e.raw_os_error());
+    let engine = ctx
+        .ns
+        .sysctl_write(&ctx.root, which, value)
+        .map_err(|e| Some(e.raw()));
+    ctx.check(&format!("write {path} {value}"), &host, &engine);
+    let host_now = std::fs::read_to_string(&path).unwrap_or_default();
+    let engine_now = ctx.ns.sysctl_read(which);
+    ctx.check(
+        &format!("read {path}"),
+        &host_now.trim(),
+        &engine_now.as_str(),
     );
 }
