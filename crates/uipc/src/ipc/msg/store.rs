@@ -271,4 +271,62 @@ mod tests {
         assert_eq!(take(&mut s, Selector::NotEqual(1)), None);
         assert!(s.visited <= 3, "visited {}", s.visited);
     }
+
+    /// Linux's `find_msg`: one walk over the list in arrival order.
+    fn linux_find(list: &[(u64, i64)], sel: Selector) -> Option<u64> {
+        let mut found = None;
+        let mut bound = match sel {
+            Selector::LessEqual(t) => t,
+            _ => 0,
+        };
+        for (count, &(seq, ty)) in list.iter().enumerate() {
+            match sel {
+                Selector::Position(k) if k == count as i64 => return Some(seq),
+                Selector::Position(_) => {}
+                Selector::LessEqual(_) if ty <= bound => {
+                    if ty == 1 {
+                        return Some(seq);
+                    }
+                    bound = ty - 1;
+                    found = Some(seq);
+                }
+                Selector::LessEqual(_) => {}
+                other if other.matches(ty) => return Some(seq),
+                _ => {}
+            }
+        }
+        found
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn every_selection_agrees_with_a_linear_walk(
+            ops in proptest::collection::vec((0u8..6, 1i64..6, -1i64..8), 1..200)
+        ) {
+            let mut s = MessageStore::default();
+            let mut model: Vec<(u64, i64)> = Vec::new();
+            let mut next = 0u64;
+            for (kind, ty, arg) in ops {
+                let sel = match kind {
+                    0 | 1 => {
+                        s.push(Message { mtype: ty, text: Vec::new() });
+                        model.push((next, ty));
+                        next += 1;
+                        continue;
+                    }
+                    2 => Selector::from_call(arg, false, false),
+                    3 => Selector::from_call(-arg, false, false),
+                    4 => Selector::from_call(arg, false, true),
+                    _ => Selector::Position(arg),
+                };
+                let got = s.select(sel);
+                proptest::prop_assert_eq!(got, linux_find(&model, sel), "{:?}", sel);
+                if let (Some(seq), false) = (got, matches!(sel, Selector::Position(_))) {
+                    s.remove_head(seq).unwrap();
+                    model.retain(|m| m.0 != seq);
+                }
+                proptest::prop_assert_eq!(s.len(), model.len());
+            }
+        }
+    }
 }
