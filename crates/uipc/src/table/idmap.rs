@@ -399,6 +399,7 @@ mod tests {
     }
 
     #[test]
+    #[allow(clippy::map_entry)] // the model mirrors the map's own remove-or-insert calls
     fn insert_get_remove_agree_with_a_hashmap_under_churn() {
         let m = IdMap::<u32>::new();
         let mut model = HashMap::new();
