@@ -1,6 +1,514 @@
-//! shm operations for `uipc conform ipc`. Keys: `ctx.key(2, n)`. Not built yet.
+//! shm operations for `uipc conform ipc`. Keys: `ctx.key(2, n)`.
+//!
+//! Each step draws one operation (shmget with sizes from 0 to 1 TiB and past shmmax, shmat
+//! with good and bad ids, addresses and flags, shmdt of live, unaligned and just-detached
+//! addresses, every shmctl command including bad ones, the shm sysctls, and a forked creator
+//! that exits), applies it to the host with real system calls and to the engine, and compares
+//! results. Ids must be equal on both sides. Attachments stay alive across steps: the host's
+//! real mappings and the engine's records are paired in a list, and writes go through both so
+//! that the rss columns agree (Linux counts a page once it is touched).
+//!
+//! The run's state lives in a thread-local, reset when a new run starts (the engine no longer
+//! knows the attachments it lists). Host addresses are never given to `shmat` except ones that fail before mapping
+//! (unaligned without SHM_RND, SHM_REMAP with NULL), so the harness never maps over itself.
 
+use super::host::{as_user, errno, result};
 use super::Ctx;
+use std::cell::RefCell;
+use uipc::ipc::consts::*;
+use uipc::ipc::shm::{ShmSet, ShmctlOut, ShmidDs};
+use uipc::ipc::{IpcPermStat, Sysctl};
+use uipc::{Cred, Errno};
+
+/// This type's key base.
+const BASE: i32 = 2;
+/// At most this many live attachments (beyond it, steps detach).
+const MAX_ATTACH: usize = 12;
+
+struct Attached {
+    host: usize,
+    engine: u64,
+    len: u64,
+    read_only: bool,
+    memory: uipc::ipc::shm::ShmAttach,
+}
+
+#[derive(Default)]
+struct State {
+    attached: Vec<Attached>,
+    ids: Vec<i32>,
+}
+
+thread_local! {
+    static STATE: RefCell<State> = RefCell::new(State::default());
+}
+
+type R<T> = Result<T, Errno>;
 
 /// Draws one shm operation, applies it to the host and the engine, and compares.
-pub fn step(_ctx: &mut Ctx) {}
+pub fn step(ctx: &mut Ctx) {
+    STATE.with(|cell| {
+        let mut st = cell.borrow_mut();
+        let live = ctx.ns.shm_attachments(ctx.root.tgid);
+        if st
+            .attached
+            .iter()
+            .any(|a| !live.iter().any(|l| l.0 == a.engine))
+        {
+            // A new run (a new engine namespace): forget the old one's mappings.
+            for a in st.attached.drain(..) {
+                // SAFETY: a mapping this module made with shmat and never detached.
+                unsafe { libc::shmdt(a.host as *const libc::c_void) };
+            }
+            st.ids.clear();
+        }
+        // Forget destroyed ids (stale ids are still drawn on purpose, see `pick_id`).
+        st.ids.retain(|&id| host_stat(id, IPC_STAT).is_ok());
+        one_step(ctx, &mut st);
+    });
+}
+
+/// The engine identity matching the host's `as_user`: only the effective ids change there,
+/// so the real uid (which SHM_LOCK charges) stays 0.
+fn engine_cred(ctx: &Ctx, user: bool) -> Cred {
+    let mut c = ctx.cred(user).clone();
+    c.uid = 0;
+    c.gid = 0;
+    c.suid = 0;
+    c.sgid = 0;
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: `lim` is a valid out-pointer.
+    if unsafe { libc::getrlimit(libc::RLIMIT_MEMLOCK, &mut lim) } == 0 {
+        c.rlimit_memlock = lim.rlim_cur;
+    }
+    c
+}
+
+fn pick_id(ctx: &mut Ctx, st: &State) -> i32 {
+    match ctx.rng.below(16) {
+        0 => -1,
+        1 => ctx.rng.range(0, 70000) as i32,
+        2 if !st.ids.is_empty() => *ctx.rng.pick(&st.ids) + 32768,
+        _ if !st.ids.is_empty() => *ctx.rng.pick(&st.ids),
+        _ => 0,
+    }
+}
+
+fn one_step(ctx: &mut Ctx, st: &mut State) {
+    match ctx.rng.below(100) {
+        0..=21 => op_shmget(ctx, st),
+        22..=39 => op_shmat(ctx, st),
+        40..=51 => op_shmdt(ctx, st),
+        52..=66 => op_stat(ctx, st),
+        67..=72 => op_set(ctx, st),
+        73..=80 => op_rmid(ctx, st),
+        81..=86 => op_lock(ctx, st),
+        87..=91 => op_info(ctx),
+        92..=93 => op_bad_cmd(ctx, st),
+        94..=96 => op_sysctl(ctx, st),
+        _ => op_forked_creator(ctx, st),
+    }
+}
+
+fn op_shmget(ctx: &mut Ctx, st: &mut State) {
+    let user = ctx.pick_caller();
+    let key = if ctx.rng.chance(1, 8) {
+        IPC_PRIVATE
+    } else {
+        let n = ctx.rng.below(6) as i32;
+        ctx.key(BASE, n)
+    };
+    let (mut size, reserve): (u64, bool) = *ctx.rng.pick(&[
+        (0, false),
+        (1, false),
+        (4095, false),
+        (4096, false),
+        (5000, false),
+        (20000, false),
+        (65536, false),
+        (1 << 20, false),
+        (1 << 40, true),
+        (u64::MAX, false),
+    ]);
+    if size == 1 << 20 && ctx.rng.chance(1, 2) {
+        size = ctx.rng.range(1, 1 << 17) as u64;
+    }
+    let mode = *ctx.rng.pick(&[0o600, 0o640, 0o644, 0o666, 0o400, 0o060, 0]);
+    let mut flag = mode;
+    if ctx.rng.chance(3, 4) {
+        flag |= IPC_CREAT;
+    }
+    if ctx.rng.chance(1, 5) {
+        flag |= IPC_EXCL;
+    }
+    if reserve {
+        flag |= SHM_NORESERVE;
+    }
+    if user && ctx.rng.chance(1, 10) {
+        flag |= SHM_HUGETLB;
+    }
+    // SAFETY: plain integer arguments.
+    let host = as_user(user, || {
+        result(unsafe { libc::shmget(key, size as usize, flag) } as i64)
+    })
+    .map(|v| v as i32);
+    let eng = ctx.ns.shmget(&engine_cred(ctx, user), key, size, flag);
+    let op = format!("shmget(key {key:#x}, size {size}, flag {flag:#o}) user={user}");
+    ctx.check(&op, &host, &eng);
+    if let Ok(id) = host {
+        if !st.ids.contains(&id) {
+            st.ids.push(id);
+        }
+    }
+}
+
+fn op_shmat(ctx: &mut Ctx, st: &mut State) {
+    if st.attached.len() >= MAX_ATTACH {
+        return op_shmdt(ctx, st);
+    }
+    let user = ctx.pick_caller();
+    let id = pick_id(ctx, st);
+    let (addr, mut flags): (u64, i32) = match ctx.rng.below(12) {
+        0 => (0x7000_0000_0123, 0),
+        1 => (0, SHM_REMAP),
+        2 => (0, SHM_RND),
+        _ => (0, 0),
+    };
+    if ctx.rng.chance(1, 4) {
+        flags |= SHM_RDONLY;
+    }
+    if ctx.rng.chance(1, 8) {
+        flags |= SHM_EXEC;
+    }
+    // SAFETY: the address is NULL or one the kernel rejects before mapping anything.
+    let host = as_user(user, || unsafe {
+        let p = libc::shmat(id, addr as *const libc::c_void, flags);
+        if p as isize == -1 {
+            Err(Errno::from_raw(errno()))
+        } else {
+            Ok(p as usize)
+        }
+    });
+    let eng = ctx.ns.shmat(&engine_cred(ctx, user), id, addr, flags);
+    let op = format!("shmat({id}, {addr:#x}, {flags:#o}) user={user}");
+    ctx.check(
+        &op,
+        &host.map(|_| ()),
+        &eng.as_ref().map(|_| ()).map_err(|e| *e),
+    );
+    match (host, eng) {
+        (Ok(h), Ok(e)) => {
+            let read_only = flags & SHM_RDONLY != 0;
+            let a = Attached {
+                host: h,
+                engine: e.addr,
+                len: e.len,
+                read_only,
+                memory: e,
+            };
+            if !read_only && ctx.rng.chance(1, 2) {
+                write_through(ctx, &a);
+            }
+            st.attached.push(a);
+        }
+        (Ok(h), Err(_)) => {
+            // SAFETY: the mapping just made; undone so the host matches the engine.
+            unsafe { libc::shmdt(h as *const libc::c_void) };
+        }
+        (Err(_), Ok(e)) => {
+            let _ = ctx.ns.shmdt(&ctx.root, e.addr);
+        }
+        (Err(_), Err(_)) => {}
+    }
+}
+
+/// Writes the same bytes through both sides of an attachment.
+fn write_through(ctx: &mut Ctx, a: &Attached) {
+    let size = a.memory.size;
+    let off = ctx.rng.below(size.min(a.len).min(1 << 18)) as usize;
+    let n = (ctx.rng.range(1, 9000) as usize).min(size as usize - off);
+    let byte = ctx.rng.below(256) as u8;
+    let data = vec![byte; n];
+    // SAFETY: `a.host` maps at least `len >= size` bytes read-write and off + n <= size.
+    unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), (a.host + off) as *mut u8, n) };
+    let r = a.memory.write(off as u64, &data);
+    ctx.check("write through attachment", &Ok(()), &r);
+}
+
+fn op_shmdt(ctx: &mut Ctx, st: &mut State) {
+    if st.attached.is_empty() || ctx.rng.chance(1, 8) {
+        let bad: u64 = 0x7000_0000_0001;
+        // SAFETY: an unaligned address: the kernel rejects it without touching memory.
+        let host = result(unsafe { libc::shmdt(bad as *const libc::c_void) } as i64).map(|_| ());
+        let eng = ctx.ns.shmdt(&ctx.root, bad);
+        ctx.check("shmdt(unaligned)", &host, &eng);
+        return;
+    }
+    let i = ctx.rng.below(st.attached.len() as u64) as usize;
+    let a = st.attached.swap_remove(i);
+    if !a.read_only && ctx.rng.chance(1, 3) {
+        write_through(ctx, &a);
+    }
+    let user = ctx.pick_caller();
+    let cred = engine_cred(ctx, user);
+    // SAFETY: a live mapping made by shmat in this module.
+    let host = as_user(user, || {
+        result(unsafe { libc::shmdt(a.host as *const _) } as i64)
+    });
+    let eng = ctx.ns.shmdt(&cred, a.engine);
+    ctx.check("shmdt(live)", &host.map(|_| ()), &eng);
+    if ctx.rng.chance(1, 3) {
+        // SAFETY: detached just now; nothing was mapped since, so the kernel finds nothing.
+        let host = result(unsafe { libc::shmdt(a.host as *const _) } as i64).map(|_| ());
+        let eng = ctx.ns.shmdt(&cred, a.engine);
+        ctx.check("shmdt(again)", &host, &eng);
+    }
+}
+
+fn host_stat(id: i32, cmd: i32) -> R<(i32, ShmidDs)> {
+    // SAFETY: shmid_ds is plain data; zeroed is a valid value.
+    let mut ds: libc::shmid_ds = unsafe { std::mem::zeroed() };
+    // SAFETY: `ds` is a valid buffer of the type the kernel writes.
+    let r = result(unsafe { libc::shmctl(id, cmd, &mut ds) } as i64)?;
+    let p = &ds.shm_perm;
+    Ok((
+        r as i32,
+        ShmidDs {
+            perm: IpcPermStat {
+                key: p.__key,
+                uid: p.uid,
+                gid: p.gid,
+                cuid: p.cuid,
+                cgid: p.cgid,
+                mode: u32::from(p.mode),
+                seq: u32::from(p.__seq),
+            },
+            segsz: ds.shm_segsz as u64,
+            atime: i64::from(ds.shm_atime != 0),
+            dtime: i64::from(ds.shm_dtime != 0),
+            ctime: i64::from(ds.shm_ctime != 0),
+            cpid: ds.shm_cpid,
+            lpid: ds.shm_lpid,
+            nattch: ds.shm_nattch,
+        },
+    ))
+}
+
+fn op_stat(ctx: &mut Ctx, st: &mut State) {
+    let user = ctx.pick_caller();
+    let cmd = *ctx.rng.pick(&[IPC_STAT, IPC_STAT, SHM_STAT, SHM_STAT_ANY]);
+    let id = if cmd == IPC_STAT {
+        pick_id(ctx, st)
+    } else {
+        ctx.rng.range(-1, 8) as i32
+    };
+    let host = as_user(user, || host_stat(id, cmd));
+    let eng = ctx
+        .ns
+        .shmctl(&engine_cred(ctx, user), id, cmd, None)
+        .map(|o| match o {
+            ShmctlOut::Stat(r, mut ds) => {
+                ds.atime = i64::from(ds.atime != 0);
+                ds.dtime = i64::from(ds.dtime != 0);
+                ds.ctime = i64::from(ds.ctime != 0);
+                ds.perm.seq &= 0xffff;
+                (r, ds)
+            }
+            other => (other.ret(), ShmidDs::default()),
+        });
+    ctx.check(
+        &format!("shmctl({id}, stat {cmd}) user={user}"),
+        &host,
+        &eng,
+    );
+}
+
+fn op_set(ctx: &mut Ctx, st: &mut State) {
+    let user = ctx.pick_caller();
+    let id = pick_id(ctx, st);
+    let set = ShmSet {
+        uid: *ctx.rng.pick(&[0, super::USER_UID]),
+        gid: *ctx.rng.pick(&[0, super::USER_GID]),
+        mode: ctx.rng.below(0o10000) as u32,
+    };
+    let host = as_user(user, || {
+        // SAFETY: zeroed shmid_ds is valid; IPC_SET reads only perm uid/gid/mode.
+        let mut ds: libc::shmid_ds = unsafe { std::mem::zeroed() };
+        ds.shm_perm.uid = set.uid;
+        ds.shm_perm.gid = set.gid;
+        ds.shm_perm.mode = set.mode as u16;
+        // SAFETY: valid buffer.
+        result(unsafe { libc::shmctl(id, IPC_SET, &mut ds) } as i64).map(|_| ())
+    });
+    let eng = ctx
+        .ns
+        .shmctl(&engine_cred(ctx, user), id, IPC_SET, Some(&set))
+        .map(|_| ());
+    ctx.check(
+        &format!("shmctl({id}, IPC_SET, {set:?}) user={user}"),
+        &host,
+        &eng,
+    );
+}
+
+fn op_rmid(ctx: &mut Ctx, st: &mut State) {
+    let user = ctx.pick_caller();
+    let id = pick_id(ctx, st);
+    // SAFETY: integer arguments; NULL is fine for IPC_RMID.
+    let host = as_user(user, || {
+        result(unsafe { libc::shmctl(id, IPC_RMID, std::ptr::null_mut()) } as i64).map(|_| ())
+    });
+    let eng = ctx
+        .ns
+        .shmctl(&engine_cred(ctx, user), id, IPC_RMID, None)
+        .map(|_| ());
+    ctx.check(&format!("shmctl({id}, IPC_RMID) user={user}"), &host, &eng);
+}
+
+fn op_lock(ctx: &mut Ctx, st: &mut State) {
+    let user = ctx.pick_caller();
+    let id = pick_id(ctx, st);
+    let cmd = *ctx.rng.pick(&[SHM_LOCK, SHM_UNLOCK]);
+    // SAFETY: integer arguments; the buffer is unused by these commands.
+    let host = as_user(user, || {
+        result(unsafe { libc::shmctl(id, cmd, std::ptr::null_mut()) } as i64).map(|_| ())
+    });
+    let eng = ctx
+        .ns
+        .shmctl(&engine_cred(ctx, user), id, cmd, None)
+        .map(|_| ());
+    ctx.check(
+        &format!("shmctl({id}, lock {cmd}) user={user}"),
+        &host,
+        &eng,
+    );
+}
+
+fn op_info(ctx: &mut Ctx) {
+    let cmd = *ctx.rng.pick(&[IPC_INFO, SHM_INFO]);
+    let id = *ctx.rng.pick(&[0, 5, -1]);
+    let mut buf = [0u64; 16];
+    // SAFETY: 128 bytes covers both shminfo64 and shm_info.
+    let host = result(unsafe { libc::shmctl(id, cmd, buf.as_mut_ptr().cast()) } as i64);
+    let host = host.map(|r| (r as i32, buf[..6].to_vec()));
+    let eng = ctx.ns.shmctl(&ctx.root, id, cmd, None).map(|o| match o {
+        ShmctlOut::Info(r, i) => (r, vec![i.shmmax, i.shmmin, i.shmmni, i.shmseg, i.shmall, 0]),
+        ShmctlOut::Usage(r, u) => (
+            r,
+            vec![
+                u.used_ids as u32 as u64,
+                u.shm_tot,
+                u.shm_rss,
+                u.shm_swp,
+                u.swap_attempts,
+                u.swap_successes,
+            ],
+        ),
+        other => (other.ret(), vec![]),
+    });
+    ctx.check(&format!("shmctl({id}, info {cmd})"), &host, &eng);
+}
+
+fn op_bad_cmd(ctx: &mut Ctx, st: &mut State) {
+    let id = pick_id(ctx, st);
+    let cmd = *ctx.rng.pick(&[-1, 4, 10, 16, 99, IPC_STAT | IPC_64]);
+    let mut buf = [0u64; 16];
+    // SAFETY: a 128-byte buffer for any command that would write one.
+    let host = result(unsafe { libc::shmctl(id, cmd, buf.as_mut_ptr().cast()) } as i64);
+    let eng = ctx
+        .ns
+        .shmctl(&ctx.root, id, cmd, None)
+        .map(|o| o.ret() as i64);
+    ctx.check(&format!("shmctl({id}, cmd {cmd})"), &host, &eng);
+}
+
+fn op_sysctl(ctx: &mut Ctx, _st: &mut State) {
+    if !ctx.private_ns {
+        return;
+    }
+    let (name, which, value) = match ctx.rng.below(4) {
+        0 => ("shmmni", Sysctl::ShmMni, *ctx.rng.pick(&["3", "8", "4096"])),
+        1 => (
+            "shmall",
+            Sysctl::ShmAll,
+            *ctx.rng.pick(&["40", "18446744073692774399"]),
+        ),
+        2 => (
+            "shmmax",
+            Sysctl::ShmMax,
+            *ctx.rng.pick(&["30000", "18446744073692774399"]),
+        ),
+        _ => (
+            "shm_rmid_forced",
+            Sysctl::ShmRmidForced,
+            *ctx.rng.pick(&["0", "1"]),
+        ),
+    };
+    let host = std::fs::write(format!("/proc/sys/kernel/{name}"), value)
+        .map_err(|e| Errno::from_raw(e.raw_os_error().unwrap_or(0)));
+    let eng = ctx.ns.sysctl_write(&ctx.root, which, value);
+    ctx.check(&format!("sysctl {name} = {value}"), &host, &eng);
+}
+
+/// A child process creates a segment (attaching and touching it sometimes) and exits: the
+/// orphan and `shm_rmid_forced` rules on both sides.
+fn op_forked_creator(ctx: &mut Ctx, st: &mut State) {
+    let n = ctx.rng.below(6) as i32;
+    let key = ctx.key(BASE, n);
+    let size = *ctx.rng.pick(&[100u64, 4096, 9000]);
+    let attach = ctx.rng.chance(1, 2);
+    // SAFETY: the child only makes system calls and _exits; the harness is single threaded.
+    let pid = unsafe { libc::fork() };
+    if pid == 0 {
+        // SAFETY: in the child: raw calls, then _exit without running any destructor.
+        unsafe {
+            let id = libc::shmget(key, size as usize, IPC_CREAT | 0o600);
+            let mut code = if id < 0 { errno() } else { 0 };
+            if id >= 0 && attach {
+                let p = libc::shmat(id, std::ptr::null(), 0);
+                if p as isize == -1 {
+                    code = 100;
+                } else {
+                    *(p as *mut u8) = 1;
+                }
+            }
+            libc::_exit(code);
+        }
+    }
+    let mut status = 0;
+    // SAFETY: waiting for the child just forked.
+    unsafe { libc::waitpid(pid, &mut status, 0) };
+    let host_code = libc::WEXITSTATUS(status);
+    let child = Cred {
+        tid: pid,
+        tgid: pid,
+        ..ctx.root.clone()
+    };
+    // The child inherited this process's attachments.
+    ctx.ns.process_fork(ctx.root.tgid, pid);
+    let eng_code = match ctx.ns.shmget(&child, key, size, IPC_CREAT | 0o600) {
+        Err(e) => e.raw(),
+        Ok(id) => {
+            if !st.ids.contains(&id) {
+                st.ids.push(id);
+            }
+            if attach {
+                match ctx.ns.shmat(&child, id, 0, 0) {
+                    Ok(a) => a.write(0, &[1]).map_or(100, |_| 0),
+                    Err(_) => 100,
+                }
+            } else {
+                0
+            }
+        }
+    };
+    ctx.ns.process_exit(pid);
+    ctx.check(
+        &format!("child {pid}: shmget({key:#x}, {size}) attach={attach}; exit"),
+        &host_code,
+        &eng_code,
+    );
+}
