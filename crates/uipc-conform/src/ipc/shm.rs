@@ -108,7 +108,8 @@ fn one_step(ctx: &mut Ctx, st: &mut State) {
         81..=86 => op_lock(ctx, st),
         87..=91 => op_info(ctx),
         92..=93 => op_bad_cmd(ctx, st),
-        94..=96 => op_sysctl(ctx, st),
+        94..=95 => op_sysctl(ctx, st),
+        96 => op_lock_charge(ctx),
         _ => op_forked_creator(ctx, st),
     }
 }
@@ -385,6 +386,40 @@ fn op_lock(ctx: &mut Ctx, st: &mut State) {
         &host,
         &eng,
     );
+}
+
+/// The SHM_LOCK charge: the user locks a large and a small segment of its own (charged to
+/// its real uid, 0 here, together with root's locks), then unlocks and removes them.
+fn op_lock_charge(ctx: &mut Ctx) {
+    let sizes = [16u64 << 20, 4096];
+    let cred = engine_cred(ctx, true);
+    for size in sizes {
+        let run = |cmd: i32, id: i32| {
+            // SAFETY: integer arguments; the buffer is unused by these commands.
+            result(unsafe { libc::shmctl(id, cmd, std::ptr::null_mut()) } as i64).map(|_| ())
+        };
+        let host = as_user(true, || {
+            // SAFETY: integer arguments.
+            let id = result(unsafe { libc::shmget(IPC_PRIVATE, size as usize, 0o600) } as i64)?;
+            let id = id as i32;
+            Ok((
+                id,
+                run(SHM_LOCK, id),
+                run(SHM_UNLOCK, id),
+                run(IPC_RMID, id),
+            ))
+        });
+        let ns = &ctx.ns;
+        let eng = ns.shmget(&cred, IPC_PRIVATE, size, 0o600).map(|id| {
+            let run = |cmd| ns.shmctl(&cred, id, cmd, None).map(|_| ());
+            (id, run(SHM_LOCK), run(SHM_UNLOCK), run(IPC_RMID))
+        });
+        ctx.check(
+            &format!("user lock/unlock/rmid of {size} bytes"),
+            &host,
+            &eng,
+        );
+    }
 }
 
 fn op_info(ctx: &mut Ctx) {
