@@ -1,10 +1,8 @@
-//! Attachments: `shmat(2)`, `shmdt(2)` and the process lifecycle (`do_shmat`, `shm_open`,
-//! `shm_close`, `exit_shm`, `shm_destroy_orphans`).
+//! Attachments: `shmat(2)` and `shmdt(2)` (`do_shmat`, `ksys_shmdt`, `shm_close`).
 //!
-//! Each process (tgid) has a [`ProcShm`] record in one of [`SHARDS`] mutex-protected maps:
-//! its attachments by start address, the segments it created, and the cursor from which
-//! fake addresses are handed out. Sharding keeps `shmat`/`shmdt` of different processes off
-//! one another's locks; no namespace-wide lock is taken unless a segment must be destroyed.
+//! Attachments are recorded per process (see `procs`): `shmat` with address 0 hands out a
+//! fresh fake address from the process's cursor; an explicit address is recorded as given.
+//! No namespace-wide lock is taken unless a segment must be destroyed.
 //!
 //! Attach: process shard -> lookup (lock-free) -> segment lock; checks in Linux's order
 //! (negative id, address alignment, ipcperms EACCES, EIDRM, overlap EINVAL), then
@@ -15,18 +13,11 @@
 
 use super::super::consts::{PAGE_SIZE, SHMLBA, SHM_EXEC, SHM_RDONLY, SHM_REMAP, SHM_RND};
 use super::super::perm::{PERM_READ, PERM_WRITE};
+use super::procs::Attachment;
 use super::{ShmMemory, ShmSegment};
 use crate::ipc::IpcNamespace;
-use crate::sync::{lock, Mutex, MutexGuard};
 use crate::{Cred, Errno, Result};
-use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
-
-/// Number of process shards.
-const SHARDS: usize = 64;
-/// Where a process's fake addresses start (page aligned, far from real mappings' usual
-/// places).
-const FAKE_BASE: u64 = 0x2000_0000_0000;
 
 /// A successful `shmat`: what the caller needs to map or use the segment.
 #[derive(Clone)]
@@ -57,86 +48,6 @@ impl ShmAttach {
             return Err(Errno::EFAULT);
         }
         self.memory.write_at(offset, data)
-    }
-}
-
-struct Attachment {
-    seg: Arc<ShmSegment>,
-    len: u64,
-}
-
-/// One process's shm state.
-struct ProcShm {
-    attaches: BTreeMap<u64, Attachment>,
-    created: HashMap<i32, Arc<ShmSegment>>,
-    next_addr: u64,
-}
-
-impl Default for ProcShm {
-    fn default() -> Self {
-        ProcShm {
-            attaches: BTreeMap::new(),
-            created: HashMap::new(),
-            next_addr: FAKE_BASE,
-        }
-    }
-}
-
-impl ProcShm {
-    fn overlaps(&self, addr: u64, len: u64) -> Vec<u64> {
-        let end = addr + len;
-        self.attaches
-            .range(..end)
-            .filter(|(&a, at)| a + at.len > addr)
-            .map(|(&a, _)| a)
-            .collect()
-    }
-
-    fn pick_addr(&mut self, len: u64) -> Result<u64> {
-        loop {
-            let addr = self.next_addr;
-            let end = addr.checked_add(len).ok_or(Errno::ENOMEM)?;
-            // One guard page between fake attachments.
-            self.next_addr = end.checked_add(PAGE_SIZE).ok_or(Errno::ENOMEM)?;
-            if self.overlaps(addr, len).is_empty() {
-                return Ok(addr);
-            }
-        }
-    }
-}
-
-/// The per-process records, sharded by tgid.
-pub(super) struct ProcTable {
-    shards: Box<[Mutex<HashMap<i32, ProcShm>>]>,
-}
-
-impl ProcTable {
-    pub(super) fn new() -> ProcTable {
-        ProcTable {
-            shards: (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
-        }
-    }
-
-    fn shard(&self, tgid: i32) -> MutexGuard<'_, HashMap<i32, ProcShm>> {
-        lock(&self.shards[tgid.unsigned_abs() as usize % SHARDS])
-    }
-
-    /// Records `seg` as created by `tgid`. Entry: registry write lock may be held.
-    pub(super) fn record_created(&self, tgid: i32, seg: &Arc<ShmSegment>) {
-        let mut shard = self.shard(tgid);
-        let p = shard.entry(tgid).or_default();
-        p.created.insert(seg.id(), seg.clone());
-    }
-
-    /// Forgets a destroyed segment in its creator's record.
-    pub(super) fn forget_created(&self, tgid: i32, id: i32) {
-        let mut shard = self.shard(tgid);
-        if let Some(p) = shard.get_mut(&tgid) {
-            p.created.remove(&id);
-            if p.attaches.is_empty() && p.created.is_empty() {
-                shard.remove(&tgid);
-            }
-        }
     }
 }
 
@@ -267,7 +178,7 @@ impl IpcNamespace {
 
     /// `shm_close`: one mapping of `seg` by `tgid` is gone. Entry: no shard or registry lock
     /// held. Destroys the segment if it may now be destroyed.
-    fn shm_release(&self, seg: &Arc<ShmSegment>, tgid: i32) {
+    pub(super) fn shm_release(&self, seg: &Arc<ShmSegment>, tgid: i32) {
         let destroy = {
             let mut s = seg.lock();
             debug_assert!(s.nattch > 0 && !s.deleted);
@@ -280,92 +191,6 @@ impl IpcNamespace {
             let mut st = self.shm.registry.write();
             let s = seg.lock();
             if !s.deleted && self.shm_may_destroy(&s) {
-                self.shm_destroy(&mut st, seg, s);
-            }
-        }
-    }
-
-    pub(crate) fn shm_process_fork(&self, parent: i32, child: i32) {
-        let (inherited, next_addr) = {
-            let shard = self.shm.procs.shard(parent);
-            let Some(p) = shard.get(&parent) else { return };
-            let now = self.now();
-            let list: Vec<(u64, Attachment)> = p
-                .attaches
-                .iter()
-                .map(|(&a, at)| {
-                    let mut s = at.seg.lock();
-                    s.nattch += 1;
-                    s.atime = now;
-                    s.lpid = parent;
-                    (
-                        a,
-                        Attachment {
-                            seg: at.seg.clone(),
-                            len: at.len,
-                        },
-                    )
-                })
-                .collect();
-            (list, p.next_addr)
-        };
-        let mut shard = self.shm.procs.shard(child);
-        let c = shard.entry(child).or_default();
-        c.next_addr = c.next_addr.max(next_addr);
-        let mut dropped = Vec::new();
-        for (a, at) in inherited {
-            dropped.extend(c.attaches.insert(a, at));
-        }
-        drop(shard);
-        for old in dropped {
-            self.shm_release(&old.seg, child);
-        }
-    }
-
-    pub(crate) fn shm_process_exec(&self, tgid: i32) {
-        let gone = {
-            let mut shard = self.shm.procs.shard(tgid);
-            let Some(p) = shard.get_mut(&tgid) else {
-                return;
-            };
-            p.next_addr = FAKE_BASE;
-            std::mem::take(&mut p.attaches)
-        };
-        for (_, at) in gone {
-            self.shm_release(&at.seg, tgid);
-        }
-    }
-
-    /// `exit_mm` then `exit_shm`: detach everything, then apply the creator rules.
-    pub(crate) fn shm_process_exit(&self, tgid: i32) {
-        let Some(p) = self.shm.procs.shard(tgid).remove(&tgid) else {
-            return;
-        };
-        for (_, at) in p.attaches {
-            self.shm_release(&at.seg, tgid);
-        }
-        if p.created.is_empty() {
-            return;
-        }
-        let mut st = self.shm.registry.write();
-        for seg in p.created.values() {
-            let mut s = seg.lock();
-            if s.deleted {
-                continue;
-            }
-            s.creator = None;
-            if self.limits.shm_rmid_forced() && self.shm_may_destroy(&s) {
-                self.shm_destroy(&mut st, seg, s);
-            }
-        }
-    }
-
-    pub(crate) fn shm_destroy_orphans(&self) {
-        let all = self.shm.registry.snapshot();
-        let mut st = self.shm.registry.write();
-        for seg in &all {
-            let s = seg.lock();
-            if !s.deleted && s.creator.is_none() && self.shm_may_destroy(&s) {
                 self.shm_destroy(&mut st, seg, s);
             }
         }

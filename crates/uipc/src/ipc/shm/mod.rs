@@ -38,7 +38,9 @@ mod attach;
 mod backing;
 mod ctl;
 mod get;
+mod lifecycle;
 mod procfs;
+mod procs;
 
 pub use attach::ShmAttach;
 pub use backing::{HeapBacking, HeapMemory, ShmBacking, ShmMemory};
@@ -49,7 +51,7 @@ use super::perm::IpcPerm;
 use super::registry::{IpcHeader, IpcObject, Registry, RegistryState};
 use crate::sync::{lock, AtomicU64, Mutex, MutexGuard, Ordering::Relaxed};
 use crate::table::IdLayout;
-use attach::ProcTable;
+use procs::ProcTable;
 use std::collections::HashMap;
 use std::sync::Arc;
 
