@@ -13,7 +13,7 @@
 
 use super::super::consts::{PAGE_SIZE, SHMLBA, SHM_EXEC, SHM_RDONLY, SHM_REMAP, SHM_RND};
 use super::super::perm::{PERM_READ, PERM_WRITE};
-use super::procs::Attachment;
+use super::procs::{Attachment, Tgid};
 use super::{ShmMemory, ShmSegment};
 use crate::ipc::IpcNamespace;
 use crate::{Cred, Errno, Result};
@@ -87,15 +87,16 @@ impl IpcNamespace {
             want |= 0o111;
         }
         let ids = &self.shm;
-        let mut shard = ids.procs.shard(cred.tgid);
+        let me = Tgid(cred.tgid);
+        let mut shard = ids.procs.shard(me);
         let seg = ids.registry.lookup(shmid)?;
         let mut s = seg.lock();
         s.perm.check(cred, want)?;
         if s.deleted {
             return Err(Errno::EIDRM);
         }
-        let len = seg.memory.len();
-        let proc = shard.entry(cred.tgid).or_default();
+        let len = seg.pages * PAGE_SIZE;
+        let proc = shard.entry(me).or_default();
         let mut replaced = Vec::new();
         if shmaddr != 0 {
             addr.checked_add(len).ok_or(Errno::EINVAL)?;
@@ -124,7 +125,7 @@ impl IpcNamespace {
         );
         drop(shard);
         for old in replaced {
-            self.shm_release(&old.seg, cred.tgid);
+            self.shm_release(&old.seg, me);
         }
         Ok(ShmAttach {
             shmid,
@@ -140,11 +141,12 @@ impl IpcNamespace {
     /// attachments, else EINVAL. See shmdt(2).
     pub fn shmdt(&self, cred: &Cred, addr: u64) -> Result<()> {
         let at = {
-            let mut shard = self.shm.procs.shard(cred.tgid);
-            let proc = shard.get_mut(&cred.tgid).ok_or(Errno::EINVAL)?;
+            let me = Tgid(cred.tgid);
+            let mut shard = self.shm.procs.shard(me);
+            let proc = shard.get_mut(&me).ok_or(Errno::EINVAL)?;
             proc.attaches.remove(&addr).ok_or(Errno::EINVAL)?
         };
-        self.shm_release(&at.seg, cred.tgid);
+        self.shm_release(&at.seg, Tgid(cred.tgid));
         Ok(())
     }
 
@@ -153,6 +155,7 @@ impl IpcNamespace {
     /// there is no attachment at `from`, `to` is not page aligned, or `to` overlaps another
     /// attachment.
     pub fn shm_attach_move(&self, tgid: i32, from: u64, to: u64) -> Result<()> {
+        let tgid = Tgid(tgid);
         let mut shard = self.shm.procs.shard(tgid);
         let proc = shard.get_mut(&tgid).ok_or(Errno::EINVAL)?;
         let at = proc.attaches.remove(&from).ok_or(Errno::EINVAL)?;
@@ -170,6 +173,7 @@ impl IpcNamespace {
 
     /// Process `tgid`'s attachments as `(address, shmid)`, in address order.
     pub fn shm_attachments(&self, tgid: i32) -> Vec<(u64, i32)> {
+        let tgid = Tgid(tgid);
         let shard = self.shm.procs.shard(tgid);
         shard.get(&tgid).map_or_else(Vec::new, |p| {
             p.attaches.iter().map(|(&a, at)| (a, at.seg.id())).collect()
@@ -178,13 +182,13 @@ impl IpcNamespace {
 
     /// `shm_close`: one mapping of `seg` by `tgid` is gone. Entry: no shard or registry lock
     /// held. Destroys the segment if it may now be destroyed.
-    pub(super) fn shm_release(&self, seg: &Arc<ShmSegment>, tgid: i32) {
+    pub(super) fn shm_release(&self, seg: &Arc<ShmSegment>, tgid: Tgid) {
         let destroy = {
             let mut s = seg.lock();
             debug_assert!(s.nattch > 0 && !s.deleted);
             s.nattch -= 1;
             s.dtime = self.now();
-            s.lpid = tgid;
+            s.lpid = tgid.0;
             self.shm_may_destroy(&s)
         };
         if destroy {

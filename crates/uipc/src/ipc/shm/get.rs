@@ -13,6 +13,7 @@
 use super::super::consts::{PAGE_SIZE, SHM_HUGETLB};
 use super::super::perm::IpcPerm;
 use super::super::registry::IpcHeader;
+use super::procs::Tgid;
 use super::{SegState, ShmSegment};
 use crate::ipc::IpcNamespace;
 use crate::sync::{Mutex, Ordering::Relaxed};
@@ -64,13 +65,13 @@ impl IpcNamespace {
                         cpid: cred.tgid,
                         lpid: 0,
                         nattch: 0,
-                        creator: Some(cred.tgid),
+                        creator: Some(Tgid(cred.tgid)),
                         locked_by: None,
                         deleted: false,
                     }),
                 })?;
                 ids.tot_pages.fetch_add(pages, Relaxed);
-                ids.procs.record_created(cred.tgid, &seg);
+                ids.procs.record_created(Tgid(cred.tgid), &seg);
                 Ok(seg)
             },
             |seg| {

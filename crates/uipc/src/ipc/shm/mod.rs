@@ -51,7 +51,7 @@ use super::perm::IpcPerm;
 use super::registry::{IpcHeader, IpcObject, Registry, RegistryState};
 use crate::sync::{lock, AtomicU64, Mutex, MutexGuard, Ordering::Relaxed};
 use crate::table::IdLayout;
-use procs::ProcTable;
+use procs::{ProcTable, ShmId, Tgid};
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -67,20 +67,20 @@ pub struct ShmSegment {
 }
 
 /// What a segment's lock protects.
-pub(super) struct SegState {
-    pub(super) perm: IpcPerm,
-    pub(super) atime: i64,
-    pub(super) dtime: i64,
-    pub(super) ctime: i64,
-    pub(super) cpid: i32,
-    pub(super) lpid: i32,
-    pub(super) nattch: u64,
+struct SegState {
+    perm: IpcPerm,
+    atime: i64,
+    dtime: i64,
+    ctime: i64,
+    cpid: i32,
+    lpid: i32,
+    nattch: u64,
     /// The creating process while it lives (Linux: on the creator's `shm_clist`).
-    pub(super) creator: Option<i32>,
+    creator: Option<Tgid>,
     /// The real uid charged for SHM_LOCK (Linux: `mlock_ucounts`).
-    pub(super) locked_by: Option<u32>,
+    locked_by: Option<u32>,
     /// Destroyed: lookups already fail; holders of the Arc get EIDRM.
-    pub(super) deleted: bool,
+    deleted: bool,
 }
 
 impl IpcObject for ShmSegment {
@@ -90,7 +90,7 @@ impl IpcObject for ShmSegment {
 }
 
 impl ShmSegment {
-    pub(super) fn lock(&self) -> MutexGuard<'_, SegState> {
+    fn lock(&self) -> MutexGuard<'_, SegState> {
         lock(&self.state)
     }
     /// The full id.
@@ -130,7 +130,7 @@ impl HasRegistry<ShmSegment> for ShmIds {
 
 impl IpcNamespace {
     /// `shm_may_destroy`, with the segment locked.
-    pub(super) fn shm_may_destroy(&self, s: &SegState) -> bool {
+    fn shm_may_destroy(&self, s: &SegState) -> bool {
         s.nattch == 0
             && (self.limits.shm_rmid_forced() || s.perm.mode & super::consts::SHM_DEST != 0)
     }
@@ -138,7 +138,7 @@ impl IpcNamespace {
     /// `shm_destroy`. Entry: registry write lock held (`st`), `s` is `seg`'s locked state, not
     /// yet deleted, and the caller holds no process shard. Exit: the segment is unpublished,
     /// its pages and lock charge returned, and its creator record forgets it.
-    pub(super) fn shm_destroy(
+    fn shm_destroy(
         &self,
         st: &mut RegistryState,
         seg: &ShmSegment,
@@ -156,7 +156,7 @@ impl IpcNamespace {
             self.shm_unlock_charge(uid, seg.pages);
         }
         if let Some(tgid) = creator {
-            ids.procs.forget_created(tgid, seg.id());
+            ids.procs.forget_created(tgid, ShmId(seg.id()));
         }
     }
 

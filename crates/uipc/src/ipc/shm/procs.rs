@@ -12,6 +12,14 @@ use crate::{Errno, Result};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
+/// A process (thread group) id, as the key of its record.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(super) struct Tgid(pub(super) i32);
+
+/// A segment's full id.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(super) struct ShmId(pub(super) i32);
+
 /// Number of process shards.
 const SHARDS: usize = 64;
 /// Where a process's fake addresses start (page aligned, far from where real mappings
@@ -26,7 +34,7 @@ pub(super) struct Attachment {
 /// One process's shm state.
 pub(super) struct ProcShm {
     pub(super) attaches: BTreeMap<u64, Attachment>,
-    pub(super) created: HashMap<i32, Arc<ShmSegment>>,
+    pub(super) created: HashMap<ShmId, Arc<ShmSegment>>,
     pub(super) next_addr: u64,
 }
 
@@ -65,7 +73,7 @@ impl ProcShm {
 
 /// The per-process records, sharded by tgid.
 pub(super) struct ProcTable {
-    shards: Box<[Mutex<HashMap<i32, ProcShm>>]>,
+    shards: Box<[Mutex<HashMap<Tgid, ProcShm>>]>,
 }
 
 impl ProcTable {
@@ -75,19 +83,19 @@ impl ProcTable {
         }
     }
 
-    pub(super) fn shard(&self, tgid: i32) -> MutexGuard<'_, HashMap<i32, ProcShm>> {
-        lock(&self.shards[tgid.unsigned_abs() as usize % SHARDS])
+    pub(super) fn shard(&self, tgid: Tgid) -> MutexGuard<'_, HashMap<Tgid, ProcShm>> {
+        lock(&self.shards[tgid.0.unsigned_abs() as usize % SHARDS])
     }
 
     /// Records `seg` as created by `tgid`. Entry: registry write lock may be held.
-    pub(super) fn record_created(&self, tgid: i32, seg: &Arc<ShmSegment>) {
+    pub(super) fn record_created(&self, tgid: Tgid, seg: &Arc<ShmSegment>) {
         let mut shard = self.shard(tgid);
         let p = shard.entry(tgid).or_default();
-        p.created.insert(seg.id(), seg.clone());
+        p.created.insert(ShmId(seg.id()), seg.clone());
     }
 
     /// Forgets a destroyed segment in its creator's record.
-    pub(super) fn forget_created(&self, tgid: i32, id: i32) {
+    pub(super) fn forget_created(&self, tgid: Tgid, id: ShmId) {
         let mut shard = self.shard(tgid);
         if let Some(p) = shard.get_mut(&tgid) {
             p.created.remove(&id);
