@@ -121,3 +121,37 @@ fn destroyed_segments_leave_no_process_records_behind() {
     ns.process_exit(40);
     assert_eq!(ns.proc_sysvipc_shm().lines().count(), 1);
 }
+
+#[test]
+fn exec_keeps_the_process_a_living_creator() {
+    let ns = IpcNamespace::new();
+    let c = Cred::root(50);
+    let id = ns.shmget(&c, 0, 1, 0o600).unwrap();
+    ns.process_exec(50);
+    forced(&ns, true);
+    assert!(
+        stat(&ns, id).is_ok(),
+        "not an orphan: its creator only exec'd"
+    );
+    ns.process_exit(50);
+    assert_eq!(
+        stat(&ns, id).err(),
+        Some(Errno::EINVAL),
+        "forced: destroyed at exit"
+    );
+}
+
+#[test]
+fn shm_rnd_rounding_to_zero_records_an_explicit_attachment_at_zero() {
+    let ns = IpcNamespace::new();
+    let c = Cred::root(60);
+    let id = ns.shmget(&c, 0, 1, 0o600).unwrap();
+    let a = ns.shmat(&c, id, 0x10, SHM_RND).unwrap();
+    assert_eq!(a.addr, 0, "as Linux maps it at 0 (MAP_FIXED)");
+    assert_eq!(
+        ns.shmat(&c, id, 0x20, SHM_RND).err(),
+        Some(Errno::EINVAL),
+        "overlap"
+    );
+    ns.shmdt(&c, 0).unwrap();
+}

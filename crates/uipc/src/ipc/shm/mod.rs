@@ -15,7 +15,11 @@
 //! set or `shm_rmid_forced` is 1 (Linux applies the sysctl to every segment at its last
 //! detach, whoever created it; observed on 6.18). On exit a creator's unattached segments are
 //! destroyed when the sysctl is 1, and otherwise become orphans that a later write of 1
-//! destroys ([`IpcNamespace::shm_destroy_orphans`]).
+//! destroys (`IpcNamespace::sysctl_write` of `shm_rmid_forced`).
+//!
+//! rss (`SHM_INFO` in pages, `/proc/sysvipc/shm` in bytes) is what the backing reports as
+//! resident: for the heap backing, the pages touched so far by reads or writes, as Linux's
+//! shmem counts pages faulted in through a mapping. Swap is always 0 for the heap.
 //!
 //! Lock order: registry state (rwsem) -> one process shard -> segment state -> memlock table
 //! (leaf). Destruction needs the registry write lock and the segment lock, so code that drops
