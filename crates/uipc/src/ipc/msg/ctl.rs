@@ -1,8 +1,8 @@
 //! msgctl(2): IPC_STAT, MSG_STAT, MSG_STAT_ANY, IPC_SET, IPC_RMID, IPC_INFO, MSG_INFO
 //! (`ksys_msgctl`, `msgctl_stat`, `msgctl_down`, `msgctl_info`, `freeque` in `ipc/msg.c`).
 //!
-//! Order: `msqid < 0` or `cmd < 0` is EINVAL before anything; IPC_64 is stripped; an unknown
-//! command is EINVAL.
+//! Order: `msqid < 0` or `cmd < 0` is EINVAL before anything; an unknown command is EINVAL,
+//! and that includes any command carrying IPC_64, as on x86-64 (see `consts::IPC_64`).
 //!
 //! Locks: IPC_SET and IPC_RMID take the registry write lock, look the id up (EINVAL), lock
 //! the queue and check ownership (EPERM). The stat commands take no registry lock (MSG_STAT
@@ -12,8 +12,8 @@
 
 use super::RecvWake;
 use crate::ipc::consts::{
-    IPC_64, IPC_INFO, IPC_RMID, IPC_SET, IPC_STAT, MSGMAP, MSGPOOL, MSGSEG, MSGSSZ, MSGTQL,
-    MSG_INFO, MSG_STAT, MSG_STAT_ANY,
+    IPC_INFO, IPC_RMID, IPC_SET, IPC_STAT, MSGMAP, MSGPOOL, MSGSEG, MSGSSZ, MSGTQL, MSG_INFO,
+    MSG_STAT, MSG_STAT_ANY,
 };
 use crate::ipc::namespace::IpcNamespace;
 use crate::ipc::perm::{IpcPermStat, PERM_READ};
@@ -124,7 +124,6 @@ impl IpcNamespace {
         if msqid < 0 || cmd < 0 {
             return Err(Errno::EINVAL);
         }
-        let cmd = cmd & !IPC_64;
         match cmd {
             IPC_INFO | MSG_INFO => Ok(self.msgctl_info(cmd)),
             IPC_STAT | MSG_STAT | MSG_STAT_ANY => self.msgctl_stat(cred, msqid, cmd),

@@ -28,9 +28,8 @@
 //! ## Not supported
 //! - LSM hooks (`security_msg_*`) always allow.
 //! - EFAULT / ENOMEM paths of user-memory copies: the engine gets slices.
-//! - The old (non-IPC_64) `msqid_ds` layout with `msg_lqbytes`: `IPC_64` is stripped from
-//!   the command as on architectures that parse the version. (The x86-64 kernel does not
-//!   strip it: there, `msgctl(id, IPC_STAT | 0x100)` is EINVAL.)
+//! - The old (non-IPC_64) `msqid_ds` layout: as on x86-64, there is one layout and a command
+//!   carrying IPC_64 is EINVAL.
 
 pub mod ctl;
 pub mod ops;
