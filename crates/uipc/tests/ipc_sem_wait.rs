@@ -277,3 +277,33 @@ fn a_retried_sleeper_that_now_overflows_gets_erange() {
     assert_eq!(a.join().unwrap(), Err(Errno::ERANGE));
     assert_eq!(get(&ns, id, 0, GETVAL), 1);
 }
+
+/// Host-verified (Linux 6.18): after one change, waiting wait-for-zero operations are served
+/// before altering ones, whatever their arrival order, so both of these complete.
+#[test]
+fn zero_waiters_are_served_before_altering_ops_in_one_scan() {
+    for zero_first in [true, false] {
+        let ns = Arc::new(IpcNamespace::new());
+        let id = new_set(&ns, 3);
+        setval(&ns, id, 1, 1);
+        let z_ops = vec![Sembuf::new(1, 0, 0), Sembuf::new(0, 0, 0)];
+        let x_ops = vec![Sembuf::new(2, -1, 0), Sembuf::new(0, 1, 0)];
+        let (first, second) = if zero_first {
+            (z_ops, x_ops)
+        } else {
+            (x_ops, z_ops)
+        };
+        let a = sleeper(&ns, id, first).0;
+        until("first queued", || {
+            get(&ns, id, 1, GETZCNT) + get(&ns, id, 2, GETNCNT) == 1
+        });
+        let b = sleeper(&ns, id, second).0;
+        until("second queued", || {
+            get(&ns, id, 1, GETZCNT) + get(&ns, id, 2, GETNCNT) == 2
+        });
+        op(&ns, id, &[Sembuf::new(1, -1, 0), Sembuf::new(2, 1, 0)]).unwrap();
+        assert_eq!(a.join().unwrap(), Ok(()));
+        assert_eq!(b.join().unwrap(), Ok(()));
+        assert_eq!(get(&ns, id, 0, GETVAL), 1);
+    }
+}

@@ -7,88 +7,14 @@
 //! reading) and use the set in global mode, as Linux's `sem_lock(sma, NULL, -1)`.
 
 use super::lock::Locked;
+use super::types::{SemInfo, SemctlArg, SemctlOut, SemidDs};
 use super::SemSet;
 use crate::errno::Errno;
 use crate::ipc::consts::*;
 use crate::ipc::namespace::IpcNamespace;
-use crate::ipc::perm::{IpcPerm, IpcPermStat, PERM_READ, PERM_WRITE};
+use crate::ipc::perm::{IpcPerm, PERM_READ, PERM_WRITE};
 use crate::sync::{lock, Ordering::Relaxed};
 use crate::{Cred, Result};
-
-/// `struct semid64_ds` as IPC_STAT and SEM_STAT(_ANY) return it.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct SemidDs {
-    /// Owner, creator, mode, key and sequence number.
-    pub perm: IpcPermStat,
-    /// Last semop (the latest over the semaphores), 0 if never.
-    pub otime: i64,
-    /// Last change by creation, IPC_SET, SETVAL or SETALL.
-    pub ctime: i64,
-    /// Semaphores in the set.
-    pub nsems: u64,
-}
-
-/// `struct seminfo` (IPC_INFO, SEM_INFO).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-#[allow(missing_docs)]
-pub struct SemInfo {
-    pub semmap: i32,
-    pub semmni: i32,
-    pub semmns: i32,
-    pub semmnu: i32,
-    pub semmsl: i32,
-    pub semopm: i32,
-    pub semume: i32,
-    /// SEM_INFO: the number of sets.
-    pub semusz: i32,
-    pub semvmx: i32,
-    /// SEM_INFO: the number of semaphores in all sets.
-    pub semaem: i32,
-}
-
-/// semctl's fourth argument (`union semun`). A command given the wrong variant gets EFAULT,
-/// as a bad pointer would.
-#[derive(Clone, Copy, Debug)]
-pub enum SemctlArg<'a> {
-    /// Commands that read no argument.
-    None,
-    /// SETVAL's value.
-    Val(i32),
-    /// SETALL's values (at least nsems of them).
-    Array(&'a [u16]),
-    /// IPC_SET's uid, gid and mode.
-    Set {
-        /// New owner.
-        uid: u32,
-        /// New group.
-        gid: u32,
-        /// New mode (low 9 bits used).
-        mode: u32,
-    },
-}
-
-/// What semctl gives back.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum SemctlOut {
-    /// The system call's return value (0, a value, a pid, a count).
-    Ret(i32),
-    /// IPC_STAT (return 0) or SEM_STAT(_ANY) (return the full id) with the buffer.
-    Stat(i32, SemidDs),
-    /// IPC_INFO / SEM_INFO: the highest index in use, and the buffer.
-    Info(i32, SemInfo),
-    /// GETALL's values (return 0).
-    All(Vec<u16>),
-}
-
-impl SemctlOut {
-    /// The system call's return value.
-    pub fn ret(&self) -> i32 {
-        match self {
-            SemctlOut::Ret(r) | SemctlOut::Stat(r, _) | SemctlOut::Info(r, _) => *r,
-            SemctlOut::All(_) => 0,
-        }
-    }
-}
 
 impl SemSet {
     /// The latest otime over the semaphores (`get_semotime`).

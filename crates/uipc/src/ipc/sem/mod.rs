@@ -1,8 +1,8 @@
 //! SysV semaphores (`ipc/sem.c`; semget(2), semop(2), semctl(2)).
 //!
-//! A [`SemSet`] is an array of semaphores. Each semaphore has its own lock ([`SemSlot`]: value,
+//! A [`SemSet`] is an array of semaphores. Each semaphore has its own lock (`SemSlot`: value,
 //! sempid, otime and the queue of sleeping single-sop operations on it); the array has one more
-//! lock ([`ArrayState`]: ctime, the removed mark, the queue of sleeping multi-sop operations).
+//! lock (`ArrayState`: ctime, the removed mark, the queue of sleeping multi-sop operations).
 //!
 //! # Locking (Linux's scheme since "ipc,sem: fine grained locking for semtimedop", 2013)
 //!
@@ -14,14 +14,14 @@
 //!   semaphore lock once, so that single-sop operations already inside finish first. While
 //!   `global` is set, single-sop operations take the array lock too. The flag is cleared again
 //!   by an array-lock holder only when no multi-sop operation sleeps and
-//!   [`HYSTERESIS`] global-mode unlocks in a row happened (Linux's `use_global_lock`); it is
+//!   `HYSTERESIS` global-mode unlocks in a row happened (Linux's `use_global_lock`); it is
 //!   never cleared once the set is removed.
 //! - So a semaphore's data is owned either by the holder of its own lock who saw `global`
 //!   clear, or by the holder of the array lock (who still locks the semaphore's mutex for each
 //!   access; that lock is then only ever held briefly by per-semaphore attempts that back off).
 //!
 //! Lock order: registry state (rwsem) -> array lock -> semaphore lock -> undo list of the set
-//! -> waiter state. The per-process undo maps ([`undo`]) are taken before any set lock, never
+//! -> waiter state. The per-process undo maps (module `undo`) are taken before any set lock, never
 //! while holding one. Permissions are atomics read without a lock (Linux reads them under RCU
 //! only), written under the array lock by IPC_SET.
 //!
@@ -29,7 +29,7 @@
 //!
 //! A sleeping single-sop operation waits in its semaphore's queue, a multi-sop one in the
 //! array's queue; every one carries a set-wide arrival number. After any change the waker
-//! completes every waiting operation that can now proceed (see [`op`]): first all
+//! completes every waiting operation that can now proceed (see module `op`): first all
 //! wait-for-zero ones, then the earliest (by arrival) altering one that can proceed, again and
 //! again until none can. Waiters are completed only when their operation succeeded (or failed
 //! for good: ERANGE, or EAGAIN from an IPC_NOWAIT sop reached on a retry, as on Linux).
@@ -41,6 +41,7 @@
 mod ctl;
 mod lock;
 pub(crate) mod op;
+mod types;
 pub(crate) mod undo;
 
 use super::namespace::{HasRegistry, IpcNamespace};
@@ -51,8 +52,7 @@ use crate::table::IdLayout;
 use lock::{ArrayState, SemSlot, HYSTERESIS};
 use std::fmt::Write as _;
 
-pub use ctl::{SemInfo, SemctlArg, SemctlOut, SemidDs};
-pub use op::{Sembuf, Timespec};
+pub use types::{SemInfo, Sembuf, SemctlArg, SemctlOut, SemidDs, Timespec};
 
 /// One semaphore set (`struct sem_array`).
 pub struct SemSet {

@@ -18,6 +18,7 @@
 //! under it (their threads take no set lock after a completion).
 
 use super::lock::Locked;
+use super::types::{Sembuf, Timespec};
 use super::undo::UndoEntry;
 use crate::errno::Errno;
 use crate::ipc::consts::{IPC_NOWAIT, SEMAEM, SEMVMX, SEM_UNDO};
@@ -29,37 +30,6 @@ use crate::{Cred, Result};
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-/// One semaphore operation (`struct sembuf`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Sembuf {
-    /// Index of the semaphore in the set.
-    pub sem_num: u16,
-    /// Amount to add (> 0), take (< 0), or 0 to wait for zero.
-    pub sem_op: i16,
-    /// IPC_NOWAIT and/or SEM_UNDO.
-    pub sem_flg: i16,
-}
-
-impl Sembuf {
-    /// A sop without flags.
-    pub const fn new(sem_num: u16, sem_op: i16, sem_flg: i16) -> Sembuf {
-        Sembuf {
-            sem_num,
-            sem_op,
-            sem_flg,
-        }
-    }
-}
-
-/// semtimedop's relative timeout (`struct timespec`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Timespec {
-    /// Seconds.
-    pub tv_sec: i64,
-    /// Nanoseconds, `[0, 1e9)`.
-    pub tv_nsec: i64,
-}
 
 /// A sleeping operation (`struct sem_queue`).
 pub(crate) struct Pending {
@@ -215,6 +185,11 @@ impl Locked<'_> {
     /// The wakeup scan after semaphores `changed` changed. Returns whether some sleeping
     /// operation completed successfully (Linux then updates otime).
     pub(crate) fn update(&mut self, changed: impl IntoIterator<Item = usize>) -> bool {
+        if let Locked::Sem { slot, .. } = self {
+            if slot.pending.is_empty() {
+                return false;
+            }
+        }
         let mut changed: BTreeSet<usize> = changed.into_iter().collect();
         let mut completed = false;
         loop {
