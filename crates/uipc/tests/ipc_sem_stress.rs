@@ -191,3 +191,133 @@ fn simple_and_complex_ops_racing_keep_the_total() {
         assert_eq!(c.ret(), 0, "timed-out sleepers left the queues");
     }
 }
+
+/// Sleepers interrupted at random while wakers complete them: an operation reported as
+/// interrupted applied nothing, one reported done applied once, so the units add up.
+#[test]
+fn interrupts_racing_completions_never_lose_or_duplicate_units() {
+    use uipc::Interrupt;
+    const THREADS: usize = 4;
+    let ns = Arc::new(IpcNamespace::new());
+    let root = Cred::root(1);
+    let id = ns.semget(&root, IPC_PRIVATE, 1, 0o600).unwrap();
+    let irqs: Arc<Vec<Interrupt>> = Arc::new((0..THREADS).map(|_| Interrupt::new()).collect());
+    let stop = Arc::new(AtomicBool::new(false));
+    let workers: Vec<_> = (0..THREADS)
+        .map(|t| {
+            let (ns, irqs) = (ns.clone(), irqs.clone());
+            thread::spawn(move || {
+                let me = Cred::root(3000 + t as i32);
+                let (mut taken, mut interrupted) = (0u32, 0u32);
+                for _ in 0..400 {
+                    let ctx = WaitCtx::FOREVER.interruptible(&irqs[t]);
+                    match ns.semop(&me, id, &[Sembuf::new(0, -1, 0)], &ctx) {
+                        Ok(()) => taken += 1,
+                        Err(Errno::EINTR) => {
+                            interrupted += 1;
+                            irqs[t].clear();
+                        }
+                        Err(e) => panic!("{e:?}"),
+                    }
+                }
+                (taken, interrupted)
+            })
+        })
+        .collect();
+    let feeder = {
+        let (ns, irqs, stop) = (ns.clone(), irqs.clone(), stop.clone());
+        thread::spawn(move || {
+            let mut rng = Rng(42);
+            let mut given = 0u32;
+            while !stop.load(Ordering::Relaxed) {
+                if rng.below(3) == 0 {
+                    irqs[rng.below(THREADS as u64) as usize].raise();
+                } else {
+                    ns.semop(
+                        &Cred::root(9),
+                        id,
+                        &[Sembuf::new(0, 1, 0)],
+                        &WaitCtx::FOREVER,
+                    )
+                    .unwrap();
+                    given += 1;
+                }
+                if rng.below(4) == 0 {
+                    thread::yield_now();
+                }
+            }
+            given
+        })
+    };
+    let mut taken = 0;
+    let mut interrupted = 0;
+    for w in workers {
+        let (t, i) = w.join().unwrap();
+        taken += t;
+        interrupted += i;
+    }
+    stop.store(true, Ordering::Relaxed);
+    let given = feeder.join().unwrap();
+    assert_eq!(taken + interrupted, THREADS as u32 * 400);
+    let left = getall(&ns, id)[0] as u32;
+    assert_eq!(
+        given,
+        taken + left,
+        "every unit given was taken once or is still there"
+    );
+    let ncnt = ns.semctl(&root, id, 0, GETNCNT, SemctlArg::None).unwrap();
+    assert_eq!(ncnt.ret(), 0);
+}
+
+/// RMID while single-sop and multi-sop operations run and sleep: every call ends, with
+/// success before the removal and EIDRM/EINVAL after it.
+#[test]
+fn rmid_during_traffic_ends_every_call_with_eidrm_or_einval() {
+    let ns = Arc::new(IpcNamespace::new());
+    let root = Cred::root(1);
+    let id = ns.semget(&root, IPC_PRIVATE, 3, 0o600).unwrap();
+    let workers: Vec<_> = (0..6u64)
+        .map(|t| {
+            let ns = ns.clone();
+            thread::spawn(move || {
+                let me = Cred::root(4000 + t as i32);
+                let mut rng = Rng(7 + t * 31);
+                loop {
+                    let a = rng.below(3) as u16;
+                    let sops = if t % 2 == 0 {
+                        vec![Sembuf::new(a, -1, SEM_UNDO)]
+                    } else {
+                        vec![Sembuf::new(a, 1, 0), Sembuf::new((a + 1) % 3, -1, 0)]
+                    };
+                    match ns.semop(&me, id, &sops, &WaitCtx::FOREVER) {
+                        Ok(()) => {
+                            let give = [Sembuf::new(a, 1, 0)];
+                            if let Err(e) = ns.semop(&me, id, &give, &WaitCtx::FOREVER) {
+                                assert!(e == Errno::EIDRM || e == Errno::EINVAL, "{e:?}");
+                                return e;
+                            }
+                        }
+                        Err(e) => {
+                            assert!(e == Errno::EIDRM || e == Errno::EINVAL, "{e:?}");
+                            return e;
+                        }
+                    }
+                }
+            })
+        })
+        .collect();
+    thread::sleep(Duration::from_millis(50));
+    ns.semctl(&root, id, 0, IPC_RMID, SemctlArg::None).unwrap();
+    for w in workers {
+        w.join().unwrap();
+    }
+    for pid in 4000..4006 {
+        ns.process_exit(pid);
+        assert_eq!(ns.sem_undo_entries(pid), 0);
+    }
+    assert_eq!(
+        ns.proc_sysvipc_sem().lines().count(),
+        1,
+        "only the header left"
+    );
+}

@@ -37,6 +37,11 @@
 //! # Not supported
 //! - `CLONE_SYSVSEM` sharing of undo lists between processes: a list belongs to one tgid.
 //! - Undo lists are not charged against SEMMNU/SEMUME (Linux does not enforce them either).
+//! - EFAULT from unreadable user memory: arguments are typed Rust values. The only EFAULTs
+//!   left are a SETALL buffer shorter than nsems and a command given the wrong
+//!   [`SemctlArg`] variant.
+//! - IPC_64 in semctl's `cmd` is not stripped: 64-bit kernels do not parse it (the host gives
+//!   EINVAL for `IPC_STAT | IPC_64`), and glibc never sets it there.
 
 mod ctl;
 mod lock;
