@@ -51,6 +51,7 @@ pub fn step(ctx: &mut Ctx) {
             85..=89 => setval(ctx, &st),
             90..=93 => setall(ctx, &st),
             94..=95 => ipc_set(ctx, &st),
+            96 if ctx.private_ns => limits(ctx),
             _ => rmid(ctx, &mut st),
         }
     });
@@ -428,4 +429,20 @@ fn rmid(ctx: &mut Ctx, st: &mut State) {
         st.live.retain(|l| l.0 != hid);
         st.dead.push(hid);
     }
+}
+
+/// Changes the namespace's sem limits on both sides (only in a private namespace), so that
+/// E2BIG, EINVAL and the ENOSPC paths of semget meet real limits.
+fn limits(ctx: &mut Ctx) {
+    let semmsl = *ctx.rng.pick(&[32000, 250, 4]);
+    let semmns = *ctx.rng.pick(&[1_024_000_000, 32000, 20]);
+    let semopm = *ctx.rng.pick(&[500, 32, 3]);
+    let semmni = *ctx.rng.pick(&[32000, 128, 8]);
+    let text = format!("{semmsl} {semmns} {semopm} {semmni}");
+    let h = std::fs::write("/proc/sys/kernel/sem", &text)
+        .map_err(|e| Errno::from_raw(e.raw_os_error().unwrap_or(0)));
+    let e = ctx
+        .ns
+        .sysctl_write(&ctx.root, uipc::ipc::Sysctl::Sem, &text);
+    ctx.check(&format!("write kernel.sem {text}"), &h, &e);
 }

@@ -253,7 +253,8 @@ impl IpcNamespace {
         timeout: Option<Timespec>,
         wait: &WaitCtx<'_>,
     ) -> Result<()> {
-        if sops.len() as i64 > i64::from(self.limits.semopm()) {
+        // Linux compares the unsigned nsops with semopm converted to unsigned.
+        if sops.len() as u64 > u64::from(self.limits.semopm() as u32) {
             return Err(Errno::E2BIG);
         }
         if sops.is_empty() || semid < 0 {
