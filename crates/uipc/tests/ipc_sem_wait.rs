@@ -130,6 +130,7 @@ fn complex_waiter_completes_when_all_its_sops_can_and_chains_wakeups() {
     op(&ns, id, &[Sembuf::new(0, 1, 0)]).unwrap();
     thread::sleep(Duration::from_millis(20));
     assert!(!c.is_finished(), "sem1 is still 0");
+    // Host-verified: the retry moves the sleeper's count to the sop that blocks it now.
     assert_eq!(get(&ns, id, 1, GETNCNT), 1, "now counted where it blocks");
     assert_eq!(get(&ns, id, 0, GETNCNT), 0, "and only there");
     op(&ns, id, &[Sembuf::new(1, 1, 0)]).unwrap();

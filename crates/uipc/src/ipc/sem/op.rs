@@ -155,7 +155,9 @@ impl Locked<'_> {
             Attempt::Done(plan) => {
                 self.commit(plan, undo, q.tgid);
                 self.dequeue(q);
-                q.waiter.complete(Ok(()));
+                // The sleeper aborts only under the lock we hold, so it is still waiting.
+                let delivered = q.waiter.complete(Ok(()));
+                debug_assert!(delivered, "a queued operation is always still waiting");
                 Retry::Completed
             }
             Attempt::Fail(e) => {
