@@ -153,3 +153,84 @@ impl Locked<'_> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::HYSTERESIS;
+    use crate::ipc::consts::{IPC_NOWAIT, IPC_PRIVATE, IPC_RMID};
+    use crate::ipc::sem::{SemSet, Sembuf, SemctlArg};
+    use crate::ipc::IpcNamespace;
+    use crate::sync::{lock, Ordering::Relaxed};
+    use crate::{Cred, WaitCtx};
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    fn setup(n: i32) -> (Arc<IpcNamespace>, i32, Arc<SemSet>) {
+        let ns = Arc::new(IpcNamespace::new());
+        let id = ns.semget(&Cred::root(1), IPC_PRIVATE, n, 0o600).unwrap();
+        let set = ns.sem.registry.lookup(id).unwrap();
+        (ns, id, set)
+    }
+
+    fn op(ns: &IpcNamespace, id: i32, sops: &[Sembuf]) {
+        ns.semop(&Cred::root(1), id, sops, &WaitCtx::FOREVER)
+            .unwrap();
+    }
+
+    #[test]
+    fn single_sop_ops_never_touch_the_array_lock_in_per_semaphore_mode() {
+        let (ns, id, set) = setup(2);
+        let held = lock(&set.array);
+        let (tx, rx) = std::sync::mpsc::channel();
+        let ns2 = ns.clone();
+        std::thread::spawn(move || {
+            op(&ns2, id, &[Sembuf::new(0, 1, 0)]);
+            op(&ns2, id, &[Sembuf::new(0, -1, 0)]);
+            tx.send(()).unwrap();
+        });
+        rx.recv_timeout(Duration::from_secs(5))
+            .expect("single-sop ops completed while the array lock was held");
+        drop(held);
+    }
+
+    #[test]
+    fn complex_ops_switch_to_global_mode_until_the_hysteresis_runs_out() {
+        let (ns, id, set) = setup(2);
+        assert!(!set.global.load(Relaxed));
+        op(&ns, id, &[Sembuf::new(0, 1, 0)]);
+        assert!(!set.global.load(Relaxed), "simple ops stay per-semaphore");
+        op(&ns, id, &[Sembuf::new(0, 1, 0), Sembuf::new(1, 1, 0)]);
+        assert!(
+            set.global.load(Relaxed),
+            "a multi-sop op enters global mode"
+        );
+        // As Linux's counter: the complex op's own unlock counts as the first of the ten.
+        for _ in 0..HYSTERESIS - 2 {
+            op(&ns, id, &[Sembuf::new(0, 1, 0)]);
+            assert!(set.global.load(Relaxed));
+        }
+        op(&ns, id, &[Sembuf::new(0, 1, 0)]);
+        assert!(!set.global.load(Relaxed), "back to per-semaphore mode");
+    }
+
+    #[test]
+    fn a_sleeping_complex_op_keeps_global_mode_and_rmid_makes_it_permanent() {
+        let (ns, id, set) = setup(2);
+        let ns2 = ns.clone();
+        let t = std::thread::spawn(move || {
+            let sops = [Sembuf::new(0, -1, 0), Sembuf::new(1, -1, 0)];
+            ns2.semop(&Cred::root(2), id, &sops, &WaitCtx::FOREVER)
+        });
+        while lock(&set.array).complex.is_empty() {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        for _ in 0..3 * HYSTERESIS {
+            op(&ns, id, &[Sembuf::new(0, 0, IPC_NOWAIT as i16)]);
+        }
+        assert!(set.global.load(Relaxed), "held while a complex op sleeps");
+        ns.semctl(&Cred::root(1), id, 0, IPC_RMID, SemctlArg::None)
+            .unwrap();
+        assert_eq!(t.join().unwrap(), Err(crate::Errno::EIDRM));
+        assert!(set.global.load(Relaxed), "a removed set stays global");
+    }
+}
