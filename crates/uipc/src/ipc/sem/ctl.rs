@@ -62,9 +62,9 @@ impl IpcNamespace {
 
     /// semctl(2), every command. EINVAL for a negative id or an unknown command.
     ///
-    /// `cmd` is taken as the x86-64 (and every 64-bit) kernel takes it: the semctl system call
-    /// there does not parse IPC_64, so `IPC_STAT | IPC_64` is an unknown command (EINVAL), as
-    /// the host shows; glibc never sets the bit on those architectures.
+    /// `cmd` is taken as the x86-64 kernel takes it: its semctl system call does not parse
+    /// IPC_64 (no `ARCH_WANT_IPC_PARSE_VERSION`), so `IPC_STAT | IPC_64` is an unknown command
+    /// (EINVAL), as the host shows; glibc never sets the bit there.
     pub fn semctl(
         &self,
         cred: &Cred,

@@ -40,8 +40,9 @@
 //! - EFAULT from unreadable user memory: arguments are typed Rust values. The only EFAULTs
 //!   left are a SETALL buffer shorter than nsems and a command given the wrong
 //!   [`SemctlArg`] variant.
-//! - IPC_64 in semctl's `cmd` is not stripped: 64-bit kernels do not parse it (the host gives
-//!   EINVAL for `IPC_STAT | IPC_64`), and glibc never sets it there.
+//! - IPC_64 in semctl's `cmd` is not stripped: the x86-64 kernel does not parse it (the host
+//!   gives EINVAL for `IPC_STAT | IPC_64`), and glibc never sets it there. The old (IPC_OLD)
+//!   layouts of 32-bit callers are not offered.
 
 mod ctl;
 mod lock;
