@@ -80,6 +80,9 @@ impl UndoMaps {
         {
             let mut su = lock(&set.undos);
             if su.closed {
+                if proc_map.is_empty() {
+                    shard.remove(&tgid);
+                }
                 return Err(Errno::EIDRM);
             }
             su.entries.push(e.clone());
