@@ -66,11 +66,10 @@ struct ConformArgs {
     verbose: bool,
 }
 
+type ConformRun = fn(&uipc_conform::Options) -> Result<uipc_conform::Report, String>;
+
 fn conform(what: ConformWhat) -> ExitCode {
-    let (run, args): (
-        fn(&uipc_conform::Options) -> Result<uipc_conform::Report, String>,
-        ConformArgs,
-    ) = match what {
+    let (run, args): (ConformRun, ConformArgs) = match what {
         ConformWhat::Ipc(a) => (uipc_conform::ipc::run, a),
         ConformWhat::Locks(a) => (uipc_conform::locks::run, a),
         ConformWhat::Timers(a) => (uipc_conform::timers::run, a),

@@ -90,3 +90,14 @@ pub fn remove_key_range() {
         }
     }
 }
+
+/// This process's effective capabilities, from `/proc/self/status` (`CapEff`).
+pub fn effective_caps() -> uipc::CapSet {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let bits = status
+        .lines()
+        .find_map(|l| l.strip_prefix("CapEff:"))
+        .and_then(|hex| u64::from_str_radix(hex.trim(), 16).ok())
+        .unwrap_or(uipc::CapSet::ALL.bits());
+    uipc::CapSet::from_bits(bits)
+}

@@ -53,6 +53,8 @@ pub struct Ctx {
     pub private_ns: bool,
     divergences: Vec<Divergence>,
     index: u64,
+    /// Private queues made by [`burst`], as (host id, engine id).
+    burst_ids: Vec<(i32, i32)>,
 }
 
 impl Ctx {
@@ -100,7 +102,12 @@ impl Ctx {
 pub fn run(opts: &Options) -> Result<Report, String> {
     let private_ns = host::enter_private_ipc_namespace();
     let pid = std::process::id() as i32;
-    let root = Cred::root(pid);
+    // Root as the host sees this process: sandboxes often drop capabilities (here, for one,
+    // CAP_SYS_RESOURCE), and the engine must judge root by the same set.
+    let root = Cred {
+        caps: host::effective_caps(),
+        ..Cred::root(pid)
+    };
     let user = Cred {
         caps: CapSet::EMPTY,
         ..Cred::user(pid, USER_UID, USER_GID)
@@ -114,6 +121,7 @@ pub fn run(opts: &Options) -> Result<Report, String> {
         private_ns,
         divergences: Vec::new(),
         index: 0,
+        burst_ids: Vec::new(),
     };
     if !private_ns {
         eprintln!("uipc conform ipc: not root, using keys {KEY_BASE:#x}.. in the host's namespace");
@@ -121,9 +129,10 @@ pub fn run(opts: &Options) -> Result<Report, String> {
     }
     for i in 0..opts.ops {
         ctx.index = i;
-        match ctx.rng.below(100) {
-            0..=39 => sem::step(&mut ctx),
-            40..=74 => msg::step(&mut ctx),
+        match ctx.rng.below(1000) {
+            0..=9 => burst(&mut ctx),
+            10..=399 => sem::step(&mut ctx),
+            400..=749 => msg::step(&mut ctx),
             _ => shm::step(&mut ctx),
         }
         if (i + 1) % STATE_EVERY == 0 || i + 1 == opts.ops {
@@ -137,6 +146,50 @@ pub fn run(opts: &Options) -> Result<Report, String> {
         operations: opts.ops,
         divergences: ctx.divergences,
     })
+}
+
+/// Creates or removes many private queues at once, so that the number of live objects (and
+/// with it the cyclic allocator's window, `max(in_use * 3/2, 64)`) grows and shrinks well past
+/// what the per-type steps keep alive, and the ids handed out after it are compared.
+fn burst(ctx: &mut Ctx) {
+    let grow = ctx.burst_ids.len() < 40 || (ctx.burst_ids.len() < 300 && ctx.rng.chance(1, 2));
+    if grow {
+        let n = ctx.rng.range(20, 120);
+        for _ in 0..n {
+            // SAFETY: integer arguments only.
+            let host = host::result(unsafe { libc::msgget(libc::IPC_PRIVATE, 0o600) } as i64)
+                .map(|id| id as i32);
+            let engine = ctx.ns.msgget(&ctx.root, 0, 0o600);
+            if !ctx.check("burst: msgget(IPC_PRIVATE, 0600)", &host, &engine) {
+                return;
+            }
+            if let (Ok(h), Ok(e)) = (host, engine) {
+                ctx.burst_ids.push((h, e));
+            }
+        }
+    } else {
+        let n = ctx.rng.range(1, ctx.burst_ids.len() as i64) as usize;
+        for _ in 0..n {
+            let (h, e) = ctx
+                .burst_ids
+                .swap_remove(ctx.rng.below(ctx.burst_ids.len() as u64) as usize);
+            // SAFETY: integer arguments and a NULL buffer, which IPC_RMID ignores.
+            let host = host::result(
+                unsafe { libc::msgctl(h, libc::IPC_RMID, std::ptr::null_mut()) } as i64,
+            )
+            .map(|_| ());
+            let engine = ctx
+                .ns
+                .msgctl(
+                    &ctx.root,
+                    e,
+                    uipc::ipc::consts::IPC_RMID,
+                    uipc::ipc::msg::MsgctlArg::None,
+                )
+                .map(|_| ());
+            ctx.check(&format!("burst: msgctl({h}, IPC_RMID)"), &host, &engine);
+        }
+    }
 }
 
 /// Masks the time columns of a `/proc/sysvipc` file so host and engine compare.

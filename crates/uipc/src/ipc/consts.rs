@@ -11,7 +11,9 @@ pub const IPC_RMID: i32 = 0;
 pub const IPC_SET: i32 = 1;
 pub const IPC_STAT: i32 = 2;
 pub const IPC_INFO: i32 = 3;
-/// glibc ORs this into every `*ctl` command; the engine ignores it, as Linux does.
+/// The version flag some architectures' C libraries OR into `*ctl` commands. x86-64 has one
+/// layout and does not parse it: a command carrying it is EINVAL there (checked on the host),
+/// and the engine follows x86-64.
 pub const IPC_64: i32 = 0x100;
 
 pub const GETPID: i32 = 11;

@@ -1,0 +1,248 @@
+//! SysV message queues (`ipc/msg.c`; msgget(2), msgsnd(2), msgrcv(2), msgctl(2)).
+//!
+//! A queue is a [`MsgQueue`]: its header (id, key) plus one mutex over [`QueueState`]: the
+//! permissions, counters, times, the messages ([`store::MessageStore`], indexed by type so
+//! that a typed receive never walks messages of other types) and the two FIFO lists of
+//! sleepers: senders waiting for room and receivers waiting for a matching message.
+//!
+//! - [`IpcNamespace::msgget`] follows `ipcget` ([`Registry::get_or_create`]).
+//! - `msgsnd` / `msgrcv` ([`ops`]) look the id up without any registry lock, then take the
+//!   queue's lock; a send first offers the message to sleeping receivers in FIFO order
+//!   (Linux's pipelined send) and only queues it if none takes it.
+//! - `msgctl` ([`ctl`]): IPC_SET and IPC_RMID take the registry write lock first.
+//!
+//! Lock order: registry state (rwsem) -> queue lock -> a sleeper's `Waiter` state. Sleepers
+//! are queued and dequeued under the queue lock; nothing sleeps while holding it.
+//!
+//! Process lifecycle (§9): queues belong to the namespace and survive fork, exec and exit.
+//! A process that exits while asleep in msgsnd/msgrcv is dequeued by the embedder raising
+//! its [`crate::Interrupt`]; there is no per-process msg state to clean up.
+//!
+//! Pids: `lspid` is the sender's tgid; `lrpid` is the receiver's tgid, except that a
+//! message handed directly to a sleeping receiver records that receiver's thread id, as
+//! Linux's `pipelined_send` does (`task_pid`, checked on a 6.x host).
+//!
+//! Timeouts: Linux's msgsnd/msgrcv have none. A [`crate::WaitCtx`] deadline is treated as
+//! a signal arriving at that instant (as `alarm()` would): the call returns EINTR.
+//!
+//! ## Not supported
+//! - LSM hooks (`security_msg_*`) always allow.
+//! - EFAULT / ENOMEM paths of user-memory copies: the engine gets slices.
+//! - The old (non-IPC_64) `msqid_ds` layout: as on x86-64, there is one layout and a command
+//!   carrying IPC_64 is EINVAL.
+
+pub mod ctl;
+pub mod ops;
+pub(crate) mod store;
+#[cfg(test)]
+mod tests;
+
+use super::namespace::{HasRegistry, IpcNamespace};
+use super::perm::IpcPerm;
+use super::registry::{IpcHeader, IpcObject, Registry};
+use crate::sync::{lock, AtomicI64, Mutex, MutexGuard, Ordering};
+use crate::table::IdLayout;
+use crate::wait::Waiter;
+use crate::{Cred, Errno, Result};
+use std::collections::VecDeque;
+use std::fmt::Write as _;
+use std::sync::Arc;
+use store::{MessageStore, Selector};
+
+pub use ctl::{MsgInfo, MsgctlArg, MsgctlOut, MsqidDs, MsqidSet};
+
+/// What a sleeping receiver is woken with.
+#[derive(Debug)]
+pub(crate) enum RecvWake {
+    /// A sender handed it this message (mtype, full text; the receiver truncates).
+    Message(i64, Vec<u8>),
+    /// E2BIG from a pipelined send, or EIDRM from removal.
+    Fail(Errno),
+    /// Look again (IPC_SET changed something): Linux's `expunge_all(-EAGAIN)`.
+    Retry,
+}
+
+/// A receiver asleep in msgrcv.
+pub(crate) struct SleepingReceiver {
+    pub(crate) waiter: Arc<Waiter<RecvWake>>,
+    pub(crate) selector: Selector,
+    /// The buffer size; `u64::MAX`-like (i64::MAX) with MSG_NOERROR.
+    pub(crate) max_size: i64,
+    /// The receiver's thread id: a pipelined send records it as lrpid (`task_pid`).
+    pub(crate) tid: i32,
+}
+
+/// A sender asleep in msgsnd, waiting for room.
+pub(crate) struct SleepingSender {
+    pub(crate) waiter: Arc<Waiter<()>>,
+    pub(crate) size: u64,
+}
+
+/// The lock-protected part of a queue (`struct msg_queue`).
+pub(crate) struct QueueState {
+    pub(crate) perm: IpcPerm,
+    /// Set by IPC_RMID under this lock: holders of the `Arc` get EIDRM.
+    pub(crate) deleted: bool,
+    pub(crate) qbytes: u64,
+    pub(crate) cbytes: u64,
+    pub(crate) lspid: i32,
+    pub(crate) lrpid: i32,
+    pub(crate) stime: i64,
+    pub(crate) rtime: i64,
+    pub(crate) ctime: i64,
+    pub(crate) messages: MessageStore,
+    pub(crate) senders: VecDeque<SleepingSender>,
+    pub(crate) receivers: VecDeque<SleepingReceiver>,
+}
+
+impl QueueState {
+    /// `msg_fits_inqueue`: bytes and the count are both capped by qbytes.
+    pub(crate) fn fits(&self, size: u64) -> bool {
+        self.cbytes.saturating_add(size) <= self.qbytes
+            && (self.messages.len() as u64).saturating_add(1) <= self.qbytes
+    }
+
+    /// `ss_wakeup` without kill: wakes every sleeping sender whose message fits now; the
+    /// others keep their order. The woken ones re-check under the lock.
+    pub(crate) fn wake_senders_that_fit(&mut self) {
+        let mut keep = VecDeque::with_capacity(self.senders.len());
+        while let Some(s) = self.senders.pop_front() {
+            if self.fits(s.size) {
+                s.waiter.complete(());
+            } else {
+                keep.push_back(s);
+            }
+        }
+        self.senders = keep;
+    }
+}
+
+/// One message queue.
+pub struct MsgQueue {
+    header: IpcHeader,
+    state: Mutex<QueueState>,
+}
+
+impl MsgQueue {
+    pub(crate) fn lock(&self) -> MutexGuard<'_, QueueState> {
+        lock(&self.state)
+    }
+
+    /// Locks the queue and fails with EIDRM if it was removed since the lookup.
+    pub(crate) fn lock_valid(&self) -> Result<MutexGuard<'_, QueueState>> {
+        let st = self.lock();
+        if st.deleted {
+            return Err(Errno::EIDRM);
+        }
+        Ok(st)
+    }
+}
+
+impl IpcObject for MsgQueue {
+    fn header(&self) -> &IpcHeader {
+        &self.header
+    }
+}
+
+/// The namespace's message queues, and the namespace-wide totals MSG_INFO reports.
+pub struct MsgIds {
+    registry: Registry<MsgQueue>,
+    /// Messages queued in all queues (`percpu_msg_hdrs`).
+    pub(crate) total_messages: AtomicI64,
+    /// Bytes queued in all queues (`percpu_msg_bytes`).
+    pub(crate) total_bytes: AtomicI64,
+}
+
+impl MsgIds {
+    pub(crate) fn new(layout: IdLayout) -> MsgIds {
+        MsgIds {
+            registry: Registry::new(layout),
+            total_messages: AtomicI64::new(0),
+            total_bytes: AtomicI64::new(0),
+        }
+    }
+
+    /// Accounts `count` messages of `bytes` total (negative to remove).
+    pub(crate) fn account(&self, count: i64, bytes: i64) {
+        self.total_messages.fetch_add(count, Ordering::Relaxed);
+        self.total_bytes.fetch_add(bytes, Ordering::Relaxed);
+    }
+}
+
+impl HasRegistry<MsgQueue> for MsgIds {
+    fn registry(&self) -> &Registry<MsgQueue> {
+        &self.registry
+    }
+}
+
+impl IpcNamespace {
+    /// msgget(2): the id of the queue for `key`, creating it per `flag` (IPC_CREAT,
+    /// IPC_EXCL, mode bits). Order: IPC_PRIVATE creates; ENOENT; create (ENOSPC at msgmni);
+    /// EEXIST; EACCES by `ipcperms(flag)`.
+    pub fn msgget(&self, cred: &Cred, key: i32, flag: i32) -> Result<i32> {
+        let reg = &self.msg.registry;
+        reg.get_or_create(
+            key,
+            flag,
+            |st| {
+                let limit = self.limits.msgmni();
+                let qbytes = self.limits.msgmnb().max(0) as u64;
+                let ctime = self.now();
+                reg.add(st, key, limit, |id| MsgQueue {
+                    header: IpcHeader::new(id, key),
+                    state: Mutex::new(QueueState {
+                        perm: IpcPerm::new(cred, flag),
+                        deleted: false,
+                        qbytes,
+                        cbytes: 0,
+                        lspid: 0,
+                        lrpid: 0,
+                        stime: 0,
+                        rtime: 0,
+                        ctime,
+                        messages: MessageStore::default(),
+                        senders: VecDeque::new(),
+                        receivers: VecDeque::new(),
+                    }),
+                })
+            },
+            |q| q.lock().perm.check(cred, flag),
+        )
+    }
+
+    /// `/proc/sysvipc/msg`: header, then one row per queue in increasing index order.
+    pub fn proc_sysvipc_msg(&self) -> String {
+        let mut out = String::from(PROC_HEADER);
+        for q in self.msg.registry.snapshot() {
+            let st = q.lock();
+            if st.deleted {
+                continue;
+            }
+            render_row(&mut out, q.header.key(), q.header.id(), &st);
+        }
+        out
+    }
+}
+
+const PROC_HEADER: &str = "       key      msqid perms      cbytes       qnum lspid lrpid   uid   gid  cuid  cgid      stime      rtime      ctime\n";
+
+fn render_row(out: &mut String, key: i32, id: i32, st: &QueueState) {
+    let _ = writeln!(
+        out,
+        "{:>10} {:>10}  {:>4o}  {:>10} {:>10} {:>5} {:>5} {:>5} {:>5} {:>5} {:>5} {:>10} {:>10} {:>10}",
+        key,
+        id,
+        st.perm.mode,
+        st.cbytes,
+        st.messages.len(),
+        st.lspid,
+        st.lrpid,
+        st.perm.uid,
+        st.perm.gid,
+        st.perm.cuid,
+        st.perm.cgid,
+        st.stime,
+        st.rtime,
+        st.ctime
+    );
+}

@@ -1,0 +1,210 @@
+//! SysV semaphores (`ipc/sem.c`; semget(2), semop(2), semctl(2)).
+//!
+//! A [`SemSet`] is an array of semaphores. Each semaphore has its own lock (`SemSlot`: value,
+//! sempid, otime and the queue of sleeping single-sop operations on it); the array has one more
+//! lock (`ArrayState`: ctime, the removed mark, the queue of sleeping multi-sop operations).
+//!
+//! # Locking (Linux's scheme since "ipc,sem: fine grained locking for semtimedop", 2013)
+//!
+//! - A single-sop semop runs in *per-semaphore mode*: it takes only that semaphore's lock, then
+//!   re-reads the set's `global` flag; if it is clear, nothing else can touch that semaphore or
+//!   its queue (no multi-sop operation is sleeping or running, the set is not removed).
+//! - Everything else (multi-sop semop, every semctl, undo at exit, RMID) takes the array lock and
+//!   enters *global mode*: it sets `global` and, if it was clear, takes and drops every
+//!   semaphore lock once, so that single-sop operations already inside finish first. While
+//!   `global` is set, single-sop operations take the array lock too. The flag is cleared again
+//!   by an array-lock holder only when no multi-sop operation sleeps and
+//!   `HYSTERESIS` global-mode unlocks in a row happened (Linux's `use_global_lock`); it is
+//!   never cleared once the set is removed.
+//! - So a semaphore's data is owned either by the holder of its own lock who saw `global`
+//!   clear, or by the holder of the array lock (who still locks the semaphore's mutex for each
+//!   access; that lock is then only ever held briefly by per-semaphore attempts that back off).
+//!
+//! Lock order: registry state (rwsem) -> array lock -> semaphore lock -> undo list of the set
+//! -> waiter state. The per-process undo maps (module `undo`) are taken before any set lock, never
+//! while holding one. Permissions are atomics read without a lock (Linux reads them under RCU
+//! only), written under the array lock by IPC_SET.
+//!
+//! # Queues and wakeups
+//!
+//! A sleeping single-sop operation waits in its semaphore's queue, a multi-sop one in the
+//! array's queue; every one carries a set-wide arrival number. After any change the waker
+//! completes every waiting operation that can now proceed (see module `op`): first all
+//! wait-for-zero ones, then the earliest (by arrival) altering one that can proceed, again and
+//! again until none can. Waiters are completed only when their operation succeeded (or failed
+//! for good: ERANGE, or EAGAIN from an IPC_NOWAIT sop reached on a retry, as on Linux).
+//!
+//! # Not supported
+//! - `CLONE_SYSVSEM` sharing of undo lists between processes: a list belongs to one tgid.
+//! - Undo lists are not charged against SEMMNU/SEMUME (Linux does not enforce them either).
+//! - EFAULT from unreadable user memory: arguments are typed Rust values. The only EFAULTs
+//!   left are a SETALL buffer shorter than nsems and a command given the wrong
+//!   [`SemctlArg`] variant.
+//! - IPC_64 in semctl's `cmd` is not stripped: the x86-64 kernel does not parse it (the host
+//!   gives EINVAL for `IPC_STAT | IPC_64`), and glibc never sets it there. The old (IPC_OLD)
+//!   layouts of 32-bit callers are not offered.
+
+mod ctl;
+mod lock;
+pub(crate) mod op;
+mod types;
+pub(crate) mod undo;
+
+use super::namespace::{HasRegistry, IpcNamespace};
+use super::perm::{IpcPerm, IpcPermStat};
+use super::registry::{IpcHeader, IpcObject, Registry};
+use crate::sync::{AtomicBool, AtomicI32, AtomicI64, AtomicU64, Mutex, Ordering::Relaxed};
+use crate::table::IdLayout;
+use lock::{ArrayState, SemSlot, HYSTERESIS};
+use std::fmt::Write as _;
+
+pub use types::{SemInfo, Sembuf, SemctlArg, SemctlOut, SemidDs, Timespec};
+
+/// One semaphore set (`struct sem_array`).
+pub struct SemSet {
+    header: IpcHeader,
+    nsems: usize,
+    perm: PermCell,
+    /// Global mode (Linux's `use_global_lock > 0`): see the module doc.
+    global: AtomicBool,
+    array: Mutex<ArrayState>,
+    sems: Box<[Mutex<SemSlot>]>,
+    /// Arrival numbers for sleeping operations.
+    next_seq: AtomicU64,
+    undos: Mutex<undo::SetUndos>,
+}
+
+impl IpcObject for SemSet {
+    fn header(&self) -> &IpcHeader {
+        &self.header
+    }
+}
+
+impl SemSet {
+    fn new(id: i32, key: i32, perm: IpcPerm, nsems: usize, now: i64) -> SemSet {
+        SemSet {
+            header: IpcHeader::new(id, key),
+            nsems,
+            perm: PermCell::new(&perm),
+            global: AtomicBool::new(false),
+            array: Mutex::new(ArrayState {
+                ctime: now,
+                deleted: false,
+                complex: Default::default(),
+                hysteresis: HYSTERESIS,
+            }),
+            sems: (0..nsems).map(|_| Mutex::new(SemSlot::default())).collect(),
+            next_seq: AtomicU64::new(0),
+            undos: Mutex::new(undo::SetUndos::default()),
+        }
+    }
+
+    /// The number of semaphores.
+    pub fn nsems(&self) -> usize {
+        self.nsems
+    }
+}
+
+/// The owner/mode part of a set, readable without a lock (ids stored as their bit patterns).
+/// Written only under the array lock.
+struct PermCell {
+    uid: AtomicI32,
+    gid: AtomicI32,
+    mode: AtomicI32,
+    cuid: u32,
+    cgid: u32,
+}
+
+impl PermCell {
+    fn new(p: &IpcPerm) -> PermCell {
+        PermCell {
+            uid: AtomicI32::new(p.uid as i32),
+            gid: AtomicI32::new(p.gid as i32),
+            mode: AtomicI32::new(p.mode as i32),
+            cuid: p.cuid,
+            cgid: p.cgid,
+        }
+    }
+    fn get(&self) -> IpcPerm {
+        IpcPerm {
+            uid: self.uid.load(Relaxed) as u32,
+            gid: self.gid.load(Relaxed) as u32,
+            cuid: self.cuid,
+            cgid: self.cgid,
+            mode: self.mode.load(Relaxed) as u32,
+        }
+    }
+    fn store(&self, p: &IpcPerm) {
+        self.uid.store(p.uid as i32, Relaxed);
+        self.gid.store(p.gid as i32, Relaxed);
+        self.mode.store(p.mode as i32, Relaxed);
+    }
+    fn stat(&self, key: i32, seq: u32) -> IpcPermStat {
+        let p = self.get();
+        IpcPermStat {
+            key,
+            uid: p.uid,
+            gid: p.gid,
+            cuid: p.cuid,
+            cgid: p.cgid,
+            mode: p.mode,
+            seq,
+        }
+    }
+}
+
+/// The namespace's semaphore sets.
+pub struct SemIds {
+    registry: Registry<SemSet>,
+    /// Semaphores in all sets (`used_sems`); changed only under the registry's writer lock.
+    used_sems: AtomicI64,
+    undo: undo::UndoMaps,
+}
+
+impl SemIds {
+    pub(crate) fn new(layout: IdLayout) -> SemIds {
+        SemIds {
+            registry: Registry::new(layout),
+            used_sems: AtomicI64::new(0),
+            undo: undo::UndoMaps::default(),
+        }
+    }
+}
+
+impl HasRegistry<SemSet> for SemIds {
+    fn registry(&self) -> &Registry<SemSet> {
+        &self.registry
+    }
+}
+
+impl IpcNamespace {
+    /// `/proc/sysvipc/sem`: header, then one row per set in index order. otime is the latest
+    /// of the semaphores' otimes, as Linux's `get_semotime`.
+    pub fn proc_sysvipc_sem(&self) -> String {
+        let mut out = String::from(
+            "       key      semid perms      nsems   uid   gid  cuid  cgid      otime      ctime\n",
+        );
+        for set in self.sem.registry.snapshot() {
+            let (ctime, otime) = {
+                let arr = crate::sync::lock(&set.array);
+                (arr.ctime, set.otime())
+            };
+            let p = set.perm.get();
+            let _ = writeln!(
+                out,
+                "{:10} {:10}  {:4o} {:10} {:5} {:5} {:5} {:5} {:10} {:10}",
+                set.header.key(),
+                set.header.id(),
+                p.mode,
+                set.nsems,
+                p.uid,
+                p.gid,
+                p.cuid,
+                p.cgid,
+                otime,
+                ctime
+            );
+        }
+        out
+    }
+}

@@ -1,0 +1,181 @@
+//! SEM_UNDO lists (`ipc/sem.c`: `find_alloc_undo`, `exit_sem`, `freeary`).
+//!
+//! Each process (tgid) has a map `semid -> UndoEntry`, where an entry holds one semadj per
+//! semaphore of the set. Threads of a process share it; a forked child starts without one
+//! (nothing to do at fork), and execve keeps it (nothing to do at exec). At process exit every
+//! adjustment is added to its semaphore, clamped to `[0, SEMVMX]`, and waiters are woken.
+//!
+//! Where things live and who guards them:
+//! - the per-process maps are sharded by tgid (`UndoMaps`, one mutex per shard), so processes
+//!   do not contend with each other; a shard lock is never held while taking a set lock;
+//! - each set keeps the list of its entries (`SetUndos`, a leaf lock) for SETVAL/SETALL resets
+//!   and for RMID, which closes the list and then unlinks the entries from their processes;
+//! - `adj[n]` is written only by the owner of semaphore n (its lock in per-semaphore mode, or
+//!   the array lock in global mode), so relaxed atomics suffice.
+
+use super::lock::Locked;
+use super::SemSet;
+use crate::errno::Errno;
+use crate::ipc::consts::SEMVMX;
+use crate::ipc::namespace::IpcNamespace;
+use crate::sync::{lock, AtomicI32, Mutex, Ordering::Relaxed};
+use crate::Result;
+use std::collections::HashMap;
+use std::sync::{Arc, Weak};
+
+const SHARDS: usize = 64;
+
+/// One process's adjustments for one set (`struct sem_undo`).
+pub(crate) struct UndoEntry {
+    pub(crate) tgid: i32,
+    pub(crate) semid: i32,
+    pub(crate) set: Weak<SemSet>,
+    pub(crate) adj: Box<[AtomicI32]>,
+}
+
+/// A set's entries (`sma->list_id`). Closed by RMID: no entry can be added afterwards.
+#[derive(Default)]
+pub(crate) struct SetUndos {
+    closed: bool,
+    entries: Vec<Arc<UndoEntry>>,
+}
+
+type ProcUndo = HashMap<i32, Arc<UndoEntry>>;
+
+/// The per-process undo maps of a namespace.
+pub(crate) struct UndoMaps {
+    shards: Box<[Mutex<HashMap<i32, ProcUndo>>]>,
+}
+
+impl Default for UndoMaps {
+    fn default() -> Self {
+        UndoMaps {
+            shards: (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
+        }
+    }
+}
+
+impl UndoMaps {
+    fn shard(&self, tgid: i32) -> &Mutex<HashMap<i32, ProcUndo>> {
+        &self.shards[tgid.unsigned_abs() as usize % SHARDS]
+    }
+
+    /// `find_alloc_undo`: the process's entry for `set`, made if missing. EIDRM if the set
+    /// was removed. Entry: no set lock held.
+    pub(crate) fn find_alloc(&self, tgid: i32, set: &Arc<SemSet>) -> Result<Arc<UndoEntry>> {
+        let mut shard = lock(self.shard(tgid));
+        let proc_map = shard.entry(tgid).or_default();
+        let semid = set.header.id();
+        if let Some(e) = proc_map.get(&semid) {
+            if e.set.upgrade().is_some_and(|s| Arc::ptr_eq(&s, set)) {
+                return Ok(e.clone());
+            }
+        }
+        let e = Arc::new(UndoEntry {
+            tgid,
+            semid,
+            set: Arc::downgrade(set),
+            adj: (0..set.nsems).map(|_| AtomicI32::new(0)).collect(),
+        });
+        {
+            let mut su = lock(&set.undos);
+            if su.closed {
+                if proc_map.is_empty() {
+                    shard.remove(&tgid);
+                }
+                return Err(Errno::EIDRM);
+            }
+            su.entries.push(e.clone());
+        }
+        proc_map.insert(semid, e.clone());
+        Ok(e)
+    }
+
+    /// Removes `e` from its process's map (RMID). Entry: no set lock held.
+    fn forget(&self, e: &Arc<UndoEntry>) {
+        let mut shard = lock(self.shard(e.tgid));
+        if let Some(m) = shard.get_mut(&e.tgid) {
+            if m.get(&e.semid).is_some_and(|x| Arc::ptr_eq(x, e)) {
+                m.remove(&e.semid);
+            }
+            if m.is_empty() {
+                shard.remove(&e.tgid);
+            }
+        }
+    }
+
+    fn take_process(&self, tgid: i32) -> Vec<Arc<UndoEntry>> {
+        lock(self.shard(tgid))
+            .remove(&tgid)
+            .map(|m| m.into_values().collect())
+            .unwrap_or_default()
+    }
+
+    /// How many entries process `tgid` holds (for tests and listings).
+    pub(crate) fn count(&self, tgid: i32) -> usize {
+        lock(self.shard(tgid)).get(&tgid).map_or(0, |m| m.len())
+    }
+}
+
+impl SemSet {
+    /// Zeroes semadj of semaphore `n` (SETVAL), or of all (SETALL), in every process.
+    /// Entry: global mode (the array lock).
+    pub(crate) fn reset_undo(&self, n: Option<usize>) {
+        for e in lock(&self.undos).entries.iter() {
+            match n {
+                Some(n) => e.adj[n].store(0, Relaxed),
+                None => e.adj.iter().for_each(|a| a.store(0, Relaxed)),
+            }
+        }
+    }
+
+    /// Closes the set's undo list and returns its entries (RMID, in global mode).
+    pub(crate) fn close_undo(&self) -> Vec<Arc<UndoEntry>> {
+        let mut su = lock(&self.undos);
+        su.closed = true;
+        std::mem::take(&mut su.entries)
+    }
+}
+
+impl IpcNamespace {
+    /// After RMID, with no set lock held: unlinks the removed set's entries from their
+    /// processes.
+    pub(crate) fn sem_forget_undos(&self, entries: Vec<Arc<UndoEntry>>) {
+        for e in &entries {
+            self.sem.undo.forget(e);
+        }
+    }
+
+    /// `exit_sem`: applies and drops the SEM_UNDO list of process `tgid` (its last thread
+    /// exited). Each adjustment is added and clamped to `[0, SEMVMX]`; never fails or sleeps.
+    pub(crate) fn sem_process_exit(&self, tgid: i32) {
+        let now = self.now();
+        for e in self.sem.undo.take_process(tgid) {
+            let Some(set) = e.set.upgrade() else { continue };
+            let g = set.lock_global();
+            if g.arr.deleted {
+                continue;
+            }
+            lock(&set.undos).entries.retain(|x| !Arc::ptr_eq(x, &e));
+            let mut locked = Locked::Global(g);
+            let mut changed = Vec::new();
+            for (n, a) in e.adj.iter().enumerate() {
+                let a = a.load(Relaxed);
+                if a != 0 {
+                    let mut s = locked.slot(n);
+                    s.val = (s.val + a).clamp(0, SEMVMX);
+                    s.pid = tgid;
+                    changed.push(n);
+                }
+            }
+            locked.update(changed);
+            // Linux's exit_sem always stamps otime (on semaphore 0).
+            locked.slot(0).otime = now;
+        }
+    }
+
+    /// How many sets process `tgid` has undo entries for.
+    pub fn sem_undo_entries(&self, tgid: i32) -> usize {
+        self.sem.undo.count(tgid)
+    }
+}

@@ -1,0 +1,85 @@
+//! `shmget(2)`: find or create a segment (`ipc/shm.c`: `ksys_shmget`, `newseg`,
+//! `shm_more_checks`).
+//!
+//! Order (observed on 6.18): the registry's ipcget order; for an existing key, a size larger
+//! than the segment is EINVAL before ipcperms' EACCES (0 always passes). A new segment is
+//! checked in `newseg`'s order: size outside `[1, shmmax]` EINVAL, page-count overflow ENOSPC,
+//! `shm_tot + pages > shmall` ENOSPC, SHM_HUGETLB without privilege EPERM, the backing's own
+//! failure, and last the count limit (shmmni) ENOSPC inside [`Registry::add`].
+//!
+//! Locks: the registry write lock for the whole call; the creator's process shard is taken
+//! under it to record the new segment.
+
+use super::super::consts::{PAGE_SIZE, SHM_HUGETLB};
+use super::super::perm::IpcPerm;
+use super::super::registry::IpcHeader;
+use super::procs::Tgid;
+use super::{SegState, ShmSegment};
+use crate::ipc::IpcNamespace;
+use crate::sync::{Mutex, Ordering::Relaxed};
+use crate::{Cap, Cred, Errno, Result};
+
+/// The group that may use SHM_HUGETLB without CAP_IPC_LOCK (`vm.hugetlb_shm_group` default).
+const HUGETLB_SHM_GROUP: u32 = 0;
+
+impl IpcNamespace {
+    /// `shmget(key, size, shmflg)`: the id of the segment for `key`, creating it as the flags
+    /// say. See shmget(2).
+    pub fn shmget(&self, cred: &Cred, key: i32, size: u64, flag: i32) -> Result<i32> {
+        let ids = &self.shm;
+        ids.registry.get_or_create(
+            key,
+            flag,
+            |st| {
+                let l = &self.limits;
+                if size < 1 || size > l.shmmax() {
+                    return Err(Errno::EINVAL);
+                }
+                let pages = size.div_ceil(PAGE_SIZE);
+                if pages.checked_mul(PAGE_SIZE).is_none() {
+                    return Err(Errno::ENOSPC);
+                }
+                let tot = ids.tot_pages.load(Relaxed);
+                match tot.checked_add(pages) {
+                    Some(t) if t <= l.shmall() => {}
+                    _ => return Err(Errno::ENOSPC),
+                }
+                if flag & SHM_HUGETLB != 0
+                    && !cred.has_cap(Cap::IPC_LOCK)
+                    && !cred.in_group(HUGETLB_SHM_GROUP)
+                {
+                    return Err(Errno::EPERM);
+                }
+                let memory = ids.backing.create(key, size)?;
+                let now = self.now();
+                let seg = ids.registry.add(st, key, l.shmmni(), |id| ShmSegment {
+                    header: IpcHeader::new(id, key),
+                    size,
+                    pages,
+                    memory,
+                    state: Mutex::new(SegState {
+                        perm: IpcPerm::new(cred, flag),
+                        atime: 0,
+                        dtime: 0,
+                        ctime: now,
+                        cpid: cred.tgid,
+                        lpid: 0,
+                        nattch: 0,
+                        creator: Some(Tgid(cred.tgid)),
+                        locked_by: None,
+                        deleted: false,
+                    }),
+                })?;
+                ids.tot_pages.fetch_add(pages, Relaxed);
+                ids.procs.record_created(Tgid(cred.tgid), &seg);
+                Ok(seg)
+            },
+            |seg| {
+                if size > seg.size {
+                    return Err(Errno::EINVAL);
+                }
+                seg.lock().perm.check(cred, flag)
+            },
+        )
+    }
+}

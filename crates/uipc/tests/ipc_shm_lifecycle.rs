@@ -1,0 +1,157 @@
+//! Process lifecycle: fork, exec, exit, orphans and `shm_rmid_forced`.
+
+use uipc::ipc::consts::*;
+use uipc::ipc::shm::{ShmctlOut, ShmidDs};
+use uipc::ipc::{IpcNamespace, Sysctl};
+use uipc::{Cred, Errno};
+
+fn stat(ns: &IpcNamespace, id: i32) -> Result<ShmidDs, Errno> {
+    match ns.shmctl(&Cred::root(1), id, IPC_STAT, None)? {
+        ShmctlOut::Stat(_, ds) => Ok(ds),
+        o => panic!("{o:?}"),
+    }
+}
+fn forced(ns: &IpcNamespace, on: bool) {
+    ns.sysctl_write(
+        &Cred::root(1),
+        Sysctl::ShmRmidForced,
+        if on { "1" } else { "0" },
+    )
+    .unwrap();
+}
+
+#[test]
+fn fork_inherits_attachments_and_exec_and_exit_detach() {
+    let ns = IpcNamespace::new();
+    let p = Cred::root(10);
+    let id = ns.shmget(&p, 0, 100, 0o600).unwrap();
+    let a = ns.shmat(&p, id, 0, 0).unwrap();
+    let b = ns.shmat(&p, id, 0, SHM_RDONLY).unwrap();
+    ns.process_fork(10, 11);
+    assert_eq!(ns.shm_attachments(11), ns.shm_attachments(10));
+    let ds = stat(&ns, id).unwrap();
+    assert_eq!(
+        (ds.nattch, ds.lpid),
+        (4, 10),
+        "fork counts, recorded as the parent"
+    );
+    ns.shmdt(&Cred::root(11), a.addr).unwrap();
+    assert_eq!(stat(&ns, id).unwrap().nattch, 3);
+    ns.process_exec(11);
+    assert!(ns.shm_attachments(11).is_empty());
+    let ds = stat(&ns, id).unwrap();
+    assert_eq!((ds.nattch, ds.lpid), (2, 11));
+    ns.process_exit(10);
+    assert_eq!(stat(&ns, id).unwrap().nattch, 0);
+    assert_eq!(ns.shmdt(&p, b.addr), Err(Errno::EINVAL));
+    assert!(stat(&ns, id).is_ok(), "forced 0: the orphan stays");
+}
+
+#[test]
+fn forced_destroys_at_last_detach_whoever_created_it() {
+    let ns = IpcNamespace::new();
+    let c = Cred::root(10);
+    forced(&ns, true);
+    let id = ns.shmget(&c, 0, 1, 0o600).unwrap();
+    assert!(stat(&ns, id).is_ok(), "creation alone destroys nothing");
+    let a = ns.shmat(&c, id, 0, 0).unwrap();
+    ns.shmdt(&c, a.addr).unwrap();
+    assert_eq!(
+        stat(&ns, id).err(),
+        Some(Errno::EINVAL),
+        "as Linux 6.18 does"
+    );
+}
+
+#[test]
+fn exit_with_forced_destroys_unattached_creations_and_the_rest_at_last_detach() {
+    let ns = IpcNamespace::new();
+    forced(&ns, true);
+    let creator = Cred::root(20);
+    let other = Cred::root(21);
+    let lone = ns.shmget(&creator, 0, 1, 0o600).unwrap();
+    let shared = ns.shmget(&creator, 0, 1, 0o600).unwrap();
+    let by_other = ns.shmget(&other, 0, 1, 0o600).unwrap();
+    let a = ns.shmat(&other, shared, 0, 0).unwrap();
+    ns.process_exit(20);
+    assert_eq!(stat(&ns, lone).err(), Some(Errno::EINVAL));
+    assert_eq!(stat(&ns, shared).unwrap().nattch, 1);
+    assert!(stat(&ns, by_other).is_ok(), "not the exiting process's");
+    ns.shmdt(&other, a.addr).unwrap();
+    assert_eq!(stat(&ns, shared).err(), Some(Errno::EINVAL));
+}
+
+#[test]
+fn orphans_stay_until_the_sysctl_is_written_to_one() {
+    let ns = IpcNamespace::new();
+    let creator = Cred::root(30);
+    let live = Cred::root(31);
+    let orphan = ns.shmget(&creator, 0, 1, 0o600).unwrap();
+    let attached_orphan = ns.shmget(&creator, 0, 1, 0o600).unwrap();
+    let kept = ns.shmget(&live, 0, 1, 0o600).unwrap();
+    let a = ns.shmat(&live, attached_orphan, 0, 0).unwrap();
+    ns.process_exit(30);
+    assert!(stat(&ns, orphan).is_ok());
+    forced(&ns, false);
+    assert!(stat(&ns, orphan).is_ok(), "writing 0 destroys nothing");
+    forced(&ns, true);
+    assert_eq!(stat(&ns, orphan).err(), Some(Errno::EINVAL));
+    assert!(stat(&ns, attached_orphan).is_ok(), "still attached");
+    assert!(stat(&ns, kept).is_ok(), "its creator lives");
+    forced(&ns, false);
+    ns.shmdt(&live, a.addr).unwrap();
+    assert!(stat(&ns, attached_orphan).is_ok(), "forced back to 0");
+    forced(&ns, true);
+    assert_eq!(stat(&ns, attached_orphan).err(), Some(Errno::EINVAL));
+    assert!(stat(&ns, kept).is_ok());
+}
+
+#[test]
+fn destroyed_segments_leave_no_process_records_behind() {
+    let ns = IpcNamespace::new();
+    let c = Cred::root(40);
+    for _ in 0..100 {
+        let id = ns.shmget(&c, 0, 1, 0o600).unwrap();
+        let a = ns.shmat(&c, id, 0, 0).unwrap();
+        ns.shmctl(&c, id, IPC_RMID, None).unwrap();
+        ns.shmdt(&c, a.addr).unwrap();
+    }
+    assert!(ns.shm_attachments(40).is_empty());
+    ns.process_exit(40);
+    ns.process_exit(40);
+    assert_eq!(ns.proc_sysvipc_shm().lines().count(), 1);
+}
+
+#[test]
+fn exec_keeps_the_process_a_living_creator() {
+    let ns = IpcNamespace::new();
+    let c = Cred::root(50);
+    let id = ns.shmget(&c, 0, 1, 0o600).unwrap();
+    ns.process_exec(50);
+    forced(&ns, true);
+    assert!(
+        stat(&ns, id).is_ok(),
+        "not an orphan: its creator only exec'd"
+    );
+    ns.process_exit(50);
+    assert_eq!(
+        stat(&ns, id).err(),
+        Some(Errno::EINVAL),
+        "forced: destroyed at exit"
+    );
+}
+
+#[test]
+fn shm_rnd_rounding_to_zero_records_an_explicit_attachment_at_zero() {
+    let ns = IpcNamespace::new();
+    let c = Cred::root(60);
+    let id = ns.shmget(&c, 0, 1, 0o600).unwrap();
+    let a = ns.shmat(&c, id, 0x10, SHM_RND).unwrap();
+    assert_eq!(a.addr, 0, "as Linux maps it at 0 (MAP_FIXED)");
+    assert_eq!(
+        ns.shmat(&c, id, 0x20, SHM_RND).err(),
+        Some(Errno::EINVAL),
+        "overlap"
+    );
+    ns.shmdt(&c, 0).unwrap();
+}
