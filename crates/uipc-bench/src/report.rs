@@ -42,6 +42,8 @@ pub struct Table {
     pub rows: Vec<Row>,
     /// Why a column has no value, shown under the table.
     pub absent: Vec<String>,
+    /// Whether to print the kernel/uipc and before/uipc columns (off for tables of ratios).
+    pub ratios: bool,
 }
 
 /// Median of `xs` (not empty).
@@ -83,7 +85,14 @@ impl Table {
             params: Vec::new(),
             rows: Vec::new(),
             absent: Vec::new(),
+            ratios: true,
         }
+    }
+
+    /// The same table without ratio columns.
+    pub fn without_ratios(mut self) -> Table {
+        self.ratios = false;
+        self
     }
 
     /// Records the totals of every run of one cell.
@@ -121,7 +130,7 @@ impl Table {
             .into_iter()
             .filter(|b| self.columns.iter().any(|c| c == b))
             .collect();
-        let has_uipc = self.columns.iter().any(|c| c == "uipc");
+        let has_uipc = self.ratios && self.columns.iter().any(|c| c == "uipc");
         if has_uipc {
             for b in &ratios {
                 header.push(format!("{b}/uipc"));
@@ -136,7 +145,10 @@ impl Table {
                     .iter()
                     .find(|r| &r.param == p && &r.implementation == c);
                 line.push(match cell {
-                    Some(r) => format!("{} ±{}", fmt_micros(r.micros), fmt_micros(r.stddev_micros)),
+                    Some(r) if r.runs > 1 => {
+                        format!("{} ±{}", fmt_micros(r.micros), fmt_micros(r.stddev_micros))
+                    }
+                    Some(r) => fmt_micros(r.micros),
                     None => "-".into(),
                 });
             }

@@ -4,11 +4,17 @@ pub mod ipc_idcycle;
 pub mod ipc_keys;
 pub mod peers;
 
+use uipc::ipc::sem::Sembuf;
 use uipc::ipc::IpcNamespace;
-use uipc::Cred;
+use uipc::{Cred, WaitCtx};
 
 /// One no-op semop on the engine: wait-for-zero on semaphore 0, which is zero.
 pub(crate) fn engine_noop_semop(ns: &IpcNamespace, cred: &Cred, id: i32) {
-    let _ = (ns, cred, id);
-    unimplemented!("wired to IpcNamespace::semop once semaphores land")
+    let sop = [Sembuf {
+        sem_num: 0,
+        sem_op: 0,
+        sem_flg: 0,
+    }];
+    ns.semop(cred, id, &sop, &WaitCtx::FOREVER)
+        .expect("a no-op semop succeeds");
 }
