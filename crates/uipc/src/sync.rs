@@ -55,7 +55,7 @@ pub(crate) fn spin_wait(round: &mut u32) {
     #[cfg(not(loom))]
     {
         *round += 1;
-        if *round % 64 == 0 {
+        if (*round).is_multiple_of(64) {
             std::thread::yield_now();
         } else {
             std::hint::spin_loop();

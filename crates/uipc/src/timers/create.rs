@@ -1,0 +1,188 @@
+//! `timer_create(2)` and `prctl(PR_TIMER_CREATE_RESTORE_IDS)`.
+//!
+//! Checks, in Linux's order (reference §8.3):
+//! 1. the sigevent pointer faults -> EFAULT (before the clock is looked at);
+//! 2. unknown clock -> EINVAL; a clock without timer support -> EOPNOTSUPP;
+//! 3. the RLIMIT_SIGPENDING unit of the caller's real uid -> EAGAIN;
+//! 4. restore mode: the wanted id is read (EFAULT) and checked (`> INT_MAX` -> EINVAL); then the
+//!    id is reserved (EAGAIN when none is free, EBUSY when the wanted one is held);
+//! 5. the sigevent -> EINVAL (bad `sigev_notify`, signo outside `1..=SIGRTMAX`, a
+//!    SIGEV_THREAD_ID target outside the caller's thread group);
+//! 6. the id is copied out -> EFAULT;
+//! 7. clock-specific setup: the alarm clocks need an RTC wake alarm (EOPNOTSUPP) and
+//!    CAP_WAKE_ALARM (EPERM).
+//!
+//! Failures from step 5 on have already consumed the id: the counter has moved on, as on Linux.
+//!
+//! Locks: none on entry or exit. Steps take, one after another, a uid shard (charge), a
+//! registry shard, table bucket locks (reserve, publish) and the process's id set.
+
+use super::timer::{Notify, Timer, TimerClock};
+use super::types::*;
+use super::Inner;
+use crate::cred::{Cap, Cred};
+use crate::errno::{Errno, Result};
+use crate::sync::Arc;
+use std::sync::atomic::Ordering;
+
+/// PR_TIMER_CREATE_RESTORE_IDS.
+pub const PR_TIMER_CREATE_RESTORE_IDS: i32 = 77;
+/// Its `arg2` values.
+pub const PR_TIMER_CREATE_RESTORE_IDS_OFF: u64 = 0;
+/// Restore mode on.
+pub const PR_TIMER_CREATE_RESTORE_IDS_ON: u64 = 1;
+/// Query restore mode.
+pub const PR_TIMER_CREATE_RESTORE_IDS_GET: u64 = 2;
+
+/// `clockid_to_kclock` + the `timer_create` callback check.
+fn resolve_clock(clock: i32) -> Result<TimerClock> {
+    match clock {
+        CLOCK_REALTIME => Ok(TimerClock::Realtime),
+        CLOCK_MONOTONIC => Ok(TimerClock::Monotonic),
+        CLOCK_BOOTTIME => Ok(TimerClock::Boottime),
+        CLOCK_TAI => Ok(TimerClock::Tai),
+        CLOCK_REALTIME_ALARM => Ok(TimerClock::RealtimeAlarm),
+        CLOCK_BOOTTIME_ALARM => Ok(TimerClock::BoottimeAlarm),
+        // No timer_create callback on Linux either.
+        CLOCK_MONOTONIC_RAW | CLOCK_REALTIME_COARSE | CLOCK_MONOTONIC_COARSE => {
+            Err(Errno::EOPNOTSUPP)
+        }
+        // CPU-time clocks (and, negative, per-pid CPU clocks and fd clocks): see "Not
+        // supported" in the module doc. Dynamic (fd) clocks have no timers on Linux either.
+        CLOCK_PROCESS_CPUTIME_ID | CLOCK_THREAD_CPUTIME_ID => Err(Errno::EOPNOTSUPP),
+        c if c < 0 => Err(Errno::EOPNOTSUPP),
+        _ => Err(Errno::EINVAL),
+    }
+}
+
+/// `good_sigevent`: the notification, or EINVAL.
+fn check_sigevent(inner: &Inner, cred: &Cred, ev: &SigEvent) -> Result<Notify> {
+    let target = match ev.notify {
+        SIGEV_NONE => return Ok(Notify::None),
+        SIGEV_SIGNAL => SignalTarget::Process,
+        SIGEV_THREAD => SignalTarget::ThreadCallback,
+        SIGEV_THREAD_ID => {
+            if !inner.notifier.same_thread_group(cred.tgid, ev.thread_id) {
+                return Err(Errno::EINVAL);
+            }
+            SignalTarget::Thread(ev.thread_id)
+        }
+        _ => return Err(Errno::EINVAL),
+    };
+    if ev.signo <= 0 || ev.signo > SIGRTMAX {
+        return Err(Errno::EINVAL);
+    }
+    Ok(Notify::Signal {
+        target,
+        signo: ev.signo,
+        value: ev.value,
+    })
+}
+
+/// See the module doc for the order of checks.
+pub(crate) fn timer_create(
+    inner: &Inner,
+    cred: &Cred,
+    clock: i32,
+    event: UserPtr<SigEvent>,
+    created_id: UserPtr<i32>,
+) -> Result<TimerId> {
+    if event == UserPtr::Fault {
+        return Err(Errno::EFAULT);
+    }
+    let timer_clock = resolve_clock(clock)?;
+    if !inner
+        .sigpending
+        .try_charge(cred.uid, cred.rlimit_sigpending)
+    {
+        return Err(Errno::EAGAIN);
+    }
+    let uid = cred.uid;
+    let proc = inner.procs.get_or_create(cred.tgid);
+    let reserved = if proc.restore_ids() {
+        match created_id {
+            UserPtr::Valid(want) if (want as u32) > inner.id_mask => Err(Errno::EINVAL),
+            UserPtr::Valid(want) => proc.restore_id(&inner.table, cred.tgid, want),
+            _ => Err(Errno::EFAULT),
+        }
+    } else {
+        proc.alloc_id(&inner.table, cred.tgid, inner.id_mask)
+    };
+    let id = match reserved {
+        Ok(id) => id,
+        Err(e) => {
+            inner.sigpending.uncharge(uid);
+            return Err(e);
+        }
+    };
+    let undo = |e: Errno| {
+        inner.table.remove(cred.tgid, id);
+        proc.forget(id);
+        inner.sigpending.uncharge(uid);
+        Err(e)
+    };
+    if !proc.add(id) {
+        // The process exited (or exec'd) under us: nothing of this create may survive.
+        return undo(Errno::EAGAIN);
+    }
+    let notify = match event {
+        UserPtr::Valid(ev) => match check_sigevent(inner, cred, &ev) {
+            Ok(n) => n,
+            Err(e) => return undo(e),
+        },
+        _ => Notify::Signal {
+            target: SignalTarget::Process,
+            signo: SIGALRM,
+            value: id as u64,
+        },
+    };
+    if !matches!(created_id, UserPtr::Valid(_)) {
+        return undo(Errno::EFAULT);
+    }
+    if matches!(
+        timer_clock,
+        TimerClock::RealtimeAlarm | TimerClock::BoottimeAlarm
+    ) {
+        if !inner.alarm_rtc {
+            return undo(Errno::EOPNOTSUPP);
+        }
+        if !cred.has_cap(Cap::WAKE_ALARM) {
+            return undo(Errno::EPERM);
+        }
+    }
+    let serial = inner.serial.fetch_add(1, Ordering::Relaxed);
+    let timer = Timer::new(
+        cred.tgid,
+        TimerId::from_raw(id),
+        serial,
+        timer_clock,
+        notify,
+        uid,
+    );
+    if !inner.table.publish(cred.tgid, id, Arc::new(timer)) {
+        inner.sigpending.uncharge(uid);
+        return Err(Errno::EAGAIN);
+    }
+    Ok(TimerId::from_raw(id))
+}
+
+/// `prctl(PR_TIMER_CREATE_RESTORE_IDS, arg2, arg3, arg4, arg5)`: 0 off, 1 on, 2 get.
+pub(crate) fn prctl_restore_ids(inner: &Inner, cred: &Cred, args: [u64; 4]) -> Result<i32> {
+    if args[1..].iter().any(|&a| a != 0) {
+        return Err(Errno::EINVAL);
+    }
+    match args[0] {
+        PR_TIMER_CREATE_RESTORE_IDS_OFF | PR_TIMER_CREATE_RESTORE_IDS_ON => {
+            let on = args[0] == PR_TIMER_CREATE_RESTORE_IDS_ON;
+            // Switching off a process that never used timers need not create its state.
+            if on || inner.procs.get(cred.tgid).is_some() {
+                inner.procs.get_or_create(cred.tgid).set_restore_ids(on);
+            }
+            Ok(0)
+        }
+        PR_TIMER_CREATE_RESTORE_IDS_GET => {
+            Ok(inner.procs.get(cred.tgid).is_some_and(|p| p.restore_ids()) as i32)
+        }
+        _ => Err(Errno::EINVAL),
+    }
+}

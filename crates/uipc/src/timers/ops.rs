@@ -1,0 +1,196 @@
+//! `timer_settime`, `timer_gettime`, `timer_getoverrun`, `timer_delete`, expiry and signal
+//! dequeue (reference §8.4, §8.5).
+//!
+//! Every call finds its timer with one table lookup (one bucket lock, released before anything
+//! else), then takes the timer's state lock and re-checks `deleted`: a delete that raced the
+//! lookup wins and the caller gets EINVAL, as with Linux's lookup-then-`it_lock` re-check.
+//!
+//! Locks: on entry and exit none. Inside: bucket (alone) -> timer state -> driver heap.
+
+use super::timer::{overrun_to_int, Base, Notify, Status, Timer, TimerState};
+use super::types::*;
+use super::Inner;
+use crate::cred::Cred;
+use crate::errno::{Errno, Result};
+use crate::sync::Arc;
+use std::sync::MutexGuard;
+
+fn find(inner: &Inner, cred: &Cred, id: TimerId) -> Result<Arc<Timer>> {
+    if id.raw() < 0 {
+        return Err(Errno::EINVAL);
+    }
+    inner.table.lookup(cred.tgid, id.raw()).ok_or(Errno::EINVAL)
+}
+
+fn locked(timer: &Timer) -> Result<MutexGuard<'_, TimerState>> {
+    let st = super::lock(&timer.state);
+    if st.deleted {
+        return Err(Errno::EINVAL);
+    }
+    Ok(st)
+}
+
+/// Takes the timer out of the driver, if it is in it. Entry: state locked.
+fn cancel(inner: &Inner, timer: &Timer, st: &mut TimerState) {
+    if st.status == Status::Armed {
+        timer.bump_arm_seq();
+        inner.driver.cancelled(st.base);
+    }
+    st.status = Status::Disarmed;
+}
+
+/// `timer_settime(2)`: returns the old setting (the embedder copies it out, and turns a fault
+/// there into EFAULT after the timer was set, as Linux does).
+pub(crate) fn timer_settime(
+    inner: &Inner,
+    cred: &Cred,
+    id: TimerId,
+    flags: i32,
+    new: UserPtr<ItimerSpec>,
+) -> Result<ItimerSpec> {
+    let new = match new {
+        UserPtr::Null => return Err(Errno::EINVAL),
+        UserPtr::Fault => return Err(Errno::EFAULT),
+        UserPtr::Valid(n) => n,
+    };
+    if !new.interval.is_valid() || !new.value.is_valid() {
+        return Err(Errno::EINVAL);
+    }
+    let timer = find(inner, cred, id)?;
+    let mut st = locked(&timer)?;
+    let clock = &*inner.clock;
+    let old = timer.get(&mut st, clock);
+    cancel(inner, &timer, &mut st);
+    // posix_timer_set_common: a zero value clears the interval too.
+    st.interval = if new.value.is_zero() {
+        0
+    } else {
+        new.interval.to_nanos()
+    };
+    st.overrun_last = 0;
+    st.overrun = -1;
+    st.signal_seq += 1;
+    if new.value.is_zero() {
+        return Ok(old);
+    }
+    let absolute = flags & TIMER_ABSTIME != 0;
+    let base = timer.clock.base(absolute);
+    let value = new.value.to_nanos();
+    st.base = base;
+    st.expires = if absolute {
+        value
+    } else {
+        base.now(clock).saturating_add(value)
+    };
+    if !timer.is_sigev_none() {
+        let seq = timer.bump_arm_seq();
+        st.status = Status::Armed;
+        inner.driver.arm(&timer, base, st.expires, seq);
+    }
+    Ok(old)
+}
+
+/// `timer_gettime(2)`.
+pub(crate) fn timer_gettime(inner: &Inner, cred: &Cred, id: TimerId) -> Result<ItimerSpec> {
+    let timer = find(inner, cred, id)?;
+    let mut st = locked(&timer)?;
+    Ok(timer.get(&mut st, &*inner.clock))
+}
+
+/// `timer_getoverrun(2)`: the overrun moved at the last delivery, clamped to `INT_MAX`.
+pub(crate) fn timer_getoverrun(inner: &Inner, cred: &Cred, id: TimerId) -> Result<i32> {
+    let timer = find(inner, cred, id)?;
+    let st = locked(&timer)?;
+    Ok(overrun_to_int(st.overrun_last))
+}
+
+/// Marks `timer` deleted and disarms it; the caller removes it from the table and process.
+/// Returns false if it was already deleted.
+pub(crate) fn kill_timer(inner: &Inner, timer: &Timer) -> bool {
+    let mut st = super::lock(&timer.state);
+    if st.deleted {
+        return false;
+    }
+    st.deleted = true;
+    st.signal_seq += 1;
+    cancel(inner, timer, &mut st);
+    drop(st);
+    inner.sigpending.uncharge(timer.charged_uid);
+    true
+}
+
+/// `timer_delete(2)`.
+pub(crate) fn timer_delete(inner: &Inner, cred: &Cred, id: TimerId) -> Result<()> {
+    let timer = find(inner, cred, id)?;
+    if !kill_timer(inner, &timer) {
+        return Err(Errno::EINVAL);
+    }
+    inner.table.remove(cred.tgid, id.raw());
+    if let Some(proc) = inner.procs.get(cred.tgid) {
+        proc.forget(id.raw());
+    }
+    Ok(())
+}
+
+/// Fires every due timer and hands the signals to the notifier (after all locks are dropped).
+/// Returns how many timers expired.
+pub(crate) fn run_expired(inner: &Inner) -> usize {
+    let due = inner.driver.take_expired(&*inner.clock);
+    let mut fired = 0;
+    let mut signals = Vec::new();
+    for d in due {
+        let mut st = super::lock(&d.timer.state);
+        let current = d.timer.arm_seq.load(std::sync::atomic::Ordering::Acquire) == d.arm_seq;
+        if st.deleted || !current || st.status != Status::Armed {
+            continue;
+        }
+        fired += 1;
+        if let Some(sig) = d.timer.expire(&mut st) {
+            signals.push(sig);
+        }
+    }
+    for sig in signals {
+        inner.notifier.queue(sig);
+    }
+    fired
+}
+
+/// The target takes a queued timer signal (`posixtimer_deliver_signal`): `None` if it must be
+/// dropped (the timer was deleted or re-set since), else the siginfo. A periodic timer is
+/// re-armed here, on its grid, and the periods it skipped become the overrun.
+pub(crate) fn dequeue_signal(inner: &Inner, sig: &TimerSignal) -> Option<SigInfo> {
+    let timer = inner.table.lookup(sig.tgid, sig.timer.raw())?;
+    if timer.serial != sig.serial {
+        return None;
+    }
+    let mut st = super::lock(&timer.state);
+    let queued = st.queued.take();
+    if st.deleted || queued != Some(st.signal_seq) {
+        return None;
+    }
+    let Notify::Signal { signo, value, .. } = timer.notify else {
+        return None;
+    };
+    let mut overrun = 0;
+    if st.interval != 0 && st.status == Status::RequeuePending {
+        let base: Base = st.base;
+        let now = base.now(&*inner.clock);
+        let interval = st.interval;
+        let skipped = super::timer::forward(&mut st.expires, now, interval);
+        st.overrun = st.overrun.saturating_add(skipped);
+        let seq = timer.bump_arm_seq();
+        st.status = Status::Armed;
+        inner.driver.arm(&timer, base, st.expires, seq);
+        st.overrun_last = st.overrun;
+        st.overrun = -1;
+        st.signal_seq += 1;
+        overrun = overrun_to_int(st.overrun_last);
+    }
+    Some(SigInfo {
+        signo,
+        code: SI_TIMER,
+        timer: sig.timer,
+        overrun,
+        value,
+    })
+}

@@ -1,0 +1,275 @@
+//! One timer and its state machine (Linux's `struct k_itimer` and `common_timer_*`).
+//!
+//! States, as in Linux 6.13+ (`it_status`):
+//! - `Disarmed`: not queued in the driver. SIGEV_NONE timers are always here: Linux never
+//!   starts their hrtimer and `timer_gettime` computes their remaining time from `expires`,
+//!   which is why a disarmed SIGEV_NONE timer still reports its old remaining time [obs].
+//! - `Armed`: queued in the driver under `arm_seq`.
+//! - `RequeuePending`: a periodic timer fired and its signal is queued; it is re-armed when the
+//!   signal is dequeued (forwarded on its original grid, the skipped periods becoming the
+//!   overrun), or forwarded by `timer_gettime`.
+//!
+//! `signal_seq` invalidates a queued signal: settime, delete and each periodic delivery bump it,
+//! and a signal whose sequence no longer matches is dropped at dequeue.
+//!
+//! Locks: `state` is taken after any table bucket lock has been released; the driver's queue
+//! locks are taken inside it (order: timer state -> driver queue), never the reverse.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+
+use super::types::{ItimerSpec, SignalTarget, TimerId, TimerSignal, Timespec};
+use crate::clock::{Clock, Nanos};
+
+/// The time line a timer's `expires` is measured on (Linux's hrtimer clock base).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Base {
+    Monotonic = 0,
+    Boottime = 1,
+    Realtime = 2,
+    Tai = 3,
+}
+
+impl Base {
+    pub(crate) const ALL: [Base; 4] = [Base::Monotonic, Base::Boottime, Base::Realtime, Base::Tai];
+
+    pub(crate) fn now(self, clock: &dyn Clock) -> Nanos {
+        match self {
+            Base::Monotonic => clock.monotonic(),
+            Base::Boottime => clock.boottime(),
+            Base::Realtime => clock.realtime(),
+            Base::Tai => clock.tai(),
+        }
+    }
+}
+
+/// The supported timer clocks, resolved from the raw clock id.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum TimerClock {
+    Realtime,
+    Monotonic,
+    Boottime,
+    Tai,
+    RealtimeAlarm,
+    BoottimeAlarm,
+}
+
+impl TimerClock {
+    /// Where a timer armed this way measures its expiry. Relative CLOCK_REALTIME timers run on
+    /// the monotonic base, so setting the wall clock does not move them (`hrtimer_init`); the
+    /// alarm clocks keep their own base either way (`alarm_timer_arm`).
+    pub(crate) fn base(self, absolute: bool) -> Base {
+        match self {
+            TimerClock::Realtime if absolute => Base::Realtime,
+            TimerClock::Realtime | TimerClock::Monotonic => Base::Monotonic,
+            TimerClock::Boottime | TimerClock::BoottimeAlarm => Base::Boottime,
+            TimerClock::Tai => Base::Tai,
+            TimerClock::RealtimeAlarm => Base::Realtime,
+        }
+    }
+}
+
+/// How a timer notifies.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Notify {
+    None,
+    Signal {
+        target: SignalTarget,
+        signo: i32,
+        value: u64,
+    },
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Status {
+    Disarmed,
+    Armed,
+    RequeuePending,
+}
+
+/// The mutable part of a timer, under `Timer::state`.
+pub(crate) struct TimerState {
+    pub(crate) deleted: bool,
+    pub(crate) status: Status,
+    pub(crate) interval: Nanos,
+    pub(crate) expires: Nanos,
+    pub(crate) base: Base,
+    /// Expirations since the last delivery, minus one (`-1`: none yet).
+    pub(crate) overrun: i64,
+    /// What `timer_getoverrun` returns: `overrun` as moved at the last delivery.
+    pub(crate) overrun_last: i64,
+    pub(crate) signal_seq: u64,
+    /// The `signal_seq` the queued signal carries, while the embedder holds one.
+    pub(crate) queued: Option<u64>,
+}
+
+/// A POSIX timer. Opaque outside the engine; shared between the table and the driver.
+pub struct Timer {
+    pub(crate) owner: i32,
+    pub(crate) id: TimerId,
+    pub(crate) serial: u64,
+    pub(crate) clock: TimerClock,
+    pub(crate) notify: Notify,
+    pub(crate) charged_uid: u32,
+    /// Bumped (under `state`) at every arm and cancel; a driver entry is live iff it matches.
+    pub(crate) arm_seq: AtomicU64,
+    pub(crate) state: Mutex<TimerState>,
+}
+
+/// `hrtimer_forward`: moves `*expires` forward by whole `interval`s until it is after `now`;
+/// returns how many intervals it moved (0 if it was already after `now`).
+pub(crate) fn forward(expires: &mut Nanos, now: Nanos, interval: Nanos) -> i64 {
+    let delta = now.saturating_sub(*expires);
+    if delta < 0 {
+        return 0;
+    }
+    let interval = interval.max(1);
+    let mut orun = 1;
+    if delta >= interval {
+        orun = delta / interval;
+        *expires = expires.saturating_add(interval.saturating_mul(orun));
+        if *expires > now {
+            return orun;
+        }
+        orun += 1;
+    }
+    *expires = expires.saturating_add(interval);
+    orun
+}
+
+/// `timer_overrun_to_int`: the overrun as user space sees it, clamped to `INT_MAX`.
+pub(crate) fn overrun_to_int(overrun: i64) -> i32 {
+    overrun.clamp(0, i32::MAX as i64) as i32
+}
+
+impl Timer {
+    pub(crate) fn new(
+        owner: i32,
+        id: TimerId,
+        serial: u64,
+        clock: TimerClock,
+        notify: Notify,
+        charged_uid: u32,
+    ) -> Timer {
+        Timer {
+            owner,
+            id,
+            serial,
+            clock,
+            notify,
+            charged_uid,
+            arm_seq: AtomicU64::new(0),
+            state: Mutex::new(TimerState {
+                deleted: false,
+                status: Status::Disarmed,
+                interval: 0,
+                expires: 0,
+                base: clock.base(true),
+                overrun: -1,
+                overrun_last: 0,
+                signal_seq: 0,
+                queued: None,
+            }),
+        }
+    }
+
+    pub(crate) fn is_sigev_none(&self) -> bool {
+        self.notify == Notify::None
+    }
+
+    /// `common_timer_get`: the current setting. May forward a periodic timer that is not armed
+    /// (signal pending, or SIGEV_NONE), counting the skipped periods as overrun.
+    ///
+    /// Entry: `st` is this timer's locked state.
+    pub(crate) fn get(&self, st: &mut TimerState, clock: &dyn Clock) -> ItimerSpec {
+        let sig_none = self.is_sigev_none();
+        let mut cur = ItimerSpec::ZERO;
+        if st.interval != 0 {
+            cur.interval = Timespec::from_nanos(st.interval);
+        } else if st.status == Status::Disarmed && !sig_none {
+            return cur;
+        }
+        let now = st.base.now(clock);
+        if st.interval != 0 && st.status != Status::Armed {
+            st.overrun = st
+                .overrun
+                .saturating_add(forward(&mut st.expires, now, st.interval));
+        }
+        let remaining = st.expires.saturating_sub(now);
+        if remaining <= 0 {
+            if !sig_none {
+                cur.value = Timespec { sec: 0, nsec: 1 };
+            }
+        } else {
+            cur.value = Timespec::from_nanos(remaining);
+        }
+        cur
+    }
+
+    /// Expiry (`posix_timer_fn` + `posix_timer_queue_signal`). Returns the signal to hand to the
+    /// embedder, or `None` if one is already queued (it is made valid again instead).
+    ///
+    /// Entry: `st` locked, and the caller checked the driver entry is current and `Armed`.
+    pub(crate) fn expire(&self, st: &mut TimerState) -> Option<TimerSignal> {
+        st.status = if st.interval != 0 {
+            Status::RequeuePending
+        } else {
+            Status::Disarmed
+        };
+        let Notify::Signal {
+            target,
+            signo,
+            value,
+        } = self.notify
+        else {
+            return None;
+        };
+        let already_queued = st.queued.is_some();
+        st.queued = Some(st.signal_seq);
+        if already_queued {
+            return None;
+        }
+        Some(TimerSignal {
+            tgid: self.owner,
+            target,
+            signo,
+            value,
+            timer: self.id,
+            serial: self.serial,
+        })
+    }
+
+    /// A new arm or a cancel: every driver entry queued so far becomes stale.
+    pub(crate) fn bump_arm_seq(&self) -> u64 {
+        self.arm_seq.fetch_add(1, Ordering::AcqRel) + 1
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn forward_counts_whole_periods_and_lands_after_now() {
+        let mut e = 100;
+        assert_eq!(forward(&mut e, 99, 10), 0);
+        assert_eq!(e, 100);
+        assert_eq!(
+            forward(&mut e, 100, 10),
+            1,
+            "expiry equal to now moves once"
+        );
+        assert_eq!(e, 110);
+        assert_eq!(forward(&mut e, 159, 10), 5);
+        assert_eq!(e, 160);
+        assert_eq!(forward(&mut e, 160, 10), 1);
+        assert_eq!(e, 170);
+    }
+
+    #[test]
+    fn overrun_clamps_to_int_max() {
+        assert_eq!(overrun_to_int(-1), 0);
+        assert_eq!(overrun_to_int(5), 5);
+        assert_eq!(overrun_to_int(1 << 40), i32::MAX);
+    }
+}
