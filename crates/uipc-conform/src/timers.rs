@@ -1,8 +1,512 @@
-//! `uipc conform timers`: not built yet.
+//! `uipc conform timers`: random timer_create / timer_delete / timer_settime / timer_gettime /
+//! timer_getoverrun / prctl(PR_TIMER_CREATE_RESTORE_IDS) calls, made on the host kernel and on
+//! the engine, results compared.
+//!
+//! The run happens in a forked child, so the host hands out ids from 0 and every host timer dies
+//! with it. The child:
+//! - blocks every signal, so no timer signal kills it and none is ever delivered (the engine's
+//!   queued signals are likewise never dequeued);
+//! - uses the raw syscalls (kernel ids, not glibc's `timer_t` objects for SIGEV_THREAD);
+//! - switches to a real uid of its own (the RLIMIT_SIGPENDING count is per uid, host-wide), sets
+//!   its limit to that uid's count (`SigQ`, normally 0) plus 24 and pre-charges the engine with
+//!   the count, so EAGAIN from the limit is compared too;
+//! - runs the engine on the host's clocks (`SystemClock`) and calls `run_expired` before each
+//!   engine call, so timers that expired on the host have expired on the engine.
+//!
+//! Compared: ids and errnos exactly; `it_interval` exactly; `it_value` within 50 ms (both sides
+//! read the clock at slightly different moments); overruns exactly. Timers are armed far in the
+//! future, disarmed, or in the past (they fire at once and their signal stays pending), which is
+//! deterministic. The child reports divergences through a pipe as tab-separated lines.
 
-use crate::{Options, Report};
+use crate::rng::Rng;
+use crate::{Divergence, Options, Report};
+use std::io::{BufRead, BufReader, Write};
+use std::os::fd::FromRawFd;
+use std::sync::Arc;
+use uipc::timers::*;
+use uipc::{Cred, Errno, SystemClock};
 
-/// Runs the timers differential. Not built yet: reports no operations.
-pub fn run(_opts: &Options) -> Result<Report, String> {
-    Err("uipc conform timers is not implemented yet".into())
+const SEC: i64 = 1_000_000_000;
+const TOLERANCE: i64 = 50_000_000;
+
+/// The kernel's `struct sigevent` (64 bytes).
+#[repr(C)]
+struct KSigevent {
+    value: u64,
+    signo: i32,
+    notify: i32,
+    thread_id: i32,
+    _pad: [i32; 11],
+}
+
+fn fault_ptr<T>() -> *mut T {
+    1usize as *mut T // in the never-mapped first page: the kernel answers EFAULT
+}
+
+fn ret(r: libc::c_long) -> Result<i64, Errno> {
+    if r < 0 {
+        Err(Errno::from_raw(
+            std::io::Error::last_os_error().raw_os_error().unwrap_or(0),
+        ))
+    } else {
+        Ok(r)
+    }
+}
+
+fn host_create(clock: i32, ev: UserPtr<SigEvent>, slot: UserPtr<i32>) -> Result<i32, Errno> {
+    let mut kev = KSigevent {
+        value: 0,
+        signo: 0,
+        notify: 0,
+        thread_id: 0,
+        _pad: [0; 11],
+    };
+    let evp: *mut KSigevent = match ev {
+        UserPtr::Null => std::ptr::null_mut(),
+        UserPtr::Fault => fault_ptr(),
+        UserPtr::Valid(e) => {
+            (kev.value, kev.signo, kev.notify, kev.thread_id) =
+                (e.value, e.signo, e.notify, e.thread_id);
+            &mut kev
+        }
+    };
+    let mut id: i32 = 0;
+    let idp: *mut i32 = match slot {
+        UserPtr::Null => std::ptr::null_mut(),
+        UserPtr::Fault => fault_ptr(),
+        UserPtr::Valid(want) => {
+            id = want;
+            &mut id
+        }
+    };
+    // SAFETY: every pointer is NULL, a deliberately unmapped address (the kernel checks it and
+    // returns EFAULT), or points to a live local of the right kernel layout.
+    ret(unsafe { libc::syscall(libc::SYS_timer_create, clock, evp, idp) }).map(|_| id)
+}
+
+fn to_kspec(s: &ItimerSpec) -> libc::itimerspec {
+    libc::itimerspec {
+        it_interval: libc::timespec {
+            tv_sec: s.interval.sec,
+            tv_nsec: s.interval.nsec,
+        },
+        it_value: libc::timespec {
+            tv_sec: s.value.sec,
+            tv_nsec: s.value.nsec,
+        },
+    }
+}
+
+fn from_kspec(k: &libc::itimerspec) -> ItimerSpec {
+    ItimerSpec {
+        interval: Timespec {
+            sec: k.it_interval.tv_sec,
+            nsec: k.it_interval.tv_nsec,
+        },
+        value: Timespec {
+            sec: k.it_value.tv_sec,
+            nsec: k.it_value.tv_nsec,
+        },
+    }
+}
+
+fn host_settime(id: i32, flags: i32, new: UserPtr<ItimerSpec>) -> Result<ItimerSpec, Errno> {
+    let knew;
+    let newp: *const libc::itimerspec = match new {
+        UserPtr::Null => std::ptr::null(),
+        UserPtr::Fault => fault_ptr(),
+        UserPtr::Valid(s) => {
+            knew = to_kspec(&s);
+            &knew
+        }
+    };
+    let mut old = to_kspec(&ItimerSpec::ZERO);
+    // SAFETY: `newp` is NULL, unmapped (EFAULT) or a live itimerspec; `old` is writable.
+    let r = unsafe { libc::syscall(libc::SYS_timer_settime, id, flags, newp, &mut old) };
+    ret(r).map(|_| from_kspec(&old))
+}
+
+fn host_gettime(id: i32) -> Result<ItimerSpec, Errno> {
+    let mut cur = to_kspec(&ItimerSpec::ZERO);
+    // SAFETY: `cur` is a writable itimerspec for the duration of the call.
+    ret(unsafe { libc::syscall(libc::SYS_timer_gettime, id, &mut cur) }).map(|_| from_kspec(&cur))
+}
+
+fn host_simple(nr: libc::c_long, id: i32) -> Result<i32, Errno> {
+    // SAFETY: timer_getoverrun / timer_delete take only an integer id.
+    ret(unsafe { libc::syscall(nr, id) }).map(|r| r as i32)
+}
+
+fn host_prctl(args: [u64; 4]) -> Result<i32, Errno> {
+    // SAFETY: prctl with integer arguments only.
+    let r = unsafe {
+        libc::prctl(
+            PR_TIMER_CREATE_RESTORE_IDS,
+            args[0],
+            args[1],
+            args[2],
+            args[3],
+        )
+    };
+    ret(r as libc::c_long).map(|r| r as i32)
+}
+
+fn host_now(clock: i32) -> i64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is writable; an unsupported clock leaves it zero, which is harmless here.
+    unsafe { libc::clock_gettime(clock, &mut ts) };
+    ts.tv_sec * SEC + ts.tv_nsec
+}
+
+fn nanos(t: &Timespec) -> i64 {
+    t.sec.saturating_mul(SEC).saturating_add(t.nsec)
+}
+
+/// Equal, except that `it_value` may differ by the tolerance.
+fn close(a: &Result<ItimerSpec, Errno>, b: &Result<ItimerSpec, Errno>) -> bool {
+    match (a, b) {
+        (Ok(a), Ok(b)) => {
+            a.interval == b.interval && (nanos(&a.value) - nanos(&b.value)).abs() <= TOLERANCE
+        }
+        _ => a == b,
+    }
+}
+
+/// The state the generator needs: live and dead ids, clocks, whether restore mode is on.
+struct Gen {
+    rng: Rng,
+    live: Vec<(i32, i32)>, // (id, clock)
+    dead: Vec<i32>,
+    restore: bool,
+    pid: i32,
+}
+
+const CLOCKS: [i32; 14] = [0, 1, 7, 11, 0, 1, 7, 11, 4, 5, 6, 8, 9, 10];
+
+impl Gen {
+    fn id(&mut self) -> i32 {
+        match self.rng.below(10) {
+            0..=6 if !self.live.is_empty() => {
+                self.live[self.rng.below(self.live.len() as u64) as usize].0
+            }
+            7 if !self.dead.is_empty() => *self.rng.pick(&self.dead),
+            8 => self.rng.range(0, 200) as i32,
+            _ => *self.rng.pick(&[-1, i32::MIN, i32::MAX, 1_000_000]),
+        }
+    }
+
+    fn event(&mut self) -> UserPtr<SigEvent> {
+        match self.rng.below(20) {
+            0 => return UserPtr::Null,
+            1 => return UserPtr::Fault,
+            2..=9 => return UserPtr::Valid(SigEvent::NONE),
+            _ => {}
+        }
+        let notify = *self.rng.pick(&[0, 0, 2, 4, 4, 1, 3, 5, 6, 8, -1]);
+        let signo = match self.rng.below(8) {
+            0 => *self.rng.pick(&[0, -1, 65, 64, 1, i32::MAX]),
+            // Never SIGKILL or SIGSTOP: they cannot be blocked and would end or stop the child.
+            _ => match self.rng.range(1, 62) as i32 {
+                s if s >= 18 => s + 2,
+                s if s >= 9 => s + 1,
+                s => s,
+            },
+        };
+        let thread_id = if self.rng.chance(3, 4) {
+            self.pid
+        } else {
+            *self.rng.pick(&[1, 0, -1, self.pid + 1])
+        };
+        UserPtr::Valid(SigEvent {
+            notify,
+            signo,
+            value: self.rng.next_u64(),
+            thread_id,
+        })
+    }
+
+    fn slot(&mut self) -> UserPtr<i32> {
+        if self.rng.chance(1, 40) {
+            return *self.rng.pick(&[UserPtr::Null, UserPtr::Fault]);
+        }
+        if !self.restore {
+            return UserPtr::Valid(0);
+        }
+        UserPtr::Valid(match self.rng.below(6) {
+            0 => self.id(),
+            1 => i32::MAX,
+            2 => *self.rng.pick(&[-5, i32::MIN]),
+            _ => self.rng.range(0, 300) as i32,
+        })
+    }
+
+    fn spec(&mut self, clock: i32) -> (i32, UserPtr<ItimerSpec>) {
+        match self.rng.below(30) {
+            0 => return (0, UserPtr::Null),
+            1 => return (0, UserPtr::Fault),
+            2 => {
+                let bad = Timespec {
+                    sec: *self.rng.pick(&[-1, 0, 5]),
+                    nsec: *self.rng.pick(&[-1, SEC, 0]),
+                };
+                let good = Timespec { sec: 100, nsec: 0 };
+                let s = if self.rng.chance(1, 2) {
+                    ItimerSpec {
+                        interval: bad,
+                        value: good,
+                    }
+                } else {
+                    ItimerSpec {
+                        interval: good,
+                        value: bad,
+                    }
+                };
+                return (0, UserPtr::Valid(s));
+            }
+            _ => {}
+        }
+        let interval = match self.rng.below(4) {
+            0 => self.rng.range(SEC, 100 * SEC),
+            1 => self.rng.range(1, SEC / 1000),
+            _ => 0,
+        };
+        let (flags, value) = match self.rng.below(8) {
+            0 => (0, 0),
+            1 | 2 => (1, host_now(clock) + self.rng.range(10 * SEC, 1000 * SEC)),
+            3 => (1 | 2, self.rng.range(1, SEC)), // in the past, and an ignored flag bit
+            _ => (0, self.rng.range(10 * SEC, 1000 * SEC)),
+        };
+        (
+            flags,
+            UserPtr::Valid(ItimerSpec::from_nanos(value, interval)),
+        )
+    }
+}
+
+fn fmt<T: std::fmt::Debug>(r: &Result<T, Errno>) -> String {
+    match r {
+        Ok(v) => format!("Ok({v:?})"),
+        Err(e) => format!("Err({e:?})"),
+    }
+}
+
+/// Runs in the forked child: both sides, every divergence written to `out`.
+fn child(opts: &Options, out: &mut impl Write) -> Result<(), String> {
+    // The raw syscall, because glibc's sigprocmask silently keeps its own signals 32 and 33
+    // unblocked, and a timer may well carry one of them.
+    let all: u64 = !0;
+    // SAFETY: a valid 8-byte kernel sigset; blocking signals cannot harm the process.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_rt_sigprocmask,
+            libc::SIG_BLOCK,
+            &all,
+            std::ptr::null_mut::<u64>(),
+            8,
+        )
+    };
+    if r != 0 {
+        return Err("rt_sigprocmask failed".into());
+    }
+    // RLIMIT_SIGPENDING counts per real uid across the whole host: move to a uid of our own, so
+    // no other process's signals change the count under us. Not root: stay, and hope.
+    // SAFETY: plain getter and setter of our own ids.
+    unsafe {
+        let own = 0x5450_0000 + libc::getpid() as u32;
+        libc::setresuid(own, own, own);
+    }
+    let status = std::fs::read_to_string("/proc/self/status").map_err(|e| e.to_string())?;
+    let held: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("SigQ:"))
+        .and_then(|v| v.trim().split('/').next()?.parse().ok())
+        .ok_or("no SigQ in /proc/self/status")?;
+    let limit = held + 24;
+    let rl = libc::rlimit {
+        rlim_cur: limit,
+        rlim_max: limit,
+    };
+    // SAFETY: lowering our own limit with a valid struct.
+    if unsafe { libc::setrlimit(libc::RLIMIT_SIGPENDING, &rl) } != 0 {
+        return Err("setrlimit(RLIMIT_SIGPENDING) failed".into());
+    }
+    // SAFETY: plain getters.
+    let (pid, uid) = unsafe { (libc::getpid(), libc::getuid()) };
+    let cred = Cred {
+        rlimit_sigpending: limit,
+        ..Cred::user(pid, uid, 0)
+    };
+    let engine = Timers::new(Arc::new(SystemClock), Arc::new(NoNotifier));
+    for _ in 0..held {
+        engine.charge_sigpending(uid, u64::MAX);
+    }
+    let restore_supported = host_prctl([2, 0, 0, 0]).is_ok();
+    let mut g = Gen {
+        rng: Rng::new(opts.seed),
+        live: Vec::new(),
+        dead: Vec::new(),
+        restore: false,
+        pid,
+    };
+    let mut report = |index: u64, op: &str, host: String, engine: String| {
+        let _ = writeln!(out, "D\t{index}\t{op}\t{host}\t{engine}");
+    };
+    for index in 0..opts.ops {
+        engine.run_expired();
+        let (op, host, eng, same) = match g.rng.below(20) {
+            0..=6 => {
+                let clock = *g.rng.pick(&CLOCKS);
+                let clock = if g.rng.chance(1, 30) {
+                    *g.rng.pick(&[12, 99, 2000, i32::MAX])
+                } else {
+                    clock
+                };
+                let (ev, slot) = (g.event(), g.slot());
+                let h = host_create(clock, ev, slot);
+                let e = engine
+                    .timer_create(&cred, clock, ev, slot)
+                    .map(TimerId::raw);
+                if let Ok(id) = h {
+                    g.live.push((id, clock));
+                }
+                (
+                    format!("timer_create({clock}, {ev:?}, {slot:?})"),
+                    fmt(&h),
+                    fmt(&e),
+                    h == e,
+                )
+            }
+            7..=8 => {
+                let id = g.id();
+                let h = host_simple(libc::SYS_timer_delete, id).map(|_| ());
+                let e = engine.timer_delete(&cred, TimerId::from_raw(id));
+                if h.is_ok() {
+                    g.live.retain(|&(l, _)| l != id);
+                    g.dead.push(id);
+                }
+                (format!("timer_delete({id})"), fmt(&h), fmt(&e), h == e)
+            }
+            9..=12 => {
+                let id = g.id();
+                let clock = g.live.iter().find(|l| l.0 == id).map_or(1, |l| l.1);
+                let (flags, spec) = g.spec(clock);
+                let h = host_settime(id, flags, spec);
+                let e = engine.timer_settime(&cred, TimerId::from_raw(id), flags, spec);
+                (
+                    format!("timer_settime({id}, {flags}, {spec:?})"),
+                    fmt(&h),
+                    fmt(&e),
+                    close(&h, &e),
+                )
+            }
+            13..=15 => {
+                let id = g.id();
+                let h = host_gettime(id);
+                let e = engine.timer_gettime(&cred, TimerId::from_raw(id));
+                (
+                    format!("timer_gettime({id})"),
+                    fmt(&h),
+                    fmt(&e),
+                    close(&h, &e),
+                )
+            }
+            16..=17 => {
+                let id = g.id();
+                let h = host_simple(libc::SYS_timer_getoverrun, id);
+                let e = engine.timer_getoverrun(&cred, TimerId::from_raw(id));
+                (format!("timer_getoverrun({id})"), fmt(&h), fmt(&e), h == e)
+            }
+            _ if restore_supported => {
+                let mut args = [*g.rng.pick(&[0, 1, 2, 0, 1, 2, 3, u64::MAX]), 0, 0, 0];
+                if g.rng.chance(1, 10) {
+                    args[1 + g.rng.below(3) as usize] = 1;
+                }
+                let h = host_prctl(args);
+                let e = engine.prctl_timer_create_restore_ids(&cred, args);
+                if h.is_ok() && args[0] < 2 {
+                    g.restore = args[0] == 1;
+                }
+                (
+                    format!("prctl(PR_TIMER_CREATE_RESTORE_IDS, {args:?})"),
+                    fmt(&h),
+                    fmt(&e),
+                    h == e,
+                )
+            }
+            _ => continue,
+        };
+        if !same {
+            report(index, &op, host, eng);
+        } else if opts.verbose {
+            eprintln!("{index}: {op} = {host}");
+        }
+    }
+    let _ = writeln!(out, "N\t{}", opts.ops);
+    Ok(())
+}
+
+/// Runs the timers differential (see the module doc).
+pub fn run(opts: &Options) -> Result<Report, String> {
+    let mut fds = [0; 2];
+    // SAFETY: `fds` has room for the two descriptors pipe() writes.
+    if unsafe { libc::pipe(fds.as_mut_ptr()) } != 0 {
+        return Err("pipe failed".into());
+    }
+    let _ = std::io::stdout().flush();
+    // SAFETY: the caller is single-threaded here (the CLI forks before starting any thread),
+    // so the child may keep using the allocator and std.
+    let pid = unsafe { libc::fork() };
+    if pid < 0 {
+        return Err("fork failed".into());
+    }
+    if pid == 0 {
+        // SAFETY: fds[1] is our own fresh pipe end, owned from here on by this File.
+        let mut out = std::io::BufWriter::new(unsafe { std::fs::File::from_raw_fd(fds[1]) });
+        // SAFETY: closing the unused read end in the child.
+        unsafe { libc::close(fds[0]) };
+        let code = match child(opts, &mut out) {
+            Ok(()) => 0,
+            Err(e) => {
+                let _ = writeln!(out, "E\t{e}");
+                1
+            }
+        };
+        let _ = out.flush();
+        // SAFETY: ends the child without running the parent's exit handlers twice.
+        unsafe { libc::_exit(code) };
+    }
+    // SAFETY: closing the parent's copy of the write end, so EOF arrives when the child ends.
+    unsafe { libc::close(fds[1]) };
+    // SAFETY: fds[0] is our fresh read end, owned from here on by this File.
+    let input = BufReader::new(unsafe { std::fs::File::from_raw_fd(fds[0]) });
+    let mut report = Report::default();
+    let mut finished = false;
+    for line in input.lines() {
+        let line = line.map_err(|e| e.to_string())?;
+        let f: Vec<&str> = line.splitn(5, '\t').collect();
+        match f.as_slice() {
+            ["D", index, op, host, engine] => report.divergences.push(Divergence {
+                index: index.parse().unwrap_or(0),
+                op: op.to_string(),
+                host: host.to_string(),
+                engine: engine.to_string(),
+            }),
+            ["N", n] => {
+                report.operations = n.parse().unwrap_or(0);
+                finished = true;
+            }
+            ["E", e] => return Err(e.to_string()),
+            _ => return Err(format!("bad line from the child: {line}")),
+        }
+    }
+    let mut status = 0;
+    // SAFETY: reaping our own child.
+    unsafe { libc::waitpid(pid, &mut status, 0) };
+    if !finished {
+        return Err(format!("the conform child died (status {status:#x})"));
+    }
+    Ok(report)
 }

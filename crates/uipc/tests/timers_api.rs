@@ -378,3 +378,26 @@ fn rlimit_sigpending_is_per_real_uid_and_counts_every_timer() {
     };
     assert_eq!(create(&t, &zero), Err(Errno::EAGAIN), "root is not exempt");
 }
+
+#[test]
+fn restore_id_is_checked_before_the_rlimit_charge_and_held_ids_after_it() {
+    let t = engine();
+    let c = Cred {
+        rlimit_sigpending: 1,
+        ..Cred::user(100, 1000, 1000)
+    };
+    assert_eq!(create(&t, &c), Ok(0));
+    t.prctl_timer_create_restore_ids(&c, [1, 0, 0, 0]).unwrap();
+    let restore = |want| {
+        t.timer_create(&c, 1, UserPtr::Valid(SigEvent::NONE), want)
+            .map(TimerId::raw)
+    };
+    assert_eq!(restore(UserPtr::Valid(-5)), Err(Errno::EINVAL));
+    assert_eq!(restore(UserPtr::Null), Err(Errno::EFAULT));
+    assert_eq!(
+        restore(UserPtr::Valid(0)),
+        Err(Errno::EAGAIN),
+        "limit before EBUSY"
+    );
+    assert_eq!(restore(UserPtr::Valid(9)), Err(Errno::EAGAIN));
+}

@@ -349,3 +349,34 @@ fn sigev_thread_id_and_null_event_reach_the_right_target() {
     );
     assert_eq!(sigs[1].value, b.raw() as u64, "NULL event: sival_int = id");
 }
+
+#[test]
+fn a_deleted_timer_keeps_its_sigpending_unit_until_its_queued_signal_is_dequeued() {
+    let r = rig();
+    let a = r.create(CLOCK_MONOTONIC, SigEvent::signal(10, 0));
+    let b = r.create(CLOCK_MONOTONIC, SigEvent::signal(10, 0));
+    r.set(a, 0, MS, 0);
+    r.advance(MS);
+    let sig = r.rec.take().pop().unwrap();
+    assert_eq!(r.t.sigpending(0), 2);
+    r.t.timer_delete(&r.c, a).unwrap();
+    r.t.timer_delete(&r.c, b).unwrap();
+    assert_eq!(r.t.sigpending(0), 1, "a's queued signal still holds a unit");
+    assert!(r.t.dequeue_signal(&sig).is_none());
+    assert_eq!(r.t.sigpending(0), 0);
+    assert!(r.t.dequeue_signal(&sig).is_none());
+    assert_eq!(r.t.sigpending(0), 0, "released once");
+}
+
+#[test]
+fn process_exit_releases_units_held_by_queued_signals() {
+    let r = rig();
+    let a = r.create(CLOCK_MONOTONIC, SigEvent::signal(10, 0));
+    r.set(a, 0, MS, 0);
+    r.advance(MS);
+    let sig = r.rec.take().pop().unwrap();
+    r.t.exit_process(r.c.tgid);
+    assert_eq!(r.t.sigpending(0), 0);
+    assert!(r.t.dequeue_signal(&sig).is_none());
+    assert_eq!(r.t.sigpending(0), 0);
+}

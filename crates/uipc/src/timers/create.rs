@@ -3,9 +3,9 @@
 //! Checks, in Linux's order (reference §8.3):
 //! 1. the sigevent pointer faults -> EFAULT (before the clock is looked at);
 //! 2. unknown clock -> EINVAL; a clock without timer support -> EOPNOTSUPP;
-//! 3. the RLIMIT_SIGPENDING unit of the caller's real uid -> EAGAIN;
-//! 4. restore mode: the wanted id is read (EFAULT) and checked (`> INT_MAX` -> EINVAL); then the
-//!    id is reserved (EAGAIN when none is free, EBUSY when the wanted one is held);
+//! 3. restore mode: the wanted id is read (EFAULT) and checked (`> INT_MAX` -> EINVAL);
+//! 4. the RLIMIT_SIGPENDING unit of the caller's real uid -> EAGAIN; then the id is reserved
+//!    (EAGAIN when none is free, EBUSY when the wanted one is held);
 //! 5. the sigevent -> EINVAL (bad `sigev_notify`, signo outside `1..=SIGRTMAX`, a
 //!    SIGEV_THREAD_ID target outside the caller's thread group);
 //! 6. the id is copied out -> EFAULT;
@@ -13,6 +13,8 @@
 //!    CAP_WAKE_ALARM (EPERM).
 //!
 //! Failures from step 5 on have already consumed the id: the counter has moved on, as on Linux.
+//! Steps 3 and 4 are in the order observed on Linux 6.18 (at the limit, a bad restore id gives
+//! EINVAL and a held one EAGAIN); the shared reference lists them the other way round.
 //!
 //! Locks: none on entry or exit. Steps take, one after another, a uid shard (charge), a
 //! registry shard, table bucket locks (reserve, publish) and the process's id set.
@@ -23,7 +25,6 @@ use super::Inner;
 use crate::cred::{Cap, Cred};
 use crate::errno::{Errno, Result};
 use crate::sync::Arc;
-use std::sync::atomic::Ordering;
 
 /// PR_TIMER_CREATE_RESTORE_IDS.
 pub const PR_TIMER_CREATE_RESTORE_IDS: i32 = 77;
@@ -91,6 +92,16 @@ pub(crate) fn timer_create(
         return Err(Errno::EFAULT);
     }
     let timer_clock = resolve_clock(clock)?;
+    let proc = inner.procs.get_or_create(cred.tgid);
+    let wanted = if proc.restore_ids() {
+        match created_id {
+            UserPtr::Valid(want) if (want as u32) > inner.id_mask => return Err(Errno::EINVAL),
+            UserPtr::Valid(want) => Some(want),
+            _ => return Err(Errno::EFAULT),
+        }
+    } else {
+        None
+    };
     if !inner
         .sigpending
         .try_charge(cred.uid, cred.rlimit_sigpending)
@@ -98,15 +109,9 @@ pub(crate) fn timer_create(
         return Err(Errno::EAGAIN);
     }
     let uid = cred.uid;
-    let proc = inner.procs.get_or_create(cred.tgid);
-    let reserved = if proc.restore_ids() {
-        match created_id {
-            UserPtr::Valid(want) if (want as u32) > inner.id_mask => Err(Errno::EINVAL),
-            UserPtr::Valid(want) => proc.restore_id(&inner.table, cred.tgid, want),
-            _ => Err(Errno::EFAULT),
-        }
-    } else {
-        proc.alloc_id(&inner.table, cred.tgid, inner.id_mask)
+    let reserved = match wanted {
+        Some(want) => proc.restore_id(&inner.table, cred.tgid, want),
+        None => proc.alloc_id(&inner.table, cred.tgid, inner.id_mask),
     };
     let id = match reserved {
         Ok(id) => id,
@@ -150,15 +155,7 @@ pub(crate) fn timer_create(
             return undo(Errno::EPERM);
         }
     }
-    let serial = inner.serial.fetch_add(1, Ordering::Relaxed);
-    let timer = Timer::new(
-        cred.tgid,
-        TimerId::from_raw(id),
-        serial,
-        timer_clock,
-        notify,
-        uid,
-    );
+    let timer = Timer::new(cred.tgid, TimerId::from_raw(id), timer_clock, notify, uid);
     if !inner.table.publish(cred.tgid, id, Arc::new(timer)) {
         inner.sigpending.uncharge(uid);
         return Err(Errno::EAGAIN);

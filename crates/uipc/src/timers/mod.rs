@@ -37,8 +37,6 @@
 //!   like a machine with no RTC wake alarm) they fail with EOPNOTSUPP at Linux's step 7; with
 //!   it they need CAP_WAKE_ALARM and run on the realtime/boottime bases without waking anything.
 //! - Time namespaces: absolute times are taken as host times.
-//! - A deleted timer gives its RLIMIT_SIGPENDING unit back at delete, even while its signal is
-//!   still queued (Linux keeps it until that signal is dropped at dequeue).
 //! - SIG_IGN handling is the embedder's: it simply keeps an ignored timer signal queued.
 //! - `/proc/PID/timers` is not rendered.
 
@@ -50,7 +48,6 @@ pub mod table;
 mod timer;
 pub mod types;
 
-use std::sync::atomic::AtomicU64;
 use std::sync::{Mutex, MutexGuard};
 use std::thread::JoinHandle;
 
@@ -124,7 +121,6 @@ pub(crate) struct Inner {
     pub(crate) driver: driver::Driver,
     pub(crate) id_mask: u32,
     pub(crate) alarm_rtc: bool,
-    pub(crate) serial: AtomicU64,
 }
 
 /// One POSIX timer engine. See the module doc.
@@ -160,7 +156,6 @@ impl Timers {
                 driver: driver::Driver::new(),
                 id_mask: ((1u64 << bits) - 1) as u32,
                 alarm_rtc: config.alarm_rtc,
-                serial: AtomicU64::new(0),
             }),
             thread: None,
         }
@@ -248,7 +243,8 @@ impl Timers {
         };
         for id in proc.kill() {
             if let Some(timer) = self.inner.table.remove(tgid, id) {
-                ops::kill_timer(&self.inner, &timer);
+                // Its queued signals die with the process: the units come back now.
+                ops::kill_timer(&self.inner, &timer, true);
             }
         }
     }

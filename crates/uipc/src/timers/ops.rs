@@ -105,8 +105,9 @@ pub(crate) fn timer_getoverrun(inner: &Inner, cred: &Cred, id: TimerId) -> Resul
 }
 
 /// Marks `timer` deleted and disarms it; the caller removes it from the table and process.
-/// Returns false if it was already deleted.
-pub(crate) fn kill_timer(inner: &Inner, timer: &Timer) -> bool {
+/// Returns false if it was already deleted. Its RLIMIT_SIGPENDING unit comes back now, unless a
+/// signal of it is still queued and the process lives on: then at that signal's dequeue.
+pub(crate) fn kill_timer(inner: &Inner, timer: &Timer, process_gone: bool) -> bool {
     let mut st = super::lock(&timer.state);
     if st.deleted {
         return false;
@@ -114,15 +115,21 @@ pub(crate) fn kill_timer(inner: &Inner, timer: &Timer) -> bool {
     st.deleted = true;
     st.signal_seq += 1;
     cancel(inner, timer, &mut st);
+    let release = st.unit_held && (process_gone || st.queued.is_none());
+    if release {
+        st.unit_held = false;
+    }
     drop(st);
-    inner.sigpending.uncharge(timer.charged_uid);
+    if release {
+        inner.sigpending.uncharge(timer.charged_uid);
+    }
     true
 }
 
 /// `timer_delete(2)`.
 pub(crate) fn timer_delete(inner: &Inner, cred: &Cred, id: TimerId) -> Result<()> {
     let timer = find(inner, cred, id)?;
-    if !kill_timer(inner, &timer) {
+    if !kill_timer(inner, &timer, false) {
         return Err(Errno::EINVAL);
     }
     inner.table.remove(cred.tgid, id.raw());
@@ -145,7 +152,7 @@ pub(crate) fn run_expired(inner: &Inner) -> usize {
             continue;
         }
         fired += 1;
-        if let Some(sig) = d.timer.expire(&mut st) {
+        if let Some(sig) = Timer::expire(&d.timer, &mut st) {
             signals.push(sig);
         }
     }
@@ -159,13 +166,18 @@ pub(crate) fn run_expired(inner: &Inner) -> usize {
 /// dropped (the timer was deleted or re-set since), else the siginfo. A periodic timer is
 /// re-armed here, on its grid, and the periods it skipped become the overrun.
 pub(crate) fn dequeue_signal(inner: &Inner, sig: &TimerSignal) -> Option<SigInfo> {
-    let timer = inner.table.lookup(sig.tgid, sig.timer.raw())?;
-    if timer.serial != sig.serial {
-        return None;
-    }
+    let timer = &sig.source;
     let mut st = super::lock(&timer.state);
     let queued = st.queued.take();
-    if st.deleted || queued != Some(st.signal_seq) {
+    if st.deleted {
+        if queued.is_some() && st.unit_held {
+            st.unit_held = false;
+            drop(st);
+            inner.sigpending.uncharge(timer.charged_uid);
+        }
+        return None;
+    }
+    if queued != Some(st.signal_seq) {
         return None;
     }
     let Notify::Signal { signo, value, .. } = timer.notify else {
@@ -180,7 +192,7 @@ pub(crate) fn dequeue_signal(inner: &Inner, sig: &TimerSignal) -> Option<SigInfo
         st.overrun = st.overrun.saturating_add(skipped);
         let seq = timer.bump_arm_seq();
         st.status = Status::Armed;
-        inner.driver.arm(&timer, base, st.expires, seq);
+        inner.driver.arm(timer, base, st.expires, seq);
         st.overrun_last = st.overrun;
         st.overrun = -1;
         st.signal_seq += 1;

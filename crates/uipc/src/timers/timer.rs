@@ -20,6 +20,7 @@ use std::sync::Mutex;
 
 use super::types::{ItimerSpec, SignalTarget, TimerId, TimerSignal, Timespec};
 use crate::clock::{Clock, Nanos};
+use crate::sync::Arc;
 
 /// The time line a timer's `expires` is measured on (Linux's hrtimer clock base).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -101,13 +102,15 @@ pub(crate) struct TimerState {
     pub(crate) signal_seq: u64,
     /// The `signal_seq` the queued signal carries, while the embedder holds one.
     pub(crate) queued: Option<u64>,
+    /// Whether the timer still holds its RLIMIT_SIGPENDING unit: from create until delete, or
+    /// until its queued signal is dequeued if it was deleted with one queued.
+    pub(crate) unit_held: bool,
 }
 
 /// A POSIX timer. Opaque outside the engine; shared between the table and the driver.
 pub struct Timer {
     pub(crate) owner: i32,
     pub(crate) id: TimerId,
-    pub(crate) serial: u64,
     pub(crate) clock: TimerClock,
     pub(crate) notify: Notify,
     pub(crate) charged_uid: u32,
@@ -146,7 +149,6 @@ impl Timer {
     pub(crate) fn new(
         owner: i32,
         id: TimerId,
-        serial: u64,
         clock: TimerClock,
         notify: Notify,
         charged_uid: u32,
@@ -154,7 +156,6 @@ impl Timer {
         Timer {
             owner,
             id,
-            serial,
             clock,
             notify,
             charged_uid,
@@ -169,6 +170,7 @@ impl Timer {
                 overrun_last: 0,
                 signal_seq: 0,
                 queued: None,
+                unit_held: true,
             }),
         }
     }
@@ -210,7 +212,7 @@ impl Timer {
     /// embedder, or `None` if one is already queued (it is made valid again instead).
     ///
     /// Entry: `st` locked, and the caller checked the driver entry is current and `Armed`.
-    pub(crate) fn expire(&self, st: &mut TimerState) -> Option<TimerSignal> {
+    pub(crate) fn expire(this: &Arc<Timer>, st: &mut TimerState) -> Option<TimerSignal> {
         st.status = if st.interval != 0 {
             Status::RequeuePending
         } else {
@@ -220,7 +222,7 @@ impl Timer {
             target,
             signo,
             value,
-        } = self.notify
+        } = this.notify
         else {
             return None;
         };
@@ -230,12 +232,12 @@ impl Timer {
             return None;
         }
         Some(TimerSignal {
-            tgid: self.owner,
+            tgid: this.owner,
             target,
             signo,
             value,
-            timer: self.id,
-            serial: self.serial,
+            timer: this.id,
+            source: this.clone(),
         })
     }
 

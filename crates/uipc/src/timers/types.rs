@@ -196,7 +196,7 @@ pub enum SignalTarget {
 /// The embedder keeps it queued until the target takes it, then hands it back to
 /// [`super::Timers::dequeue_signal`], which says whether it is still to be delivered and with
 /// which overrun: the same two-step queue/dequeue Linux does with its preallocated sigqueue.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone)]
 pub struct TimerSignal {
     /// The process owning the timer.
     pub tgid: i32,
@@ -208,8 +208,37 @@ pub struct TimerSignal {
     pub value: u64,
     /// `si_timerid`.
     pub timer: TimerId,
-    /// Which timer object (ids are reused after a wrap); private to the engine.
-    pub(crate) serial: u64,
+    /// The timer object itself: ids are reused, and a deleted timer's queued signal still
+    /// holds its RLIMIT_SIGPENDING unit until it is dequeued.
+    pub(crate) source: crate::sync::Arc<super::Timer>,
+}
+
+impl PartialEq for TimerSignal {
+    fn eq(&self, other: &Self) -> bool {
+        crate::sync::Arc::ptr_eq(&self.source, &other.source)
+            && (self.tgid, self.target, self.signo, self.value, self.timer)
+                == (
+                    other.tgid,
+                    other.target,
+                    other.signo,
+                    other.value,
+                    other.timer,
+                )
+    }
+}
+
+impl Eq for TimerSignal {}
+
+impl std::fmt::Debug for TimerSignal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TimerSignal")
+            .field("tgid", &self.tgid)
+            .field("target", &self.target)
+            .field("signo", &self.signo)
+            .field("value", &self.value)
+            .field("timer", &self.timer)
+            .finish()
+    }
 }
 
 /// What the target finds in its `siginfo_t` for a delivered timer signal.
