@@ -40,6 +40,7 @@
 //! - SIG_IGN handling is the embedder's: it simply keeps an ignored timer signal queued.
 //! - `/proc/PID/timers` is not rendered.
 
+pub mod compare;
 mod create;
 mod driver;
 mod ops;
