@@ -16,7 +16,12 @@
 //! Compared: ids and errnos exactly; `it_interval` exactly; `it_value` within 50 ms (both sides
 //! read the clock at slightly different moments); overruns exactly. Timers are armed far in the
 //! future, disarmed, or in the past (they fire at once and their signal stays pending), which is
-//! deterministic. The child reports divergences through a pipe as tab-separated lines.
+//! deterministic. A `fork` operation checks what a fresh child sees (its first id is 0, the
+//! parent's ids are unknown, restore mode is off) on both sides. Signal numbers whose queueing
+//! has side effects on other pending signals (SIGCHLD, SIGCONT, the stop signals) and the
+//! unblockable ones are never used. With `UIPC_DEBUG_SIGQ` set, the child also compares the
+//! host's `SigQ` count with the engine's after every operation and prints any difference.
+//! The child reports divergences through a pipe as tab-separated lines.
 
 use crate::rng::Rng;
 use crate::{Divergence, Options, Report};
@@ -208,9 +213,11 @@ impl Gen {
         let notify = *self.rng.pick(&[0, 0, 2, 4, 4, 1, 3, 5, 6, 8, -1]);
         let signo = match self.rng.below(8) {
             0 => *self.rng.pick(&[0, -1, 65, 64, 1, i32::MAX]),
-            // Never SIGKILL or SIGSTOP: they cannot be blocked and would end or stop the child.
-            _ => match self.rng.range(1, 62) as i32 {
-                s if s >= 18 => s + 2,
+            // Never SIGKILL or SIGSTOP (they cannot be blocked and would end or stop the child),
+            // nor SIGCHLD, SIGCONT and the stop signals: queueing one of those flushes others
+            // from the pending queue (a signal-queue effect the embedder owns, not the engine).
+            _ => match self.rng.range(1, 57) as i32 {
+                s if s >= 16 => s + 7,
                 s if s >= 9 => s + 1,
                 s => s,
             },
@@ -286,6 +293,87 @@ impl Gen {
     }
 }
 
+/// What a fresh child sees: its first id, a parent's id, restore mode.
+fn child_view(
+    create: Result<i32, Errno>,
+    get: Result<ItimerSpec, Errno>,
+    prctl: Result<i32, Errno>,
+) -> String {
+    format!("{} {} {}", fmt(&create), fmt(&get.map(|_| ())), fmt(&prctl))
+}
+
+/// Forks; the grandchild reports what it sees through a pipe and exits (its timers with it).
+fn host_forked(probe: i32) -> Result<(i32, String), String> {
+    let mut fds = [0; 2];
+    // SAFETY: room for the two descriptors.
+    if unsafe { libc::pipe(fds.as_mut_ptr()) } != 0 {
+        return Err("pipe failed".into());
+    }
+    // SAFETY: this process is single-threaded, so the child may use std until _exit.
+    let pid = unsafe { libc::fork() };
+    if pid == 0 {
+        let view = child_view(
+            host_create(
+                CLOCK_MONOTONIC,
+                UserPtr::Valid(SigEvent::NONE),
+                UserPtr::Valid(0),
+            ),
+            host_gettime(probe),
+            host_prctl([2, 0, 0, 0]),
+        );
+        // SAFETY: writing our own buffer to our pipe, then leaving without exit handlers.
+        unsafe {
+            libc::write(fds[1], view.as_ptr().cast(), view.len());
+            libc::_exit(0);
+        }
+    }
+    // SAFETY: closing our write end; reading into a local buffer; reaping our child; taking
+    // its SIGCHLD with an initialised set.
+    unsafe {
+        libc::close(fds[1]);
+        let mut buf = vec![0u8; 512];
+        let n = libc::read(fds[0], buf.as_mut_ptr().cast(), buf.len());
+        libc::close(fds[0]);
+        libc::waitpid(pid, std::ptr::null_mut(), 0);
+        // The child's SIGCHLD stays queued (everything is blocked) and would hold one of our
+        // uid's RLIMIT_SIGPENDING units: take it.
+        let mut chld: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut chld);
+        libc::sigaddset(&mut chld, libc::SIGCHLD);
+        let zero = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        libc::sigtimedwait(&chld, std::ptr::null_mut(), &zero);
+        buf.truncate(n.max(0) as usize);
+        Ok((pid, String::from_utf8_lossy(&buf).into_owned()))
+    }
+}
+
+/// The same on the engine: fork, the child's three calls, the child's exit.
+fn engine_forked(engine: &Timers, parent: &Cred, child: i32, probe: i32) -> String {
+    engine.fork_process(parent.tgid, child);
+    let cred = Cred {
+        tid: child,
+        tgid: child,
+        ..parent.clone()
+    };
+    let view = child_view(
+        engine
+            .timer_create(
+                &cred,
+                CLOCK_MONOTONIC,
+                UserPtr::Valid(SigEvent::NONE),
+                UserPtr::Valid(0),
+            )
+            .map(TimerId::raw),
+        engine.timer_gettime(&cred, TimerId::from_raw(probe)),
+        engine.prctl_timer_create_restore_ids(&cred, [2, 0, 0, 0]),
+    );
+    engine.exit_process(child);
+    view
+}
+
 fn fmt<T: std::fmt::Debug>(r: &Result<T, Errno>) -> String {
     match r {
         Ok(v) => format!("Ok({v:?})"),
@@ -356,7 +444,7 @@ fn child(opts: &Options, out: &mut impl Write) -> Result<(), String> {
     };
     for index in 0..opts.ops {
         engine.run_expired();
-        let (op, host, eng, same) = match g.rng.below(20) {
+        let (op, host, eng, same) = match g.rng.below(21) {
             0..=6 => {
                 let clock = *g.rng.pick(&CLOCKS);
                 let clock = if g.rng.chance(1, 30) {
@@ -419,6 +507,19 @@ fn child(opts: &Options, out: &mut impl Write) -> Result<(), String> {
                 let e = engine.timer_getoverrun(&cred, TimerId::from_raw(id));
                 (format!("timer_getoverrun({id})"), fmt(&h), fmt(&e), h == e)
             }
+            20 => {
+                let probe = g.id();
+                let h = host_forked(probe)?;
+                let e = engine_forked(&engine, &cred, h.0, probe);
+                (
+                    format!(
+                        "fork, then in the child: timer_create, timer_gettime({probe}), prctl GET"
+                    ),
+                    h.1.clone(),
+                    e.clone(),
+                    h.1 == e,
+                )
+            }
             _ if restore_supported => {
                 let mut args = [*g.rng.pick(&[0, 1, 2, 0, 1, 2, 3, u64::MAX]), 0, 0, 0];
                 if g.rng.chance(1, 10) {
@@ -438,6 +539,20 @@ fn child(opts: &Options, out: &mut impl Write) -> Result<(), String> {
             }
             _ => continue,
         };
+        if std::env::var_os("UIPC_DEBUG_SIGQ").is_some() {
+            let st = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+            let q: u64 = st
+                .lines()
+                .find_map(|l| l.strip_prefix("SigQ:"))
+                .and_then(|v| v.trim().split('/').next()?.parse().ok())
+                .unwrap_or(0);
+            if q != engine.sigpending(uid) {
+                eprintln!(
+                    "SIGQ {index}: host {q} engine {} after {op} = {host}",
+                    engine.sigpending(uid)
+                );
+            }
+        }
         if !same {
             report(index, &op, host, eng);
         } else if opts.verbose {

@@ -158,3 +158,20 @@ fn driver_thread_sleeps_without_timers_and_wakes_for_an_earlier_one() {
     assert_eq!(sig.value, 2);
     assert!(start.elapsed() < Duration::from_secs(2));
 }
+
+#[test]
+fn idle_driver_thread_does_not_wake_without_armed_timers() {
+    let mut t = Timers::new(Arc::new(SystemClock), Arc::new(NoNotifier));
+    t.start_thread();
+    let c = Cred::root(100);
+    let id = create(&t, &c, SigEvent::signal(10, 0)).unwrap();
+    std::thread::sleep(Duration::from_millis(150));
+    assert_eq!(t.driver_wakeups(), 0, "asleep with nothing armed");
+    arm(&t, &c, id, 3_600_000_000_000); // an hour away, on the monotonic clock
+    std::thread::sleep(Duration::from_millis(150));
+    assert!(
+        t.driver_wakeups() <= 1,
+        "one kick to learn the deadline, then asleep"
+    );
+    t.timer_delete(&c, id).unwrap();
+}

@@ -84,6 +84,8 @@ pub(crate) struct Driver {
     order: AtomicU64,
     kick: Mutex<Kick>,
     wake: Condvar,
+    /// How many times the thread woke up: lets tests check it sleeps while idle.
+    wakeups: AtomicU64,
 }
 
 #[derive(Default)]
@@ -99,6 +101,7 @@ impl Driver {
             order: AtomicU64::new(0),
             kick: Mutex::new(Kick::default()),
             wake: Condvar::new(),
+            wakeups: AtomicU64::new(0),
         }
     }
 
@@ -202,7 +205,13 @@ impl Driver {
             };
         }
         k.kicked = false;
+        self.wakeups.fetch_add(1, Ordering::Relaxed);
         !k.shutdown
+    }
+
+    /// How many times the driver thread has woken up.
+    pub(crate) fn wakeups(&self) -> u64 {
+        self.wakeups.load(Ordering::Relaxed)
     }
 
     /// Entries in all heaps, stale ones included: for tests of the compaction.

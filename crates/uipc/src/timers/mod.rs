@@ -283,6 +283,11 @@ impl Timers {
         self.inner.driver.queued_entries()
     }
 
+    /// How many times the driver thread has woken up (each wake-up runs the due timers).
+    pub fn driver_wakeups(&self) -> u64 {
+        self.inner.driver.wakeups()
+    }
+
     /// Starts the real-time driver thread (for a [`crate::SystemClock`]). It sleeps until the
     /// next expiry, or indefinitely while nothing is armed, and stops when the engine drops.
     pub fn start_thread(&mut self) {
