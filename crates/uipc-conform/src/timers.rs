@@ -447,8 +447,11 @@ fn child(opts: &Options, out: &mut impl Write) -> Result<(), String> {
         let (op, host, eng, same) = match g.rng.below(21) {
             0..=6 => {
                 let clock = *g.rng.pick(&CLOCKS);
-                let clock = if g.rng.chance(1, 30) {
-                    *g.rng.pick(&[12, 99, 2000, i32::MAX])
+                // Unknown ids; negative ids of dynamic (fd) clocks and invalid CPU clocks. Never
+                // a valid CPU clock, which the engine does not support.
+                let clock = if g.rng.chance(1, 20) {
+                    *g.rng
+                        .pick(&[12, 99, 2000, i32::MAX, -1, -5, -9, -13, i32::MIN | 7])
                 } else {
                     clock
                 };

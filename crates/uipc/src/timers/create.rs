@@ -10,7 +10,7 @@
 //!    SIGEV_THREAD_ID target outside the caller's thread group);
 //! 6. the id is copied out -> EFAULT;
 //! 7. clock-specific setup: the alarm clocks need an RTC wake alarm (EOPNOTSUPP) and
-//!    CAP_WAKE_ALARM (EPERM).
+//!    CAP_WAKE_ALARM (EPERM); a per-pid CPU clock id with clock field 3 is EINVAL.
 //!
 //! Failures from step 5 on have already consumed the id: the counter has moved on, as on Linux.
 //! Steps 3 and 4 are in the order observed on Linux 6.18 (at the limit, a bad restore id gives
@@ -48,9 +48,14 @@ fn resolve_clock(clock: i32) -> Result<TimerClock> {
         CLOCK_MONOTONIC_RAW | CLOCK_REALTIME_COARSE | CLOCK_MONOTONIC_COARSE => {
             Err(Errno::EOPNOTSUPP)
         }
-        // CPU-time clocks (and, negative, per-pid CPU clocks and fd clocks): see "Not
-        // supported" in the module doc. Dynamic (fd) clocks have no timers on Linux either.
+        // CPU-time clocks: see "Not supported" in the module doc.
         CLOCK_PROCESS_CPUTIME_ID | CLOCK_THREAD_CPUTIME_ID => Err(Errno::EOPNOTSUPP),
+        // Negative: `(id & 7) == 3` is a dynamic (fd) clock, which has no timers on Linux
+        // either; otherwise a per-pid CPU clock, whose clock field 3 is invalid (EINVAL when
+        // `posix_cpu_timer_create` runs, at the last step) and whose valid forms are not
+        // supported.
+        c if c < 0 && c & 7 == 3 => Err(Errno::EOPNOTSUPP),
+        c if c < 0 && c & 3 == 3 => Ok(TimerClock::InvalidCpu),
         c if c < 0 => Err(Errno::EOPNOTSUPP),
         _ => Err(Errno::EINVAL),
     }
@@ -143,6 +148,9 @@ pub(crate) fn timer_create(
     };
     if !matches!(created_id, UserPtr::Valid(_)) {
         return undo(Errno::EFAULT);
+    }
+    if timer_clock == TimerClock::InvalidCpu {
+        return undo(Errno::EINVAL);
     }
     if matches!(
         timer_clock,

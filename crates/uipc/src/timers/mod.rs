@@ -42,9 +42,10 @@
 //! its id counter and restore mode; [`Timers::fork_process`] gives the child nothing.
 //!
 //! # Not supported
-//! - CPU-time clocks (`CLOCK_PROCESS_CPUTIME_ID`, `CLOCK_THREAD_CPUTIME_ID`, negative per-pid
-//!   CPU clock ids): `timer_create` returns EOPNOTSUPP where Linux creates a timer (or, for an
-//!   invalid CPU clock id, fails with EINVAL after allocating the id).
+//! - CPU-time clocks (`CLOCK_PROCESS_CPUTIME_ID`, `CLOCK_THREAD_CPUTIME_ID`, valid negative
+//!   per-pid CPU clock ids): `timer_create` returns EOPNOTSUPP where Linux creates a timer (or
+//!   fails with EINVAL at its last step for a pid it cannot find). Invalid CPU clock ids (clock
+//!   field 3) and dynamic fd clocks fail as on Linux.
 //! - Alarm clocks are modelled, not backed: without [`TimersConfig::alarm_rtc`] (the default,
 //!   like a machine with no RTC wake alarm) they fail with EOPNOTSUPP at Linux's step 7; with
 //!   it they need CAP_WAKE_ALARM and run on the realtime/boottime bases without waking anything.

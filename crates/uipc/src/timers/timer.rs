@@ -53,6 +53,9 @@ pub(crate) enum TimerClock {
     Tai,
     RealtimeAlarm,
     BoottimeAlarm,
+    /// A per-pid CPU clock id whose clock field is invalid: `timer_create` fails at its last
+    /// step, so no timer ever has this clock.
+    InvalidCpu,
 }
 
 impl TimerClock {
@@ -62,7 +65,9 @@ impl TimerClock {
     pub(crate) fn base(self, absolute: bool) -> Base {
         match self {
             TimerClock::Realtime if absolute => Base::Realtime,
-            TimerClock::Realtime | TimerClock::Monotonic => Base::Monotonic,
+            TimerClock::Realtime | TimerClock::Monotonic | TimerClock::InvalidCpu => {
+                Base::Monotonic
+            }
             TimerClock::Boottime | TimerClock::BoottimeAlarm => Base::Boottime,
             TimerClock::Tai => Base::Tai,
             TimerClock::RealtimeAlarm => Base::Realtime,
