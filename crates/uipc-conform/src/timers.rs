@@ -23,148 +23,21 @@
 //! host's `SigQ` count with the engine's after every operation and prints any difference.
 //! The child reports divergences through a pipe as tab-separated lines.
 
+mod generator;
+mod host;
+
 use crate::rng::Rng;
 use crate::{Divergence, Options, Report};
+use generator::{Gen, CLOCKS};
+use host::*;
 use std::io::{BufRead, BufReader, Write};
 use std::os::fd::FromRawFd;
 use std::sync::Arc;
 use uipc::timers::*;
 use uipc::{Cred, Errno, SystemClock};
 
-const SEC: i64 = 1_000_000_000;
+pub(crate) const SEC: i64 = 1_000_000_000;
 const TOLERANCE: i64 = 50_000_000;
-
-/// The kernel's `struct sigevent` (64 bytes).
-#[repr(C)]
-struct KSigevent {
-    value: u64,
-    signo: i32,
-    notify: i32,
-    thread_id: i32,
-    _pad: [i32; 11],
-}
-
-fn fault_ptr<T>() -> *mut T {
-    1usize as *mut T // in the never-mapped first page: the kernel answers EFAULT
-}
-
-fn ret(r: libc::c_long) -> Result<i64, Errno> {
-    if r < 0 {
-        Err(Errno::from_raw(
-            std::io::Error::last_os_error().raw_os_error().unwrap_or(0),
-        ))
-    } else {
-        Ok(r)
-    }
-}
-
-fn host_create(clock: i32, ev: UserPtr<SigEvent>, slot: UserPtr<i32>) -> Result<i32, Errno> {
-    let mut kev = KSigevent {
-        value: 0,
-        signo: 0,
-        notify: 0,
-        thread_id: 0,
-        _pad: [0; 11],
-    };
-    let evp: *mut KSigevent = match ev {
-        UserPtr::Null => std::ptr::null_mut(),
-        UserPtr::Fault => fault_ptr(),
-        UserPtr::Valid(e) => {
-            (kev.value, kev.signo, kev.notify, kev.thread_id) =
-                (e.value, e.signo, e.notify, e.thread_id);
-            &mut kev
-        }
-    };
-    let mut id: i32 = 0;
-    let idp: *mut i32 = match slot {
-        UserPtr::Null => std::ptr::null_mut(),
-        UserPtr::Fault => fault_ptr(),
-        UserPtr::Valid(want) => {
-            id = want;
-            &mut id
-        }
-    };
-    // SAFETY: every pointer is NULL, a deliberately unmapped address (the kernel checks it and
-    // returns EFAULT), or points to a live local of the right kernel layout.
-    ret(unsafe { libc::syscall(libc::SYS_timer_create, clock, evp, idp) }).map(|_| id)
-}
-
-fn to_kspec(s: &ItimerSpec) -> libc::itimerspec {
-    libc::itimerspec {
-        it_interval: libc::timespec {
-            tv_sec: s.interval.sec,
-            tv_nsec: s.interval.nsec,
-        },
-        it_value: libc::timespec {
-            tv_sec: s.value.sec,
-            tv_nsec: s.value.nsec,
-        },
-    }
-}
-
-fn from_kspec(k: &libc::itimerspec) -> ItimerSpec {
-    ItimerSpec {
-        interval: Timespec {
-            sec: k.it_interval.tv_sec,
-            nsec: k.it_interval.tv_nsec,
-        },
-        value: Timespec {
-            sec: k.it_value.tv_sec,
-            nsec: k.it_value.tv_nsec,
-        },
-    }
-}
-
-fn host_settime(id: i32, flags: i32, new: UserPtr<ItimerSpec>) -> Result<ItimerSpec, Errno> {
-    let knew;
-    let newp: *const libc::itimerspec = match new {
-        UserPtr::Null => std::ptr::null(),
-        UserPtr::Fault => fault_ptr(),
-        UserPtr::Valid(s) => {
-            knew = to_kspec(&s);
-            &knew
-        }
-    };
-    let mut old = to_kspec(&ItimerSpec::ZERO);
-    // SAFETY: `newp` is NULL, unmapped (EFAULT) or a live itimerspec; `old` is writable.
-    let r = unsafe { libc::syscall(libc::SYS_timer_settime, id, flags, newp, &mut old) };
-    ret(r).map(|_| from_kspec(&old))
-}
-
-fn host_gettime(id: i32) -> Result<ItimerSpec, Errno> {
-    let mut cur = to_kspec(&ItimerSpec::ZERO);
-    // SAFETY: `cur` is a writable itimerspec for the duration of the call.
-    ret(unsafe { libc::syscall(libc::SYS_timer_gettime, id, &mut cur) }).map(|_| from_kspec(&cur))
-}
-
-fn host_simple(nr: libc::c_long, id: i32) -> Result<i32, Errno> {
-    // SAFETY: timer_getoverrun / timer_delete take only an integer id.
-    ret(unsafe { libc::syscall(nr, id) }).map(|r| r as i32)
-}
-
-fn host_prctl(args: [u64; 4]) -> Result<i32, Errno> {
-    // SAFETY: prctl with integer arguments only.
-    let r = unsafe {
-        libc::prctl(
-            PR_TIMER_CREATE_RESTORE_IDS,
-            args[0],
-            args[1],
-            args[2],
-            args[3],
-        )
-    };
-    ret(r as libc::c_long).map(|r| r as i32)
-}
-
-fn host_now(clock: i32) -> i64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is writable; an unsupported clock leaves it zero, which is harmless here.
-    unsafe { libc::clock_gettime(clock, &mut ts) };
-    ts.tv_sec * SEC + ts.tv_nsec
-}
 
 fn nanos(t: &Timespec) -> i64 {
     t.sec.saturating_mul(SEC).saturating_add(t.nsec)
@@ -180,174 +53,13 @@ fn close(a: &Result<ItimerSpec, Errno>, b: &Result<ItimerSpec, Errno>) -> bool {
     }
 }
 
-/// The state the generator needs: live and dead ids, clocks, whether restore mode is on.
-struct Gen {
-    rng: Rng,
-    live: Vec<(i32, i32)>, // (id, clock)
-    dead: Vec<i32>,
-    restore: bool,
-    pid: i32,
-}
-
-const CLOCKS: [i32; 14] = [0, 1, 7, 11, 0, 1, 7, 11, 4, 5, 6, 8, 9, 10];
-
-impl Gen {
-    fn id(&mut self) -> i32 {
-        match self.rng.below(10) {
-            0..=6 if !self.live.is_empty() => {
-                self.live[self.rng.below(self.live.len() as u64) as usize].0
-            }
-            7 if !self.dead.is_empty() => *self.rng.pick(&self.dead),
-            8 => self.rng.range(0, 200) as i32,
-            _ => *self.rng.pick(&[-1, i32::MIN, i32::MAX, 1_000_000]),
-        }
-    }
-
-    fn event(&mut self) -> UserPtr<SigEvent> {
-        match self.rng.below(20) {
-            0 => return UserPtr::Null,
-            1 => return UserPtr::Fault,
-            2..=9 => return UserPtr::Valid(SigEvent::NONE),
-            _ => {}
-        }
-        let notify = *self.rng.pick(&[0, 0, 2, 4, 4, 1, 3, 5, 6, 8, -1]);
-        let signo = match self.rng.below(8) {
-            0 => *self.rng.pick(&[0, -1, 65, 64, 1, i32::MAX]),
-            // Never SIGKILL or SIGSTOP (they cannot be blocked and would end or stop the child),
-            // nor SIGCHLD, SIGCONT and the stop signals: queueing one of those flushes others
-            // from the pending queue (a signal-queue effect the embedder owns, not the engine).
-            _ => match self.rng.range(1, 57) as i32 {
-                s if s >= 16 => s + 7,
-                s if s >= 9 => s + 1,
-                s => s,
-            },
-        };
-        let thread_id = if self.rng.chance(3, 4) {
-            self.pid
-        } else {
-            *self.rng.pick(&[1, 0, -1, self.pid + 1])
-        };
-        UserPtr::Valid(SigEvent {
-            notify,
-            signo,
-            value: self.rng.next_u64(),
-            thread_id,
-        })
-    }
-
-    fn slot(&mut self) -> UserPtr<i32> {
-        if self.rng.chance(1, 40) {
-            return *self.rng.pick(&[UserPtr::Null, UserPtr::Fault]);
-        }
-        if !self.restore {
-            return UserPtr::Valid(0);
-        }
-        UserPtr::Valid(match self.rng.below(6) {
-            0 => self.id(),
-            1 => i32::MAX,
-            2 => *self.rng.pick(&[-5, i32::MIN]),
-            _ => self.rng.range(0, 300) as i32,
-        })
-    }
-
-    fn spec(&mut self, clock: i32) -> (i32, UserPtr<ItimerSpec>) {
-        match self.rng.below(30) {
-            0 => return (0, UserPtr::Null),
-            1 => return (0, UserPtr::Fault),
-            2 => {
-                let bad = Timespec {
-                    sec: *self.rng.pick(&[-1, 0, 5]),
-                    nsec: *self.rng.pick(&[-1, SEC, 0]),
-                };
-                let good = Timespec { sec: 100, nsec: 0 };
-                let s = if self.rng.chance(1, 2) {
-                    ItimerSpec {
-                        interval: bad,
-                        value: good,
-                    }
-                } else {
-                    ItimerSpec {
-                        interval: good,
-                        value: bad,
-                    }
-                };
-                return (0, UserPtr::Valid(s));
-            }
-            _ => {}
-        }
-        let interval = match self.rng.below(4) {
-            0 => self.rng.range(SEC, 100 * SEC),
-            1 => self.rng.range(1, SEC / 1000),
-            _ => 0,
-        };
-        let (flags, value) = match self.rng.below(8) {
-            0 => (0, 0),
-            1 | 2 => (1, host_now(clock) + self.rng.range(10 * SEC, 1000 * SEC)),
-            3 => (1 | 2, self.rng.range(1, SEC)), // in the past, and an ignored flag bit
-            _ => (0, self.rng.range(10 * SEC, 1000 * SEC)),
-        };
-        (
-            flags,
-            UserPtr::Valid(ItimerSpec::from_nanos(value, interval)),
-        )
-    }
-}
-
 /// What a fresh child sees: its first id, a parent's id, restore mode.
-fn child_view(
+pub(crate) fn child_view(
     create: Result<i32, Errno>,
     get: Result<ItimerSpec, Errno>,
     prctl: Result<i32, Errno>,
 ) -> String {
     format!("{} {} {}", fmt(&create), fmt(&get.map(|_| ())), fmt(&prctl))
-}
-
-/// Forks; the grandchild reports what it sees through a pipe and exits (its timers with it).
-fn host_forked(probe: i32) -> Result<(i32, String), String> {
-    let mut fds = [0; 2];
-    // SAFETY: room for the two descriptors.
-    if unsafe { libc::pipe(fds.as_mut_ptr()) } != 0 {
-        return Err("pipe failed".into());
-    }
-    // SAFETY: this process is single-threaded, so the child may use std until _exit.
-    let pid = unsafe { libc::fork() };
-    if pid == 0 {
-        let view = child_view(
-            host_create(
-                CLOCK_MONOTONIC,
-                UserPtr::Valid(SigEvent::NONE),
-                UserPtr::Valid(0),
-            ),
-            host_gettime(probe),
-            host_prctl([2, 0, 0, 0]),
-        );
-        // SAFETY: writing our own buffer to our pipe, then leaving without exit handlers.
-        unsafe {
-            libc::write(fds[1], view.as_ptr().cast(), view.len());
-            libc::_exit(0);
-        }
-    }
-    // SAFETY: closing our write end; reading into a local buffer; reaping our child; taking
-    // its SIGCHLD with an initialised set.
-    unsafe {
-        libc::close(fds[1]);
-        let mut buf = vec![0u8; 512];
-        let n = libc::read(fds[0], buf.as_mut_ptr().cast(), buf.len());
-        libc::close(fds[0]);
-        libc::waitpid(pid, std::ptr::null_mut(), 0);
-        // The child's SIGCHLD stays queued (everything is blocked) and would hold one of our
-        // uid's RLIMIT_SIGPENDING units: take it.
-        let mut chld: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut chld);
-        libc::sigaddset(&mut chld, libc::SIGCHLD);
-        let zero = libc::timespec {
-            tv_sec: 0,
-            tv_nsec: 0,
-        };
-        libc::sigtimedwait(&chld, std::ptr::null_mut(), &zero);
-        buf.truncate(n.max(0) as usize);
-        Ok((pid, String::from_utf8_lossy(&buf).into_owned()))
-    }
 }
 
 /// The same on the engine: fork, the child's three calls, the child's exit.
