@@ -102,3 +102,55 @@ fn concurrent_delete_of_one_timer_succeeds_exactly_once() {
     }
     assert_eq!(t.sigpending(0), 0);
 }
+
+#[test]
+fn exit_racing_creates_leaves_no_timer_and_no_unit_behind() {
+    let t = Arc::new(Timers::new(
+        Arc::new(ManualClock::new(1000)),
+        Arc::new(NoNotifier),
+    ));
+    let pid = 4242;
+    let creators: Vec<_> = (0..3)
+        .map(|n| {
+            let t = t.clone();
+            std::thread::spawn(move || {
+                let cred = Cred::root(pid).in_thread(pid + n);
+                let mut ok = 0;
+                for _ in 0..400 {
+                    let r = t.timer_create(
+                        &cred,
+                        CLOCK_MONOTONIC,
+                        UserPtr::Valid(SigEvent::NONE),
+                        UserPtr::Valid(0),
+                    );
+                    match r {
+                        Ok(id) => {
+                            ok += 1;
+                            // Either still ours or already gone with an exit: never an error
+                            // other than EINVAL.
+                            let g = t.timer_gettime(&cred, id);
+                            assert!(g.is_ok() || g == Err(Errno::EINVAL));
+                        }
+                        Err(e) => assert_eq!(e, Errno::EAGAIN, "only a racing exit fails"),
+                    }
+                }
+                ok
+            })
+        })
+        .collect();
+    let exiter = {
+        let t = t.clone();
+        std::thread::spawn(move || {
+            for _ in 0..200 {
+                t.exit_process(pid);
+                std::thread::yield_now();
+            }
+        })
+    };
+    let created: u32 = creators.into_iter().map(|h| h.join().unwrap()).sum();
+    exiter.join().unwrap();
+    assert!(created > 0);
+    t.exit_process(pid);
+    assert_eq!(t.sigpending(0), 0, "every unit came back");
+    assert_eq!(t.table().chain_stats().1, 0, "no slot left behind");
+}
