@@ -17,7 +17,7 @@
 //! EINVAL and a held one EAGAIN); the shared reference lists them the other way round.
 //!
 //! Locks: none on entry or exit. Steps take, one after another, a uid shard (charge), a
-//! registry shard, table bucket locks (reserve, publish) and the process's id set.
+//! registry shard, table stripe locks (reserve, publish) and the process's id set.
 
 use super::timer::{Notify, Timer, TimerClock};
 use super::types::*;

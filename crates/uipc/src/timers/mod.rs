@@ -107,7 +107,8 @@ impl Notifier for NoNotifier {
 /// Engine-wide settings.
 #[derive(Clone, Debug)]
 pub struct TimersConfig {
-    /// Table buckets; `None` sizes as Linux does (`roundup_pow_of_two(512 * CPUs)`).
+    /// Table stripes (Linux's buckets); `None` sizes as Linux does:
+    /// `roundup_pow_of_two(512 * CPUs)`.
     pub buckets: Option<usize>,
     /// Bits of the per-process id space: ids are `0..2^id_bits`. Linux: 31 (`INT_MAX`). Smaller
     /// values exist so tests can exhaust the space cheaply.

@@ -1,11 +1,11 @@
 //! `timer_settime`, `timer_gettime`, `timer_getoverrun`, `timer_delete`, expiry and signal
 //! dequeue (reference §8.4, §8.5).
 //!
-//! Every call finds its timer with one table lookup (one bucket lock, released before anything
+//! Every call finds its timer with one table lookup (one stripe lock, released before anything
 //! else), then takes the timer's state lock and re-checks `deleted`: a delete that raced the
 //! lookup wins and the caller gets EINVAL, as with Linux's lookup-then-`it_lock` re-check.
 //!
-//! Locks: on entry and exit none. Inside: bucket (alone) -> timer state -> driver heap.
+//! Locks: on entry and exit none. Inside: table stripe (alone) -> timer state -> driver heap.
 
 use super::timer::{overrun_to_int, Base, Notify, Status, Timer, TimerState};
 use super::types::*;

@@ -11,7 +11,7 @@
 //! the requested id (EBUSY if held) and moves the counter to `id + 1`.
 //!
 //! Locks: a registry shard lock and `ProcState::ids` are leaves with respect to each other (never
-//! nested). `ids` may be taken while holding nothing else, or after a table bucket lock was
+//! nested). `ids` may be taken while holding nothing else, or after a table stripe lock was
 //! released; never while holding a timer's state lock.
 
 use std::collections::{HashMap, HashSet};
@@ -49,7 +49,7 @@ impl ProcState {
 
     /// Reserves the next free id in the table (`posix_timer_add`, normal mode).
     ///
-    /// Entry/exit: no lock held; takes bucket locks one at a time.
+    /// Entry/exit: no lock held; takes table stripe locks one at a time.
     pub(crate) fn alloc_id<T>(&self, table: &TimerTable<T>, tgid: i32, mask: u32) -> Result<i32> {
         for _ in 0..=mask as u64 {
             let id = (self.next_id.fetch_add(1, Ordering::Relaxed) & mask) as i32;

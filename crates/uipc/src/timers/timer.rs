@@ -7,12 +7,12 @@
 //! - `Armed`: queued in the driver under `arm_seq`.
 //! - `RequeuePending`: a periodic timer fired and its signal is queued; it is re-armed when the
 //!   signal is dequeued (forwarded on its original grid, the skipped periods becoming the
-//!   overrun), or forwarded by `timer_gettime`.
+//!   overrun); `timer_gettime` forwards its expiry (counting overrun) without re-arming it.
 //!
 //! `signal_seq` invalidates a queued signal: settime, delete and each periodic delivery bump it,
 //! and a signal whose sequence no longer matches is dropped at dequeue.
 //!
-//! Locks: `state` is taken after any table bucket lock has been released; the driver's queue
+//! Locks: `state` is taken after any table stripe lock has been released; the driver's queue
 //! locks are taken inside it (order: timer state -> driver queue), never the reverse.
 
 use std::sync::atomic::{AtomicU64, Ordering};
