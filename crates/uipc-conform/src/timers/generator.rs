@@ -15,7 +15,36 @@ pub(super) struct Gen {
     pub(super) pid: i32,
 }
 
-pub(super) const CLOCKS: [i32; 14] = [0, 1, 7, 11, 0, 1, 7, 11, 4, 5, 6, 8, 9, 10];
+/// Clock ids drawn for timer_create: the timer clocks (twice as often), the untimed ones, the
+/// alarm clocks, an unknown one, and CPU clocks: the caller's process and thread
+/// (`CLOCK_*_CPUTIME_ID`; `~0 << 3 | kind` for PROF, VIRT, SCHED; `| 4` for the thread),
+/// process 1 (allowed), a thread of process 1 and an unused pid (both EINVAL).
+pub(super) const CLOCKS: [i32; 24] = [
+    0,
+    1,
+    7,
+    11,
+    0,
+    1,
+    7,
+    11,
+    4,
+    5,
+    6,
+    8,
+    9,
+    10,
+    2,
+    3,
+    -8,
+    -7,
+    -6,
+    -2,
+    -14,
+    -10,
+    (!4_000_000 << 3) | 2,
+    2,
+];
 
 impl Gen {
     pub(super) fn id(&mut self) -> i32 {

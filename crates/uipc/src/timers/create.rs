@@ -10,7 +10,8 @@
 //!    SIGEV_THREAD_ID target outside the caller's thread group);
 //! 6. the id is copied out -> EFAULT;
 //! 7. clock-specific setup: the alarm clocks need an RTC wake alarm (EOPNOTSUPP) and
-//!    CAP_WAKE_ALARM (EPERM); a per-pid CPU clock id with clock field 3 is EINVAL.
+//!    CAP_WAKE_ALARM (EPERM); a CPU clock needs an existing target, a thread one in the
+//!    caller's thread group, and a valid clock field (EINVAL).
 //!
 //! Failures from step 5 on have already consumed the id: the counter has moved on, as on Linux.
 //! Steps 3 and 4 are in the order observed on Linux 6.18 (at the limit, a bad restore id gives
@@ -19,6 +20,7 @@
 //! Locks: none on entry or exit. Steps take, one after another, a uid shard (charge), a
 //! registry shard, table stripe locks (reserve, publish) and the process's id set.
 
+use super::cpu::{self, CpuClockId, CpuClockKind, CpuTarget};
 use super::timer::{Notify, Timer, TimerClock};
 use super::types::*;
 use super::Inner;
@@ -36,7 +38,7 @@ pub const PR_TIMER_CREATE_RESTORE_IDS_ON: u64 = 1;
 pub const PR_TIMER_CREATE_RESTORE_IDS_GET: u64 = 2;
 
 /// `clockid_to_kclock` + the `timer_create` callback check.
-fn resolve_clock(clock: i32) -> Result<TimerClock> {
+fn resolve_clock(inner: &Inner, cred: &Cred, clock: i32) -> Result<TimerClock> {
     match clock {
         CLOCK_REALTIME => Ok(TimerClock::Realtime),
         CLOCK_MONOTONIC => Ok(TimerClock::Monotonic),
@@ -48,17 +50,31 @@ fn resolve_clock(clock: i32) -> Result<TimerClock> {
         CLOCK_MONOTONIC_RAW | CLOCK_REALTIME_COARSE | CLOCK_MONOTONIC_COARSE => {
             Err(Errno::EOPNOTSUPP)
         }
-        // CPU-time clocks: see "Not supported" in the module doc.
-        CLOCK_PROCESS_CPUTIME_ID | CLOCK_THREAD_CPUTIME_ID => Err(Errno::EOPNOTSUPP),
-        // Negative: `(id & 7) == 3` is a dynamic (fd) clock, which has no timers on Linux
-        // either; otherwise a per-pid CPU clock, whose clock field 3 is invalid (EINVAL when
-        // `posix_cpu_timer_create` runs, at the last step) and whose valid forms are not
-        // supported.
-        c if c < 0 && c & 7 == 3 => Err(Errno::EOPNOTSUPP),
-        c if c < 0 && c & 3 == 3 => Ok(TimerClock::InvalidCpu),
-        c if c < 0 => Err(Errno::EOPNOTSUPP),
-        _ => Err(Errno::EINVAL),
+        c => match cpu::decode(c, cred) {
+            Some(CpuClockId::Invalid) => Ok(TimerClock::InvalidCpu),
+            Some(CpuClockId::Clock(target, kind)) if inner.cpu.is_some() => {
+                Ok(TimerClock::Cpu(target, kind))
+            }
+            // Without a CPU-time source: see "Not supported" in the module doc.
+            Some(CpuClockId::Clock(..)) => Err(Errno::EOPNOTSUPP),
+            // Negative and not a CPU clock: a dynamic (fd) clock, which has no timers.
+            None if c < 0 => Err(Errno::EOPNOTSUPP),
+            None => Err(Errno::EINVAL),
+        },
     }
+}
+
+/// `posix_cpu_timer_create`: the clock's target must exist, and a thread must be one of ours.
+fn cpu_target_ok(inner: &Inner, cred: &Cred, target: CpuTarget, kind: CpuClockKind) -> bool {
+    if let CpuTarget::Thread(tid) = target {
+        if tid != cred.tid && !inner.notifier.same_thread_group(cred.tgid, tid) {
+            return false;
+        }
+    }
+    inner
+        .cpu
+        .as_ref()
+        .is_some_and(|source| source.cpu_time(target, kind).is_some())
 }
 
 /// `good_sigevent`: the notification, or EINVAL.
@@ -96,7 +112,7 @@ pub(crate) fn timer_create(
     if event == UserPtr::Fault {
         return Err(Errno::EFAULT);
     }
-    let timer_clock = resolve_clock(clock)?;
+    let timer_clock = resolve_clock(inner, cred, clock)?;
     let proc = inner.procs.get_or_create(cred.tgid);
     let wanted = if proc.restore_ids() {
         match created_id {
@@ -149,8 +165,12 @@ pub(crate) fn timer_create(
     if !matches!(created_id, UserPtr::Valid(_)) {
         return undo(Errno::EFAULT);
     }
-    if timer_clock == TimerClock::InvalidCpu {
-        return undo(Errno::EINVAL);
+    match timer_clock {
+        TimerClock::InvalidCpu => return undo(Errno::EINVAL),
+        TimerClock::Cpu(target, kind) if !cpu_target_ok(inner, cred, target, kind) => {
+            return undo(Errno::EINVAL)
+        }
+        _ => {}
     }
     if matches!(
         timer_clock,

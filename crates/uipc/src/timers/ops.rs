@@ -34,7 +34,9 @@ fn locked(timer: &Timer) -> Result<MutexGuard<'_, TimerState>> {
 fn cancel(inner: &Inner, timer: &Timer, st: &mut TimerState) {
     if st.status == Status::Armed {
         timer.bump_arm_seq();
-        inner.driver.cancelled(st.base);
+        if !timer.is_cpu() {
+            inner.driver.cancelled(st.base);
+        }
     }
     st.status = Status::Disarmed;
 }
@@ -58,6 +60,14 @@ pub(crate) fn timer_settime(
     }
     let timer = find(inner, cred, id)?;
     let mut st = locked(&timer)?;
+    if timer.is_cpu() {
+        let (old, signal) = cpu_settime(inner, &timer, &mut st, flags, &new)?;
+        drop(st);
+        if let Some(sig) = signal {
+            inner.notifier.queue(sig);
+        }
+        return Ok(old);
+    }
     let clock = &*inner.clock;
     let old = timer.get(&mut st, clock);
     cancel(inner, &timer, &mut st);
@@ -90,10 +100,61 @@ pub(crate) fn timer_settime(
     Ok(old)
 }
 
+/// Samples a CPU timer's clock. Entry: the timer's state may be locked.
+fn cpu_now(inner: &Inner, timer: &Timer) -> Option<crate::clock::Nanos> {
+    let (super::timer::TimerClock::Cpu(target, kind), Some(source)) = (timer.clock, &inner.cpu)
+    else {
+        return None;
+    };
+    source.cpu_time(target, kind)
+}
+
+/// `posix_cpu_timer_set`: returns the old setting and, when the new expiry has already passed,
+/// the signal of the immediate expiry (queued by the caller once the state lock is dropped).
+fn cpu_settime(
+    inner: &Inner,
+    timer: &Arc<Timer>,
+    st: &mut TimerState,
+    flags: i32,
+    new: &ItimerSpec,
+) -> Result<(ItimerSpec, Option<TimerSignal>)> {
+    let now = cpu_now(inner, timer).ok_or(Errno::ESRCH)?;
+    let old = timer.get_cpu(st, Some(now));
+    cancel(inner, timer, st);
+    st.interval = if new.value.is_zero() {
+        0
+    } else {
+        new.interval.to_nanos()
+    };
+    st.overrun_last = 0;
+    st.overrun = -1;
+    st.signal_seq += 1;
+    let value = new.value.to_nanos();
+    st.expires = match (value, flags & TIMER_ABSTIME != 0) {
+        (0, _) => 0,
+        (v, true) => v,
+        (v, false) => now.saturating_add(v),
+    };
+    if timer.is_sigev_none() || st.expires == 0 {
+        return Ok((old, None));
+    }
+    if now < st.expires {
+        let seq = timer.bump_arm_seq();
+        st.status = Status::Armed;
+        inner.cpu_timers.arm(timer, seq, st.expires);
+        return Ok((old, None));
+    }
+    Ok((old, Timer::expire(timer, st)))
+}
+
 /// `timer_gettime(2)`.
 pub(crate) fn timer_gettime(inner: &Inner, cred: &Cred, id: TimerId) -> Result<ItimerSpec> {
     let timer = find(inner, cred, id)?;
     let mut st = locked(&timer)?;
+    if timer.is_cpu() {
+        let now = cpu_now(inner, &timer);
+        return Ok(timer.get_cpu(&mut st, now));
+    }
     Ok(timer.get(&mut st, &*inner.clock))
 }
 
@@ -142,17 +203,25 @@ pub(crate) fn timer_delete(inner: &Inner, cred: &Cred, id: TimerId) -> Result<()
 /// Fires every due timer and hands the signals to the notifier (after all locks are dropped).
 /// Returns how many timers expired.
 pub(crate) fn run_expired(inner: &Inner) -> usize {
-    let due = inner.driver.take_expired(&*inner.clock);
+    let mut due: Vec<_> = inner
+        .driver
+        .take_expired(&*inner.clock)
+        .into_iter()
+        .map(|d| (d.timer, d.arm_seq))
+        .collect();
+    if let Some(source) = &inner.cpu {
+        due.extend(inner.cpu_timers.take_expired(&**source));
+    }
     let mut fired = 0;
     let mut signals = Vec::new();
-    for d in due {
-        let mut st = super::lock(&d.timer.state);
-        let current = d.timer.arm_seq.load(std::sync::atomic::Ordering::Acquire) == d.arm_seq;
+    for (timer, arm_seq) in due {
+        let mut st = super::lock(&timer.state);
+        let current = timer.arm_seq.load(std::sync::atomic::Ordering::Acquire) == arm_seq;
         if st.deleted || !current || st.status != Status::Armed {
             continue;
         }
         fired += 1;
-        if let Some(sig) = Timer::expire(&d.timer, &mut st) {
+        if let Some(sig) = Timer::expire(&timer, &mut st) {
             signals.push(sig);
         }
     }
@@ -185,14 +254,24 @@ pub(crate) fn dequeue_signal(inner: &Inner, sig: &TimerSignal) -> Option<SigInfo
     };
     let mut overrun = 0;
     if st.interval != 0 && st.status == Status::RequeuePending {
-        let base: Base = st.base;
-        let now = base.now(&*inner.clock);
         let interval = st.interval;
-        let skipped = super::timer::forward(&mut st.expires, now, interval);
-        st.overrun = st.overrun.saturating_add(skipped);
-        let seq = timer.bump_arm_seq();
+        if timer.is_cpu() {
+            // posix_cpu_timer_rearm: nothing to re-arm once the target is gone.
+            if let Some(now) = cpu_now(inner, timer) {
+                let skipped = super::cpu::bump(&mut st.expires, now, interval);
+                st.overrun = st.overrun.saturating_add(skipped);
+                let seq = timer.bump_arm_seq();
+                inner.cpu_timers.arm(timer, seq, st.expires);
+            }
+        } else {
+            let base: Base = st.base;
+            let now = base.now(&*inner.clock);
+            let skipped = super::timer::forward(&mut st.expires, now, interval);
+            st.overrun = st.overrun.saturating_add(skipped);
+            let seq = timer.bump_arm_seq();
+            inner.driver.arm(timer, base, st.expires, seq);
+        }
         st.status = Status::Armed;
-        inner.driver.arm(timer, base, st.expires, seq);
         st.overrun_last = st.overrun;
         st.overrun = -1;
         st.signal_seq += 1;

@@ -18,6 +18,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
+use super::cpu::{bump, CpuClockKind, CpuTarget};
 use super::types::{ItimerSpec, SignalTarget, TimerId, TimerSignal, Timespec};
 use crate::clock::{Clock, Nanos};
 use crate::sync::Arc;
@@ -56,6 +57,8 @@ pub(crate) enum TimerClock {
     /// A per-pid CPU clock id whose clock field is invalid: `timer_create` fails at its last
     /// step, so no timer ever has this clock.
     InvalidCpu,
+    /// A CPU-time clock (see `cpu.rs`); its timers never use a driver heap.
+    Cpu(CpuTarget, CpuClockKind),
 }
 
 impl TimerClock {
@@ -65,9 +68,9 @@ impl TimerClock {
     pub(crate) fn base(self, absolute: bool) -> Base {
         match self {
             TimerClock::Realtime if absolute => Base::Realtime,
-            TimerClock::Realtime | TimerClock::Monotonic | TimerClock::InvalidCpu => {
-                Base::Monotonic
-            }
+            TimerClock::Realtime | TimerClock::Monotonic => Base::Monotonic,
+            // Not a time line of the driver: CPU timers are polled (cpu.rs).
+            TimerClock::InvalidCpu | TimerClock::Cpu(..) => Base::Monotonic,
             TimerClock::Boottime | TimerClock::BoottimeAlarm => Base::Boottime,
             TimerClock::Tai => Base::Tai,
             TimerClock::RealtimeAlarm => Base::Realtime,
@@ -213,6 +216,36 @@ impl Timer {
         cur
     }
 
+    pub(crate) fn is_cpu(&self) -> bool {
+        matches!(self.clock, TimerClock::Cpu(..))
+    }
+
+    /// `posix_cpu_timer_get`: like [`Timer::get`], but an expiry of 0 means disarmed, and `now`
+    /// is `None` when the clock's target is gone (then everything reads 0).
+    ///
+    /// Entry: `st` is this timer's locked state.
+    pub(crate) fn get_cpu(&self, st: &mut TimerState, now: Option<Nanos>) -> ItimerSpec {
+        let mut cur = ItimerSpec::ZERO;
+        let Some(now) = now else {
+            return cur;
+        };
+        if st.expires == 0 {
+            return cur;
+        }
+        cur.interval = Timespec::from_nanos(st.interval);
+        if st.interval != 0 && st.status != Status::Armed {
+            st.overrun = st
+                .overrun
+                .saturating_add(bump(&mut st.expires, now, st.interval));
+        }
+        if now < st.expires {
+            cur.value = Timespec::from_nanos(st.expires - now);
+        } else if !self.is_sigev_none() {
+            cur.value = Timespec { sec: 0, nsec: 1 };
+        }
+        cur
+    }
+
     /// Expiry (`posix_timer_fn` + `posix_timer_queue_signal`). Returns the signal to hand to the
     /// embedder, or `None` if one is already queued (it is made valid again instead).
     ///
@@ -223,6 +256,9 @@ impl Timer {
         } else {
             Status::Disarmed
         };
+        if this.is_cpu() && st.interval == 0 {
+            st.expires = 0; // cpu_timer_fire disables a one-shot CPU timer
+        }
         let Notify::Signal {
             target,
             signo,
