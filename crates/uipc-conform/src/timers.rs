@@ -16,7 +16,7 @@
 //! Compared: ids and errnos exactly; `it_interval` exactly; `it_value` within 50 ms (both sides
 //! read the clock at slightly different moments); overruns exactly. Timers are armed far in the
 //! future, disarmed, or in the past (they fire at once and their signal stays pending), which is
-//! deterministic. A `fork` operation checks what a fresh child sees (its first id is 0, the
+//! deterministic. `/proc/self/timers` is compared with the engine's listing. A `fork` operation checks what a fresh child sees (its first id is 0, the
 //! parent's ids are unknown, restore mode is off) on both sides. Signal numbers whose queueing
 //! has side effects on other pending signals (SIGCHLD, SIGCONT, the stop signals) and the
 //! unblockable ones are never used. With `UIPC_DEBUG_SIGQ` set, the child also compares the
@@ -184,7 +184,7 @@ fn child(opts: &Options, out: &mut impl Write) -> Result<(), String> {
     };
     for index in 0..opts.ops {
         engine.run_expired();
-        let (op, host, eng, same) = match g.rng.below(21) {
+        let (op, host, eng, same) = match g.rng.below(22) {
             0..=6 => {
                 let clock = *g.rng.pick(&CLOCKS);
                 // Unknown ids; negative ids of dynamic (fd) clocks and invalid CPU clocks. Never
@@ -249,6 +249,18 @@ fn child(opts: &Options, out: &mut impl Write) -> Result<(), String> {
                 let h = host_simple(libc::SYS_timer_getoverrun, id);
                 let e = engine.timer_getoverrun(&cred, TimerId::from_raw(id));
                 (format!("timer_getoverrun({id})"), fmt(&h), fmt(&e), h == e)
+            }
+            21 => {
+                let h = std::fs::read_to_string("/proc/self/timers").map_err(|e| e.to_string())?;
+                let e = engine.proc_timers(pid);
+                let same = h == e;
+                let show = |s: &str| s.replace('\n', " | ");
+                (
+                    "read /proc/self/timers".to_string(),
+                    show(&h),
+                    show(&e),
+                    same,
+                )
             }
             20 => {
                 let probe = g.id();

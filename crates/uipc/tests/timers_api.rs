@@ -406,3 +406,49 @@ fn restore_id_is_checked_before_the_rlimit_charge_and_held_ids_after_it() {
     );
     assert_eq!(restore(UserPtr::Valid(9)), Err(Errno::EAGAIN));
 }
+
+#[test]
+fn proc_timers_lists_newest_first_in_linux_format() {
+    let t = engine();
+    let c = Cred::root(100);
+    let ev = |notify, signo, value, thread_id| {
+        UserPtr::Valid(SigEvent {
+            notify,
+            signo,
+            value,
+            thread_id,
+        })
+    };
+    create_ev(&t, &c, CLOCK_MONOTONIC, ev(SIGEV_NONE, 7, 0x1234, 0)).unwrap();
+    create_ev(&t, &c, CLOCK_REALTIME, UserPtr::Null).unwrap();
+    create_ev(
+        &t,
+        &c,
+        CLOCK_BOOTTIME,
+        ev(SIGEV_THREAD_ID, 40, u64::MAX, 101),
+    )
+    .unwrap();
+    create_ev(&t, &c, CLOCK_TAI, ev(SIGEV_THREAD, 41, 0, 0)).unwrap();
+    create_ev(&t, &c, CLOCK_MONOTONIC, UserPtr::Null).unwrap();
+    t.timer_delete(&c, id(4)).unwrap();
+    let want = "\
+ID: 3
+signal: 41/0000000000000000
+notify: thread/pid.100
+ClockID: 11
+ID: 2
+signal: 40/ffffffffffffffff
+notify: signal/tid.101
+ClockID: 7
+ID: 1
+signal: 14/0000000000000001
+notify: signal/pid.100
+ClockID: 0
+ID: 0
+signal: 7/0000000000001234
+notify: none/pid.100
+ClockID: 1
+";
+    assert_eq!(t.proc_timers(100), want);
+    assert_eq!(t.proc_timers(200), "");
+}

@@ -21,12 +21,14 @@
 //! registry shard, table stripe locks (reserve, publish) and the process's id set.
 
 use super::cpu::{self, CpuClockId, CpuClockKind, CpuTarget};
+use super::procfs::Listing;
 use super::timer::{Notify, Timer, TimerClock};
 use super::types::*;
 use super::Inner;
 use crate::cred::{Cap, Cred};
 use crate::errno::{Errno, Result};
 use crate::sync::Arc;
+use std::sync::atomic::Ordering;
 
 /// PR_TIMER_CREATE_RESTORE_IDS.
 pub const PR_TIMER_CREATE_RESTORE_IDS: i32 = 77;
@@ -183,7 +185,21 @@ pub(crate) fn timer_create(
             return undo(Errno::EPERM);
         }
     }
-    let timer = Timer::new(cred.tgid, TimerId::from_raw(id), timer_clock, notify, uid);
+    let listing = Listing::new(
+        inner.created.fetch_add(1, Ordering::Relaxed),
+        cred.tgid,
+        id,
+        clock,
+        event,
+    );
+    let timer = Timer::new(
+        cred.tgid,
+        TimerId::from_raw(id),
+        timer_clock,
+        notify,
+        uid,
+        listing,
+    );
     if !inner.table.publish(cred.tgid, id, Arc::new(timer)) {
         inner.sigpending.uncharge(uid);
         return Err(Errno::EAGAIN);

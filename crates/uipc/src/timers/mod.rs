@@ -20,6 +20,8 @@
 //! - `driver`: per-clock-base min-heaps; fired by [`Timers::run_expired`] (deterministic, with
 //!   a [`crate::ManualClock`]) or by the thread of [`Timers::start_thread`] (real time, asleep
 //!   while nothing is armed). Why a heap: see its doc.
+//! - `cpu`: CPU-time clocks through the embedder's [`CpuClocks`]; `procfs`: the
+//!   `/proc/PID/timers` listing ([`Timers::proc_timers`]).
 //! - Notification goes through the embedder's [`Notifier`]: the engine calls
 //!   [`Notifier::queue`] when a timer fires; the embedder keeps the signal queued and, when the
 //!   target takes it (or the signal is discarded), passes it to [`Timers::dequeue_signal`],
@@ -52,7 +54,6 @@
 //!   it they need CAP_WAKE_ALARM and run on the realtime/boottime bases without waking anything.
 //! - Time namespaces: absolute times are taken as host times.
 //! - SIG_IGN handling is the embedder's: it simply keeps an ignored timer signal queued.
-//! - `/proc/PID/timers` is not rendered.
 
 pub mod compare;
 mod cpu;
@@ -60,6 +61,7 @@ mod create;
 mod driver;
 mod ops;
 mod process;
+mod procfs;
 pub mod table;
 mod timer;
 pub mod types;
@@ -155,6 +157,8 @@ pub(crate) struct Inner {
     pub(crate) alarm_rtc: bool,
     pub(crate) cpu: Option<std::sync::Arc<dyn CpuClocks>>,
     pub(crate) cpu_timers: cpu::CpuTimers,
+    /// Creation counter: `/proc/PID/timers` lists newest first.
+    pub(crate) created: std::sync::atomic::AtomicU64,
 }
 
 /// One POSIX timer engine. See the module doc.
@@ -192,6 +196,7 @@ impl Timers {
                 alarm_rtc: config.alarm_rtc,
                 cpu: config.cpu_clocks,
                 cpu_timers: cpu::CpuTimers::default(),
+                created: std::sync::atomic::AtomicU64::new(0),
             }),
             thread: None,
         }
@@ -294,6 +299,11 @@ impl Timers {
     /// left under the child's tgid (a pid reused without an exit) is discarded.
     pub fn fork_process(&self, _parent: i32, child: i32) {
         self.exit_process(child);
+    }
+
+    /// `/proc/PID/timers` of process `tgid`: its timers, newest first.
+    pub fn proc_timers(&self, tgid: i32) -> String {
+        procfs::render(&self.inner, tgid)
     }
 
     /// The shared table, for benchmarks and inspection.

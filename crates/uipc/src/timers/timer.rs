@@ -122,6 +122,8 @@ pub struct Timer {
     pub(crate) clock: TimerClock,
     pub(crate) notify: Notify,
     pub(crate) charged_uid: u32,
+    /// What `/proc/PID/timers` shows, fixed at create.
+    pub(crate) listing: super::procfs::Listing,
     /// Bumped (under `state`) at every arm and cancel; a driver entry is live iff it matches.
     pub(crate) arm_seq: AtomicU64,
     pub(crate) state: Mutex<TimerState>,
@@ -160,6 +162,7 @@ impl Timer {
         clock: TimerClock,
         notify: Notify,
         charged_uid: u32,
+        listing: super::procfs::Listing,
     ) -> Timer {
         Timer {
             owner,
@@ -167,6 +170,7 @@ impl Timer {
             clock,
             notify,
             charged_uid,
+            listing,
             arm_seq: AtomicU64::new(0),
             state: Mutex::new(TimerState {
                 deleted: false,
