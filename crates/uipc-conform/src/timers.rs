@@ -225,6 +225,11 @@ fn child(opts: &Options, out: &mut impl Write) -> Result<(), String> {
                 let clock = g.live.iter().find(|l| l.0 == id).map_or(1, |l| l.1);
                 let (flags, spec) = g.spec(clock);
                 let h = host_settime(id, flags, spec);
+                if flags & TIMER_ABSTIME != 0 {
+                    // A host timer armed in the past fires from an interrupt a moment later;
+                    // give it that moment, so the next call sees it fired, as the engine will.
+                    std::thread::sleep(std::time::Duration::from_millis(1));
+                }
                 let e = engine.timer_settime(&cred, TimerId::from_raw(id), flags, spec);
                 (
                     format!("timer_settime({id}, {flags}, {spec:?})"),

@@ -138,7 +138,12 @@ impl Gen {
         let (flags, value) = match self.rng.below(8) {
             0 => (0, 0),
             1 | 2 => (1, host_now(clock) + self.rng.range(10 * SEC, 1000 * SEC)),
-            3 => (1 | 2, self.rng.range(1, SEC)), // in the past, and an ignored flag bit
+            // In the past (at most half the clock's reading, which matters for CPU clocks that
+            // may have counted less than a second), with an ignored flag bit.
+            3 => (
+                1 | 2,
+                self.rng.range(1, (host_now(clock) / 2).clamp(1, SEC)),
+            ),
             _ => (0, self.rng.range(10 * SEC, 1000 * SEC)),
         };
         (
