@@ -30,9 +30,10 @@
 //!
 //! # Lock order
 //! Registry shard, uid shard, process id set and table stripe locks are leaves, never nested
-//! with each other or held while another engine lock is taken. Timer state -> driver heap, and
-//! timer state -> driver kick; heap and kick are leaves. The notifier is called with no engine
-//! lock held, so it may call back into the engine.
+//! with each other or held while another engine lock is taken. Timer state -> driver heap,
+//! timer state -> driver kick, timer state -> CPU timer list; those three are leaves. The
+//! notifier is called with no engine lock held, so it may call back into the engine; the CPU
+//! clock source is called under a timer's state lock by settime/gettime, so it must not.
 //!
 //! # Async-signal safety (§10)
 //! The calls take mutexes and may allocate (arming grows a heap), so they are meant to run in a
@@ -53,7 +54,9 @@
 //!   like a machine with no RTC wake alarm) they fail with EOPNOTSUPP at Linux's step 7; with
 //!   it they need CAP_WAKE_ALARM and run on the realtime/boottime bases without waking anything.
 //! - Time namespaces: absolute times are taken as host times.
-//! - SIG_IGN handling is the embedder's: it simply keeps an ignored timer signal queued.
+//! - The signal queue is the embedder's: SIG_IGN (keep an ignored timer signal queued), and
+//!   the side effects of queueing one signal on others (SIGCONT flushing pending stop signals
+//!   and the reverse) happen there, not here.
 
 pub mod compare;
 mod cpu;
