@@ -10,9 +10,10 @@ cd "$(dirname "$0")/.."
 echo "== cargo test (workspace)"
 cargo test --workspace --release
 
-echo "== loom models"
-RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom \
-    cargo test -p uipc --lib --release loom_models
+echo "== loom models (modules named loom_models, and tests/loom_*.rs)"
+loom_run() { RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom "$@"; }
+loom_run cargo test -p uipc --release --lib loom_models
+loom_run cargo test -p uipc --release --test 'loom_*'
 
 echo "== uipc conform (short differential runs against the host kernel)"
 cargo build --release -p uipc-cli

@@ -25,6 +25,10 @@ pub trait Clock: Send + Sync + 'static {
     fn boottime(&self) -> Nanos {
         self.monotonic()
     }
+    /// `CLOCK_TAI`: realtime plus the TAI offset. Defaults to `realtime` (offset 0).
+    fn tai(&self) -> Nanos {
+        self.realtime()
+    }
     /// Wall-clock seconds, as SysV IPC stores them.
     fn now_secs(&self) -> i64 {
         self.realtime().div_euclid(NSEC_PER_SEC)
@@ -55,6 +59,9 @@ impl Clock for SystemClock {
     }
     fn boottime(&self) -> Nanos {
         read_host_clock(libc::CLOCK_BOOTTIME)
+    }
+    fn tai(&self) -> Nanos {
+        read_host_clock(libc::CLOCK_TAI)
     }
 }
 

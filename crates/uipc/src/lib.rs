@@ -12,7 +12,9 @@
 //! - [`table`]: the scalable structures the seeds are about, usable on their own.
 //!
 //! ## Not supported
-//! Everything uipc leaves out on purpose is listed here and nowhere else.
+//! What uipc leaves out on purpose. The engine-wide items are here; each subsystem's module doc
+//! ends with its own "Not supported" list, and this is their index:
+//! [`ipc::sem`], [`ipc::msg`], [`ipc::shm`], [`locks`], [`timers`].
 //! - Linux Security Modules: the LSM hooks after `ipcperms` always allow.
 //! - User and pid namespaces: uids, gids and pids are reported as given, untranslated.
 //! - `SHM_HUGETLB` / `SHM_NORESERVE` sizing: accepted as flags, pages are always 4096 bytes.

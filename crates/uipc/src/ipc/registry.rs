@@ -15,6 +15,7 @@
 
 use super::consts::{IPC_CREAT, IPC_EXCL, IPC_PRIVATE};
 use crate::sync::{read, write, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use crate::table::hash::IntBuildHasher;
 use crate::table::{CyclicIdAllocator, IdLayout, IdMap};
 use crate::{Errno, Result};
 use std::collections::HashMap;
@@ -53,14 +54,15 @@ pub trait IpcObject: Send + Sync + 'static {
 }
 
 /// The registry's writer-locked state (the kernel's `ipc_ids` under `rwsem`).
-#[derive(Debug)]
-pub struct RegistryState {
-    keys: HashMap<i32, u32>,
+pub struct RegistryState<T> {
+    /// Key -> object. The object itself, not its index: `*get` on an existing key then costs
+    /// one hash probe under the lock, with no id-table walk and no reference count traffic.
+    keys: HashMap<i32, Arc<T>, IntBuildHasher>,
     alloc: CyclicIdAllocator,
     next_id: i32,
 }
 
-impl RegistryState {
+impl<T> RegistryState<T> {
     /// Live objects.
     pub fn in_use(&self) -> u32 {
         self.alloc.in_use()
@@ -77,7 +79,7 @@ impl RegistryState {
 
 /// The registry of one object type in one namespace.
 pub struct Registry<T> {
-    state: RwLock<RegistryState>,
+    state: RwLock<RegistryState<T>>,
     objects: IdMap<T>,
     layout: IdLayout,
 }
@@ -87,7 +89,7 @@ impl<T: IpcObject> Registry<T> {
     pub fn new(layout: IdLayout) -> Registry<T> {
         Registry {
             state: RwLock::new(RegistryState {
-                keys: HashMap::new(),
+                keys: HashMap::default(),
                 alloc: CyclicIdAllocator::new(layout),
                 next_id: -1,
             }),
@@ -102,12 +104,12 @@ impl<T: IpcObject> Registry<T> {
     }
 
     /// Takes the registry lock for writing (creation, removal, key changes).
-    pub fn write(&self) -> RwLockWriteGuard<'_, RegistryState> {
+    pub fn write(&self) -> RwLockWriteGuard<'_, RegistryState<T>> {
         write(&self.state)
     }
 
     /// Takes the registry lock for reading (info, listings, stat by index).
-    pub fn read(&self) -> RwLockReadGuard<'_, RegistryState> {
+    pub fn read(&self) -> RwLockReadGuard<'_, RegistryState<T>> {
         read(&self.state)
     }
 
@@ -148,23 +150,23 @@ impl<T: IpcObject> Registry<T> {
         &self,
         key: i32,
         flag: i32,
-        create: impl FnOnce(&mut RegistryState) -> Result<Arc<T>>,
+        create: impl FnOnce(&mut RegistryState<T>) -> Result<Arc<T>>,
         existing: impl FnOnce(&T) -> Result<()>,
     ) -> Result<i32> {
         let mut st = self.write();
-        if key == IPC_PRIVATE {
-            return create(&mut st).map(|o| o.header().id());
-        }
-        let found = st.keys.get(&key).and_then(|&idx| self.objects.get(idx));
-        match found {
-            None if flag & IPC_CREAT == 0 => Err(Errno::ENOENT),
-            None => create(&mut st).map(|o| o.header().id()),
-            Some(_) if flag & IPC_CREAT != 0 && flag & IPC_EXCL != 0 => Err(Errno::EEXIST),
-            Some(obj) => {
-                existing(&obj)?;
-                Ok(obj.header().id())
+        if key != IPC_PRIVATE {
+            if let Some(obj) = st.keys.get(&key) {
+                if flag & IPC_CREAT != 0 && flag & IPC_EXCL != 0 {
+                    return Err(Errno::EEXIST);
+                }
+                existing(obj)?;
+                return Ok(obj.header().id());
+            }
+            if flag & IPC_CREAT == 0 {
+                return Err(Errno::ENOENT);
             }
         }
+        create(&mut st).map(|o| o.header().id())
     }
 
     /// `ipc_addid`: ENOSPC at the count limit (`min(limit, IPCMNI)`); then the id, consuming a
@@ -173,7 +175,7 @@ impl<T: IpcObject> Registry<T> {
     /// leave `*_next_id` pending, as on Linux.
     pub fn add(
         &self,
-        st: &mut RegistryState,
+        st: &mut RegistryState<T>,
         key: i32,
         limit: i32,
         build: impl FnOnce(i32) -> T,
@@ -193,7 +195,7 @@ impl<T: IpcObject> Registry<T> {
         let idx = self.layout.idx(id);
         self.objects.insert(idx, obj.clone());
         if key != IPC_PRIVATE {
-            st.keys.insert(key, idx);
+            st.keys.insert(key, obj.clone());
         }
         Ok(obj)
     }
@@ -201,24 +203,24 @@ impl<T: IpcObject> Registry<T> {
     /// `ipc_rmid`: unhashes the key, frees the index and unpublishes the object. Lookups after
     /// this get EINVAL; holders of the object must see its own "removed" mark (EIDRM), which
     /// the caller sets under the object's lock.
-    pub fn remove(&self, st: &mut RegistryState, obj: &T) {
+    pub fn remove(&self, st: &mut RegistryState<T>, obj: &T) {
         let h = obj.header();
         let idx = self.layout.idx(h.id());
-        self.unhash(st, h, idx);
+        Self::unhash(st, h);
         st.alloc.free(idx);
         self.objects.remove(idx);
     }
 
     /// `ipc_set_key_private`: the object can no longer be found by key and shows key 0.
-    pub fn set_key_private(&self, st: &mut RegistryState, obj: &T) {
+    pub fn set_key_private(&self, st: &mut RegistryState<T>, obj: &T) {
         let h = obj.header();
-        self.unhash(st, h, self.layout.idx(h.id()));
+        Self::unhash(st, h);
         h.key.store(IPC_PRIVATE, Ordering::Relaxed);
     }
 
-    fn unhash(&self, st: &mut RegistryState, h: &IpcHeader, idx: u32) {
+    fn unhash(st: &mut RegistryState<T>, h: &IpcHeader) {
         let key = h.key();
-        if key != IPC_PRIVATE && st.keys.get(&key) == Some(&idx) {
+        if key != IPC_PRIVATE && st.keys.get(&key).is_some_and(|o| o.header().id() == h.id()) {
             st.keys.remove(&key);
         }
     }
@@ -260,7 +262,7 @@ mod tests {
         }
     }
 
-    fn create(r: &Registry<Obj>, st: &mut RegistryState, key: i32) -> Result<Arc<Obj>> {
+    fn create(r: &Registry<Obj>, st: &mut RegistryState<Obj>, key: i32) -> Result<Arc<Obj>> {
         r.add(st, key, 32000, |id| Obj(IpcHeader::new(id, key)))
     }
 

@@ -1,14 +1,17 @@
 //! A sparse, hierarchical bitmap of used indices.
 //!
 //! Level 0 holds one bit per index; a bit at level k+1 says that word of level k is full. Only
-//! non-zero words are stored, so memory follows the number of set bits, not the largest index
-//! (an index at 15777204 costs a handful of words, not 2 MiB). Finding the first clear index at
-//! or after a position walks up past full words and back down: O(levels), at most 4 levels for
-//! 2^24 indices. The maximum set index comes from the ordered level-0 map.
+//! non-zero words are stored (in hash maps), so memory follows the number of set bits, not the
+//! largest index (an index at 15777204 costs a handful of words, not 2 MiB). Finding the first
+//! clear index at or after a position walks up past full words and back down: O(levels), at
+//! most 4 levels for 2^24 indices. An ordered set of the non-zero level-0 words gives the
+//! maximum and ordered walks; it changes only when a word becomes empty or non-empty, so
+//! dense allocation touches it once per 64 indices.
 //!
 //! Not synchronized: the owner (the registry, under its writer lock) serializes all access.
 
-use std::collections::BTreeMap;
+use super::hash::IntBuildHasher;
+use std::collections::{BTreeSet, HashMap};
 
 const BITS: u32 = 64;
 
@@ -16,7 +19,9 @@ const BITS: u32 = 64;
 #[derive(Debug, Clone)]
 pub struct SparseBitmap {
     /// `levels[0]`: index bits; `levels[k]`: full-word bits of `levels[k-1]`.
-    levels: Vec<BTreeMap<u32, u64>>,
+    levels: Vec<HashMap<u32, u64, IntBuildHasher>>,
+    /// The level-0 words that are not zero, in order.
+    nonzero: BTreeSet<u32>,
     capacity: u32,
     count: u32,
 }
@@ -31,7 +36,8 @@ impl SparseBitmap {
             positions = positions.div_ceil(BITS);
         }
         SparseBitmap {
-            levels: vec![BTreeMap::new(); levels],
+            levels: vec![HashMap::default(); levels],
+            nonzero: BTreeSet::new(),
             capacity,
             count: 0,
         }
@@ -65,6 +71,9 @@ impl SparseBitmap {
         let mut pos = idx;
         for level in 0..self.levels.len() {
             let word = self.levels[level].entry(pos / BITS).or_insert(0);
+            if level == 0 && *word == 0 {
+                self.nonzero.insert(pos / BITS);
+            }
             *word |= 1 << (pos % BITS);
             if *word != u64::MAX {
                 break;
@@ -88,6 +97,9 @@ impl SparseBitmap {
             *word &= !(1 << (pos % BITS));
             if *word == 0 {
                 self.levels[level].remove(&w);
+                if level == 0 {
+                    self.nonzero.remove(&w);
+                }
             }
             if !was_full {
                 break;
@@ -122,13 +134,14 @@ impl SparseBitmap {
 
     /// The largest set index.
     pub fn max(&self) -> Option<u32> {
-        let (&w, &word) = self.levels[0].last_key_value()?;
-        Some(w * BITS + (BITS - 1 - word.leading_zeros()))
+        let &w = self.nonzero.last()?;
+        Some(w * BITS + (BITS - 1 - self.word(0, w).leading_zeros()))
     }
 
     /// The set indices in increasing order.
     pub fn iter(&self) -> impl Iterator<Item = u32> + '_ {
-        self.levels[0].iter().flat_map(|(&w, &word)| {
+        self.nonzero.iter().flat_map(|&w| {
+            let word = self.word(0, w);
             (0..BITS)
                 .filter(move |b| word & (1 << b) != 0)
                 .map(move |b| w * BITS + b)
@@ -138,7 +151,8 @@ impl SparseBitmap {
     /// The first set index at or after `from`.
     pub fn next_set(&self, from: u32) -> Option<u32> {
         let w0 = from / BITS;
-        self.levels[0].range(w0..).find_map(|(&w, &word)| {
+        self.nonzero.range(w0..).find_map(|&w| {
+            let word = self.word(0, w);
             let word = if w == w0 {
                 word & !((1u64 << (from % BITS)) - 1)
             } else {
@@ -160,7 +174,7 @@ mod tests {
         let mut b = SparseBitmap::new(1 << 24);
         assert_eq!(b.levels.len(), 4);
         b.insert(15_777_204);
-        let words: usize = b.levels.iter().map(BTreeMap::len).sum();
+        let words: usize = b.levels.iter().map(HashMap::len).sum();
         assert_eq!(words, 1);
         assert_eq!(b.max(), Some(15_777_204));
         assert_eq!(b.first_clear_in(15_777_204, 1 << 24), Some(15_777_205));

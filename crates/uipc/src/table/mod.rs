@@ -6,6 +6,7 @@
 
 pub mod bitmap;
 pub mod cyclic;
+pub mod hash;
 pub mod idmap;
 
 pub use bitmap::SparseBitmap;

@@ -144,7 +144,7 @@ impl IpcNamespace {
     /// its pages and lock charge returned, and its creator record forgets it.
     fn shm_destroy(
         &self,
-        st: &mut RegistryState,
+        st: &mut RegistryState<ShmSegment>,
         seg: &ShmSegment,
         mut s: MutexGuard<'_, SegState>,
     ) {

@@ -1,0 +1,148 @@
+//! Seed 004 exactly as merged in Linux 6.15: `roundup_pow_of_two(512 * CPUs)` buckets, each a
+//! lock and a list (here a `Vec`) of `(process, id)` slots. Kept only to benchmark against: the
+//! engine's [`crate::timers::TimerTable`] keeps this lock layout but puts a growable hash map
+//! behind each lock, so a lookup does not scan a chain that lengthens with the timer count
+//! (about 100 entries per bucket at 100k timers on 2 CPUs).
+//!
+//! Locks: each bucket's mutex is a leaf; none is held on entry or exit.
+
+use crate::sync::{self, Arc, Mutex};
+use crate::timers::table::default_bucket_count;
+
+/// One bucket slot: the key, and the value once published.
+struct Slot<T> {
+    owner: i32,
+    id: i32,
+    value: Option<Arc<T>>,
+}
+
+/// A bucket, aligned so that two buckets' locks never share a cache line.
+#[repr(align(64))]
+struct Bucket<T> {
+    slots: Mutex<Vec<Slot<T>>>,
+}
+
+/// Seed 004's bucket-locked chained hash. See the module doc.
+pub struct SeedHashTable<T> {
+    buckets: Box<[Bucket<T>]>,
+    mask: u64,
+}
+
+impl<T> SeedHashTable<T> {
+    /// A table sized as Linux sizes it for this machine's CPU count.
+    pub fn new() -> SeedHashTable<T> {
+        SeedHashTable::with_buckets(default_bucket_count())
+    }
+
+    /// A table of `buckets` buckets, rounded up to a power of two (at least 1).
+    pub fn with_buckets(buckets: usize) -> SeedHashTable<T> {
+        let n = buckets.max(1).next_power_of_two();
+        let buckets = (0..n)
+            .map(|_| Bucket {
+                slots: Mutex::new(Vec::new()),
+            })
+            .collect();
+        SeedHashTable {
+            buckets,
+            mask: n as u64 - 1,
+        }
+    }
+
+    /// How many buckets the table has.
+    pub fn bucket_count(&self) -> usize {
+        self.buckets.len()
+    }
+
+    fn bucket(&self, owner: i32, id: i32) -> &Bucket<T> {
+        // A multiplicative mix of both halves: consecutive ids of one process land in
+        // consecutive-looking but well spread buckets, and equal ids of different processes
+        // do not collide (the role jhash2 plays in Linux).
+        let key = ((owner as u32 as u64) << 32) | id as u32 as u64;
+        let mut h = key.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        h ^= h >> 29;
+        h = h.wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        h ^= h >> 32;
+        &self.buckets[(h & self.mask) as usize]
+    }
+
+    /// Reserves `(owner, id)` if no slot holds it yet. Returns whether it did.
+    pub fn try_reserve(&self, owner: i32, id: i32) -> bool {
+        let mut slots = sync::lock(&self.bucket(owner, id).slots);
+        if slots.iter().any(|s| s.owner == owner && s.id == id) {
+            return false;
+        }
+        slots.push(Slot {
+            owner,
+            id,
+            value: None,
+        });
+        true
+    }
+
+    /// Makes a reserved `(owner, id)` visible with `value`. Returns false (dropping nothing but
+    /// the caller's chance) if the reservation is gone, removed by a racing process exit.
+    pub fn publish(&self, owner: i32, id: i32, value: Arc<T>) -> bool {
+        let mut slots = sync::lock(&self.bucket(owner, id).slots);
+        match slots
+            .iter_mut()
+            .find(|s| s.owner == owner && s.id == id && s.value.is_none())
+        {
+            Some(slot) => {
+                slot.value = Some(value);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// The published value of `(owner, id)`, if any. Takes one bucket lock.
+    pub fn lookup(&self, owner: i32, id: i32) -> Option<Arc<T>> {
+        let slots = sync::lock(&self.bucket(owner, id).slots);
+        slots
+            .iter()
+            .find(|s| s.owner == owner && s.id == id)
+            .and_then(|s| s.value.clone())
+    }
+
+    /// Removes `(owner, id)`, reserved or published. Returns the published value, if any.
+    pub fn remove(&self, owner: i32, id: i32) -> Option<Arc<T>> {
+        let mut slots = sync::lock(&self.bucket(owner, id).slots);
+        let pos = slots.iter().position(|s| s.owner == owner && s.id == id)?;
+        slots.swap_remove(pos).value
+    }
+
+    /// Whether `(owner, id)` holds a slot, reserved or published.
+    pub fn contains(&self, owner: i32, id: i32) -> bool {
+        let slots = sync::lock(&self.bucket(owner, id).slots);
+        slots.iter().any(|s| s.owner == owner && s.id == id)
+    }
+
+    /// Bytes of table structure allocated: the bucket array and every chain's capacity.
+    /// Takes each bucket lock in turn, never two at once.
+    pub fn memory_bytes(&self) -> usize {
+        let chains: usize = self
+            .buckets
+            .iter()
+            .map(|b| sync::lock(&b.slots).capacity() * std::mem::size_of::<Slot<T>>())
+            .sum();
+        self.buckets.len() * std::mem::size_of::<Bucket<T>>() + chains
+    }
+
+    /// The longest bucket chain and the number of slots: for benchmarks and tests. Takes each
+    /// bucket lock in turn, never two at once.
+    pub fn chain_stats(&self) -> (usize, usize) {
+        let (mut longest, mut total) = (0, 0);
+        for b in self.buckets.iter() {
+            let n = sync::lock(&b.slots).len();
+            longest = longest.max(n);
+            total += n;
+        }
+        (longest, total)
+    }
+}
+
+impl<T> Default for SeedHashTable<T> {
+    fn default() -> Self {
+        SeedHashTable::new()
+    }
+}

@@ -1,0 +1,221 @@
+//! The expiry driver: per-clock-base min-heaps of armed timers, fired by hand or by one thread.
+//!
+//! Why a heap and not a timer wheel: POSIX timers are hrtimers in Linux, exact to the
+//! nanosecond, while a wheel trades exactness for O(1) (Linux's own wheel serves coarse
+//! timeouts). A binary heap gives the hrtimer red-black tree's O(log n) arm and O(1) peek with
+//! better constants, and cancel is O(1) by lazy deletion: each entry carries the timer's
+//! `arm_seq` at arming, and an entry whose sequence no longer matches is skipped when it
+//! surfaces. Stale entries are compacted away once they outnumber live ones, so memory stays
+//! proportional to the armed timers.
+//!
+//! One heap per base (monotonic, boottime, realtime, TAI): absolute CLOCK_REALTIME timers live
+//! on the realtime heap and fire when the wall clock reaches them, so setting the clock moves
+//! them as on Linux, while relative ones live on the monotonic heap.
+//!
+//! Driving: [`Driver::take_expired`] pops every due entry (tests call it through
+//! `Timers::run_expired` after moving a `ManualClock`). The optional thread sleeps on a condvar
+//! until the earliest deadline; with nothing armed it waits without a timeout and costs nothing.
+//! A push that becomes a heap's new earliest entry kicks it. While absolute realtime/TAI timers
+//! are armed it also wakes at least once per second, which bounds how late a forward jump of the
+//! wall clock is noticed unless the embedder calls `Timers::clock_was_set`. Periodic timers are
+//! re-armed on their original grid, so the wake-up latency never accumulates into drift.
+//!
+//! Locks: each heap's mutex is a leaf, taken inside a timer's state lock (arm, cancel) or alone
+//! (take_expired, next_deadline); never two heaps at once. `kick` is a leaf too.
+
+use std::cmp::Ordering as CmpOrdering;
+use std::collections::BinaryHeap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Condvar, Mutex};
+use std::time::Duration;
+
+use super::lock;
+use super::timer::{Base, Timer};
+use crate::clock::{Clock, Nanos};
+use crate::sync::Arc;
+
+struct Entry {
+    expires: Nanos,
+    order: u64,
+    arm_seq: u64,
+    timer: Arc<Timer>,
+}
+
+impl Entry {
+    fn is_live(&self) -> bool {
+        self.timer.arm_seq.load(Ordering::Acquire) == self.arm_seq
+    }
+}
+
+impl PartialEq for Entry {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other) == CmpOrdering::Equal
+    }
+}
+impl Eq for Entry {}
+impl PartialOrd for Entry {
+    fn partial_cmp(&self, other: &Self) -> Option<CmpOrdering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for Entry {
+    // Reversed, so std's max-heap pops the earliest expiry (ties: first armed first).
+    fn cmp(&self, other: &Self) -> CmpOrdering {
+        (other.expires, other.order).cmp(&(self.expires, self.order))
+    }
+}
+
+#[derive(Default)]
+struct Queue {
+    heap: BinaryHeap<Entry>,
+    /// Entries believed live (approximate: only steers compaction).
+    live: usize,
+}
+
+/// A due timer, with the arm sequence it was due under.
+pub(crate) struct Due {
+    pub(crate) timer: Arc<Timer>,
+    pub(crate) arm_seq: u64,
+}
+
+/// See the module doc.
+pub(crate) struct Driver {
+    queues: [Mutex<Queue>; 4],
+    order: AtomicU64,
+    kick: Mutex<Kick>,
+    wake: Condvar,
+    /// How many times the thread woke up: lets tests check it sleeps while idle.
+    wakeups: AtomicU64,
+}
+
+#[derive(Default)]
+pub(crate) struct Kick {
+    pub(crate) kicked: bool,
+    pub(crate) shutdown: bool,
+}
+
+impl Driver {
+    pub(crate) fn new() -> Driver {
+        Driver {
+            queues: Default::default(),
+            order: AtomicU64::new(0),
+            kick: Mutex::new(Kick::default()),
+            wake: Condvar::new(),
+            wakeups: AtomicU64::new(0),
+        }
+    }
+
+    /// Queues `timer` to fire at `expires` on `base`, under `arm_seq`.
+    ///
+    /// Entry: the timer's state lock is held and `arm_seq` was just taken from it.
+    pub(crate) fn arm(&self, timer: &Arc<Timer>, base: Base, expires: Nanos, arm_seq: u64) {
+        let earliest = {
+            let mut q = lock(&self.queues[base as usize]);
+            if q.heap.len() > 64 && q.heap.len() > 2 * q.live {
+                let old = std::mem::take(&mut q.heap);
+                q.heap = old.into_iter().filter(Entry::is_live).collect();
+                q.live = q.heap.len();
+            }
+            q.heap.push(Entry {
+                expires,
+                order: self.order.fetch_add(1, Ordering::Relaxed),
+                arm_seq,
+                timer: timer.clone(),
+            });
+            q.live += 1;
+            q.heap
+                .peek()
+                .is_some_and(|e| e.arm_seq == arm_seq && Arc::ptr_eq(&e.timer, timer))
+        };
+        if earliest {
+            self.kick();
+        }
+    }
+
+    /// Notes that one armed entry on `base` went stale (the caller bumped `arm_seq`).
+    pub(crate) fn cancelled(&self, base: Base) {
+        let mut q = lock(&self.queues[base as usize]);
+        q.live = q.live.saturating_sub(1);
+    }
+
+    /// Pops every entry due by now, live ones returned, stale ones dropped.
+    pub(crate) fn take_expired(&self, clock: &dyn Clock) -> Vec<Due> {
+        let mut due = Vec::new();
+        for base in Base::ALL {
+            let now = base.now(clock);
+            let mut q = lock(&self.queues[base as usize]);
+            while q.heap.peek().is_some_and(|e| e.expires <= now) {
+                let e = q.heap.pop().expect("peeked");
+                if e.is_live() {
+                    q.live = q.live.saturating_sub(1);
+                    due.push(Due {
+                        timer: e.timer,
+                        arm_seq: e.arm_seq,
+                    });
+                }
+            }
+        }
+        due
+    }
+
+    /// How long until the earliest live entry is due (zero if overdue), or `None` with nothing
+    /// armed. Capped at one second while wall-clock-based timers are armed (see module doc).
+    pub(crate) fn next_deadline(&self, clock: &dyn Clock) -> Option<Duration> {
+        let mut best: Option<Nanos> = None;
+        for base in Base::ALL {
+            let mut q = lock(&self.queues[base as usize]);
+            while q.heap.peek().is_some_and(|e| !e.is_live()) {
+                q.heap.pop();
+            }
+            if let Some(e) = q.heap.peek() {
+                let mut delta = e.expires.saturating_sub(base.now(clock)).max(0);
+                if matches!(base, Base::Realtime | Base::Tai) {
+                    delta = delta.min(1_000_000_000);
+                }
+                best = Some(best.map_or(delta, |b| b.min(delta)));
+            }
+        }
+        best.map(|n| Duration::from_nanos(n as u64))
+    }
+
+    /// Wakes the driver thread so it recomputes its deadline.
+    pub(crate) fn kick(&self) {
+        lock(&self.kick).kicked = true;
+        self.wake.notify_one();
+    }
+
+    /// Stops the driver thread.
+    pub(crate) fn shutdown(&self) {
+        lock(&self.kick).shutdown = true;
+        self.wake.notify_one();
+    }
+
+    /// Sleeps until kicked or `timeout` passes. Returns false once shut down.
+    pub(crate) fn sleep(&self, timeout: Option<Duration>) -> bool {
+        let mut k = lock(&self.kick);
+        if !k.kicked && !k.shutdown {
+            k = match timeout {
+                Some(t) => {
+                    self.wake
+                        .wait_timeout(k, t)
+                        .unwrap_or_else(|e| e.into_inner())
+                        .0
+                }
+                None => self.wake.wait(k).unwrap_or_else(|e| e.into_inner()),
+            };
+        }
+        k.kicked = false;
+        self.wakeups.fetch_add(1, Ordering::Relaxed);
+        !k.shutdown
+    }
+
+    /// How many times the driver thread has woken up.
+    pub(crate) fn wakeups(&self) -> u64 {
+        self.wakeups.load(Ordering::Relaxed)
+    }
+
+    /// Entries in all heaps, stale ones included: for tests of the compaction.
+    pub(crate) fn queued_entries(&self) -> usize {
+        self.queues.iter().map(|q| lock(q).heap.len()).sum()
+    }
+}

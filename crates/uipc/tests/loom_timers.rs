@@ -1,0 +1,88 @@
+//! Loom models of the shared timer table (`uipc::timers::TimerTable`): lookups racing deletes
+//! and creates. Run with
+//! `RUSTFLAGS="--cfg loom" cargo test -p uipc --test loom_timers --release`.
+#![cfg(loom)]
+
+use loom::sync::Arc;
+use loom::thread;
+use uipc::timers::TimerTable;
+
+#[test]
+fn lookup_racing_delete_sees_the_timer_or_nothing_and_delete_wins_once() {
+    loom::model(|| {
+        let t = Arc::new(TimerTable::<u32>::with_buckets(2));
+        assert!(t.try_reserve(1, 0));
+        assert!(t.publish(1, 0, Arc::new(5)));
+        let deleter = {
+            let t = t.clone();
+            thread::spawn(move || t.remove(1, 0).map(|v| *v))
+        };
+        let second = {
+            let t = t.clone();
+            thread::spawn(move || t.remove(1, 0).map(|v| *v))
+        };
+        let seen = t.lookup(1, 0).map(|v| *v);
+        assert!(seen.is_none() || seen == Some(5));
+        let wins: Vec<_> = [deleter.join().unwrap(), second.join().unwrap()]
+            .into_iter()
+            .flatten()
+            .collect();
+        assert_eq!(wins, vec![5], "exactly one delete removes the timer");
+        assert!(t.lookup(1, 0).is_none());
+    });
+}
+
+#[test]
+fn lookup_never_sees_a_reserved_slot_and_racing_reservations_get_one_winner() {
+    loom::model(|| {
+        let t = Arc::new(TimerTable::<u32>::with_buckets(1));
+        let creator = {
+            let t = t.clone();
+            thread::spawn(move || {
+                if t.try_reserve(7, 3) {
+                    assert!(t.publish(7, 3, Arc::new(1)));
+                    true
+                } else {
+                    false
+                }
+            })
+        };
+        let rival = {
+            let t = t.clone();
+            thread::spawn(move || {
+                if t.try_reserve(7, 3) {
+                    assert!(t.publish(7, 3, Arc::new(2)));
+                    true
+                } else {
+                    false
+                }
+            })
+        };
+        // Whatever the interleaving, a lookup finds a fully published value or nothing.
+        let seen = t.lookup(7, 3).map(|v| *v);
+        assert!(matches!(seen, None | Some(1) | Some(2)));
+        let won = [creator.join().unwrap(), rival.join().unwrap()];
+        assert_eq!(won.iter().filter(|&&w| w).count(), 1);
+        assert!(t.lookup(7, 3).is_some());
+    });
+}
+
+#[test]
+fn delete_then_reuse_of_an_id_in_another_process_does_not_disturb_lookups() {
+    loom::model(|| {
+        let t = Arc::new(TimerTable::<u32>::with_buckets(1));
+        assert!(t.try_reserve(1, 0));
+        assert!(t.publish(1, 0, Arc::new(10)));
+        let other = {
+            let t = t.clone();
+            thread::spawn(move || {
+                assert!(t.try_reserve(2, 0));
+                assert!(t.publish(2, 0, Arc::new(20)));
+                t.remove(2, 0).map(|v| *v)
+            })
+        };
+        assert_eq!(t.lookup(1, 0).map(|v| *v), Some(10));
+        assert_eq!(other.join().unwrap(), Some(20));
+        assert_eq!(t.lookup(1, 0).map(|v| *v), Some(10));
+    });
+}

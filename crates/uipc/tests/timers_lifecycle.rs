@@ -1,0 +1,177 @@
+//! Process exit, exec and fork (reference §9), and the real-time driver thread.
+
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use uipc::timers::*;
+use uipc::{Cred, Errno, ManualClock, SystemClock};
+
+#[derive(Default)]
+struct Recorder(Mutex<Vec<TimerSignal>>);
+
+impl Notifier for Recorder {
+    fn queue(&self, signal: TimerSignal) {
+        self.0.lock().unwrap().push(signal);
+    }
+}
+
+fn create(t: &Timers, c: &Cred, ev: SigEvent) -> Result<TimerId, Errno> {
+    t.timer_create(c, CLOCK_MONOTONIC, UserPtr::Valid(ev), UserPtr::Valid(0))
+}
+
+fn arm(t: &Timers, c: &Cred, id: TimerId, value: i64) {
+    let spec = UserPtr::Valid(ItimerSpec::from_nanos(value, 0));
+    t.timer_settime(c, id, 0, spec).unwrap();
+}
+
+fn setup() -> (Arc<ManualClock>, Arc<Recorder>, Timers) {
+    let clock = Arc::new(ManualClock::new(1000));
+    let rec = Arc::new(Recorder::default());
+    let t = Timers::new(clock.clone(), rec.clone());
+    (clock, rec, t)
+}
+
+#[test]
+fn exit_deletes_timers_releases_units_and_resets_ids_and_restore_mode() {
+    let (clock, rec, t) = setup();
+    let c = Cred::user(100, 1000, 1000);
+    for _ in 0..3 {
+        create(&t, &c, SigEvent::signal(10, 0)).unwrap();
+    }
+    arm(&t, &c, TimerId::from_raw(0), 1_000);
+    arm(&t, &c, TimerId::from_raw(1), 5_000);
+    clock.advance(1_000);
+    t.run_expired();
+    let pending = rec.0.lock().unwrap().pop().unwrap();
+    t.prctl_timer_create_restore_ids(&c, [1, 0, 0, 0]).unwrap();
+    assert_eq!(t.sigpending(1000), 3);
+
+    t.exit_process(100);
+    assert_eq!(t.sigpending(1000), 0);
+    for raw in 0..3 {
+        let id = TimerId::from_raw(raw);
+        assert_eq!(t.timer_gettime(&c, id), Err(Errno::EINVAL));
+    }
+    assert!(t.dequeue_signal(&pending).is_none());
+    clock.advance(10_000);
+    assert_eq!(t.run_expired(), 0, "armed timer 1 died with the process");
+    assert_eq!(t.prctl_timer_create_restore_ids(&c, [2, 0, 0, 0]), Ok(0));
+    assert_eq!(create(&t, &c, SigEvent::NONE), Ok(TimerId::from_raw(0)));
+}
+
+#[test]
+fn exec_deletes_timers_and_restarts_ids_at_zero() {
+    let (_, _, t) = setup();
+    let c = Cred::root(100);
+    for _ in 0..5 {
+        create(&t, &c, SigEvent::NONE).unwrap();
+    }
+    t.exec_process(100);
+    assert_eq!(
+        t.timer_getoverrun(&c, TimerId::from_raw(4)),
+        Err(Errno::EINVAL)
+    );
+    assert_eq!(create(&t, &c, SigEvent::NONE), Ok(TimerId::from_raw(0)));
+    assert_eq!(t.sigpending(0), 1);
+}
+
+#[test]
+fn fork_child_inherits_no_timers_restore_mode_or_counter() {
+    let (_, _, t) = setup();
+    let parent = Cred::root(100);
+    let child = Cred::root(101);
+    for _ in 0..3 {
+        create(&t, &parent, SigEvent::NONE).unwrap();
+    }
+    t.prctl_timer_create_restore_ids(&parent, [1, 0, 0, 0])
+        .unwrap();
+    t.fork_process(100, 101);
+    assert_eq!(
+        t.timer_gettime(&child, TimerId::from_raw(1)),
+        Err(Errno::EINVAL)
+    );
+    assert_eq!(
+        t.prctl_timer_create_restore_ids(&child, [2, 0, 0, 0]),
+        Ok(0)
+    );
+    assert_eq!(create(&t, &child, SigEvent::NONE), Ok(TimerId::from_raw(0)));
+    assert!(t.timer_gettime(&parent, TimerId::from_raw(2)).is_ok());
+    assert_eq!(
+        t.prctl_timer_create_restore_ids(&parent, [2, 0, 0, 0]),
+        Ok(1)
+    );
+}
+
+/// Forwards each queued signal to the test thread, which delivers it.
+struct Channel(Mutex<mpsc::Sender<(TimerSignal, Instant)>>);
+
+impl Notifier for Channel {
+    fn queue(&self, signal: TimerSignal) {
+        let _ = self.0.lock().unwrap().send((signal, Instant::now()));
+    }
+}
+
+#[test]
+fn driver_thread_fires_periodic_timers_on_their_grid_in_real_time() {
+    let (tx, rx) = mpsc::channel();
+    let mut t = Timers::new(Arc::new(SystemClock), Arc::new(Channel(Mutex::new(tx))));
+    t.start_thread();
+    let c = Cred::root(100);
+    let id = create(&t, &c, SigEvent::signal(10, 0)).unwrap();
+    let period = Duration::from_millis(5);
+    let start = Instant::now();
+    let spec = ItimerSpec::from_nanos(period.as_nanos() as i64, period.as_nanos() as i64);
+    t.timer_settime(&c, id, 0, UserPtr::Valid(spec)).unwrap();
+    let mut overruns = 0;
+    for n in 1..=20u32 {
+        let (sig, at) = rx
+            .recv_timeout(Duration::from_secs(5))
+            .expect("timer fired");
+        assert!(at >= start + period * n, "signal {n} came early");
+        overruns += t.dequeue_signal(&sig).unwrap().overrun as u32;
+    }
+    // Every period is accounted for (as a signal or an overrun): no drift, nothing lost.
+    let periods = 20 + overruns;
+    let elapsed = start.elapsed();
+    assert!(
+        elapsed >= period * periods,
+        "{elapsed:?} for {periods} periods"
+    );
+    assert!(elapsed < period * (periods + 1) + Duration::from_millis(500));
+    t.timer_delete(&c, id).unwrap();
+    drop(t); // joins the thread
+}
+
+#[test]
+fn driver_thread_sleeps_without_timers_and_wakes_for_an_earlier_one() {
+    let (tx, rx) = mpsc::channel();
+    let mut t = Timers::new(Arc::new(SystemClock), Arc::new(Channel(Mutex::new(tx))));
+    t.start_thread();
+    let c = Cred::root(100);
+    let late = create(&t, &c, SigEvent::signal(10, 1)).unwrap();
+    let soon = create(&t, &c, SigEvent::signal(10, 2)).unwrap();
+    let start = Instant::now();
+    arm(&t, &c, late, 60_000_000_000);
+    std::thread::sleep(Duration::from_millis(20));
+    arm(&t, &c, soon, 10_000_000);
+    let (sig, _) = rx.recv_timeout(Duration::from_secs(5)).expect("soon fired");
+    assert_eq!(sig.value, 2);
+    assert!(start.elapsed() < Duration::from_secs(2));
+}
+
+#[test]
+fn idle_driver_thread_does_not_wake_without_armed_timers() {
+    let mut t = Timers::new(Arc::new(SystemClock), Arc::new(NoNotifier));
+    t.start_thread();
+    let c = Cred::root(100);
+    let id = create(&t, &c, SigEvent::signal(10, 0)).unwrap();
+    std::thread::sleep(Duration::from_millis(150));
+    assert_eq!(t.driver_wakeups(), 0, "asleep with nothing armed");
+    arm(&t, &c, id, 3_600_000_000_000); // an hour away, on the monotonic clock
+    std::thread::sleep(Duration::from_millis(150));
+    assert!(
+        t.driver_wakeups() <= 1,
+        "one kick to learn the deadline, then asleep"
+    );
+    t.timer_delete(&c, id).unwrap();
+}

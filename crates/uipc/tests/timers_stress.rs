@@ -1,0 +1,156 @@
+//! Many threads in many simulated processes creating, reading and deleting timers at once.
+//! Bounded in iterations; checks that ids never collide within a process, every lookup of a
+//! live timer succeeds, every lookup of a deleted one fails, and the accounting balances.
+
+use std::collections::HashSet;
+use std::sync::{Arc, Barrier};
+use uipc::timers::*;
+use uipc::{Cred, Errno, ManualClock};
+
+const PROCESSES: i32 = 6;
+const THREADS_PER_PROCESS: i32 = 3;
+const ROUNDS: usize = 300;
+
+#[test]
+fn concurrent_create_getoverrun_delete_across_processes_stays_consistent() {
+    let clock = Arc::new(ManualClock::new(1000));
+    let t = Arc::new(Timers::with_config(
+        clock.clone(),
+        Arc::new(NoNotifier),
+        TimersConfig {
+            buckets: Some(64), // small table: many chains shared between processes
+            ..TimersConfig::default()
+        },
+    ));
+    let barrier = Arc::new(Barrier::new((PROCESSES * THREADS_PER_PROCESS) as usize));
+    let mut handles = Vec::new();
+    for p in 0..PROCESSES {
+        for th in 0..THREADS_PER_PROCESS {
+            let (t, barrier) = (t.clone(), barrier.clone());
+            handles.push(std::thread::spawn(move || {
+                let pid = 1000 + p;
+                let cred = Cred::root(pid).in_thread(pid + 100 * (th + 1));
+                barrier.wait();
+                let mut mine = Vec::new();
+                let mut seen = HashSet::new();
+                for round in 0..ROUNDS {
+                    let id = t
+                        .timer_create(
+                            &cred,
+                            CLOCK_MONOTONIC,
+                            UserPtr::Valid(SigEvent::NONE),
+                            UserPtr::Valid(0),
+                        )
+                        .unwrap();
+                    assert!(seen.insert(id), "id {id:?} handed out twice to one thread");
+                    mine.push(id);
+                    for &live in &mine {
+                        assert_eq!(t.timer_getoverrun(&cred, live), Ok(0));
+                    }
+                    if round % 3 != 0 {
+                        let victim = mine.swap_remove(round % mine.len());
+                        t.timer_delete(&cred, victim).unwrap();
+                        assert_eq!(t.timer_gettime(&cred, victim), Err(Errno::EINVAL));
+                    }
+                }
+                (pid, mine)
+            }));
+        }
+    }
+    let mut per_process: Vec<HashSet<TimerId>> = vec![HashSet::new(); PROCESSES as usize];
+    let mut live = 0;
+    for h in handles {
+        let (pid, ids) = h.join().unwrap();
+        for id in ids {
+            assert!(per_process[(pid - 1000) as usize].insert(id), "shared id");
+            live += 1;
+        }
+    }
+    assert_eq!(t.sigpending(0), live);
+    assert_eq!(t.table().chain_stats().1 as u64, live);
+    for p in 0..PROCESSES {
+        t.exit_process(1000 + p);
+    }
+    assert_eq!(t.sigpending(0), 0);
+    assert_eq!(t.table().chain_stats().1, 0);
+}
+
+#[test]
+fn concurrent_delete_of_one_timer_succeeds_exactly_once() {
+    let t = Arc::new(Timers::new(
+        Arc::new(ManualClock::new(1000)),
+        Arc::new(NoNotifier),
+    ));
+    let cred = Cred::root(7);
+    for _ in 0..200 {
+        let id = t
+            .timer_create(
+                &cred,
+                CLOCK_REALTIME,
+                UserPtr::Valid(SigEvent::NONE),
+                UserPtr::Valid(0),
+            )
+            .unwrap();
+        let racers: Vec<_> = (0..3)
+            .map(|_| {
+                let (t, cred) = (t.clone(), cred.clone());
+                std::thread::spawn(move || t.timer_delete(&cred, id).is_ok())
+            })
+            .collect();
+        let wins = racers.into_iter().map(|h| h.join().unwrap());
+        assert_eq!(wins.filter(|&w| w).count(), 1);
+    }
+    assert_eq!(t.sigpending(0), 0);
+}
+
+#[test]
+fn exit_racing_creates_leaves_no_timer_and_no_unit_behind() {
+    let t = Arc::new(Timers::new(
+        Arc::new(ManualClock::new(1000)),
+        Arc::new(NoNotifier),
+    ));
+    let pid = 4242;
+    let creators: Vec<_> = (0..3)
+        .map(|n| {
+            let t = t.clone();
+            std::thread::spawn(move || {
+                let cred = Cred::root(pid).in_thread(pid + n);
+                let mut ok = 0;
+                for _ in 0..400 {
+                    let r = t.timer_create(
+                        &cred,
+                        CLOCK_MONOTONIC,
+                        UserPtr::Valid(SigEvent::NONE),
+                        UserPtr::Valid(0),
+                    );
+                    match r {
+                        Ok(id) => {
+                            ok += 1;
+                            // Either still ours or already gone with an exit: never an error
+                            // other than EINVAL.
+                            let g = t.timer_gettime(&cred, id);
+                            assert!(g.is_ok() || g == Err(Errno::EINVAL));
+                        }
+                        Err(e) => assert_eq!(e, Errno::EAGAIN, "only a racing exit fails"),
+                    }
+                }
+                ok
+            })
+        })
+        .collect();
+    let exiter = {
+        let t = t.clone();
+        std::thread::spawn(move || {
+            for _ in 0..200 {
+                t.exit_process(pid);
+                std::thread::yield_now();
+            }
+        })
+    };
+    let created: u32 = creators.into_iter().map(|h| h.join().unwrap()).sum();
+    exiter.join().unwrap();
+    assert!(created > 0);
+    t.exit_process(pid);
+    assert_eq!(t.sigpending(0), 0, "every unit came back");
+    assert_eq!(t.table().chain_stats().1, 0, "no slot left behind");
+}
