@@ -105,6 +105,11 @@ pub fn scenarios() -> Vec<Scenario> {
             run: scenarios::ipc_idcycle::run,
         },
         Scenario {
+            name: "timers",
+            about: "seed 004: timer tables (uipc, seed 004, mainline, xarray) and whole calls against the kernel",
+            run: scenarios::timers::run,
+        },
+        Scenario {
             name: "peers",
             about: "uipc's id and key tables beside dashmap and scc, from every core",
             run: scenarios::peers::run,

@@ -40,7 +40,7 @@ fn engine_pair(second_idx: u32, n: u32) -> f64 {
         ..Default::default()
     });
     let root = Cred::root(1);
-    let mut place = |idx: u32| {
+    let place = |idx: u32| {
         ns.sysctl_write(&root, Sysctl::SemNextId, &idx.to_string())
             .expect("sem_next_id");
         ns.semget(&root, 0, 1, 0o600).expect("semget")

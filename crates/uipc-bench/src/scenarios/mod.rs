@@ -3,6 +3,7 @@
 pub mod ipc_idcycle;
 pub mod ipc_keys;
 pub mod peers;
+pub mod timers;
 
 use uipc::ipc::sem::Sembuf;
 use uipc::ipc::IpcNamespace;
