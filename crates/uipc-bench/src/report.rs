@@ -111,6 +111,25 @@ impl Table {
         });
     }
 
+    /// Cells the table promises (every column for every row) but does not have. A table may
+    /// leave a cell empty only when one of its notes says why.
+    pub fn missing_cells(&self) -> Vec<String> {
+        let mut missing = Vec::new();
+        for p in &self.params {
+            for c in &self.columns {
+                if self.get(p, c).is_none() {
+                    missing.push(format!("{}: {} / {}", self.title, p, c));
+                }
+            }
+        }
+        missing
+    }
+
+    /// Whether every missing cell is explained by a note.
+    pub fn complete_or_explained(&self) -> bool {
+        self.missing_cells().is_empty() || !self.absent.is_empty()
+    }
+
     /// The median of a cell, if measured.
     pub fn get(&self, param: &str, implementation: &str) -> Option<f64> {
         self.rows
