@@ -20,3 +20,7 @@ cargo build --release -p uipc-cli
 for what in ipc locks timers; do
     ./target/release/uipc conform "$what" --ops 2000 --seed 1
 done
+
+echo "== uipc bench smoke run (every scenario, small sizes; checks columns, not timings)"
+./target/release/uipc bench all --quick --runs 1 --check > target/bench-smoke.txt
+tail -n 1 target/bench-smoke.txt
