@@ -143,13 +143,7 @@ fn bench(args: BenchArgs) -> ExitCode {
                 unexplained.extend(t.missing_cells());
             }
             if let Some(dir) = &args.svg {
-                let stem = format!(
-                    "{}-{}",
-                    s.name,
-                    t.title
-                        .replace([' ', ',', '/', '&'], "-")
-                        .replace("--", "-")
-                );
+                let stem = chart_file_stem(s.name, &t.title);
                 if let Err(e) = uipc_bench::chart::draw(t, dir, &stem) {
                     eprintln!("uipc bench: chart {stem}: {e}");
                 }
