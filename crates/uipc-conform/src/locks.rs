@@ -1,8 +1,556 @@
-//! `uipc conform locks`: not built yet.
+//! `uipc conform locks`: random POSIX record lock, OFD lock and flock operations from several
+//! owners, made on a real file through the host kernel and through the engine
+//! ([`uipc::locks::LockManager`]), results and state compared.
+//!
+//! The host side is a file in `/dev/shm` (removed at the end, also on error) and [`WORKERS`]
+//! forked worker processes ([`worker`]), each holding up to [`worker::SLOTS`] descriptors:
+//! opened read-write, read-only, write-only, `O_PATH` or with access mode 3, dup'ed, and
+//! shared with other workers (a description passed over `SCM_RIGHTS`), so POSIX locks have
+//! several process owners and OFD and flock locks several description owners, some shared by
+//! several processes. The driver (this process) tells the workers what to do.
+//!
+//! The engine side models the same world: each worker incarnation is a process with a pid of
+//! its own (`1000 + n`), each open an [`OfdId`] with a reference count, so closing a
+//! descriptor is `LockManager::close(pid, file, ofd, last_reference)`, and a worker's exit is
+//! its descriptors' closes and then `process_exit`. `O_PATH` descriptors are not shown to the
+//! engine at all (as an embedder would not): a lock call through one is made with no
+//! descriptor (EBADF), and closing one drops nothing, as on Linux. SEEK_CUR uses the offset
+//! the driver had the worker `lseek` to, SEEK_END the file's size, which only `ftruncate`
+//! operations change.
+//!
+//! Compared after every operation ([`generator`] draws them):
+//! - the return value or errno of each lock call, and for F_GETLK / F_OFD_GETLK the whole
+//!   `struct flock` written back, pids named by worker incarnation ([`state::Pids`]);
+//! - the state: `/proc/locks` lines of the test file against the engine's `list()` and,
+//!   separately, against its `proc_locks()` text ([`state`]). A state divergence is reported
+//!   when it appears (not again for every following operation while it lasts).
+//!
+//! The operations that set up the workers' first descriptors count as part of operation 0.
+//!
+//! Blocking calls happen only in the [`scenario`]s (waiters, wake-ups, POSIX deadlocks), on a
+//! second file; the random operations draw F_SETLKW and F_OFD_SETLKW only where they cannot
+//! wait, and flock's LOCK_SH / LOCK_EX always with LOCK_NB.
+//!
+//! Not covered: EFAULT (the engine takes no pointers); leases; several threads of one process;
+//! interruption of a waiting call by a signal; the order in which competing waiters win.
 
-use crate::{Options, Report};
+pub mod generator;
+pub mod scenario;
+pub mod state;
+pub mod worker;
 
-/// Runs the locks differential. Not built yet: reports no operations.
-pub fn run(_opts: &Options) -> Result<Report, String> {
-    Err("uipc conform locks is not implemented yet".into())
+use crate::rng::Rng;
+use crate::{Divergence, Options, Report};
+use generator::{Op, Slots};
+use state::Pids;
+use std::collections::HashMap;
+use std::ffi::CString;
+use std::io::Write;
+use std::os::fd::RawFd;
+use std::sync::Arc;
+use std::time::Duration;
+use uipc::locks::*;
+use uipc::{Cred, Errno, WaitCtx};
+use worker::*;
+
+/// How many worker processes the run drives.
+pub const WORKERS: usize = 4;
+/// The engine pid of worker incarnation `n` is `ENGINE_PID_BASE + n`.
+const ENGINE_PID_BASE: i32 = 1000;
+
+/// An open file description, as the engine side tracks it.
+struct Description {
+    ofd: OfdId,
+    /// Which of the run's two files.
+    file: usize,
+    /// The open flags (the access mode, or `O_PATH`).
+    flags: i32,
+    /// Where the last `lseek` put it.
+    offset: i64,
+    /// Descriptors referring to it, in all workers.
+    refs: usize,
+}
+
+/// One worker slot of the run: the live process and its descriptors.
+struct Process {
+    worker: Option<Worker>,
+    incarnation: usize,
+    /// Description (key of `Run::descriptions`) per slot; the last is the scenario slot.
+    slots: [Option<u64>; SLOTS + 1],
+}
+
+/// Everything the run holds. Dropping it kills the workers and removes the file.
+struct Run {
+    /// The file of the random operations, and the one of the blocking scenarios.
+    paths: [CString; 2],
+    /// The driver's own descriptors of the two files, for `ftruncate` and `fstat`; never used
+    /// for locking.
+    driver_fds: [RawFd; 2],
+    files: [FileId; 2],
+    /// The first file's size (the second stays empty).
+    size: i64,
+    procs: Vec<Process>,
+    descriptions: HashMap<u64, Description>,
+    next_ofd: u64,
+    pids: Pids,
+    engine: Arc<LockManager>,
+    verbose: bool,
+    index: u64,
+    divergences: Vec<Divergence>,
+    /// Whether each state comparison is currently diverging (reported when it starts).
+    state_diverged: [bool; 2],
+}
+
+impl Drop for Run {
+    fn drop(&mut self) {
+        for p in &mut self.procs {
+            if let Some(w) = p.worker.take() {
+                w.kill_and_reap();
+            }
+        }
+        for (fd, path) in self.driver_fds.iter().zip(&self.paths) {
+            // SAFETY: closing our own descriptor and removing our own file by its C path.
+            unsafe {
+                libc::close(*fd);
+                libc::unlink(path.as_ptr());
+            }
+        }
+    }
+}
+
+fn errno() -> Errno {
+    Errno::from_raw(std::io::Error::last_os_error().raw_os_error().unwrap_or(0))
+}
+
+fn show<T: std::fmt::Debug>(r: &Result<T, Errno>) -> String {
+    match r {
+        Ok(v) => format!("Ok({v:?})"),
+        Err(e) => format!("Err({e:?})"),
+    }
+}
+
+fn host_result(reply: &Reply) -> Result<i64, Errno> {
+    if reply[0] < 0 {
+        Err(Errno::from_raw(reply[1] as i32))
+    } else {
+        Ok(reply[0])
+    }
+}
+
+impl Run {
+    fn new(verbose: bool) -> Result<Run, String> {
+        let dir = if std::path::Path::new("/dev/shm").is_dir() {
+            std::path::PathBuf::from("/dev/shm")
+        } else {
+            std::env::temp_dir()
+        };
+        let path = |n: usize| {
+            let p = dir.join(format!("uipc-conform-locks-{}-{n}", std::process::id()));
+            CString::new(p.to_string_lossy().into_owned()).map_err(|e| e.to_string())
+        };
+        let mut run = Run {
+            paths: [path(0)?, path(1)?],
+            driver_fds: [-1; 2],
+            files: [FileId { dev: 0, ino: 0 }; 2],
+            size: 0,
+            procs: Vec::new(),
+            descriptions: HashMap::new(),
+            next_ofd: 1,
+            pids: Pids::default(),
+            engine: Arc::new(LockManager::new()),
+            verbose,
+            index: 0,
+            divergences: Vec::new(),
+            state_diverged: [false; 2],
+        };
+        for n in 0..2 {
+            let path = &run.paths[n];
+            // SAFETY: a valid C path; a stale file of an earlier run with our pid is replaced.
+            let fd = unsafe {
+                libc::unlink(path.as_ptr());
+                libc::open(
+                    path.as_ptr(),
+                    libc::O_RDWR | libc::O_CREAT | libc::O_EXCL | libc::O_CLOEXEC,
+                    0o600,
+                )
+            };
+            if fd < 0 {
+                return Err(format!("cannot create {path:?}: {:?}", errno()));
+            }
+            run.driver_fds[n] = fd;
+            // SAFETY: an all-zero stat is a valid buffer for fstat to fill.
+            let mut st: libc::stat = unsafe { std::mem::zeroed() };
+            // SAFETY: our own descriptor and a live buffer.
+            if unsafe { libc::fstat(fd, &mut st) } != 0 {
+                return Err(format!("fstat failed: {:?}", errno()));
+            }
+            run.files[n] = FileId {
+                dev: st.st_dev,
+                ino: st.st_ino,
+            };
+        }
+        run.truncate(100)?;
+        for w in 0..WORKERS {
+            let p = run.spawn()?;
+            run.procs.push(p);
+            run.open_scenario_slot(w)?;
+        }
+        Ok(run)
+    }
+
+    fn spawn(&mut self) -> Result<Process, String> {
+        let worker = Worker::spawn([&self.paths[0], &self.paths[1]])?;
+        let next = ENGINE_PID_BASE + self.pids.count() as i32;
+        let incarnation = self.pids.add(worker.pid, next);
+        Ok(Process {
+            worker: Some(worker),
+            incarnation,
+            slots: [None; SLOTS + 1],
+        })
+    }
+
+    /// Opens worker `w`'s descriptor of the second file (read-write, a description of its own).
+    fn open_scenario_slot(&mut self, w: usize) -> Result<(), String> {
+        let mut req = request(REQ_OPEN, SCENARIO_SLOT, libc::O_RDWR as i64);
+        req[3] = 1;
+        let (reply, _) = self.worker(w)?.call(&req, None)?;
+        host_result(&reply).map_err(|e| format!("open of the second file failed: {e:?}"))?;
+        self.new_description(w, SCENARIO_SLOT, 1, libc::O_RDWR);
+        Ok(())
+    }
+
+    fn new_description(&mut self, w: usize, slot: usize, file: usize, flags: i32) {
+        let id = self.next_ofd;
+        self.next_ofd += 1;
+        let d = Description {
+            ofd: OfdId(id),
+            file,
+            flags,
+            offset: 0,
+            refs: 0,
+        };
+        self.descriptions.insert(id, d);
+        self.hold(w, slot, id);
+    }
+
+    fn engine_pid(&self, w: usize) -> i32 {
+        ENGINE_PID_BASE + self.procs[w].incarnation as i32
+    }
+
+    fn cred(&self, w: usize) -> Cred {
+        Cred::root(self.engine_pid(w))
+    }
+
+    fn worker(&self, w: usize) -> Result<&Worker, String> {
+        self.procs[w]
+            .worker
+            .as_ref()
+            .ok_or_else(|| "no worker".to_string())
+    }
+
+    fn truncate(&mut self, size: i64) -> Result<(), String> {
+        // SAFETY: our own descriptor; an all-zero stat is a valid buffer.
+        let (r, st) = unsafe {
+            let r = libc::ftruncate(self.driver_fds[0], size);
+            let mut st: libc::stat = std::mem::zeroed();
+            libc::fstat(self.driver_fds[0], &mut st);
+            (r, st)
+        };
+        if r != 0 {
+            return Err(format!("ftruncate({size}) failed: {:?}", errno()));
+        }
+        self.size = st.st_size;
+        Ok(())
+    }
+
+    /// Which slots are open, with their open flags (what the generator sees).
+    fn slots(&self) -> Slots {
+        self.procs
+            .iter()
+            .map(|p| {
+                let mut slots = [None; SLOTS];
+                for (slot, d) in slots.iter_mut().zip(&p.slots) {
+                    *slot = d.map(|d| self.descriptions[&d].flags);
+                }
+                slots
+            })
+            .collect()
+    }
+
+    /// The engine's view of worker `w`'s slot: `None` for an empty or `O_PATH` slot.
+    fn open_file(&self, w: usize, slot: usize) -> Option<OpenFile> {
+        let d = &self.descriptions[&self.procs[w].slots[slot]?];
+        let access = d.flags & libc::O_ACCMODE;
+        (d.flags & libc::O_PATH == 0).then_some(OpenFile {
+            file: self.files[d.file],
+            ofd: d.ofd,
+            readable: access == libc::O_RDONLY || access == libc::O_RDWR,
+            writable: access == libc::O_WRONLY || access == libc::O_RDWR,
+            offset: d.offset,
+            size: if d.file == 0 { self.size } else { 0 },
+        })
+    }
+
+    /// Records a divergence unless the two sides agree.
+    fn check(&mut self, op: &str, host: String, engine: String) {
+        if self.verbose {
+            println!("op {}: {op} -> host {host}, engine {engine}", self.index);
+        }
+        if host != engine {
+            self.divergences.push(Divergence {
+                index: self.index,
+                op: op.to_string(),
+                host,
+                engine,
+            });
+        }
+    }
+
+    /// Worker `w` dropped its reference to description `id` (a close or its exit).
+    fn release(&mut self, w: usize, id: u64) {
+        let pid = self.engine_pid(w);
+        let d = self.descriptions.get_mut(&id).expect("tracked description");
+        d.refs -= 1;
+        let last = d.refs == 0;
+        if d.flags & libc::O_PATH == 0 {
+            self.engine.close(pid, self.files[d.file], d.ofd, last);
+        }
+        if last {
+            self.descriptions.remove(&id);
+        }
+    }
+
+    /// Worker `w` gained a reference to description `id` in `slot`.
+    fn hold(&mut self, w: usize, slot: usize, id: u64) {
+        self.descriptions.get_mut(&id).expect("tracked").refs += 1;
+        self.procs[w].slots[slot] = Some(id);
+    }
+
+    fn expect_ok(op: &Op, reply: &Reply) -> Result<(), String> {
+        host_result(reply)
+            .map(|_| ())
+            .map_err(|e| format!("{op} failed on the host: {e:?}"))
+    }
+
+    /// Applies one operation to both sides and compares the results.
+    fn apply(&mut self, op: Op) -> Result<(), String> {
+        if self.verbose && !matches!(op, Op::Fcntl { .. } | Op::Flock { .. }) {
+            println!("op {}: {op}", self.index);
+        }
+        match op {
+            Op::Fcntl {
+                w,
+                slot,
+                cmd,
+                fl,
+                seek,
+            } => {
+                let mut req = request(REQ_FCNTL, slot, cmd as i64);
+                req[4] = seek.unwrap_or(-1);
+                req[6..11].copy_from_slice(&[
+                    fl.l_type as i64,
+                    fl.l_whence as i64,
+                    fl.l_start,
+                    fl.l_len,
+                    fl.l_pid as i64,
+                ]);
+                let (reply, _) = self.worker(w)?.call(&req, None)?;
+                let host = host_result(&reply).map(|_| Flock {
+                    l_type: reply[2] as i16,
+                    l_whence: reply[3] as i16,
+                    l_start: reply[4],
+                    l_len: reply[5],
+                    l_pid: reply[6] as i32,
+                });
+                if let (Some(off), Some(id)) = (seek, self.procs[w].slots[slot]) {
+                    self.descriptions.get_mut(&id).expect("tracked").offset = off;
+                }
+                let mut answer = fl;
+                let engine = self
+                    .engine
+                    .fcntl(
+                        &self.cred(w),
+                        self.open_file(w, slot).as_ref(),
+                        cmd,
+                        &mut answer,
+                        &WaitCtx::timeout(Duration::from_secs(2)),
+                    )
+                    .map(|()| answer);
+                let getlk = cmd == F_GETLK || cmd == F_OFD_GETLK;
+                let (host, engine) = if getlk {
+                    let name = |r: Result<Flock, Errno>, side: &dyn Fn(i32) -> String| {
+                        show(&r.map(|f| {
+                            format!(
+                                "{{type {}, whence {}, start {}, len {}, pid {}}}",
+                                f.l_type,
+                                f.l_whence,
+                                f.l_start,
+                                f.l_len,
+                                side(f.l_pid)
+                            )
+                        }))
+                    };
+                    (
+                        name(host, &|p| self.pids.host(p).0),
+                        name(engine, &|p| self.pids.engine(p).0),
+                    )
+                } else {
+                    (show(&host.map(|_| ())), show(&engine.map(|_| ())))
+                };
+                self.check(&op.to_string(), host, engine);
+            }
+            Op::Flock { w, slot, cmd } => {
+                let (reply, _) = self
+                    .worker(w)?
+                    .call(&request(REQ_FLOCK, slot, cmd as i64), None)?;
+                let host = host_result(&reply).map(|_| ());
+                let engine = self.engine.flock(
+                    &self.cred(w),
+                    self.open_file(w, slot).as_ref(),
+                    cmd,
+                    &WaitCtx::timeout(Duration::from_secs(2)),
+                );
+                self.check(&op.to_string(), show(&host), show(&engine));
+            }
+            Op::Close { w, slot } => {
+                let (reply, _) = self.worker(w)?.call(&request(REQ_CLOSE, slot, 0), None)?;
+                match self.procs[w].slots[slot].take() {
+                    Some(id) => {
+                        Self::expect_ok(&op, &reply)?;
+                        self.release(w, id);
+                    }
+                    None if host_result(&reply) == Err(Errno::EBADF) => {}
+                    None => return Err(format!("{op}: the host closed an empty slot")),
+                }
+            }
+            Op::Open { w, slot, flags } => {
+                let (reply, _) = self
+                    .worker(w)?
+                    .call(&request(REQ_OPEN, slot, flags as i64), None)?;
+                Self::expect_ok(&op, &reply)?;
+                self.new_description(w, slot, 0, flags);
+            }
+            Op::Dup { w, from, to } => {
+                let (reply, _) = self
+                    .worker(w)?
+                    .call(&request(REQ_DUP, to, from as i64), None)?;
+                Self::expect_ok(&op, &reply)?;
+                let id = self.procs[w].slots[from].expect("dup of an open slot");
+                self.hold(w, to, id);
+            }
+            Op::Share {
+                w,
+                slot,
+                to_w,
+                to_slot,
+            } => {
+                let (_, fd) = self.worker(w)?.call(&request(REQ_SEND, slot, 0), None)?;
+                let fd = fd.ok_or_else(|| format!("{op}: no descriptor came"))?;
+                let sent = self
+                    .worker(to_w)?
+                    .call(&request(REQ_RECV, to_slot, 0), Some(fd));
+                // SAFETY: the driver's own copy of the passed descriptor; the driver holds no
+                // locks, so closing it changes no lock.
+                unsafe { libc::close(fd) };
+                Self::expect_ok(&op, &sent?.0)?;
+                let id = self.procs[w].slots[slot].expect("share of an open slot");
+                self.hold(to_w, to_slot, id);
+            }
+            Op::Truncate { size } => self.truncate(size)?,
+            Op::Exit { w } => {
+                if let Some(worker) = self.procs[w].worker.take() {
+                    worker.exit();
+                }
+                for slot in 0..=SLOTS {
+                    if let Some(id) = self.procs[w].slots[slot].take() {
+                        self.release(w, id);
+                    }
+                }
+                self.engine.process_exit(self.engine_pid(w));
+                self.pids.exited(self.procs[w].incarnation);
+                self.procs[w] = self.spawn()?;
+                self.open_scenario_slot(w)?;
+            }
+            Op::Scenario { scenario, order, k } => self.scenario(scenario, &order[..k])?,
+        }
+        Ok(())
+    }
+
+    /// Compares the state of both sides after `op`.
+    fn compare_state(&mut self, op: &str) -> Result<(), String> {
+        let text = std::fs::read_to_string("/proc/locks").map_err(|e| e.to_string())?;
+        let list = self.engine.list();
+        let proc_text = self.engine.proc_locks();
+        let (mut host, mut listed, mut printed) = (Vec::new(), Vec::new(), Vec::new());
+        for file in self.files {
+            let column = state::dev_ino(file);
+            host.extend(state::normalise_proc_locks(&text, &column, |p| {
+                self.pids.host(p).0
+            }));
+            listed.extend(state::render_list(&list, file, |p| self.pids.engine(p)));
+            printed.extend(state::normalise_proc_locks(&proc_text, &column, |p| {
+                self.pids.engine(p).0
+            }));
+        }
+        for (n, (what, engine)) in [("list()", listed), ("proc_locks()", printed)]
+            .into_iter()
+            .enumerate()
+        {
+            let diverged = host != engine;
+            if diverged && !self.state_diverged[n] {
+                self.divergences.push(Divergence {
+                    index: self.index,
+                    op: format!("{op}; then /proc/locks vs the engine's {what}"),
+                    host: format!("{host:?}"),
+                    engine: format!("{engine:?}"),
+                });
+            }
+            self.state_diverged[n] = diverged;
+        }
+        Ok(())
+    }
+
+    /// The first descriptors: per worker read-write, read-only, write-only and a dup of the
+    /// first; and one read-write description shared by every worker.
+    fn setup(&mut self) -> Result<(), String> {
+        for w in 0..WORKERS {
+            for (slot, flags) in [(0, libc::O_RDWR), (1, libc::O_RDONLY), (2, libc::O_WRONLY)] {
+                self.apply(Op::Open { w, slot, flags })?;
+            }
+            self.apply(Op::Dup { w, from: 0, to: 3 })?;
+        }
+        self.apply(Op::Open {
+            w: 0,
+            slot: 4,
+            flags: libc::O_RDWR,
+        })?;
+        for to_w in 1..WORKERS {
+            self.apply(Op::Share {
+                w: 0,
+                slot: 4,
+                to_w,
+                to_slot: 4,
+            })?;
+        }
+        Ok(())
+    }
+}
+
+/// Runs the locks differential (see the module doc).
+pub fn run(opts: &Options) -> Result<Report, String> {
+    // The workers are forked: nothing buffered may be printed twice.
+    let _ = std::io::stdout().flush();
+    let mut run = Run::new(opts.verbose)?;
+    run.setup()?;
+    let mut rng = Rng::new(opts.seed);
+    for index in 0..opts.ops {
+        run.index = index;
+        let op = generator::draw(&mut rng, &run.slots());
+        run.apply(op)?;
+        run.compare_state(&op.to_string())?;
+    }
+    Ok(Report {
+        operations: opts.ops,
+        divergences: std::mem::take(&mut run.divergences),
+    })
 }

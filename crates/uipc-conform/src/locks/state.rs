@@ -1,0 +1,237 @@
+//! Comparing lock state: `/proc/locks` lines of the test file, normalised, against the
+//! engine's `proc_locks()` text and its `list()`.
+//!
+//! Host and engine processes have different pids, so every pid is replaced by the name of the
+//! worker incarnation it belongs to (`p0`, `p1`, ...; [`Pids`]). The ordinal column is dropped
+//! (`/proc/locks` prints locks in no defined order), and the lines are sorted, so the comparison
+//! is order-independent but otherwise byte for byte: the kind, type, device, inode and range
+//! columns keep their exact spacing. Blocked requests keep their `->` prefix (and with it their
+//! depth), though not which lock they are numbered under.
+//!
+//! `list()` entries are rendered into the same line format ([`render_list`]), applying the one
+//! rule by which `/proc/locks` hides a lock: a lock whose pid no longer names a live process
+//! (a flock lock set by a worker that has exited since) is not shown.
+
+use uipc::locks::{FileId, LockInfo, LockKind, LockType, OFFSET_MAX};
+
+/// The pids of every worker incarnation of the run, on both sides.
+#[derive(Debug, Default)]
+pub struct Pids {
+    /// `(host pid, engine pid, alive)`, by incarnation number.
+    procs: Vec<(i32, i32, bool)>,
+}
+
+impl Pids {
+    /// Records a new incarnation; returns its number.
+    pub fn add(&mut self, host: i32, engine: i32) -> usize {
+        self.procs.push((host, engine, true));
+        self.procs.len() - 1
+    }
+
+    /// How many incarnations there have been.
+    pub fn count(&self) -> usize {
+        self.procs.len()
+    }
+
+    /// Marks incarnation `n` as exited.
+    pub fn exited(&mut self, n: usize) {
+        self.procs[n].2 = false;
+    }
+
+    fn name(&self, pid: i32, side: fn(&(i32, i32, bool)) -> i32) -> (String, bool) {
+        if pid == -1 {
+            return ("-1".into(), true);
+        }
+        match self.procs.iter().position(|p| side(p) == pid) {
+            Some(n) => (format!("p{n}"), self.procs[n].2),
+            None => (format!("#{pid}"), true),
+        }
+    }
+
+    /// A host pid's name, and whether that process is alive. Pids of no worker are shown as
+    /// `#pid` (such a value is echoed back unchanged by F_GETLK when nothing conflicts).
+    pub fn host(&self, pid: i32) -> (String, bool) {
+        self.name(pid, |p| p.0)
+    }
+
+    /// An engine pid's name, and whether that process is alive.
+    pub fn engine(&self, pid: i32) -> (String, bool) {
+        self.name(pid, |p| p.1)
+    }
+}
+
+/// The `major:minor:inode` column of `file`, as `/proc/locks` prints it.
+pub fn dev_ino(file: FileId) -> String {
+    format!("{:02x}:{:02x}:{}", file.major(), file.minor(), file.ino)
+}
+
+/// The lines of `/proc/locks` text that are about the file `dev_ino`, without their ordinal,
+/// with pids named by `name`, sorted. A line that cannot be parsed is kept whole.
+pub fn normalise_proc_locks(
+    text: &str,
+    dev_ino: &str,
+    name: impl Fn(i32) -> String,
+) -> Vec<String> {
+    let mut lines: Vec<String> = text
+        .lines()
+        .filter_map(|line| {
+            let mut words: Vec<&str> = line.split(' ').collect();
+            let at = words.iter().position(|w| *w == dev_ino)?;
+            let Some((_, rest)) = line.split_once(": ") else {
+                return Some(line.to_string());
+            };
+            let pid = (at > 0)
+                .then(|| words[at - 1].parse::<i32>().ok())
+                .flatten();
+            let Some(pid) = pid else {
+                return Some(line.to_string());
+            };
+            let named = name(pid);
+            words[at - 1] = &named;
+            let skip = line.len() - rest.len();
+            Some(words.join(" ")[skip..].to_string())
+        })
+        .collect();
+    lines.sort();
+    lines
+}
+
+/// The engine's `list()` entries for `file`, rendered as normalised `/proc/locks` lines
+/// (see the module doc), sorted. `name` gives a pid's name and whether it is alive.
+pub fn render_list(
+    list: &[LockInfo],
+    file: FileId,
+    name: impl Fn(i32) -> (String, bool),
+) -> Vec<String> {
+    let column = dev_ino(file);
+    let mut lines: Vec<String> = list
+        .iter()
+        .filter(|info| info.file == file)
+        .filter_map(|info| {
+            let mut depth = 0;
+            let mut at = info;
+            while let Some(behind) = at.blocked_behind {
+                depth += 1;
+                at = list.get(behind)?;
+                if depth > list.len() {
+                    break;
+                }
+            }
+            let (pid, alive) = match info.kind {
+                LockKind::Ofd => ("-1".to_string(), true),
+                _ => name(info.pid),
+            };
+            if !alive {
+                return None;
+            }
+            let arrow = if depth == 0 {
+                String::new()
+            } else {
+                format!("{:>width$}", "-> ", width = depth - 1 + 3)
+            };
+            let kind = match info.kind {
+                LockKind::Posix => "POSIX  ADVISORY  ",
+                LockKind::Ofd => "OFDLCK ADVISORY  ",
+                LockKind::Flock => "FLOCK  ADVISORY  ",
+            };
+            let ty = match info.ty {
+                LockType::Read => "READ ",
+                LockType::Write => "WRITE ",
+            };
+            let range = match (info.kind, info.end) {
+                (LockKind::Flock, _) => "0 EOF".to_string(),
+                (_, OFFSET_MAX) => format!("{} EOF", info.start),
+                (_, end) => format!("{} {end}", info.start),
+            };
+            Some(format!("{arrow}{kind}{ty}{pid} {column} {range}"))
+        })
+        .collect();
+    lines.sort();
+    lines
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use uipc::locks::{OfdId, Owner};
+
+    const FILE: FileId = FileId { dev: 0x1b, ino: 2 };
+
+    fn named(pid: i32) -> String {
+        format!("n{pid}")
+    }
+
+    #[test]
+    fn proc_locks_lines_keep_only_the_file_drop_ordinals_name_pids_and_sort() {
+        let text = "1: POSIX  ADVISORY  WRITE 6660 00:1b:2 0 9\n\
+                    2: FLOCK  ADVISORY  READ 12 00:1b:20 0 EOF\n\
+                    3: OFDLCK ADVISORY  READ -1 00:1b:2 20 EOF\n\
+                    3: -> OFDLCK ADVISORY  WRITE -1 00:1b:2 20 20\n\
+                    3:  -> POSIX  ADVISORY  WRITE 7 00:1b:2 20 20\n";
+        assert_eq!(
+            normalise_proc_locks(text, &dev_ino(FILE), named),
+            vec![
+                " -> POSIX  ADVISORY  WRITE n7 00:1b:2 20 20",
+                "-> OFDLCK ADVISORY  WRITE n-1 00:1b:2 20 20",
+                "OFDLCK ADVISORY  READ n-1 00:1b:2 20 EOF",
+                "POSIX  ADVISORY  WRITE n6660 00:1b:2 0 9",
+            ]
+        );
+    }
+
+    fn info(kind: LockKind, ty: LockType, pid: i32, start: i64, end: i64) -> LockInfo {
+        LockInfo {
+            file: FILE,
+            kind,
+            ty,
+            owner: Owner::Description(OfdId(1)),
+            pid,
+            start,
+            end,
+            blocked_behind: None,
+        }
+    }
+
+    #[test]
+    fn listing_renders_as_proc_locks_lines_with_depth_and_hides_dead_lockers() {
+        let mut waiter = info(LockKind::Posix, LockType::Write, 8, 0, 4);
+        waiter.blocked_behind = Some(0);
+        let mut deeper = info(LockKind::Posix, LockType::Write, 9, 2, 3);
+        deeper.blocked_behind = Some(1);
+        let mut elsewhere = info(LockKind::Posix, LockType::Write, 9, 2, 3);
+        elsewhere.file.ino = 3;
+        let list = vec![
+            info(LockKind::Posix, LockType::Write, 7, 0, OFFSET_MAX),
+            waiter,
+            deeper,
+            info(LockKind::Ofd, LockType::Read, 7, 5, 5),
+            info(LockKind::Flock, LockType::Read, 7, 0, OFFSET_MAX),
+            info(LockKind::Flock, LockType::Write, 666, 0, OFFSET_MAX),
+            elsewhere,
+        ];
+        let lines = render_list(&list, FILE, |pid| (format!("n{pid}"), pid != 666));
+        assert_eq!(
+            lines,
+            vec![
+                " -> POSIX  ADVISORY  WRITE n9 00:1b:2 2 3",
+                "-> POSIX  ADVISORY  WRITE n8 00:1b:2 0 4",
+                "FLOCK  ADVISORY  READ n7 00:1b:2 0 EOF",
+                "OFDLCK ADVISORY  READ -1 00:1b:2 5 5",
+                "POSIX  ADVISORY  WRITE n7 00:1b:2 0 EOF",
+            ]
+        );
+    }
+
+    #[test]
+    fn pids_name_incarnations_on_both_sides_and_remember_exits() {
+        let mut pids = Pids::default();
+        assert_eq!(pids.add(4000, 100), 0);
+        assert_eq!(pids.add(4001, 101), 1);
+        pids.exited(0);
+        assert_eq!(pids.host(4001), ("p1".into(), true));
+        assert_eq!(pids.engine(101), ("p1".into(), true));
+        assert_eq!(pids.engine(100), ("p0".into(), false));
+        assert_eq!(pids.host(-1), ("-1".into(), true));
+        assert_eq!(pids.host(55), ("#55".into(), true));
+    }
+}
