@@ -104,7 +104,7 @@ impl std::fmt::Debug for LockManager {
 /// What the first, locked part of a request decided.
 enum Step {
     Done(Result<()>),
-    Sleep(Arc<file::FileLocks>, Arc<Waiter<()>>),
+    Sleep(crate::sync::Arc<file::FileLocks>, Arc<Waiter<()>>),
 }
 
 impl LockManager {
