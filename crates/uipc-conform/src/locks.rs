@@ -391,8 +391,8 @@ impl Run {
                         }))
                     };
                     (
-                        name(host, &|p| self.pids.host(p).0),
-                        name(engine, &|p| self.pids.engine(p).0),
+                        name(host, &|p| self.pids.host(p)),
+                        name(engine, &|p| self.pids.engine(p)),
                     )
                 } else {
                     (show(&host.map(|_| ())), show(&engine.map(|_| ())))
@@ -467,7 +467,6 @@ impl Run {
                     }
                 }
                 self.engine.process_exit(self.engine_pid(w));
-                self.pids.exited(self.procs[w].incarnation);
                 self.procs[w] = self.spawn()?;
                 self.open_scenario_slot(w)?;
             }
@@ -485,11 +484,11 @@ impl Run {
         for file in self.files {
             let column = state::dev_ino(file);
             host.extend(state::normalise_proc_locks(&text, &column, |p| {
-                self.pids.host(p).0
+                self.pids.host(p)
             }));
             listed.extend(state::render_list(&list, file, |p| self.pids.engine(p)));
             printed.extend(state::normalise_proc_locks(&proc_text, &column, |p| {
-                self.pids.engine(p).0
+                self.pids.engine(p)
             }));
         }
         for (n, (what, engine)) in [("list()", listed), ("proc_locks()", printed)]

@@ -8,23 +8,25 @@
 //! columns keep their exact spacing. Blocked requests keep their `->` prefix (and with it their
 //! depth), though not which lock they are numbered under.
 //!
-//! `list()` entries are rendered into the same line format ([`render_list`]), applying the one
-//! rule by which `/proc/locks` hides a lock: a lock whose pid no longer names a live process
-//! (a flock lock set by a worker that has exited since) is not shown.
+//! `list()` entries are rendered into the same line format ([`render_list`]). A lock keeps the
+//! pid of the process that set it after that process has exited (a flock lock on a
+//! description another worker still holds): in the initial pid namespace `/proc/locks` prints
+//! that pid as it is, and so does the comparison. (In a child pid namespace Linux prints 0 for
+//! a pid that no longer exists; the run assumes the initial one.)
 
 use uipc::locks::{FileId, LockInfo, LockKind, LockType, OFFSET_MAX};
 
 /// The pids of every worker incarnation of the run, on both sides.
 #[derive(Debug, Default)]
 pub struct Pids {
-    /// `(host pid, engine pid, alive)`, by incarnation number.
-    procs: Vec<(i32, i32, bool)>,
+    /// `(host pid, engine pid)`, by incarnation number.
+    procs: Vec<(i32, i32)>,
 }
 
 impl Pids {
     /// Records a new incarnation; returns its number.
     pub fn add(&mut self, host: i32, engine: i32) -> usize {
-        self.procs.push((host, engine, true));
+        self.procs.push((host, engine));
         self.procs.len() - 1
     }
 
@@ -33,29 +35,24 @@ impl Pids {
         self.procs.len()
     }
 
-    /// Marks incarnation `n` as exited.
-    pub fn exited(&mut self, n: usize) {
-        self.procs[n].2 = false;
-    }
-
-    fn name(&self, pid: i32, side: fn(&(i32, i32, bool)) -> i32) -> (String, bool) {
+    fn name(&self, pid: i32, side: fn(&(i32, i32)) -> i32) -> String {
         if pid == -1 {
-            return ("-1".into(), true);
+            return "-1".into();
         }
         match self.procs.iter().position(|p| side(p) == pid) {
-            Some(n) => (format!("p{n}"), self.procs[n].2),
-            None => (format!("#{pid}"), true),
+            Some(n) => format!("p{n}"),
+            None => format!("#{pid}"),
         }
     }
 
-    /// A host pid's name, and whether that process is alive. Pids of no worker are shown as
-    /// `#pid` (such a value is echoed back unchanged by F_GETLK when nothing conflicts).
-    pub fn host(&self, pid: i32) -> (String, bool) {
+    /// A host pid's name. Pids of no worker are shown as `#pid` (such a value is echoed back
+    /// unchanged by F_GETLK when nothing conflicts).
+    pub fn host(&self, pid: i32) -> String {
         self.name(pid, |p| p.0)
     }
 
-    /// An engine pid's name, and whether that process is alive.
-    pub fn engine(&self, pid: i32) -> (String, bool) {
+    /// An engine pid's name.
+    pub fn engine(&self, pid: i32) -> String {
         self.name(pid, |p| p.1)
     }
 }
@@ -97,12 +94,8 @@ pub fn normalise_proc_locks(
 }
 
 /// The engine's `list()` entries for `file`, rendered as normalised `/proc/locks` lines
-/// (see the module doc), sorted. `name` gives a pid's name and whether it is alive.
-pub fn render_list(
-    list: &[LockInfo],
-    file: FileId,
-    name: impl Fn(i32) -> (String, bool),
-) -> Vec<String> {
+/// (see the module doc), sorted, pids named by `name`.
+pub fn render_list(list: &[LockInfo], file: FileId, name: impl Fn(i32) -> String) -> Vec<String> {
     let column = dev_ino(file);
     let mut lines: Vec<String> = list
         .iter()
@@ -117,13 +110,10 @@ pub fn render_list(
                     break;
                 }
             }
-            let (pid, alive) = match info.kind {
-                LockKind::Ofd => ("-1".to_string(), true),
+            let pid = match info.kind {
+                LockKind::Ofd => "-1".to_string(),
                 _ => name(info.pid),
             };
-            if !alive {
-                return None;
-            }
             let arrow = if depth == 0 {
                 String::new()
             } else {
@@ -193,7 +183,7 @@ mod tests {
     }
 
     #[test]
-    fn listing_renders_as_proc_locks_lines_with_depth_and_hides_dead_lockers() {
+    fn listing_renders_as_proc_locks_lines_with_depth_and_only_its_file() {
         let mut waiter = info(LockKind::Posix, LockType::Write, 8, 0, 4);
         waiter.blocked_behind = Some(0);
         let mut deeper = info(LockKind::Posix, LockType::Write, 9, 2, 3);
@@ -209,13 +199,14 @@ mod tests {
             info(LockKind::Flock, LockType::Write, 666, 0, OFFSET_MAX),
             elsewhere,
         ];
-        let lines = render_list(&list, FILE, |pid| (format!("n{pid}"), pid != 666));
+        let lines = render_list(&list, FILE, named);
         assert_eq!(
             lines,
             vec![
                 " -> POSIX  ADVISORY  WRITE n9 00:1b:2 2 3",
                 "-> POSIX  ADVISORY  WRITE n8 00:1b:2 0 4",
                 "FLOCK  ADVISORY  READ n7 00:1b:2 0 EOF",
+                "FLOCK  ADVISORY  WRITE n666 00:1b:2 0 EOF",
                 "OFDLCK ADVISORY  READ -1 00:1b:2 5 5",
                 "POSIX  ADVISORY  WRITE n7 00:1b:2 0 EOF",
             ]
@@ -223,15 +214,15 @@ mod tests {
     }
 
     #[test]
-    fn pids_name_incarnations_on_both_sides_and_remember_exits() {
+    fn pids_name_incarnations_the_same_on_both_sides() {
         let mut pids = Pids::default();
         assert_eq!(pids.add(4000, 100), 0);
         assert_eq!(pids.add(4001, 101), 1);
-        pids.exited(0);
-        assert_eq!(pids.host(4001), ("p1".into(), true));
-        assert_eq!(pids.engine(101), ("p1".into(), true));
-        assert_eq!(pids.engine(100), ("p0".into(), false));
-        assert_eq!(pids.host(-1), ("-1".into(), true));
-        assert_eq!(pids.host(55), ("#55".into(), true));
+        assert_eq!(pids.host(4001), "p1");
+        assert_eq!(pids.engine(101), "p1");
+        assert_eq!(pids.engine(100), "p0");
+        assert_eq!(pids.host(100), "#100");
+        assert_eq!(pids.host(-1), "-1");
+        assert_eq!(pids.host(55), "#55");
     }
 }
