@@ -34,6 +34,7 @@
 //! Not covered: EFAULT (the engine takes no pointers); leases; several threads of one process;
 //! interruption of a waiting call by a signal; the order in which competing waiters win.
 
+pub mod blocking;
 pub mod generator;
 pub mod scenario;
 pub mod state;
@@ -470,7 +471,12 @@ impl Run {
                 self.procs[w] = self.spawn()?;
                 self.open_scenario_slot(w)?;
             }
-            Op::Scenario { scenario, order, k } => self.scenario(scenario, &order[..k])?,
+            Op::Scenario {
+                scenario,
+                order,
+                k,
+                mask,
+            } => self.scenario(scenario, &order[..k], mask)?,
         }
         Ok(())
     }

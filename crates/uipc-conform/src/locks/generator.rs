@@ -99,10 +99,13 @@ pub enum Op {
         order: [usize; 4],
         /// How many take part.
         k: usize,
+        /// Bit `i` set: `order[i]` uses OFD locks rather than POSIX ones.
+        mask: u8,
     },
 }
 
-fn cmd_name(cmd: i32) -> String {
+/// A command's name, or its number when it has none.
+pub fn cmd_name(cmd: i32) -> String {
     match cmd {
         F_GETLK => "F_GETLK".into(),
         F_SETLK => "F_SETLK".into(),
@@ -163,12 +166,17 @@ impl std::fmt::Display for Op {
             ),
             Op::Truncate { size } => write!(f, "ftruncate(file, {size})"),
             Op::Exit { w } => write!(f, "w{w}: exit, replaced by a fresh worker"),
-            Op::Scenario { scenario, order, k } => {
+            Op::Scenario {
+                scenario,
+                order,
+                k,
+                mask,
+            } => {
                 write!(f, "{scenario:?} scenario of w{}", order[0])?;
                 for w in &order[1..k] {
                     write!(f, ", w{w}")?;
                 }
-                Ok(())
+                write!(f, " (OFD mask {mask:#b})")
             }
         }
     }
@@ -355,17 +363,30 @@ fn scenario(rng: &mut Rng, workers: usize) -> Op {
         order.swap(i, rng.below(i as u64 + 1) as usize);
     }
     let scenario = *rng.pick(&[
-        Scenario::PosixChain,
-        Scenario::PosixDeadlock,
-        Scenario::PosixDeadlock,
-        Scenario::OfdChain,
+        Scenario::Chain,
+        Scenario::Cycle,
+        Scenario::Cycle,
+        Scenario::Tree,
+        Scenario::Interrupted,
         Scenario::FlockShared,
         Scenario::FlockUpgrade,
     ]);
     let most = match scenario {
         Scenario::FlockUpgrade => n.min(3),
+        Scenario::Interrupted => 2,
         _ => n,
     };
     let k = rng.range(2, most as i64) as usize;
-    Op::Scenario { scenario, order, k }
+    // Half of the fcntl scenarios are all POSIX, where Linux's deadlock detection applies.
+    let mask = if rng.chance(1, 2) {
+        0
+    } else {
+        rng.below(16) as u8
+    };
+    Op::Scenario {
+        scenario,
+        order,
+        k,
+        mask,
+    }
 }

@@ -1,222 +1,167 @@
 //! Blocking scenarios of `uipc conform locks`: F_SETLKW, F_OFD_SETLKW and blocking flock
-//! requests that wait and are woken, and POSIX deadlocks.
+//! requests that wait, are woken or interrupted, and deadlocks.
 //!
 //! They run on the second file, on which nothing else ever locks, through each worker's
-//! [`SCENARIO_SLOT`] (a read-write description of its own), so every request's outcome is
-//! determined: who waits, behind whom, and who is woken by which release. Each scenario starts
-//! and ends with no lock on that file.
+//! scenario slot (a read-write description of its own), so every outcome is determined: who
+//! waits, behind whom, and who is woken by which release. Each scenario starts and ends with
+//! no lock on that file. The owners are distinct workers `w[0..k]`; for the fcntl scenarios
+//! each owner uses POSIX or OFD locks as the scenario's `mask` says (bit `i` set: `w[i]` uses
+//! OFD locks), so chains and cycles mix both kinds. How the calls are made and compared is in
+//! [`super::blocking`].
 //!
-//! A blocking request is posted to its worker, which makes the call with an alarm of
-//! [`HOST_ALARM_SECS`] armed (EINTR if it is never woken), and made on the engine on a thread
-//! of its own with a timeout of the same length. The driver then polls until both sides show
-//! the expected number of blocked requests, compares the state (the `->` lines included), and
-//! releases. State is compared only at such stable points: a woken waiter that blocks again
-//! is briefly in neither list.
-//!
-//! - POSIX / OFD chain of `k` owners: `w[i]` holds byte `i` and waits for byte `i + 1`. The
-//!   last owner's unlock wakes `w[k-2]`; each woken owner's unlock of everything wakes the next.
-//! - POSIX deadlock: the same chain, closed by `w[k-1]` asking for byte 0: Linux gives EDEADLK
-//!   (cycles of up to 12 owners, and the run has at most [`super::WORKERS`]). OFD cycles are
-//!   never detected on Linux (they would hang until the alarm), so they are not drawn.
+//! - Chain: `w[i]` holds byte `i` and waits for byte `i + 1`. The last owner's unlock wakes
+//!   `w[k-2]`; each woken owner's unlock of everything wakes the next.
+//! - Cycle: the same chain, closed by `w[k-1]` asking for byte 0. Linux refuses it with
+//!   EDEADLK when the closing request is POSIX and it can follow the waiting owners from the
+//!   lock in its way back to itself (POSIX waiters blocked by POSIX locks); otherwise the
+//!   request waits, and is interrupted after [`CYCLE_ALARM_MS`]. Then the chain is released.
+//! - Tree: `w[0]` holds W[0,9]; `w[1]` waits for W[0,4]; `w[2]` for W[2,3], which conflicts
+//!   with `w[1]`'s request and so waits behind it (depth 2 in `/proc/locks`); `w[3]` for
+//!   R[5,9], which does not (depth 1). `w[0]`'s unlock wakes `w[1]` and `w[3]`; `w[2]` waits
+//!   again, now behind `w[1]`'s lock, until `w[1]` unlocks.
+//! - Interrupted: `w[0]` holds a write lock (POSIX, OFD or flock), `w[1]` waits for it and is
+//!   interrupted; its request must be gone afterwards.
 //! - flock, shared waiters: `w[0]` holds LOCK_EX, the others wait for LOCK_SH; all are woken.
 //! - flock, upgrade: `w[0]` and `w[1]` hold LOCK_SH; `w[0]` asks for LOCK_EX, which drops its
 //!   shared lock first and waits; with a third owner, that one's LOCK_SH|LOCK_NB now succeeds.
 //!   The other holders' LOCK_UN wake `w[0]`.
 
-use super::worker::*;
+use super::blocking::{Call, Pending, SAFETY_ALARM_MS};
 use super::Run;
-use std::time::{Duration, Instant};
 use uipc::locks::*;
-use uipc::{Errno, WaitCtx};
 
-/// The alarm armed around every host call of a scenario.
-pub const HOST_ALARM_SECS: i64 = 10;
-/// How long the driver waits for requests to show up as blocked.
-const BLOCK_POLL: Duration = Duration::from_secs(1);
+/// How long a request that closes a cycle Linux does not detect waits before it is
+/// interrupted; also how long an interrupted waiter waits.
+pub const CYCLE_ALARM_MS: i64 = 50;
 
-/// What a scenario does (the owners are worker numbers, in the scenario's order).
+/// What a scenario does (see the module doc).
 #[derive(Clone, Copy, Debug)]
 pub enum Scenario {
-    /// A chain of POSIX waiters, released from the end.
-    PosixChain,
-    /// A chain of POSIX waiters closed into a cycle: EDEADLK.
-    PosixDeadlock,
-    /// A chain of OFD waiters, released from the end.
-    OfdChain,
+    /// Waiters in a chain, released from the end.
+    Chain,
+    /// A chain closed into a cycle.
+    Cycle,
+    /// Waiters at depths 1 and 2.
+    Tree,
+    /// A waiter interrupted.
+    Interrupted,
     /// One LOCK_EX holder, LOCK_SH waiters.
     FlockShared,
     /// Two LOCK_SH holders, one upgrading to LOCK_EX.
     FlockUpgrade,
 }
 
-/// One call of a scenario, on the scenario slot.
-#[derive(Clone, Copy, Debug)]
-enum Call {
-    Fcntl(i32, Flock),
-    Flock(i32),
+/// Whether owner `i` uses OFD locks under `mask`.
+fn ofd(mask: u8, i: usize) -> bool {
+    mask >> i & 1 == 1
 }
 
-impl Call {
-    fn request(&self) -> Request {
-        let mut req = match *self {
-            Call::Fcntl(cmd, fl) => {
-                let mut req = request(REQ_FCNTL, SCENARIO_SLOT, cmd as i64);
-                req[6..11].copy_from_slice(&[
-                    fl.l_type as i64,
-                    fl.l_whence as i64,
-                    fl.l_start,
-                    fl.l_len,
-                    fl.l_pid as i64,
-                ]);
-                req
-            }
-            Call::Flock(cmd) => request(REQ_FLOCK, SCENARIO_SLOT, cmd as i64),
-        };
-        req[5] = HOST_ALARM_SECS;
-        req
-    }
-
-    fn show(&self, w: usize) -> String {
-        match *self {
-            Call::Fcntl(cmd, fl) => format!(
-                "w{w}: fcntl(second file, {cmd}, {{type {}, start {}, len {}}})",
-                fl.l_type, fl.l_start, fl.l_len
-            ),
-            Call::Flock(cmd) => format!("w{w}: flock(second file, {cmd:#x})"),
-        }
-    }
-}
-
-fn lock(cmd: i32, l_type: i16, start: i64, len: i64) -> Call {
+/// A write lock (or unlock) request by owner `i` under `mask`.
+fn lock(mask: u8, i: usize, wait: bool, l_type: i16, start: i64, len: i64) -> Call {
+    let cmd = match (ofd(mask, i), wait) {
+        (false, false) => F_SETLK,
+        (false, true) => F_SETLKW,
+        (true, false) => F_OFD_SETLK,
+        (true, true) => F_OFD_SETLKW,
+    };
     Call::Fcntl(cmd, Flock::new(l_type, start, len))
 }
 
-/// A call on the engine in progress on its own thread.
-type Pending = std::thread::JoinHandle<Result<(), Errno>>;
-
 impl Run {
-    /// The engine's side of `call` by worker `w`, as a closure that may run on another thread.
-    fn engine_call(&self, w: usize, call: Call) -> impl FnOnce() -> Result<(), Errno> + Send {
-        let engine = self.engine.clone();
-        let cred = self.cred(w);
-        let fd = self.open_file(w, SCENARIO_SLOT);
-        move || {
-            let ctx = WaitCtx::timeout(Duration::from_secs(HOST_ALARM_SECS as u64));
-            match call {
-                Call::Fcntl(cmd, mut fl) => engine.fcntl(&cred, fd.as_ref(), cmd, &mut fl, &ctx),
-                Call::Flock(cmd) => engine.flock(&cred, fd.as_ref(), cmd, &ctx),
-            }
-        }
-    }
-
-    /// Makes `call` on both sides and compares the results.
-    fn both(&mut self, label: &str, w: usize, call: Call) -> Result<(), String> {
-        let (reply, _) = self.worker(w)?.call(&call.request(), None)?;
-        let engine = self.engine_call(w, call)();
-        let host = super::host_result(&reply).map(|_| ());
-        let op = format!("{label}: {}", call.show(w));
-        self.check(&op, super::show(&host), super::show(&engine));
-        Ok(())
-    }
-
-    /// Starts `call` on both sides without waiting for it.
-    fn start(&mut self, w: usize, call: Call) -> Result<Pending, String> {
-        self.worker(w)?.post(&call.request(), None)?;
-        Ok(std::thread::spawn(self.engine_call(w, call)))
-    }
-
-    /// Waits for a started call on both sides and compares the results.
-    fn finish(
-        &mut self,
-        label: &str,
-        w: usize,
-        call: Call,
-        pending: Pending,
-    ) -> Result<(), String> {
-        let (reply, _) = self.worker(w)?.reply()?;
-        let engine = pending
-            .join()
-            .map_err(|_| "an engine call panicked".to_string())?;
-        let host = super::host_result(&reply).map(|_| ());
-        let op = format!("{label}: {} (after it waited)", call.show(w));
-        self.check(&op, super::show(&host), super::show(&engine));
-        Ok(())
-    }
-
-    /// Blocked requests on the second file: (host, engine).
-    fn blocked(&self) -> Result<(usize, usize), String> {
-        let text = std::fs::read_to_string("/proc/locks").map_err(|e| e.to_string())?;
-        let column = super::state::dev_ino(self.files[1]);
-        let host = super::state::normalise_proc_locks(&text, &column, |p| p.to_string())
-            .iter()
-            .filter(|l| l.contains("-> "))
-            .count();
-        let engine = self
-            .engine
-            .list()
-            .iter()
-            .filter(|l| l.file == self.files[1] && l.blocked_behind.is_some())
-            .count();
-        Ok((host, engine))
-    }
-
-    /// Waits until both sides show `n` blocked requests, then compares the state.
-    fn wait_blocked(&mut self, label: &str, n: usize) -> Result<(), String> {
-        let deadline = Instant::now() + BLOCK_POLL;
-        let mut counts = self.blocked()?;
-        while (counts.0 < n || counts.1 < n) && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_micros(200));
-            counts = self.blocked()?;
-        }
-        let op = format!("{label}: number of blocked requests");
-        self.check(&op, counts.0.to_string(), counts.1.to_string());
-        self.compare_state(&format!("{label}, with {n} blocked"))
-    }
-
     /// Runs `scenario` with the owners `w` (distinct workers, at least two).
-    pub(super) fn scenario(&mut self, scenario: Scenario, w: &[usize]) -> Result<(), String> {
-        let names: Vec<String> = w.iter().map(|w| format!("w{w}")).collect();
+    pub(super) fn scenario(
+        &mut self,
+        scenario: Scenario,
+        w: &[usize],
+        mask: u8,
+    ) -> Result<(), String> {
+        let names: Vec<String> = w
+            .iter()
+            .enumerate()
+            .map(|(i, w)| format!("w{w}{}", if ofd(mask, i) { " (OFD)" } else { "" }))
+            .collect();
         let label = format!("{scenario:?} scenario of {}", names.join(", "));
         let k = w.len();
         match scenario {
-            Scenario::PosixChain | Scenario::PosixDeadlock | Scenario::OfdChain => {
-                let (set, wait) = match scenario {
-                    Scenario::OfdChain => (F_OFD_SETLK, F_OFD_SETLKW),
-                    _ => (F_SETLK, F_SETLKW),
-                };
+            Scenario::Chain | Scenario::Cycle => {
                 for (i, &owner) in w.iter().enumerate() {
-                    self.both(&label, owner, lock(set, F_WRLCK, i as i64, 1))?;
+                    self.both(&label, owner, lock(mask, i, false, F_WRLCK, i as i64, 1))?;
                 }
                 let mut pending = Vec::new();
                 for (i, &owner) in w[..k - 1].iter().enumerate() {
-                    let call = lock(wait, F_WRLCK, i as i64 + 1, 1);
-                    pending.push((owner, call, self.start(owner, call)?));
+                    let call = lock(mask, i, true, F_WRLCK, i as i64 + 1, 1);
+                    pending.push(self.start(owner, call, SAFETY_ALARM_MS)?);
                     self.wait_blocked(&label, i + 1)?;
                 }
-                if let Scenario::PosixDeadlock = scenario {
-                    self.both(&label, w[k - 1], lock(wait, F_WRLCK, 0, 1))?;
-                    self.compare_state(&format!("{label}, after the cycle was refused"))?;
+                if let Scenario::Cycle = scenario {
+                    let call = lock(mask, k - 1, true, F_WRLCK, 0, 1);
+                    let closing = self.start(w[k - 1], call, CYCLE_ALARM_MS)?;
+                    self.finish(&label, closing)?;
+                    self.wait_blocked(&label, k - 1)?;
                 }
-                let mut releaser = w[k - 1];
-                while let Some((owner, call, handle)) = pending.pop() {
-                    self.both(&label, releaser, lock(set, F_UNLCK, 0, 0))?;
-                    self.finish(&label, owner, call, handle)?;
-                    self.compare_state(&format!("{label}, after w{owner} was woken"))?;
-                    releaser = owner;
+                for i in (0..k).rev() {
+                    self.both(&label, w[i], lock(mask, i, false, F_UNLCK, 0, 0))?;
+                    if let Some(woken) = pending.pop() {
+                        self.finish(&label, woken)?;
+                        self.wait_blocked(&label, i.saturating_sub(1))?;
+                    }
                 }
-                self.both(&label, releaser, lock(set, F_UNLCK, 0, 0))?;
+            }
+            Scenario::Tree => {
+                self.both(&label, w[0], lock(mask, 0, false, F_WRLCK, 0, 10))?;
+                let requests = [(F_WRLCK, 0, 5), (F_WRLCK, 2, 2), (F_RDLCK, 5, 5)];
+                let mut pending: Vec<Option<Pending>> = Vec::new();
+                for (i, &(ty, start, len)) in requests.iter().enumerate().take(k - 1) {
+                    let call = lock(mask, i + 1, true, ty, start, len);
+                    pending.push(Some(self.start(w[i + 1], call, SAFETY_ALARM_MS)?));
+                    self.wait_blocked(&label, i + 1)?;
+                }
+                self.both(&label, w[0], lock(mask, 0, false, F_UNLCK, 0, 0))?;
+                for at in [0, 2] {
+                    if let Some(woken) = pending.get_mut(at).and_then(Option::take) {
+                        self.finish(&label, woken)?;
+                    }
+                }
+                let still = usize::from(k > 2);
+                self.wait_blocked(&label, still)?;
+                self.both(&label, w[1], lock(mask, 1, false, F_UNLCK, 0, 0))?;
+                if let Some(woken) = pending.get_mut(1).and_then(Option::take) {
+                    self.finish(&label, woken)?;
+                }
+                self.compare_state(&format!("{label}, after all were woken"))?;
+                for (i, &owner) in w.iter().enumerate().skip(2) {
+                    self.both(&label, owner, lock(mask, i, false, F_UNLCK, 0, 0))?;
+                }
+            }
+            Scenario::Interrupted => {
+                let (hold, wait, release) = match mask % 3 {
+                    0 | 1 => (
+                        lock(mask, 0, false, F_WRLCK, 0, 1),
+                        lock(mask, 1, true, F_RDLCK, 0, 0),
+                        lock(mask, 0, false, F_UNLCK, 0, 0),
+                    ),
+                    _ => (
+                        Call::Flock(LOCK_EX | LOCK_NB),
+                        Call::Flock(LOCK_SH),
+                        Call::Flock(LOCK_UN),
+                    ),
+                };
+                self.both(&label, w[0], hold)?;
+                let waiter = self.start(w[1], wait, CYCLE_ALARM_MS)?;
+                self.finish(&label, waiter)?;
+                self.wait_blocked(&label, 0)?;
+                self.both(&label, w[0], release)?;
             }
             Scenario::FlockShared => {
                 self.both(&label, w[0], Call::Flock(LOCK_EX | LOCK_NB))?;
                 let mut pending = Vec::new();
                 for (i, &owner) in w[1..].iter().enumerate() {
-                    let call = Call::Flock(LOCK_SH);
-                    pending.push((owner, call, self.start(owner, call)?));
+                    pending.push(self.start(owner, Call::Flock(LOCK_SH), SAFETY_ALARM_MS)?);
                     self.wait_blocked(&label, i + 1)?;
                 }
                 self.both(&label, w[0], Call::Flock(LOCK_UN))?;
-                for (owner, call, handle) in pending {
-                    self.finish(&label, owner, call, handle)?;
+                for woken in pending {
+                    self.finish(&label, woken)?;
                 }
                 self.compare_state(&format!("{label}, after the waiters were woken"))?;
                 for &owner in &w[1..] {
@@ -226,8 +171,7 @@ impl Run {
             Scenario::FlockUpgrade => {
                 self.both(&label, w[0], Call::Flock(LOCK_SH | LOCK_NB))?;
                 self.both(&label, w[1], Call::Flock(LOCK_SH | LOCK_NB))?;
-                let call = Call::Flock(LOCK_EX);
-                let handle = self.start(w[0], call)?;
+                let upgrade = self.start(w[0], Call::Flock(LOCK_EX), SAFETY_ALARM_MS)?;
                 self.wait_blocked(&label, 1)?;
                 for &owner in &w[2..] {
                     self.both(&label, owner, Call::Flock(LOCK_SH | LOCK_NB))?;
@@ -235,7 +179,7 @@ impl Run {
                 for &owner in &w[1..] {
                     self.both(&label, owner, Call::Flock(LOCK_UN))?;
                 }
-                self.finish(&label, w[0], call, handle)?;
+                self.finish(&label, upgrade)?;
                 self.compare_state(&format!("{label}, after the upgrade"))?;
                 self.both(&label, w[0], Call::Flock(LOCK_UN))?;
             }

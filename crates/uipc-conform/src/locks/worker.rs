@@ -23,7 +23,8 @@ pub const SCENARIO_SLOT: usize = SLOTS;
 pub const REPLY_TIMEOUT_SECS: i64 = 30;
 
 /// `fcntl(slot, cmd, &flock)`; `seek >= 0` first moves the description's offset there;
-/// `alarm > 0` arms an alarm of that many seconds around the call (for blocking commands).
+/// `alarm > 0` arms a `SIGALRM` timer of that many milliseconds around the call (for blocking
+/// commands: a call still waiting when it fires ends with EINTR).
 pub const REQ_FCNTL: i64 = 0;
 /// `flock(slot, cmd)`; `alarm` as for fcntl.
 pub const REQ_FLOCK: i64 = 1;
@@ -152,6 +153,23 @@ pub fn recv<const N: usize>(sock: RawFd) -> Result<Option<Message<N>>, String> {
 }
 
 extern "C" fn on_alarm(_: libc::c_int) {}
+
+/// Arms the real-time interval timer to fire once in `ms` milliseconds (0: disarms it).
+fn arm(ms: i64) {
+    let ms = ms.max(0);
+    let timer = libc::itimerval {
+        it_interval: libc::timeval {
+            tv_sec: 0,
+            tv_usec: 0,
+        },
+        it_value: libc::timeval {
+            tv_sec: ms / 1000,
+            tv_usec: (ms % 1000) * 1000,
+        },
+    };
+    // SAFETY: a valid itimerval; no old value wanted.
+    unsafe { libc::setitimer(libc::ITIMER_REAL, &timer, std::ptr::null_mut()) };
+}
 
 /// A running worker, as the driver sees it.
 #[derive(Debug)]
@@ -293,13 +311,9 @@ fn serve(sock: RawFd, paths: [&std::ffi::CStr; 2]) -> i32 {
                     if req[4] >= 0 {
                         libc::lseek(fd, req[4], libc::SEEK_SET);
                     }
-                    if req[5] > 0 {
-                        libc::alarm(req[5] as u32);
-                    }
+                    arm(req[5]);
                     let r = libc::syscall(libc::SYS_fcntl, fd, req[2] as i32, &mut fl);
-                    if req[5] > 0 {
-                        libc::alarm(0);
-                    }
+                    arm(0);
                     r
                 };
                 reply[1] = errno() as i64;
@@ -312,17 +326,13 @@ fn serve(sock: RawFd, paths: [&std::ffi::CStr; 2]) -> i32 {
                 ]);
                 r
             }
-            // SAFETY: flock and alarm take integers only.
-            REQ_FLOCK => unsafe {
-                if req[5] > 0 {
-                    libc::alarm(req[5] as u32);
-                }
-                let r = libc::syscall(libc::SYS_flock, fd, req[2] as i32);
-                if req[5] > 0 {
-                    libc::alarm(0);
-                }
+            REQ_FLOCK => {
+                arm(req[5]);
+                // SAFETY: flock takes integers only.
+                let r = unsafe { libc::syscall(libc::SYS_flock, fd, req[2] as i32) };
+                arm(0);
                 r
-            },
+            }
             REQ_CLOSE => {
                 slots[slot] = None;
                 // SAFETY: closing a descriptor this worker owns (or -1: EBADF).
