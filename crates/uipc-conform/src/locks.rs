@@ -100,6 +100,8 @@ struct Run {
     divergences: Vec<Divergence>,
     /// Whether each state comparison is currently diverging (reported when it starts).
     state_diverged: [bool; 2],
+    /// The host state last printed (with `--verbose`, each change is).
+    last_host: Vec<String>,
 }
 
 impl Drop for Run {
@@ -163,6 +165,7 @@ impl Run {
             index: 0,
             divergences: Vec::new(),
             state_diverged: [false; 2],
+            last_host: Vec::new(),
         };
         for n in 0..2 {
             let path = &run.paths[n];
@@ -483,19 +486,20 @@ impl Run {
 
     /// Compares the state of both sides after `op`.
     fn compare_state(&mut self, op: &str) -> Result<(), String> {
-        let text = std::fs::read_to_string("/proc/locks").map_err(|e| e.to_string())?;
+        let host = state::host_lines(&self.files, |p| self.pids.host(p))?;
         let list = self.engine.list();
         let proc_text = self.engine.proc_locks();
-        let (mut host, mut listed, mut printed) = (Vec::new(), Vec::new(), Vec::new());
+        let (mut listed, mut printed) = (Vec::new(), Vec::new());
         for file in self.files {
             let column = state::dev_ino(file);
-            host.extend(state::normalise_proc_locks(&text, &column, |p| {
-                self.pids.host(p)
-            }));
             listed.extend(state::render_list(&list, file, |p| self.pids.engine(p)));
             printed.extend(state::normalise_proc_locks(&proc_text, &column, |p| {
                 self.pids.engine(p)
             }));
+        }
+        if self.verbose && host != self.last_host {
+            println!("  host state now: {host:?}");
+            self.last_host = host.clone();
         }
         for (n, (what, engine)) in [("list()", listed), ("proc_locks()", printed)]
             .into_iter()

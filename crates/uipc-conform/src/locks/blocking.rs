@@ -158,9 +158,7 @@ impl Run {
 
     /// Blocked requests on the second file: (host, engine).
     fn blocked(&self) -> Result<(usize, usize), String> {
-        let text = std::fs::read_to_string("/proc/locks").map_err(|e| e.to_string())?;
-        let column = super::state::dev_ino(self.files[1]);
-        let host = super::state::normalise_proc_locks(&text, &column, |p| p.to_string())
+        let host = super::state::host_lines(&self.files[1..], |p| p.to_string())?
             .iter()
             .filter(|l| l.contains("-> "))
             .count();

@@ -57,6 +57,62 @@ impl Pids {
     }
 }
 
+/// Reads `/proc/locks` with one large read; returns the text and whether the kernel produced
+/// it in one pass.
+///
+/// The kernel fills at most one page-sized buffer per `read`, ending it early before a record
+/// that does not fit (a lock is one record with all of its waiters: another program's lock
+/// with fifty blocked waiters is one 3 KiB record). The next `read` starts a new pass at the
+/// next record's index, so a lock taken or dropped anywhere on the host in between shifts the
+/// indices and a line of ours can be skipped or shown twice.
+fn read_proc_locks() -> Result<(String, bool), String> {
+    use std::io::Read;
+    let mut file = std::fs::File::open("/proc/locks").map_err(|e| e.to_string())?;
+    let mut buf = vec![0u8; 1 << 20];
+    let (mut len, mut reads) = (0, 0);
+    loop {
+        let n = file.read(&mut buf[len..]).map_err(|e| e.to_string())?;
+        if n == 0 || len + n == buf.len() {
+            len += n;
+            break;
+        }
+        len += n;
+        reads += 1;
+    }
+    buf.truncate(len);
+    let text = String::from_utf8(buf).map_err(|e| e.to_string())?;
+    Ok((text, reads <= 1))
+}
+
+/// How many times a multi-pass read of `/proc/locks` is retried.
+const PROC_LOCKS_TRIES: usize = 30;
+
+/// The normalised `/proc/locks` lines of `files`. A read made in one pass of the kernel's
+/// iteration is consistent and taken as it is; when other programs' locks make every read
+/// take several passes, the result most reads agree on is taken.
+pub fn host_lines(files: &[FileId], name: impl Fn(i32) -> String) -> Result<Vec<String>, String> {
+    let mut seen: Vec<(Vec<String>, usize)> = Vec::new();
+    for attempt in 0..PROC_LOCKS_TRIES {
+        let (text, one_pass) = read_proc_locks()?;
+        let lines: Vec<String> = files
+            .iter()
+            .flat_map(|&f| normalise_proc_locks(&text, &dev_ino(f), &name))
+            .collect();
+        if one_pass {
+            return Ok(lines);
+        }
+        match seen.iter_mut().find(|(l, _)| *l == lines) {
+            Some((_, n)) => *n += 1,
+            None => seen.push((lines, 1)),
+        }
+        if attempt > 0 {
+            std::thread::sleep(std::time::Duration::from_micros(500));
+        }
+    }
+    let best = seen.into_iter().max_by_key(|(_, n)| *n).map(|(l, _)| l);
+    Ok(best.unwrap_or_default())
+}
+
 /// The `major:minor:inode` column of `file`, as `/proc/locks` prints it.
 pub fn dev_ino(file: FileId) -> String {
     format!("{:02x}:{:02x}:{}", file.major(), file.minor(), file.ino)
