@@ -390,3 +390,79 @@ fn scenario(rng: &mut Rng, workers: usize) -> Op {
         mask,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Applies `op` to the slot view the way the run's model does.
+    fn follow(op: &Op, slots: &mut Slots) {
+        match *op {
+            Op::Open { w, slot, flags } => slots[w][slot] = Some(flags),
+            Op::Close { w, slot } => slots[w][slot] = None,
+            Op::Dup { w, from, to } => slots[w][to] = slots[w][from],
+            Op::Share {
+                w,
+                slot,
+                to_w,
+                to_slot,
+            } => slots[to_w][to_slot] = slots[w][slot],
+            Op::Exit { w } => slots[w] = [None; SLOTS],
+            _ => {}
+        }
+    }
+
+    fn ops(seed: u64, n: usize) -> Vec<String> {
+        let mut rng = Rng::new(seed);
+        let mut slots: Slots = vec![[Some(libc::O_RDWR); SLOTS]; 4];
+        (0..n)
+            .map(|_| {
+                let op = draw(&mut rng, &slots);
+                follow(&op, &mut slots);
+                op.to_string()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_same_seed_draws_the_same_operations() {
+        assert_eq!(ops(7, 2000), ops(7, 2000));
+        assert_ne!(ops(7, 50), ops(8, 50));
+    }
+
+    #[test]
+    fn descriptor_operations_respect_which_slots_are_open_and_nothing_drawn_can_block() {
+        let mut rng = Rng::new(3);
+        let mut slots: Slots = vec![[None; SLOTS]; 4];
+        let mut kinds = std::collections::HashSet::new();
+        for _ in 0..50_000 {
+            let op = draw(&mut rng, &slots);
+            kinds.insert(std::mem::discriminant(&op));
+            match op {
+                Op::Open { w, slot, .. } => assert!(slots[w][slot].is_none(), "{op}"),
+                Op::Dup { w, from, to } => {
+                    assert!(slots[w][from].is_some() && slots[w][to].is_none(), "{op}")
+                }
+                Op::Share {
+                    w,
+                    slot,
+                    to_w,
+                    to_slot,
+                } => assert!(
+                    slots[w][slot].is_some() && slots[to_w][to_slot].is_none(),
+                    "{op}"
+                ),
+                Op::Fcntl { cmd, fl, .. } if cmd == F_SETLKW || cmd == F_OFD_SETLKW => {
+                    assert!(fl.l_type != F_RDLCK && fl.l_type != F_WRLCK, "{op}")
+                }
+                Op::Flock { cmd, .. } if cmd & LOCK_MAND == 0 => {
+                    let waits = matches!(cmd & !LOCK_NB, LOCK_SH | LOCK_EX);
+                    assert!(!waits || cmd & LOCK_NB != 0, "{op}")
+                }
+                _ => {}
+            }
+            follow(&op, &mut slots);
+        }
+        assert_eq!(kinds.len(), 9, "every kind of operation is drawn");
+    }
+}

@@ -196,6 +196,31 @@ pub fn render_list(list: &[LockInfo], file: FileId, name: impl Fn(i32) -> String
     lines
 }
 
+/// The lines only in `a` and the lines only in `b`, counting repeated lines (both sorted).
+pub fn difference(a: &[String], b: &[String]) -> (Vec<String>, Vec<String>) {
+    let (mut only_a, mut only_b) = (Vec::new(), Vec::new());
+    let (mut i, mut j) = (0, 0);
+    while i < a.len() || j < b.len() {
+        match (a.get(i), b.get(j)) {
+            (Some(x), Some(y)) if x == y => (i, j) = (i + 1, j + 1),
+            (Some(x), Some(y)) if x < y => {
+                only_a.push(x.clone());
+                i += 1;
+            }
+            (Some(x), None) => {
+                only_a.push(x.clone());
+                i += 1;
+            }
+            (_, Some(y)) => {
+                only_b.push(y.clone());
+                j += 1;
+            }
+            (None, None) => break,
+        }
+    }
+    (only_a, only_b)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -267,6 +292,14 @@ mod tests {
                 "POSIX  ADVISORY  WRITE n7 00:1b:2 0 EOF",
             ]
         );
+    }
+
+    #[test]
+    fn difference_of_sorted_lines_counts_repeats() {
+        let v = |s: &[&str]| s.iter().map(|l| l.to_string()).collect::<Vec<_>>();
+        let (a, b) = difference(&v(&["a", "b", "b", "d"]), &v(&["b", "c", "d", "e"]));
+        assert_eq!((a, b), (v(&["a", "b"]), v(&["c", "e"])));
+        assert_eq!(difference(&v(&["x"]), &v(&["x"])), (v(&[]), v(&[])));
     }
 
     #[test]

@@ -381,3 +381,49 @@ fn serve(sock: RawFd, paths: [&std::ffi::CStr; 2]) -> i32 {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_message_and_its_attached_descriptor_cross_a_socket_pair() {
+        let (mut pair, mut pipe) = ([0; 2], [0; 2]);
+        // SAFETY: both arrays have room for the two descriptors the calls write.
+        unsafe {
+            assert_eq!(
+                libc::socketpair(libc::AF_UNIX, libc::SOCK_SEQPACKET, 0, pair.as_mut_ptr()),
+                0
+            );
+            assert_eq!(libc::pipe(pipe.as_mut_ptr()), 0);
+        }
+        let words: Reply = [1, -2, 3, i64::MAX, i64::MIN, 0, 7, 8];
+        send(pair[0], &words, Some(pipe[1])).unwrap();
+        send(pair[0], &words, None).unwrap();
+        let (got, fd) = recv::<8>(pair[1]).unwrap().unwrap();
+        assert_eq!(got, words);
+        let fd = fd.expect("a descriptor came with the first message");
+        let mut byte = [0u8];
+        // SAFETY: writing one byte through the received copy of the pipe's write end and
+        // reading it from the read end; closing descriptors this test owns.
+        unsafe {
+            assert_eq!(libc::write(fd, b"x".as_ptr().cast(), 1), 1);
+            assert_eq!(libc::read(pipe[0], byte.as_mut_ptr().cast(), 1), 1);
+        }
+        assert_eq!(&byte, b"x");
+        assert_eq!(recv::<8>(pair[1]).unwrap().unwrap(), (words, None));
+        // SAFETY: closing descriptors this test owns.
+        unsafe {
+            for d in [fd, pipe[0], pipe[1], pair[0]] {
+                libc::close(d);
+            }
+        }
+        assert_eq!(
+            recv::<8>(pair[1]).unwrap(),
+            None,
+            "end of file once the peer is gone"
+        );
+        // SAFETY: as above.
+        unsafe { libc::close(pair[1]) };
+    }
+}
