@@ -160,7 +160,7 @@ impl Run {
             procs: Vec::new(),
             descriptions: HashMap::new(),
             next_ofd: 1,
-            pids: Pids::default(),
+            pids: Pids::new(!state::in_initial_pid_namespace()),
             engine: Arc::new(LockManager::new()),
             verbose,
             index: 0,
@@ -339,15 +339,15 @@ impl Run {
 
     /// Compares the state of both sides after `op`.
     fn compare_state(&mut self, op: &str) -> Result<(), String> {
-        let host = state::host_lines(&self.files, |p| self.pids.host(p))?;
+        let host = state::host_lines(&self.files, |p| Some(self.pids.host(p)))?;
         let list = self.engine.list();
         let proc_text = self.engine.proc_locks();
         let (mut listed, mut printed) = (Vec::new(), Vec::new());
         for file in self.files {
             let column = state::dev_ino(file);
-            listed.extend(state::render_list(&list, file, |p| self.pids.engine(p)));
+            listed.extend(state::render_list(&list, file, |p| self.pids.shown(p)));
             printed.extend(state::normalise_proc_locks(&proc_text, &column, |p| {
-                self.pids.engine(p)
+                self.pids.shown(p)
             }));
         }
         if self.verbose && host != self.last_host {

@@ -148,6 +148,7 @@ impl Run {
                     }
                 }
                 self.engine.process_exit(self.engine_pid(w));
+                self.pids.exit(self.procs[w].incarnation);
                 self.procs[w] = self.spawn()?;
                 self.open_scenario_slot(w)?;
             }

@@ -158,7 +158,7 @@ impl Run {
 
     /// Blocked requests on the second file: (host, engine).
     fn blocked(&self) -> Result<(usize, usize), String> {
-        let host = super::state::host_lines(&self.files[1..], |p| p.to_string())?
+        let host = super::state::host_lines(&self.files[1..], |p| Some(p.to_string()))?
             .iter()
             .filter(|l| l.contains("-> "))
             .count();

@@ -10,9 +10,10 @@
 //!
 //! `list()` entries are rendered into the same line format ([`render_list`]). A lock keeps the
 //! pid of the process that set it after that process has exited (a flock lock on a
-//! description another worker still holds): in the initial pid namespace `/proc/locks` prints
-//! that pid as it is, and so does the comparison. (In a child pid namespace Linux prints 0 for
-//! a pid that no longer exists; the run assumes the initial one.)
+//! description another worker still holds). In the initial pid namespace `/proc/locks` prints
+//! that pid as it is; in a child pid namespace it leaves the lock out (the pid no longer
+//! translates). The engine knows no pid namespaces, so when the run is in a child namespace
+//! the comparison leaves such locks out of the engine's listings too ([`Pids::shown`]).
 
 use uipc::locks::{FileId, LockInfo, LockKind, LockType, OFFSET_MAX};
 
@@ -21,13 +22,50 @@ use uipc::locks::{FileId, LockInfo, LockKind, LockType, OFFSET_MAX};
 pub struct Pids {
     /// `(host pid, engine pid)`, by incarnation number.
     procs: Vec<(i32, i32)>,
+    /// Which incarnations have exited.
+    exited: Vec<bool>,
+    /// Whether `/proc/locks` leaves out locks set by processes that no longer exist.
+    hide_dead: bool,
+}
+
+/// Whether this process is in the initial pid namespace, whose `/proc/self/ns/pid` inode
+/// number is fixed (`PROC_PID_INIT_INO`, 0xeffffffc).
+pub fn in_initial_pid_namespace() -> bool {
+    std::fs::read_link("/proc/self/ns/pid")
+        .map(|l| l.to_string_lossy() == "pid:[4026531836]")
+        .unwrap_or(true)
 }
 
 impl Pids {
+    /// No incarnations yet; `hide_dead`: see [`Pids::shown`].
+    pub fn new(hide_dead: bool) -> Pids {
+        Pids {
+            hide_dead,
+            ..Pids::default()
+        }
+    }
+
     /// Records a new incarnation; returns its number.
     pub fn add(&mut self, host: i32, engine: i32) -> usize {
         self.procs.push((host, engine));
+        self.exited.push(false);
         self.procs.len() - 1
+    }
+
+    /// Marks incarnation `n` as exited.
+    pub fn exit(&mut self, n: usize) {
+        self.exited[n] = true;
+    }
+
+    /// An engine pid's name as `/proc/locks` would show it: `None` for an exited incarnation
+    /// when the run is in a child pid namespace.
+    pub fn shown(&self, pid: i32) -> Option<String> {
+        let dead = self
+            .procs
+            .iter()
+            .position(|p| p.1 == pid)
+            .is_some_and(|n| self.exited[n]);
+        (!(self.hide_dead && dead)).then(|| self.engine(pid))
     }
 
     /// How many incarnations there have been.
@@ -90,7 +128,10 @@ const PROC_LOCKS_TRIES: usize = 30;
 /// The normalised `/proc/locks` lines of `files`. A read made in one pass of the kernel's
 /// iteration is consistent and taken as it is; when other programs' locks make every read
 /// take several passes, the result most reads agree on is taken.
-pub fn host_lines(files: &[FileId], name: impl Fn(i32) -> String) -> Result<Vec<String>, String> {
+pub fn host_lines(
+    files: &[FileId],
+    name: impl Fn(i32) -> Option<String>,
+) -> Result<Vec<String>, String> {
     let mut seen: Vec<(Vec<String>, usize)> = Vec::new();
     for attempt in 0..PROC_LOCKS_TRIES {
         let (text, one_pass) = read_proc_locks()?;
@@ -119,11 +160,12 @@ pub fn dev_ino(file: FileId) -> String {
 }
 
 /// The lines of `/proc/locks` text that are about the file `dev_ino`, without their ordinal,
-/// with pids named by `name`, sorted. A line that cannot be parsed is kept whole.
+/// with pids named by `name` (lines it gives no name are left out), sorted. A line that cannot
+/// be parsed is kept whole.
 pub fn normalise_proc_locks(
     text: &str,
     dev_ino: &str,
-    name: impl Fn(i32) -> String,
+    name: impl Fn(i32) -> Option<String>,
 ) -> Vec<String> {
     let mut lines: Vec<String> = text
         .lines()
@@ -139,7 +181,7 @@ pub fn normalise_proc_locks(
             let Some(pid) = pid else {
                 return Some(line.to_string());
             };
-            let named = name(pid);
+            let named = name(pid)?;
             words[at - 1] = &named;
             let skip = line.len() - rest.len();
             Some(words.join(" ")[skip..].to_string())
@@ -150,8 +192,12 @@ pub fn normalise_proc_locks(
 }
 
 /// The engine's `list()` entries for `file`, rendered as normalised `/proc/locks` lines
-/// (see the module doc), sorted, pids named by `name`.
-pub fn render_list(list: &[LockInfo], file: FileId, name: impl Fn(i32) -> String) -> Vec<String> {
+/// (see the module doc), sorted, pids named by `name` (entries it gives no name are left out).
+pub fn render_list(
+    list: &[LockInfo],
+    file: FileId,
+    name: impl Fn(i32) -> Option<String>,
+) -> Vec<String> {
     let column = dev_ino(file);
     let mut lines: Vec<String> = list
         .iter()
@@ -168,7 +214,7 @@ pub fn render_list(list: &[LockInfo], file: FileId, name: impl Fn(i32) -> String
             }
             let pid = match info.kind {
                 LockKind::Ofd => "-1".to_string(),
-                _ => name(info.pid),
+                _ => name(info.pid)?,
             };
             let arrow = if depth == 0 {
                 String::new()
@@ -228,8 +274,8 @@ mod tests {
 
     const FILE: FileId = FileId { dev: 0x1b, ino: 2 };
 
-    fn named(pid: i32) -> String {
-        format!("n{pid}")
+    fn named(pid: i32) -> Option<String> {
+        (pid != 666).then(|| format!("n{pid}"))
     }
 
     #[test]
@@ -264,7 +310,7 @@ mod tests {
     }
 
     #[test]
-    fn listing_renders_as_proc_locks_lines_with_depth_and_only_its_file() {
+    fn listing_renders_as_proc_locks_lines_with_depth_only_its_file_only_named_pids() {
         let mut waiter = info(LockKind::Posix, LockType::Write, 8, 0, 4);
         waiter.blocked_behind = Some(0);
         let mut deeper = info(LockKind::Posix, LockType::Write, 9, 2, 3);
@@ -287,7 +333,6 @@ mod tests {
                 " -> POSIX  ADVISORY  WRITE n9 00:1b:2 2 3",
                 "-> POSIX  ADVISORY  WRITE n8 00:1b:2 0 4",
                 "FLOCK  ADVISORY  READ n7 00:1b:2 0 EOF",
-                "FLOCK  ADVISORY  WRITE n666 00:1b:2 0 EOF",
                 "OFDLCK ADVISORY  READ -1 00:1b:2 5 5",
                 "POSIX  ADVISORY  WRITE n7 00:1b:2 0 EOF",
             ]
@@ -303,10 +348,15 @@ mod tests {
     }
 
     #[test]
-    fn pids_name_incarnations_the_same_on_both_sides() {
-        let mut pids = Pids::default();
+    fn pids_name_incarnations_the_same_on_both_sides_and_hide_exited_ones_on_request() {
+        let mut pids = Pids::new(true);
         assert_eq!(pids.add(4000, 100), 0);
         assert_eq!(pids.add(4001, 101), 1);
+        pids.exit(0);
+        assert_eq!(pids.shown(100), None);
+        assert_eq!(pids.shown(101), Some("p1".into()));
+        assert_eq!(pids.shown(-1), Some("-1".into()));
+        assert_eq!(Pids::new(false).shown(100), Some("#100".into()));
         assert_eq!(pids.host(4001), "p1");
         assert_eq!(pids.engine(101), "p1");
         assert_eq!(pids.engine(100), "p0");
