@@ -27,12 +27,17 @@
 //!
 //! The operations that set up the workers' first descriptors count as part of operation 0.
 //!
-//! Blocking calls happen only in the [`scenario`]s (waiters, wake-ups, POSIX deadlocks), on a
-//! second file; the random operations draw F_SETLKW and F_OFD_SETLKW only where they cannot
-//! wait, and flock's LOCK_SH / LOCK_EX always with LOCK_NB.
+//! Blocking calls happen only in the [`scenario`]s (waiter chains and trees, wake-ups,
+//! interrupted waiters, POSIX/OFD deadlock cycles, flock upgrades), on a second file; the
+//! random operations draw F_SETLKW and F_OFD_SETLKW only where they cannot wait, and flock's
+//! LOCK_SH / LOCK_EX always with LOCK_NB. About 1% of the operations are scenarios.
+//!
+//! `/proc/locks` is global: other programs' locks are filtered out by inode, and a read that
+//! they split into several kernel passes is retried ([`state::host_lines`]).
 //!
 //! Not covered: EFAULT (the engine takes no pointers); leases; several threads of one process;
-//! interruption of a waiting call by a signal; the order in which competing waiters win.
+//! cycles longer than [`WORKERS`] owners (so not Linux's 10-step limit of the deadlock walk);
+//! the order in which competing waiters win (never drawn: it is a race on the host).
 
 mod apply;
 pub mod blocking;

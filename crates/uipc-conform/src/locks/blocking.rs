@@ -21,8 +21,9 @@ use uipc::{Errno, Interrupt, WaitCtx};
 /// The timer armed around every blocking host call: long enough never to fire in a run where
 /// the engine and the host agree, short enough that a stuck request cannot hang the run.
 pub const SAFETY_ALARM_MS: i64 = 10_000;
-/// How long the driver waits for requests to show up as blocked.
-const BLOCK_POLL: Duration = Duration::from_secs(1);
+/// How long the driver waits for requests to show up as blocked (generous: the machine may
+/// be busy), and for an engine call to end once the host call has.
+const BLOCK_POLL: Duration = Duration::from_secs(3);
 
 /// One call of a scenario, on the scenario slot.
 #[derive(Clone, Copy, Debug)]

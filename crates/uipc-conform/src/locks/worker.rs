@@ -154,13 +154,15 @@ pub fn recv<const N: usize>(sock: RawFd) -> Result<Option<Message<N>>, String> {
 
 extern "C" fn on_alarm(_: libc::c_int) {}
 
-/// Arms the real-time interval timer to fire once in `ms` milliseconds (0: disarms it).
+/// Arms the real-time interval timer to fire every `ms` milliseconds (0: disarms it). It
+/// repeats because a first expiry may land before the call has started to wait (the worker
+/// was not scheduled in time); the next one then interrupts it.
 fn arm(ms: i64) {
     let ms = ms.max(0);
     let timer = libc::itimerval {
         it_interval: libc::timeval {
-            tv_sec: 0,
-            tv_usec: 0,
+            tv_sec: ms / 1000,
+            tv_usec: (ms % 1000) * 1000,
         },
         it_value: libc::timeval {
             tv_sec: ms / 1000,
