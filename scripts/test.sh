@@ -17,8 +17,7 @@ loom_run cargo test -p uipc --release --test 'loom_*'
 
 echo "== uipc conform (short differential runs against the host kernel)"
 cargo build --release -p uipc-cli
-# `conform locks` joins this list once the lock engine exists (issue 3).
-for what in ipc timers; do
+for what in ipc locks timers; do
     ./target/release/uipc conform "$what" --ops 2000 --seed 1
 done
 
