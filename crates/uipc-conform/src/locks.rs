@@ -2,12 +2,12 @@
 //! owners, made on a real file through the host kernel and through the engine
 //! ([`uipc::locks::LockManager`]), results and state compared.
 //!
-//! The host side is a file in `/dev/shm` (removed at the end, also on error) and [`WORKERS`]
-//! forked worker processes ([`worker`]), each holding up to [`worker::SLOTS`] descriptors:
-//! opened read-write, read-only, write-only, `O_PATH` or with access mode 3, dup'ed, and
-//! shared with other workers (a description passed over `SCM_RIGHTS`), so POSIX locks have
-//! several process owners and OFD and flock locks several description owners, some shared by
-//! several processes. The driver (this process) tells the workers what to do.
+//! The host side is a file in `/dev/shm` (unlinked at once, reopened through `/proc`) and
+//! [`WORKERS`] forked worker processes ([`worker`]), each holding up to [`worker::SLOTS`]
+//! descriptors: opened read-write, read-only, write-only, `O_PATH` or with access mode 3,
+//! dup'ed, and shared with other workers (a description passed over `SCM_RIGHTS`), so POSIX
+//! locks have several process owners and OFD and flock locks several description owners, some
+//! shared by several processes. The driver (this process) tells the workers what to do.
 //!
 //! The engine side models the same world: each worker incarnation is a process with a pid of
 //! its own (`1000 + n`), each open an [`OfdId`] with a reference count, so closing a
@@ -86,9 +86,11 @@ struct Process {
     slots: [Option<u64>; SLOTS + 1],
 }
 
-/// Everything the run holds. Dropping it kills the workers and removes the file.
+/// Everything the run holds. Dropping it kills the workers.
 struct Run {
-    /// The file of the random operations, and the one of the blocking scenarios.
+    /// The file of the random operations, and the one of the blocking scenarios, as
+    /// `/proc/<driver>/fd/<n>`: the files are unlinked as soon as they are created (nothing
+    /// is left behind even if the run is killed), and opening that path opens the file anew.
     paths: [CString; 2],
     /// The driver's own descriptors of the two files, for `ftruncate` and `fstat`; never used
     /// for locking.
@@ -117,12 +119,9 @@ impl Drop for Run {
                 w.kill_and_reap();
             }
         }
-        for (fd, path) in self.driver_fds.iter().zip(&self.paths) {
-            // SAFETY: closing our own descriptor and removing our own file by its C path.
-            unsafe {
-                libc::close(*fd);
-                libc::unlink(path.as_ptr());
-            }
+        for fd in self.driver_fds {
+            // SAFETY: closing our own descriptor (or -1, harmlessly).
+            unsafe { libc::close(fd) };
         }
     }
 }
@@ -175,19 +174,24 @@ impl Run {
         };
         for n in 0..2 {
             let path = &run.paths[n];
-            // SAFETY: a valid C path; a stale file of an earlier run with our pid is replaced.
+            // SAFETY: a valid C path; a stale file of an earlier run with our pid is replaced,
+            // and ours is unlinked at once (see `Run::paths`).
             let fd = unsafe {
                 libc::unlink(path.as_ptr());
-                libc::open(
+                let fd = libc::open(
                     path.as_ptr(),
                     libc::O_RDWR | libc::O_CREAT | libc::O_EXCL | libc::O_CLOEXEC,
                     0o600,
-                )
+                );
+                libc::unlink(path.as_ptr());
+                fd
             };
             if fd < 0 {
                 return Err(format!("cannot create {path:?}: {:?}", errno()));
             }
             run.driver_fds[n] = fd;
+            let reopen = format!("/proc/{}/fd/{fd}", std::process::id());
+            run.paths[n] = CString::new(reopen).map_err(|e| e.to_string())?;
             // SAFETY: an all-zero stat is a valid buffer for fstat to fill.
             let mut st: libc::stat = unsafe { std::mem::zeroed() };
             // SAFETY: our own descriptor and a live buffer.
