@@ -147,7 +147,10 @@ impl Run {
             .map_err(|_| "an engine call panicked".to_string())?;
         let mut engine = super::show(&engine);
         if stuck {
-            engine = format!("still waiting {BLOCK_POLL:?} after the host call returned ({engine} once interrupted)");
+            engine = format!(
+                "still waiting {BLOCK_POLL:?} after the host call returned \
+                 ({engine} once interrupted)"
+            );
         }
         let op = format!(
             "{label}: {} (started earlier)",
