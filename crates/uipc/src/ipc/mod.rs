@@ -8,6 +8,7 @@ pub mod consts;
 pub mod msg;
 pub mod namespace;
 pub mod perm;
+mod proc_int;
 pub mod registry;
 pub mod sem;
 pub mod shm;
