@@ -11,7 +11,9 @@
 //! calls (glibc's wrappers would switch every thread) and back again ([`host::as_user`]).
 //!
 //! Each object type lives in its own module (`sem`, `msg`, `shm`) with a `step` that draws one
-//! operation, applies it to both sides and compares; this module runs the loop, and every
+//! operation, applies it to both sides and compares; this module runs the loop (with two
+//! cross-type operations of its own: bursts of private queues, and `*_next_id` writes that the
+//! next creation consumes), and every
 //! [`STATE_EVERY`] operations and at the end compares the `/proc/sysvipc` files with times
 //! masked.
 
@@ -131,7 +133,8 @@ pub fn run(opts: &Options) -> Result<Report, String> {
         ctx.index = i;
         match ctx.rng.below(1000) {
             0..=9 => burst(&mut ctx),
-            10..=399 => sem::step(&mut ctx),
+            10..=17 => next_id(&mut ctx),
+            18..=399 => sem::step(&mut ctx),
             400..=749 => msg::step(&mut ctx),
             _ => shm::step(&mut ctx),
         }
@@ -190,6 +193,63 @@ fn burst(ctx: &mut Ctx) {
             ctx.check(&format!("burst: msgctl({h}, IPC_RMID)"), &host, &engine);
         }
     }
+}
+
+/// Writes `sem_next_id`, `msg_next_id` or `shm_next_id` on both sides (only in the run's own
+/// namespace, where the files are ours): usually an index near the live ones with a small or a
+/// large sequence number, sometimes an index in use, a negative, an out-of-range or a
+/// non-numeric value. The next creation of that type (drawn by the type's own step) consumes
+/// it, and the ids compared there show whether the engine restored it as Linux does. The
+/// files are read back on both sides.
+fn next_id(ctx: &mut Ctx) {
+    if !ctx.private_ns {
+        return;
+    }
+    let (name, which) = *ctx.rng.pick(&[
+        ("sem_next_id", uipc::ipc::Sysctl::SemNextId),
+        ("msg_next_id", uipc::ipc::Sysctl::MsgNextId),
+        ("shm_next_id", uipc::ipc::Sysctl::ShmNextId),
+    ]);
+    let value = match ctx.rng.below(10) {
+        0 => ctx
+            .rng
+            .pick(&[
+                "-1",
+                "-7",
+                "2147483648",
+                "x",
+                "",
+                "12 13",
+                "010",
+                "0x1f",
+                "+5",
+                " 9\n",
+            ])
+            .to_string(),
+        1 => ctx
+            .rng
+            .pick(&["0", "2147483647", "32767", "32768"])
+            .to_string(),
+        _ => {
+            let seq = *ctx.rng.pick(&[0, 0, 1, 3, 127, 128, 65535]);
+            let idx = ctx.rng.range(0, 400);
+            ((seq << 15) + idx).to_string()
+        }
+    };
+    let path = format!("/proc/sys/kernel/{name}");
+    let host = std::fs::write(&path, &value).map_err(|e| e.raw_os_error());
+    let engine = ctx
+        .ns
+        .sysctl_write(&ctx.root, which, &value)
+        .map_err(|e| Some(e.raw()));
+    ctx.check(&format!("write {path} {value:?}"), &host, &engine);
+    let host_now = std::fs::read_to_string(&path).unwrap_or_default();
+    let engine_now = ctx.ns.sysctl_read(which);
+    ctx.check(
+        &format!("read {path}"),
+        &host_now.trim(),
+        &engine_now.as_str(),
+    );
 }
 
 /// Masks the time columns of a `/proc/sysvipc` file so host and engine compare.

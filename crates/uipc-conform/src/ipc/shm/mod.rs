@@ -28,6 +28,9 @@ const MAX_ATTACH: usize = 12;
 
 pub(super) struct Attached {
     host: usize,
+    /// The host segment's size when attached: writes stay inside the host mapping even if the
+    /// two sides disagree about which segment an id names (after a divergence).
+    host_size: u64,
     engine: u64,
     len: u64,
     read_only: bool,
@@ -202,8 +205,10 @@ fn op_shmat(ctx: &mut Ctx, st: &mut State) {
     match (host, eng) {
         (Ok(h), Ok(e)) => {
             let read_only = flags & SHM_RDONLY != 0;
+            let host_size = host_stat(id, IPC_STAT).map_or(0, |(_, ds)| ds.segsz);
             let a = Attached {
                 host: h,
+                host_size,
                 engine: e.addr,
                 len: e.len,
                 read_only,
@@ -227,12 +232,15 @@ fn op_shmat(ctx: &mut Ctx, st: &mut State) {
 
 /// Writes the same bytes through both sides of an attachment.
 fn write_through(ctx: &mut Ctx, a: &Attached) {
-    let size = a.memory.size;
+    let size = a.memory.size.min(a.host_size);
+    if size == 0 {
+        return;
+    }
     let off = ctx.rng.below(size.min(a.len).min(1 << 18)) as usize;
     let n = (ctx.rng.range(1, 9000) as usize).min(size as usize - off);
     let byte = ctx.rng.below(256) as u8;
     let data = vec![byte; n];
-    // SAFETY: `a.host` maps at least `len >= size` bytes read-write and off + n <= size.
+    // SAFETY: `a.host` maps at least `host_size >= size` bytes read-write and off + n <= size.
     unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), (a.host + off) as *mut u8, n) };
     let r = a.memory.write(off as u64, &data);
     ctx.check("write through attachment", &Ok(()), &r);
