@@ -429,7 +429,10 @@ mod tests {
             let probes: Vec<usize> = keys.iter().map(|&k| m.cells_probed(k)).collect();
             let mean = probes.iter().sum::<usize>() as f64 / probes.len() as f64;
             assert!(mean < 3.0, "mean probes {mean}");
-            assert!(*probes.iter().max().unwrap() < 100, "primary clusters stay short");
+            assert!(
+                *probes.iter().max().unwrap() < 100,
+                "primary clusters stay short"
+            );
             means.push(mean);
         }
         let one = IdMap::<u32>::new();
