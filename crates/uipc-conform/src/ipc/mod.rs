@@ -3,8 +3,15 @@
 //!
 //! Isolation: the run first moves itself into a fresh IPC namespace (`unshare(CLONE_NEWIPC)`,
 //! which needs root), so its objects cannot collide with anything on the host and vanish with
-//! the process, even on Ctrl-C. Without that privilege it falls back to a private key range
-//! (see [`KEY_BASE`]) and removes every object it created when it ends.
+//! the process. Without that privilege it falls back to a private key range (see
+//! [`KEY_BASE`]), remembers every object it created (keyed or private) and removes them when it
+//! ends; SIGINT and SIGTERM end the run after the current operation, so Ctrl-C cleans up too.
+//! Such a run cannot switch identities: every call, "user" cases included, is made as the
+//! caller, and the engine is given the caller's own ids and capabilities. It cannot compare
+//! ids either (the host's allocator is shared with the machine): the engine is given each id
+//! the host hands out (`Ctx::align_next_id`), starts from the host's limits, and compares only
+//! the run's own rows of `/proc/sysvipc`. On a host with other IPC objects, the `*_INFO`
+//! totals and the index-based `*_STAT` commands see those objects and diverge.
 //!
 //! The second identity: permission checks are exercised as an unprivileged uid/gid by
 //! switching only the calling thread's effective ids with raw `setresuid`/`setresgid` system
@@ -79,6 +86,20 @@ impl Ctx {
         }
     }
 
+    /// Outside a private namespace the host's id allocator is shared with the rest of the
+    /// machine, so ids cannot be compared: before the engine's `*get`, it is told (through
+    /// `*_next_id`) to hand out the id the host just did, and every later call compares as in
+    /// a private namespace. A no-op in a private namespace.
+    pub fn align_next_id(&self, which: uipc::ipc::Sysctl, host: &Result<i32, uipc::Errno>) {
+        if self.private_ns {
+            return;
+        }
+        if let Ok(id) = host {
+            let admin = Cred::root(self.root.tgid);
+            let _ = self.ns.sysctl_write(&admin, which, &id.to_string());
+        }
+    }
+
     /// Records a divergence unless `host == engine`. Returns whether they agreed.
     pub fn check<T: PartialEq + Debug>(&mut self, op: &str, host: &T, engine: &T) -> bool {
         if self.verbose {
@@ -104,15 +125,21 @@ impl Ctx {
 pub fn run(opts: &Options) -> Result<Report, String> {
     let private_ns = host::enter_private_ipc_namespace();
     let pid = std::process::id() as i32;
+    // SAFETY: a plain getter.
+    let is_root = unsafe { libc::geteuid() } == 0;
+    host::set_switch_ids(is_root);
+    host::catch_stop_signals();
     // Root as the host sees this process: sandboxes often drop capabilities (here, for one,
-    // CAP_SYS_RESOURCE), and the engine must judge root by the same set.
-    let root = Cred {
-        caps: host::effective_caps(),
-        ..Cred::root(pid)
-    };
-    let user = Cred {
-        caps: CapSet::EMPTY,
-        ..Cred::user(pid, USER_UID, USER_GID)
+    // CAP_SYS_RESOURCE), and the engine must judge root by the same set. Anyone else runs
+    // every call as themselves, "user" cases included.
+    let root = host::own_cred(pid);
+    let user = if is_root {
+        Cred {
+            caps: CapSet::EMPTY,
+            ..Cred::user(pid, USER_UID, USER_GID)
+        }
+    } else {
+        root.clone()
     };
     let mut ctx = Ctx {
         rng: Rng::new(opts.seed),
@@ -128,8 +155,15 @@ pub fn run(opts: &Options) -> Result<Report, String> {
     if !private_ns {
         eprintln!("uipc conform ipc: not root, using keys {KEY_BASE:#x}.. in the host's namespace");
         host::remove_key_range();
+        mirror_host_limits(&ctx);
     }
+    let mut done = 0;
     for i in 0..opts.ops {
+        if host::stop_requested() {
+            eprintln!("uipc conform ipc: stopped by a signal after {i} operations");
+            break;
+        }
+        done = i + 1;
         ctx.index = i;
         match ctx.rng.below(1000) {
             0..=9 => burst(&mut ctx),
@@ -144,9 +178,10 @@ pub fn run(opts: &Options) -> Result<Report, String> {
     }
     if !private_ns {
         host::remove_key_range();
+        host::remove_remembered();
     }
     Ok(Report {
-        operations: opts.ops,
+        operations: done,
         divergences: ctx.divergences,
     })
 }
@@ -162,6 +197,10 @@ fn burst(ctx: &mut Ctx) {
             // SAFETY: integer arguments only.
             let host = host::result(unsafe { libc::msgget(libc::IPC_PRIVATE, 0o600) } as i64)
                 .map(|id| id as i32);
+            if let Ok(h) = host {
+                host::remember(host::Kind::Msg, h);
+            }
+            ctx.align_next_id(uipc::ipc::Sysctl::MsgNextId, &host);
             let engine = ctx.ns.msgget(&ctx.root, 0, 0o600);
             if !ctx.check("burst: msgget(IPC_PRIVATE, 0600)", &host, &engine) {
                 return;
@@ -271,14 +310,65 @@ pub fn mask_times(text: &str, time_columns: &[usize]) -> String {
         .join("\n")
 }
 
+/// Gives the engine the host's current IPC limits (outside a private namespace the run cannot
+/// write them, and the host's may differ from Linux's defaults).
+fn mirror_host_limits(ctx: &Ctx) {
+    use uipc::ipc::Sysctl;
+    let admin = Cred::root(ctx.root.tgid);
+    for (name, which) in [
+        ("sem", Sysctl::Sem),
+        ("msgmax", Sysctl::MsgMax),
+        ("msgmnb", Sysctl::MsgMnb),
+        ("msgmni", Sysctl::MsgMni),
+        ("shmmax", Sysctl::ShmMax),
+        ("shmall", Sysctl::ShmAll),
+        ("shmmni", Sysctl::ShmMni),
+        ("shm_rmid_forced", Sysctl::ShmRmidForced),
+    ] {
+        if let Ok(text) = std::fs::read_to_string(format!("/proc/sys/kernel/{name}")) {
+            let _ = ctx.ns.sysctl_write(&admin, which, &text);
+        }
+    }
+}
+
+/// Keeps the header and the rows of `text` whose id (second column) is in `ids`.
+fn only_rows_of(text: &str, ids: &[i32]) -> String {
+    text.lines()
+        .enumerate()
+        .filter(|(n, line)| {
+            *n == 0
+                || line
+                    .split_whitespace()
+                    .nth(1)
+                    .and_then(|id| id.parse::<i32>().ok())
+                    .is_some_and(|id| ids.contains(&id))
+        })
+        .map(|(_, line)| format!("{line}\n"))
+        .collect()
+}
+
 fn compare_proc(ctx: &mut Ctx) {
-    let files: [(&str, String, &[usize]); 3] = [
-        ("sem", ctx.ns.proc_sysvipc_sem(), &[8, 9]),
-        ("msg", ctx.ns.proc_sysvipc_msg(), &[11, 12, 13]),
-        ("shm", ctx.ns.proc_sysvipc_shm(), &[11, 12, 13]),
+    let files: [(&str, host::Kind, String, &[usize]); 3] = [
+        ("sem", host::Kind::Sem, ctx.ns.proc_sysvipc_sem(), &[8, 9]),
+        (
+            "msg",
+            host::Kind::Msg,
+            ctx.ns.proc_sysvipc_msg(),
+            &[11, 12, 13],
+        ),
+        (
+            "shm",
+            host::Kind::Shm,
+            ctx.ns.proc_sysvipc_shm(),
+            &[11, 12, 13],
+        ),
     ];
-    for (name, engine, times) in files {
-        let host = std::fs::read_to_string(format!("/proc/sysvipc/{name}")).unwrap_or_default();
+    for (name, kind, engine, times) in files {
+        let mut host = std::fs::read_to_string(format!("/proc/sysvipc/{name}")).unwrap_or_default();
+        if !ctx.private_ns {
+            // The host's files list every object on the machine: keep the run's own.
+            host = only_rows_of(&host, &host::remembered(kind));
+        }
         let (h, e) = (mask_times(&host, times), mask_times(&engine, times));
         ctx.check(&format!("state of /proc/sysvipc/{name}"), &h, &e);
     }

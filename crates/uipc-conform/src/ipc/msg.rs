@@ -106,6 +106,10 @@ fn op_get(ctx: &mut Ctx) {
     }
     // SAFETY: integer arguments only.
     let host = as_user(user, || result(unsafe { libc::msgget(key, flag) } as i64));
+    if let Ok(id) = host {
+        super::host::remember(super::host::Kind::Msg, id as i32);
+    }
+    ctx.align_next_id(Sysctl::MsgNextId, &host.map(|id| id as i32));
     let engine = ctx.ns.msgget(&cred(ctx, user), key, flag).map(i64::from);
     let op = format!("msgget(key {key}, {flag:#o}) user={user}");
     ctx.check(&op, &host, &engine);

@@ -99,6 +99,10 @@ fn semget(ctx: &mut Ctx, st: &mut State) {
         result(unsafe { libc::syscall(libc::SYS_semget, key, nsems, flag) })
     });
     let h = h.map(|v| v as i32);
+    if let Ok(id) = h {
+        super::host::remember(super::host::Kind::Sem, id);
+    }
+    ctx.align_next_id(uipc::ipc::Sysctl::SemNextId, &h);
     let e = ctx.ns.semget(ctx.cred(user), key, nsems, flag);
     let op = format!("semget(key {key}, nsems {nsems}, flag {flag:#o}, user {user})");
     ctx.check(&op, &h, &e);

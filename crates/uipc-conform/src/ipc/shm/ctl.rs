@@ -150,6 +150,7 @@ pub(super) fn op_lock_charge(ctx: &mut Ctx) {
                 run(IPC_RMID, id),
             ))
         });
+        ctx.align_next_id(Sysctl::ShmNextId, &host.map(|h| h.0));
         let ns = &ctx.ns;
         let eng = ns.shmget(&cred, IPC_PRIVATE, size, 0o600).map(|id| {
             let run = |cmd| ns.shmctl(&cred, id, cmd, None).map(|_| ());
@@ -283,6 +284,14 @@ pub(super) fn op_forked_creator(ctx: &mut Ctx, st: &mut State) {
     };
     // The child inherited this process's attachments.
     ctx.ns.process_fork(ctx.root.tgid, pid);
+    if !ctx.private_ns {
+        // SAFETY: integer arguments: looks the child's segment up, creating nothing.
+        let host_id = result(unsafe { libc::shmget(key, 0, 0) } as i64).map(|id| id as i32);
+        if let Ok(id) = host_id {
+            super::super::host::remember(super::super::host::Kind::Shm, id);
+        }
+        ctx.align_next_id(Sysctl::ShmNextId, &host_id);
+    }
     let eng_code = match ctx.ns.shmget(&child, key, size, IPC_CREAT | 0o600) {
         Err(e) => e.raw(),
         Ok(id) => {

@@ -71,13 +71,13 @@ pub fn step(ctx: &mut Ctx) {
 }
 
 /// The engine identity matching the host's `as_user`: only the effective ids change there,
-/// so the real uid (which SHM_LOCK charges) stays 0.
+/// so the real and saved ids (SHM_LOCK charges the real uid) stay the process's own.
 pub(super) fn engine_cred(ctx: &Ctx, user: bool) -> Cred {
     let mut c = ctx.cred(user).clone();
-    c.uid = 0;
-    c.gid = 0;
-    c.suid = 0;
-    c.sgid = 0;
+    c.uid = ctx.root.uid;
+    c.gid = ctx.root.gid;
+    c.suid = ctx.root.suid;
+    c.sgid = ctx.root.sgid;
     let mut lim = libc::rlimit {
         rlim_cur: 0,
         rlim_max: 0,
@@ -158,6 +158,10 @@ fn op_shmget(ctx: &mut Ctx, st: &mut State) {
         result(unsafe { libc::shmget(key, size as usize, flag) } as i64)
     })
     .map(|v| v as i32);
+    if let Ok(id) = host {
+        super::host::remember(super::host::Kind::Shm, id);
+    }
+    ctx.align_next_id(uipc::ipc::Sysctl::ShmNextId, &host);
     let eng = ctx.ns.shmget(&engine_cred(ctx, user), key, size, flag);
     let op = format!("shmget(key {key:#x}, size {size}, flag {flag:#o}) user={user}");
     ctx.check(&op, &host, &eng);
