@@ -27,6 +27,7 @@
 pub mod host;
 pub mod msg;
 pub mod sem;
+mod sem_undo;
 pub mod shm;
 
 use crate::rng::Rng;

@@ -52,6 +52,10 @@ pub fn step(ctx: &mut Ctx) {
             90..=93 => setall(ctx, &st),
             94..=95 => ipc_set(ctx, &st),
             96 if ctx.private_ns => limits(ctx),
+            97 if !st.live.is_empty() => {
+                let live = st.live[ctx.rng.below(st.live.len() as u64) as usize];
+                super::sem_undo::forked_undo(ctx, live);
+            }
             _ => rmid(ctx, &mut st),
         }
     });
