@@ -24,7 +24,7 @@ fn draw_sops(ctx: &mut Ctx, nsems: usize, undo: bool) -> Vec<Sembuf> {
             } else {
                 *ctx.rng.pick(&[-32767, 32767, -1, 1, -3])
             };
-            let flg = IPC_NOWAIT as i16 | if undo { SEM_UNDO as i16 } else { 0 };
+            let flg = IPC_NOWAIT as i16 | if undo { SEM_UNDO } else { 0 };
             Sembuf::new(num, op, flg)
         })
         .collect()
