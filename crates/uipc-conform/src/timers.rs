@@ -325,8 +325,9 @@ fn child(opts: &Options, out: &mut impl Write) -> Result<(), String> {
                 let signo = if !pending.is_empty() && g.rng.chance(3, 4) {
                     *g.rng.pick(&pending)
                 } else {
+                    // Any signal number but SIGKILL (9) and SIGSTOP (19).
                     match g.rng.range(1, 62) as i32 {
-                        s if s >= 19 => s + 2,
+                        s if s >= 18 => s + 2,
                         s if s >= 9 => s + 1,
                         s => s,
                     }
