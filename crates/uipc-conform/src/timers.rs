@@ -4,8 +4,8 @@
 //!
 //! The run happens in a forked child, so the host hands out ids from 0 and every host timer dies
 //! with it. The child:
-//! - blocks every signal, so no timer signal kills it and none is ever delivered (the engine's
-//!   queued signals are likewise never dequeued);
+//! - blocks every signal, so no timer signal kills it and signals stay pending until the run
+//!   takes them with `rt_sigtimedwait` (the engine's queued signals sit in a `SignalQueue`);
 //! - uses the raw syscalls (kernel ids, not glibc's `timer_t` objects for SIGEV_THREAD);
 //! - switches to a real uid of its own (the RLIMIT_SIGPENDING count is per uid, host-wide), sets
 //!   its limit to that uid's count (`SigQ`, normally 0) plus 24 and pre-charges the engine with
@@ -14,25 +14,37 @@
 //!   engine call, so timers that expired on the host have expired on the engine.
 //!
 //! Compared: ids and errnos exactly; `it_interval` exactly; `it_value` within 50 ms (both sides
-//! read the clock at slightly different moments); overruns exactly. Timers are armed far in the
-//! future, disarmed, or in the past (they fire at once and their signal stays pending), which is
-//! deterministic. `/proc/self/timers` is compared with the engine's listing. A `fork` operation checks what a fresh child sees (its first id is 0, the
-//! parent's ids are unknown, restore mode is off) on both sides. Signal numbers whose queueing
+//! read the clock at slightly different moments). Timers are armed far in the future,
+//! disarmed, or in the past (they fire at once and their signal stays pending), which is
+//! deterministic. Signals are taken on both sides (`rt_sigtimedwait` for one signal number on
+//! the host, the same selection over the engine's queued signals, see `deliver`), and one
+//! operation arms a timer 1 ms ahead with a short interval, sleeps, takes its signal and reads
+//! `timer_getoverrun`, so overruns are compared on real counts. An overrun depends on when each
+//! side delivered: the two may differ by the periods that fit in the measured gap between the
+//! two sides' calls (plus 1 ms, or 50 ms when the timer was armed by an earlier operation);
+//! later reads must match what each side handed over at that delivery. Signals of CPU-time
+//! timers are never taken (when their next tick-based expiry comes is not comparable).
+//! `/proc/self/timers` is compared with the engine's listing. A `fork` operation checks what a
+//! fresh child sees (its first id is 0, the parent's ids are unknown, restore mode is off) on
+//! both sides. Signal numbers whose queueing
 //! has side effects on other pending signals (SIGCHLD, SIGCONT, the stop signals) and the
 //! unblockable ones are never used. With `UIPC_DEBUG_SIGQ` set, the child also compares the
 //! host's `SigQ` count with the engine's after every operation and prints any difference.
 //! The child reports divergences through a pipe as tab-separated lines.
 
+mod deliver;
 mod generator;
 mod host;
 
 use crate::rng::Rng;
 use crate::{Divergence, Options, Report};
+use deliver::{arm_and_deliver, deliver_both, LastOverruns, SignalQueue};
 use generator::{Gen, CLOCKS};
 use host::*;
 use std::io::{BufRead, BufReader, Write};
 use std::os::fd::FromRawFd;
 use std::sync::Arc;
+use std::time::Instant;
 use uipc::timers::*;
 use uipc::{Cred, Errno, SystemClock};
 
@@ -43,14 +55,32 @@ fn nanos(t: &Timespec) -> i64 {
     t.sec.saturating_mul(SEC).saturating_add(t.nsec)
 }
 
-/// Equal, except that `it_value` may differ by the tolerance.
-fn close(a: &Result<ItimerSpec, Errno>, b: &Result<ItimerSpec, Errno>) -> bool {
+/// Nanoseconds since `t`: the gap between a host call and the engine's, which a loaded
+/// machine can stretch well past the fixed tolerance.
+fn since(t: Instant) -> i64 {
+    t.elapsed().as_nanos() as i64
+}
+
+/// Equal, except that `it_value` may differ by `tolerance` nanoseconds.
+fn close(a: &Result<ItimerSpec, Errno>, b: &Result<ItimerSpec, Errno>, tolerance: i64) -> bool {
     match (a, b) {
         (Ok(a), Ok(b)) => {
-            a.interval == b.interval && (nanos(&a.value) - nanos(&b.value)).abs() <= TOLERANCE
+            a.interval == b.interval && (nanos(&a.value) - nanos(&b.value)).abs() <= tolerance
         }
         _ => a == b,
     }
+}
+
+/// CPU-time clock ids (the process and thread clocks, and negative per-pid/tid ids).
+fn is_cpu_clock(clock: i32) -> bool {
+    clock < 0 || clock == CLOCK_PROCESS_CPUTIME_ID || clock == CLOCK_THREAD_CPUTIME_ID
+}
+
+/// The engine's interval of timer `id`, in nanoseconds (0 if it has none or is gone).
+fn interval_of(engine: &Timers, cred: &Cred, id: i32) -> i64 {
+    engine
+        .timer_gettime(cred, TimerId::from_raw(id))
+        .map_or(0, |s| nanos(&s.interval))
 }
 
 /// What a fresh child sees: its first id, a parent's id, restore mode.
@@ -167,7 +197,8 @@ fn child(opts: &Options, out: &mut impl Write) -> Result<(), String> {
         cpu_clocks: Some(Arc::new(HostCpuClocks)),
         ..TimersConfig::default()
     };
-    let engine = Timers::with_config(Arc::new(SystemClock), Arc::new(NoNotifier), config);
+    let queue = Arc::new(SignalQueue::default());
+    let engine = Timers::with_config(Arc::new(SystemClock), queue.clone(), config);
     for _ in 0..held {
         engine.charge_sigpending(uid, u64::MAX);
     }
@@ -179,12 +210,17 @@ fn child(opts: &Options, out: &mut impl Write) -> Result<(), String> {
         restore: false,
         pid,
     };
+    // Signal numbers of CPU-time timers (see the delivery operation).
+    let mut cpu_signos = std::collections::HashSet::new();
+    // The signal number of each live timer that has one (for arm-and-deliver).
+    let mut timer_signo = std::collections::HashMap::new();
+    let mut last_overruns = LastOverruns::default();
     let mut report = |index: u64, op: &str, host: String, engine: String| {
         let _ = writeln!(out, "D\t{index}\t{op}\t{host}\t{engine}");
     };
     for index in 0..opts.ops {
         engine.run_expired();
-        let (op, host, eng, same) = match g.rng.below(22) {
+        let (op, host, eng, same) = match g.rng.below(27) {
             0..=6 => {
                 let clock = *g.rng.pick(&CLOCKS);
                 // Unknown ids; negative ids of dynamic (fd) clocks and invalid CPU clocks. Never
@@ -202,6 +238,22 @@ fn child(opts: &Options, out: &mut impl Write) -> Result<(), String> {
                     .map(TimerId::raw);
                 if let Ok(id) = h {
                     g.live.push((id, clock));
+                    match ev {
+                        UserPtr::Null => timer_signo.insert(id, SIGALRM),
+                        UserPtr::Valid(e) if e.notify != SIGEV_NONE => {
+                            timer_signo.insert(id, e.signo)
+                        }
+                        _ => timer_signo.remove(&id),
+                    };
+                    if is_cpu_clock(clock) {
+                        match ev {
+                            UserPtr::Null => cpu_signos.insert(SIGALRM),
+                            UserPtr::Valid(e) if e.notify != SIGEV_NONE => {
+                                cpu_signos.insert(e.signo)
+                            }
+                            _ => false,
+                        };
+                    }
                 }
                 (
                     format!("timer_create({clock}, {ev:?}, {slot:?})"),
@@ -217,6 +269,7 @@ fn child(opts: &Options, out: &mut impl Write) -> Result<(), String> {
                 if h.is_ok() {
                     g.live.retain(|&(l, _)| l != id);
                     g.dead.push(id);
+                    last_overruns.forget(id);
                 }
                 (format!("timer_delete({id})"), fmt(&h), fmt(&e), h == e)
             }
@@ -224,7 +277,11 @@ fn child(opts: &Options, out: &mut impl Write) -> Result<(), String> {
                 let id = g.id();
                 let clock = g.live.iter().find(|l| l.0 == id).map_or(1, |l| l.1);
                 let (flags, spec) = g.spec(clock);
+                let started = Instant::now();
                 let h = host_settime(id, flags, spec);
+                if h.is_ok() {
+                    last_overruns.forget(id);
+                }
                 if flags & TIMER_ABSTIME != 0 {
                     // A host timer armed in the past fires from an interrupt a moment later;
                     // give it that moment, so the next call sees it fired, as the engine will.
@@ -235,25 +292,98 @@ fn child(opts: &Options, out: &mut impl Write) -> Result<(), String> {
                     format!("timer_settime({id}, {flags}, {spec:?})"),
                     fmt(&h),
                     fmt(&e),
-                    close(&h, &e),
+                    close(&h, &e, TOLERANCE + since(started)),
                 )
             }
             13..=15 => {
                 let id = g.id();
+                let started = Instant::now();
                 let h = host_gettime(id);
                 let e = engine.timer_gettime(&cred, TimerId::from_raw(id));
                 (
                     format!("timer_gettime({id})"),
                     fmt(&h),
                     fmt(&e),
-                    close(&h, &e),
+                    close(&h, &e, TOLERANCE + since(started)),
                 )
             }
             16..=17 => {
                 let id = g.id();
                 let h = host_simple(libc::SYS_timer_getoverrun, id);
                 let e = engine.timer_getoverrun(&cred, TimerId::from_raw(id));
-                (format!("timer_getoverrun({id})"), fmt(&h), fmt(&e), h == e)
+                let same = match (h, e) {
+                    (Ok(h), Ok(e)) => {
+                        let interval = interval_of(&engine, &cred, id);
+                        last_overruns.agree(id, h, e, interval, TOLERANCE)
+                    }
+                    _ => h == e,
+                };
+                (format!("timer_getoverrun({id})"), fmt(&h), fmt(&e), same)
+            }
+            22..=24 => {
+                let pending = queue.pending_signos();
+                let signo = if !pending.is_empty() && g.rng.chance(3, 4) {
+                    *g.rng.pick(&pending)
+                } else {
+                    // Any signal number but SIGKILL (9) and SIGSTOP (19).
+                    match g.rng.range(1, 62) as i32 {
+                        s if s >= 18 => s + 2,
+                        s if s >= 9 => s + 1,
+                        s => s,
+                    }
+                };
+                if cpu_signos.contains(&signo) {
+                    // CPU-time timers expire on the host at scheduler ticks while the process
+                    // runs, on the engine when polled: when the next one fires is not
+                    // comparable, so their signals are never taken (both sides keep the
+                    // first one pending, as they agree on that).
+                    continue;
+                }
+                let (h, e, same) =
+                    deliver_both(&engine, &queue, &mut last_overruns, &cred, signo, TOLERANCE);
+                // A periodic timer re-armed by the delivery fires again within its interval
+                // (at most 1 ms for the short ones): let the host's fire before the engine's
+                // next `run_expired`, or the next call would catch one side without it.
+                std::thread::sleep(std::time::Duration::from_millis(3));
+                (
+                    format!("rt_sigtimedwait({signo}) (signo, code, timerid, overrun, value)"),
+                    fmt(&h),
+                    fmt(&e),
+                    same,
+                )
+            }
+            25..=26 => {
+                let candidates: Vec<(i32, i32)> = g
+                    .live
+                    .iter()
+                    .filter(|l| !is_cpu_clock(l.1))
+                    .filter_map(|l| Some((l.0, *timer_signo.get(&l.0)?)))
+                    .filter(|l| !cpu_signos.contains(&l.1))
+                    .collect();
+                if candidates.is_empty() {
+                    continue;
+                }
+                let (id, signo) = *g.rng.pick(&candidates);
+                let interval = g.rng.range(200_000, 2_000_000);
+                let wait_ms = g.rng.range(3, 30) as u64;
+                let (h, e, same) = arm_and_deliver(
+                    &engine,
+                    &queue,
+                    &mut last_overruns,
+                    &cred,
+                    (id, signo),
+                    interval,
+                    wait_ms,
+                );
+                (
+                    format!(
+                        "timer_settime({id}, 0, 1 ms, interval {interval} ns), sleep {wait_ms} ms, \
+                         rt_sigtimedwait({signo}), timer_getoverrun({id})"
+                    ),
+                    h,
+                    e,
+                    same,
+                )
             }
             21 => {
                 let h = std::fs::read_to_string("/proc/self/timers").map_err(|e| e.to_string())?;

@@ -128,6 +128,29 @@ fn full_queue_blocks_the_sender_until_a_receive_makes_room() {
 }
 
 #[test]
+fn queue_full_by_message_count_blocks_the_sender_until_a_receive_frees_a_slot() {
+    let (ns, id) = setup();
+    qbytes(&ns, id, 2);
+    ns.msgsnd(&Cred::root(1), id, 1, b"", 0, &F).unwrap();
+    ns.msgsnd(&Cred::root(1), id, 1, b"", 0, &F).unwrap();
+    let ns2 = ns.clone();
+    let s = thread::spawn(move || ns2.msgsnd(&Cred::root(2), id, 2, b"", 0, &bounded()));
+    settle();
+    assert!(
+        !s.is_finished(),
+        "zero bytes fit, but qbytes 2 also caps the queue at 2 messages"
+    );
+    assert_eq!(stat(&ns, id).qnum, 2);
+    assert_eq!(
+        ns.msgrcv(&Cred::root(3), id, 10, 0, 0, &F),
+        Ok((1, Vec::new()))
+    );
+    assert_eq!(s.join().unwrap(), Ok(()));
+    let ds = stat(&ns, id);
+    assert_eq!((ds.qnum, ds.lspid), (2, 2));
+}
+
+#[test]
 fn raising_qbytes_wakes_a_blocked_sender() {
     let (ns, id) = setup();
     qbytes(&ns, id, 1);

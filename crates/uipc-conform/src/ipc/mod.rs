@@ -3,21 +3,31 @@
 //!
 //! Isolation: the run first moves itself into a fresh IPC namespace (`unshare(CLONE_NEWIPC)`,
 //! which needs root), so its objects cannot collide with anything on the host and vanish with
-//! the process, even on Ctrl-C. Without that privilege it falls back to a private key range
-//! (see [`KEY_BASE`]) and removes every object it created when it ends.
+//! the process. Without that privilege it falls back to a private key range (see
+//! [`KEY_BASE`]), remembers every object it created (keyed or private) and removes them when it
+//! ends; SIGINT and SIGTERM end the run after the current operation, so Ctrl-C cleans up too.
+//! Such a run cannot switch identities: every call, "user" cases included, is made as the
+//! caller, and the engine is given the caller's own ids and capabilities. It cannot compare
+//! ids either (the host's allocator is shared with the machine): the engine is given each id
+//! the host hands out (`Ctx::align_next_id`), starts from the host's limits, and compares only
+//! the run's own rows of `/proc/sysvipc`. On a host with other IPC objects, the `*_INFO`
+//! totals and the index-based `*_STAT` commands see those objects and diverge.
 //!
 //! The second identity: permission checks are exercised as an unprivileged uid/gid by
 //! switching only the calling thread's effective ids with raw `setresuid`/`setresgid` system
 //! calls (glibc's wrappers would switch every thread) and back again ([`host::as_user`]).
 //!
 //! Each object type lives in its own module (`sem`, `msg`, `shm`) with a `step` that draws one
-//! operation, applies it to both sides and compares; this module runs the loop, and every
+//! operation, applies it to both sides and compares; this module runs the loop (with two
+//! cross-type operations of its own: bursts of private queues, and `*_next_id` writes that the
+//! next creation consumes), and every
 //! [`STATE_EVERY`] operations and at the end compares the `/proc/sysvipc` files with times
 //! masked.
 
 pub mod host;
 pub mod msg;
 pub mod sem;
+mod sem_undo;
 pub mod shm;
 
 use crate::rng::Rng;
@@ -77,6 +87,20 @@ impl Ctx {
         }
     }
 
+    /// Outside a private namespace the host's id allocator is shared with the rest of the
+    /// machine, so ids cannot be compared: before the engine's `*get`, it is told (through
+    /// `*_next_id`) to hand out the id the host just did, and every later call compares as in
+    /// a private namespace. A no-op in a private namespace.
+    pub fn align_next_id(&self, which: uipc::ipc::Sysctl, host: &Result<i32, uipc::Errno>) {
+        if self.private_ns {
+            return;
+        }
+        if let Ok(id) = host {
+            let admin = Cred::root(self.root.tgid);
+            let _ = self.ns.sysctl_write(&admin, which, &id.to_string());
+        }
+    }
+
     /// Records a divergence unless `host == engine`. Returns whether they agreed.
     pub fn check<T: PartialEq + Debug>(&mut self, op: &str, host: &T, engine: &T) -> bool {
         if self.verbose {
@@ -102,15 +126,21 @@ impl Ctx {
 pub fn run(opts: &Options) -> Result<Report, String> {
     let private_ns = host::enter_private_ipc_namespace();
     let pid = std::process::id() as i32;
+    // SAFETY: a plain getter.
+    let is_root = unsafe { libc::geteuid() } == 0;
+    host::set_switch_ids(is_root);
+    host::catch_stop_signals();
     // Root as the host sees this process: sandboxes often drop capabilities (here, for one,
-    // CAP_SYS_RESOURCE), and the engine must judge root by the same set.
-    let root = Cred {
-        caps: host::effective_caps(),
-        ..Cred::root(pid)
-    };
-    let user = Cred {
-        caps: CapSet::EMPTY,
-        ..Cred::user(pid, USER_UID, USER_GID)
+    // CAP_SYS_RESOURCE), and the engine must judge root by the same set. Anyone else runs
+    // every call as themselves, "user" cases included.
+    let root = host::own_cred(pid);
+    let user = if is_root {
+        Cred {
+            caps: CapSet::EMPTY,
+            ..Cred::user(pid, USER_UID, USER_GID)
+        }
+    } else {
+        root.clone()
     };
     let mut ctx = Ctx {
         rng: Rng::new(opts.seed),
@@ -126,12 +156,20 @@ pub fn run(opts: &Options) -> Result<Report, String> {
     if !private_ns {
         eprintln!("uipc conform ipc: not root, using keys {KEY_BASE:#x}.. in the host's namespace");
         host::remove_key_range();
+        mirror_host_limits(&ctx);
     }
+    let mut done = 0;
     for i in 0..opts.ops {
+        if host::stop_requested() {
+            eprintln!("uipc conform ipc: stopped by a signal after {i} operations");
+            break;
+        }
+        done = i + 1;
         ctx.index = i;
         match ctx.rng.below(1000) {
             0..=9 => burst(&mut ctx),
-            10..=399 => sem::step(&mut ctx),
+            10..=17 => next_id(&mut ctx),
+            18..=399 => sem::step(&mut ctx),
             400..=749 => msg::step(&mut ctx),
             _ => shm::step(&mut ctx),
         }
@@ -141,9 +179,10 @@ pub fn run(opts: &Options) -> Result<Report, String> {
     }
     if !private_ns {
         host::remove_key_range();
+        host::remove_remembered();
     }
     Ok(Report {
-        operations: opts.ops,
+        operations: done,
         divergences: ctx.divergences,
     })
 }
@@ -159,6 +198,10 @@ fn burst(ctx: &mut Ctx) {
             // SAFETY: integer arguments only.
             let host = host::result(unsafe { libc::msgget(libc::IPC_PRIVATE, 0o600) } as i64)
                 .map(|id| id as i32);
+            if let Ok(h) = host {
+                host::remember(host::Kind::Msg, h);
+            }
+            ctx.align_next_id(uipc::ipc::Sysctl::MsgNextId, &host);
             let engine = ctx.ns.msgget(&ctx.root, 0, 0o600);
             if !ctx.check("burst: msgget(IPC_PRIVATE, 0600)", &host, &engine) {
                 return;
@@ -192,6 +235,63 @@ fn burst(ctx: &mut Ctx) {
     }
 }
 
+/// Writes `sem_next_id`, `msg_next_id` or `shm_next_id` on both sides (only in the run's own
+/// namespace, where the files are ours): usually an index near the live ones with a small or a
+/// large sequence number, sometimes an index in use, a negative, an out-of-range or a
+/// non-numeric value. The next creation of that type (drawn by the type's own step) consumes
+/// it, and the ids compared there show whether the engine restored it as Linux does. The
+/// files are read back on both sides.
+fn next_id(ctx: &mut Ctx) {
+    if !ctx.private_ns {
+        return;
+    }
+    let (name, which) = *ctx.rng.pick(&[
+        ("sem_next_id", uipc::ipc::Sysctl::SemNextId),
+        ("msg_next_id", uipc::ipc::Sysctl::MsgNextId),
+        ("shm_next_id", uipc::ipc::Sysctl::ShmNextId),
+    ]);
+    let value = match ctx.rng.below(10) {
+        0 => ctx
+            .rng
+            .pick(&[
+                "-1",
+                "-7",
+                "2147483648",
+                "x",
+                "",
+                "12 13",
+                "010",
+                "0x1f",
+                "+5",
+                " 9\n",
+            ])
+            .to_string(),
+        1 => ctx
+            .rng
+            .pick(&["0", "2147483647", "32767", "32768"])
+            .to_string(),
+        _ => {
+            let seq = *ctx.rng.pick(&[0, 0, 1, 3, 127, 128, 65535]);
+            let idx = ctx.rng.range(0, 400);
+            ((seq << 15) + idx).to_string()
+        }
+    };
+    let path = format!("/proc/sys/kernel/{name}");
+    let host = std::fs::write(&path, &value).map_err(|e| e.raw_os_error());
+    let engine = ctx
+        .ns
+        .sysctl_write(&ctx.root, which, &value)
+        .map_err(|e| Some(e.raw()));
+    ctx.check(&format!("write {path} {value:?}"), &host, &engine);
+    let host_now = std::fs::read_to_string(&path).unwrap_or_default();
+    let engine_now = ctx.ns.sysctl_read(which);
+    ctx.check(
+        &format!("read {path}"),
+        &host_now.trim(),
+        &engine_now.as_str(),
+    );
+}
+
 /// Masks the time columns of a `/proc/sysvipc` file so host and engine compare.
 pub fn mask_times(text: &str, time_columns: &[usize]) -> String {
     text.lines()
@@ -211,14 +311,65 @@ pub fn mask_times(text: &str, time_columns: &[usize]) -> String {
         .join("\n")
 }
 
+/// Gives the engine the host's current IPC limits (outside a private namespace the run cannot
+/// write them, and the host's may differ from Linux's defaults).
+fn mirror_host_limits(ctx: &Ctx) {
+    use uipc::ipc::Sysctl;
+    let admin = Cred::root(ctx.root.tgid);
+    for (name, which) in [
+        ("sem", Sysctl::Sem),
+        ("msgmax", Sysctl::MsgMax),
+        ("msgmnb", Sysctl::MsgMnb),
+        ("msgmni", Sysctl::MsgMni),
+        ("shmmax", Sysctl::ShmMax),
+        ("shmall", Sysctl::ShmAll),
+        ("shmmni", Sysctl::ShmMni),
+        ("shm_rmid_forced", Sysctl::ShmRmidForced),
+    ] {
+        if let Ok(text) = std::fs::read_to_string(format!("/proc/sys/kernel/{name}")) {
+            let _ = ctx.ns.sysctl_write(&admin, which, &text);
+        }
+    }
+}
+
+/// Keeps the header and the rows of `text` whose id (second column) is in `ids`.
+fn only_rows_of(text: &str, ids: &[i32]) -> String {
+    text.lines()
+        .enumerate()
+        .filter(|(n, line)| {
+            *n == 0
+                || line
+                    .split_whitespace()
+                    .nth(1)
+                    .and_then(|id| id.parse::<i32>().ok())
+                    .is_some_and(|id| ids.contains(&id))
+        })
+        .map(|(_, line)| format!("{line}\n"))
+        .collect()
+}
+
 fn compare_proc(ctx: &mut Ctx) {
-    let files: [(&str, String, &[usize]); 3] = [
-        ("sem", ctx.ns.proc_sysvipc_sem(), &[8, 9]),
-        ("msg", ctx.ns.proc_sysvipc_msg(), &[11, 12, 13]),
-        ("shm", ctx.ns.proc_sysvipc_shm(), &[11, 12, 13]),
+    let files: [(&str, host::Kind, String, &[usize]); 3] = [
+        ("sem", host::Kind::Sem, ctx.ns.proc_sysvipc_sem(), &[8, 9]),
+        (
+            "msg",
+            host::Kind::Msg,
+            ctx.ns.proc_sysvipc_msg(),
+            &[11, 12, 13],
+        ),
+        (
+            "shm",
+            host::Kind::Shm,
+            ctx.ns.proc_sysvipc_shm(),
+            &[11, 12, 13],
+        ),
     ];
-    for (name, engine, times) in files {
-        let host = std::fs::read_to_string(format!("/proc/sysvipc/{name}")).unwrap_or_default();
+    for (name, kind, engine, times) in files {
+        let mut host = std::fs::read_to_string(format!("/proc/sysvipc/{name}")).unwrap_or_default();
+        if !ctx.private_ns {
+            // The host's files list every object on the machine: keep the run's own.
+            host = only_rows_of(&host, &host::remembered(kind));
+        }
         let (h, e) = (mask_times(&host, times), mask_times(&engine, times));
         ctx.check(&format!("state of /proc/sysvipc/{name}"), &h, &e);
     }

@@ -106,6 +106,10 @@ fn op_get(ctx: &mut Ctx) {
     }
     // SAFETY: integer arguments only.
     let host = as_user(user, || result(unsafe { libc::msgget(key, flag) } as i64));
+    if let Ok(id) = host {
+        super::host::remember(super::host::Kind::Msg, id as i32);
+    }
+    ctx.align_next_id(Sysctl::MsgNextId, &host.map(|id| id as i32));
     let engine = ctx.ns.msgget(&cred(ctx, user), key, flag).map(i64::from);
     let op = format!("msgget(key {key}, {flag:#o}) user={user}");
     ctx.check(&op, &host, &engine);
@@ -367,18 +371,31 @@ fn op_info_or_bad(ctx: &mut Ctx) {
     );
 }
 
-/// Changes msgmax or msgmnb on both sides (only inside the run's own namespace): new queues
-/// take msgmnb, IPC_SET's CAP_SYS_RESOURCE threshold and msgsnd's size check move with them.
+/// Changes msgmax, msgmnb or msgmni on both sides (only inside the run's own namespace): new
+/// queues take msgmnb, IPC_SET's CAP_SYS_RESOURCE threshold and msgsnd's size check move with
+/// them, and msgmni bounds msgget. Some texts are ones the kernel parses its own way.
 fn op_sysctl(ctx: &mut Ctx) {
     if !ctx.private_ns {
         return;
     }
-    let (name, which, value) = if ctx.rng.chance(1, 2) {
-        let v = *ctx.rng.pick(&["0", "100", "8192", "8192", "20000"]);
-        ("msgmax", Sysctl::MsgMax, v)
-    } else {
-        let v = *ctx.rng.pick(&["0", "100", "16384", "16384", "20000"]);
-        ("msgmnb", Sysctl::MsgMnb, v)
+    let (name, which, value) = match ctx.rng.below(5) {
+        0 | 1 => {
+            let v = *ctx
+                .rng
+                .pick(&["0", "100", "8192", "8192", "20000", "0x2000", "-0"]);
+            ("msgmax", Sysctl::MsgMax, v)
+        }
+        2 | 3 => {
+            let v = *ctx
+                .rng
+                .pick(&["0", "100", "16384", "16384", "20000", "040000 1", "+1"]);
+            ("msgmnb", Sysctl::MsgMnb, v)
+        }
+        _ => {
+            // Few queues make msgget's ENOSPC reachable; 32769 is past IPCMNI (EINVAL).
+            let v = *ctx.rng.pick(&["4", "32000", "32000", "32769", "-1"]);
+            ("msgmni", Sysctl::MsgMni, v)
+        }
     };
     let path = format!("/proc/sys/kernel/{name}");
     let host = std::fs::write(&path, value).map_err(|e| e.raw_os_error());

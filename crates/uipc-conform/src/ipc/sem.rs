@@ -52,6 +52,10 @@ pub fn step(ctx: &mut Ctx) {
             90..=93 => setall(ctx, &st),
             94..=95 => ipc_set(ctx, &st),
             96 if ctx.private_ns => limits(ctx),
+            97 if !st.live.is_empty() => {
+                let live = st.live[ctx.rng.below(st.live.len() as u64) as usize];
+                super::sem_undo::forked_undo(ctx, live);
+            }
             _ => rmid(ctx, &mut st),
         }
     });
@@ -99,6 +103,10 @@ fn semget(ctx: &mut Ctx, st: &mut State) {
         result(unsafe { libc::syscall(libc::SYS_semget, key, nsems, flag) })
     });
     let h = h.map(|v| v as i32);
+    if let Ok(id) = h {
+        super::host::remember(super::host::Kind::Sem, id);
+    }
+    ctx.align_next_id(uipc::ipc::Sysctl::SemNextId, &h);
     let e = ctx.ns.semget(ctx.cred(user), key, nsems, flag);
     let op = format!("semget(key {key}, nsems {nsems}, flag {flag:#o}, user {user})");
     ctx.check(&op, &h, &e);
@@ -438,11 +446,30 @@ fn limits(ctx: &mut Ctx) {
     let semmns = *ctx.rng.pick(&[1_024_000_000, 32000, 20]);
     let semopm = *ctx.rng.pick(&[500, 32, 3]);
     let semmni = *ctx.rng.pick(&[32000, 128, 8]);
-    let text = format!("{semmsl} {semmns} {semopm} {semmni}");
+    let text = if ctx.rng.chance(1, 6) {
+        // Texts the kernel parses its own way: values stored one by one before a bad one,
+        // SEMMNI alone put back on ERANGE, octal and hex, extra numbers ignored.
+        ctx.rng
+            .pick(&[
+                "250 32000 x",
+                "250 32000 32 -1",
+                "250 32000 32 32769",
+                "0372 0x7d00 040",
+                "250 32000 32 128 99",
+                "+250",
+                "",
+            ])
+            .to_string()
+    } else {
+        format!("{semmsl} {semmns} {semopm} {semmni}")
+    };
     let h = std::fs::write("/proc/sys/kernel/sem", &text)
         .map_err(|e| Errno::from_raw(e.raw_os_error().unwrap_or(0)));
     let e = ctx
         .ns
         .sysctl_write(&ctx.root, uipc::ipc::Sysctl::Sem, &text);
-    ctx.check(&format!("write kernel.sem {text}"), &h, &e);
+    ctx.check(&format!("write kernel.sem {text:?}"), &h, &e);
+    let host_now = std::fs::read_to_string("/proc/sys/kernel/sem").unwrap_or_default();
+    let engine_now = ctx.ns.sysctl_read(uipc::ipc::Sysctl::Sem);
+    ctx.check("read kernel.sem", &host_now.trim(), &engine_now.as_str());
 }

@@ -5,9 +5,12 @@
 //! with its man page and returning Linux's errno in Linux's order.
 
 pub mod consts;
+#[cfg(all(test, not(loom)))]
+mod lookup_tests;
 pub mod msg;
 pub mod namespace;
 pub mod perm;
+mod proc_int;
 pub mod registry;
 pub mod sem;
 pub mod shm;

@@ -7,6 +7,7 @@
 //!
 //! Locks: limits are atomics read without a lock; each registry has its own writer lock.
 
+use super::proc_int;
 use super::registry::{IpcObject, Registry};
 use super::{msg, sem, shm};
 use crate::sync::{AtomicBool, AtomicI32, AtomicU64, Ordering::Relaxed};
@@ -214,75 +215,79 @@ impl IpcNamespace {
     /// Writes a tunable with the kernel's validation. The `*_next_id` files need
     /// CAP_CHECKPOINT_RESTORE or CAP_SYS_ADMIN (else EACCES, as opening a 0444 file for write);
     /// the others are root's files and the embedder decides who may write them.
+    ///
+    /// The text is parsed as the kernel parses it (see `proc_int`: `strtoul` base 0, extra
+    /// numbers ignored, an empty text changes nothing). `sem` stores its values one by one, so
+    /// a bad third value leaves the first two written; a SEMMNI outside `[0, IPCMNI]` is ERANGE
+    /// and only SEMMNI is put back.
     pub fn sysctl_write(&self, cred: &Cred, which: Sysctl, text: &str) -> Result<()> {
+        let is_next_id = matches!(
+            which,
+            Sysctl::SemNextId | Sysctl::MsgNextId | Sysctl::ShmNextId
+        );
+        if is_next_id && !cred.has_cap(Cap::CHECKPOINT_RESTORE) && !cred.has_cap(Cap::SYS_ADMIN) {
+            return Err(Errno::EACCES);
+        }
+        if text.is_empty() {
+            return Ok(());
+        }
         let l = &self.limits;
-        let ipcmni = i64::from(self.layout.ipcmni());
-        let one = |lo: i64, hi: i64| -> Result<i64> {
-            let v: i64 = text.trim().parse().map_err(|_| Errno::EINVAL)?;
+        let ipcmni = self.layout.ipcmni() as i32;
+        let (values, parse_error) = proc_int::parse(text, if which == Sysctl::Sem { 4 } else { 1 });
+        if which == Sysctl::Sem {
+            let cells = [&l.semmsl, &l.semmns, &l.semopm, &l.semmni];
+            let old_semmni = l.semmni();
+            for (cell, value) in cells.iter().zip(&values) {
+                cell.store(value.to_i32()?, Relaxed);
+            }
+            if let Some(e) = parse_error {
+                return Err(e);
+            }
+            if !(0..=ipcmni).contains(&l.semmni()) {
+                l.semmni.store(old_semmni, Relaxed);
+                return Err(Errno::ERANGE);
+            }
+            return Ok(());
+        }
+        if let Some(e) = parse_error {
+            return Err(e);
+        }
+        let value = values[0];
+        let in_range = |lo: i32, hi: i32| -> Result<i32> {
+            let v = value.to_i32()?;
             if (lo..=hi).contains(&v) {
                 Ok(v)
             } else {
                 Err(Errno::EINVAL)
             }
         };
-        let int_max = i64::from(i32::MAX);
         match which {
-            Sysctl::Sem => {
-                let v: Vec<i64> = text
-                    .split_whitespace()
-                    .map(|w| w.parse::<i64>())
-                    .collect::<std::result::Result<_, _>>()
-                    .map_err(|_| Errno::EINVAL)?;
-                if v.is_empty()
-                    || v.len() > 4
-                    || v.iter().any(|&x| x < i64::from(i32::MIN) || x > int_max)
-                {
-                    return Err(Errno::EINVAL);
-                }
-                let cur = [l.semmsl(), l.semmns(), l.semopm(), l.semmni()];
-                let mut new = cur;
-                for (slot, &x) in new.iter_mut().zip(&v) {
-                    *slot = x as i32;
-                }
-                if !(0..=ipcmni).contains(&i64::from(new[3])) {
-                    return Err(Errno::ERANGE);
-                }
-                l.semmsl.store(new[0], Relaxed);
-                l.semmns.store(new[1], Relaxed);
-                l.semopm.store(new[2], Relaxed);
-                l.semmni.store(new[3], Relaxed);
-            }
-            Sysctl::MsgMax => l.msgmax.store(one(0, int_max)? as i32, Relaxed),
-            Sysctl::MsgMnb => l.msgmnb.store(one(0, int_max)? as i32, Relaxed),
-            Sysctl::MsgMni => l.msgmni.store(one(0, ipcmni)? as i32, Relaxed),
-            Sysctl::ShmMni => l.shmmni.store(one(0, ipcmni)? as i32, Relaxed),
-            Sysctl::ShmMax | Sysctl::ShmAll => {
-                let v: u64 = text.trim().parse().map_err(|_| Errno::EINVAL)?;
-                let cell = if which == Sysctl::ShmMax {
-                    &l.shmmax
-                } else {
-                    &l.shmall
-                };
-                cell.store(v, Relaxed);
-            }
+            Sysctl::Sem => unreachable!("handled above"),
+            Sysctl::MsgMax => l.msgmax.store(in_range(0, i32::MAX)?, Relaxed),
+            Sysctl::MsgMnb => l.msgmnb.store(in_range(0, i32::MAX)?, Relaxed),
+            Sysctl::MsgMni => l.msgmni.store(in_range(0, ipcmni)?, Relaxed),
+            Sysctl::ShmMni => l.shmmni.store(in_range(0, ipcmni)?, Relaxed),
+            Sysctl::ShmMax => l.shmmax.store(value.to_u64()?, Relaxed),
+            Sysctl::ShmAll => l.shmall.store(value.to_u64()?, Relaxed),
             Sysctl::ShmRmidForced => {
-                let on = one(0, 1)? == 1;
+                let on = in_range(0, 1)? == 1;
                 l.shm_rmid_forced.store(on, Relaxed);
                 if on {
                     self.shm_destroy_orphans();
                 }
             }
-            Sysctl::SemNextId | Sysctl::MsgNextId | Sysctl::ShmNextId => {
-                if !cred.has_cap(Cap::CHECKPOINT_RESTORE) && !cred.has_cap(Cap::SYS_ADMIN) {
-                    return Err(Errno::EACCES);
-                }
-                let v: i64 = text.trim().parse().map_err(|_| Errno::EINVAL)?;
-                match which {
-                    Sysctl::SemNextId => self.sem.registry().set_next_id(v)?,
-                    Sysctl::MsgNextId => self.msg.registry().set_next_id(v)?,
-                    _ => self.shm.registry().set_next_id(v)?,
-                }
-            }
+            Sysctl::SemNextId => self
+                .sem
+                .registry()
+                .set_next_id(in_range(0, i32::MAX)?.into())?,
+            Sysctl::MsgNextId => self
+                .msg
+                .registry()
+                .set_next_id(in_range(0, i32::MAX)?.into())?,
+            Sysctl::ShmNextId => self
+                .shm
+                .registry()
+                .set_next_id(in_range(0, i32::MAX)?.into())?,
         }
         Ok(())
     }
@@ -336,8 +341,8 @@ mod tests {
         );
         assert_eq!(
             ns.sysctl_read(Sysctl::Sem),
-            "32000\t1024000000\t500\t32000",
-            "reverted"
+            "250\t32000\t32\t32000",
+            "only SEMMNI is put back, as on Linux"
         );
         ns.sysctl_write(&root, Sysctl::Sem, "250 32000 32 128")
             .unwrap();
@@ -370,5 +375,55 @@ mod tests {
         });
         ext.sysctl_write(&root, Sysctl::MsgMni, "16777216").unwrap();
         assert_eq!(ext.layout().ipcmni(), 1 << 24);
+    }
+
+    #[test]
+    fn sysctl_texts_parse_like_proc_dointvec() {
+        let ns = IpcNamespace::new();
+        let root = Cred::root(1);
+        let write = |which, text: &str| ns.sysctl_write(&root, which, text);
+        assert_eq!(write(Sysctl::MsgMax, "010"), Ok(()));
+        assert_eq!(ns.limits().msgmax(), 8, "a leading 0 is octal");
+        assert_eq!(write(Sysctl::MsgMax, "0x10 99"), Ok(()));
+        assert_eq!(
+            ns.limits().msgmax(),
+            16,
+            "hex, and the extra number ignored"
+        );
+        assert_eq!(
+            write(Sysctl::MsgMax, ""),
+            Ok(()),
+            "an empty write changes nothing"
+        );
+        assert_eq!(ns.limits().msgmax(), 16);
+        assert_eq!(write(Sysctl::MsgMax, "+5"), Err(Errno::EINVAL));
+        assert_eq!(write(Sysctl::MsgMax, " \n"), Err(Errno::EINVAL));
+        assert_eq!(write(Sysctl::MsgMax, "-0"), Ok(()));
+        assert_eq!(ns.limits().msgmax(), 0);
+        assert_eq!(
+            write(Sysctl::ShmMax, "-0"),
+            Err(Errno::EINVAL),
+            "unsigned long files"
+        );
+        assert_eq!(write(Sysctl::ShmMax, "18446744073709551615"), Ok(()));
+        assert_eq!(write(Sysctl::ShmRmidForced, "1 2"), Ok(()));
+        assert!(ns.limits().shm_rmid_forced());
+        assert_eq!(write(Sysctl::MsgNextId, "12 13"), Ok(()));
+        assert_eq!(ns.sysctl_read(Sysctl::MsgNextId), "12");
+        assert_eq!(
+            ns.sysctl_write(&Cred::user(2, 1000, 1000), Sysctl::MsgNextId, ""),
+            Err(Errno::EACCES),
+            "the permission check comes first (it is the open)"
+        );
+        assert_eq!(write(Sysctl::Sem, "1 2 x"), Err(Errno::EINVAL));
+        assert_eq!(
+            ns.sysctl_read(Sysctl::Sem),
+            "1\t2\t500\t32000",
+            "values before the bad one stay written"
+        );
+        assert_eq!(write(Sysctl::Sem, "5 6 7 -1"), Err(Errno::ERANGE));
+        assert_eq!(ns.sysctl_read(Sysctl::Sem), "5\t6\t7\t32000");
+        assert_eq!(write(Sysctl::Sem, "-5 1 2 3 4"), Ok(()));
+        assert_eq!(ns.sysctl_read(Sysctl::Sem), "-5\t1\t2\t3");
     }
 }

@@ -8,6 +8,11 @@
 //! surfaces. Stale entries are compacted away once they outnumber live ones, so memory stays
 //! proportional to the armed timers.
 //!
+//! Measured (`tests/timers_driver_cost.rs`, release, on a shared and loaded 2-CPU machine):
+//! with 1,000 to 60,000 armed timers, `timer_settime` arming costs about 0.1-0.5 us per
+//! timer, re-arming (lazy cancel + arm) 0.1-0.55 us and firing through `run_expired`
+//! 0.15-0.6 us, growing gently with the heap's depth. No wheel was built to compare against.
+//!
 //! One heap per base (monotonic, boottime, realtime, TAI): absolute CLOCK_REALTIME timers live
 //! on the realtime heap and fire when the wall clock reaches them, so setting the clock moves
 //! them as on Linux, while relative ones live on the monotonic heap.

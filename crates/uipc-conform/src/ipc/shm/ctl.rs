@@ -150,6 +150,7 @@ pub(super) fn op_lock_charge(ctx: &mut Ctx) {
                 run(IPC_RMID, id),
             ))
         });
+        ctx.align_next_id(Sysctl::ShmNextId, &host.map(|h| h.0));
         let ns = &ctx.ns;
         let eng = ns.shmget(&cred, IPC_PRIVATE, size, 0o600).map(|id| {
             let run = |cmd| ns.shmctl(&cred, id, cmd, None).map(|_| ());
@@ -206,27 +207,45 @@ pub(super) fn op_sysctl(ctx: &mut Ctx, _st: &mut State) {
         return;
     }
     let (name, which, value) = match ctx.rng.below(4) {
-        0 => ("shmmni", Sysctl::ShmMni, *ctx.rng.pick(&["3", "8", "4096"])),
+        0 => (
+            "shmmni",
+            Sysctl::ShmMni,
+            *ctx.rng.pick(&["3", "8", "4096", "010", "32769", "-0"]),
+        ),
         1 => (
             "shmall",
             Sysctl::ShmAll,
-            *ctx.rng.pick(&["40", "18446744073692774399"]),
+            *ctx.rng
+                .pick(&["40", "18446744073692774399", "0x28", "-0", "40 x"]),
         ),
         2 => (
             "shmmax",
             Sysctl::ShmMax,
-            *ctx.rng.pick(&["30000", "18446744073692774399"]),
+            *ctx.rng.pick(&[
+                "30000",
+                "18446744073692774399",
+                "+30000",
+                "18446744073709551616",
+            ]),
         ),
         _ => (
             "shm_rmid_forced",
             Sysctl::ShmRmidForced,
-            *ctx.rng.pick(&["0", "1"]),
+            *ctx.rng.pick(&["0", "1", "1 2", "2", " 0\n"]),
         ),
     };
-    let host = std::fs::write(format!("/proc/sys/kernel/{name}"), value)
-        .map_err(|e| Errno::from_raw(e.raw_os_error().unwrap_or(0)));
+    let path = format!("/proc/sys/kernel/{name}");
+    let host =
+        std::fs::write(&path, value).map_err(|e| Errno::from_raw(e.raw_os_error().unwrap_or(0)));
     let eng = ctx.ns.sysctl_write(&ctx.root, which, value);
-    ctx.check(&format!("sysctl {name} = {value}"), &host, &eng);
+    ctx.check(&format!("sysctl {name} = {value:?}"), &host, &eng);
+    let host_now = std::fs::read_to_string(&path).unwrap_or_default();
+    let engine_now = ctx.ns.sysctl_read(which);
+    ctx.check(
+        &format!("read {path}"),
+        &host_now.trim(),
+        &engine_now.as_str(),
+    );
 }
 
 /// A child process creates a segment (attaching and touching it sometimes) and exits: the
@@ -265,6 +284,14 @@ pub(super) fn op_forked_creator(ctx: &mut Ctx, st: &mut State) {
     };
     // The child inherited this process's attachments.
     ctx.ns.process_fork(ctx.root.tgid, pid);
+    if !ctx.private_ns {
+        // SAFETY: integer arguments: looks the child's segment up, creating nothing.
+        let host_id = result(unsafe { libc::shmget(key, 0, 0) } as i64).map(|id| id as i32);
+        if let Ok(id) = host_id {
+            super::super::host::remember(super::super::host::Kind::Shm, id);
+        }
+        ctx.align_next_id(Sysctl::ShmNextId, &host_id);
+    }
     let eng_code = match ctx.ns.shmget(&child, key, size, IPC_CREAT | 0o600) {
         Err(e) => e.raw(),
         Ok(id) => {

@@ -28,6 +28,9 @@ const MAX_ATTACH: usize = 12;
 
 pub(super) struct Attached {
     host: usize,
+    /// The host segment's size when attached: writes stay inside the host mapping even if the
+    /// two sides disagree about which segment an id names (after a divergence).
+    host_size: u64,
     engine: u64,
     len: u64,
     read_only: bool,
@@ -68,13 +71,13 @@ pub fn step(ctx: &mut Ctx) {
 }
 
 /// The engine identity matching the host's `as_user`: only the effective ids change there,
-/// so the real uid (which SHM_LOCK charges) stays 0.
+/// so the real and saved ids (SHM_LOCK charges the real uid) stay the process's own.
 pub(super) fn engine_cred(ctx: &Ctx, user: bool) -> Cred {
     let mut c = ctx.cred(user).clone();
-    c.uid = 0;
-    c.gid = 0;
-    c.suid = 0;
-    c.sgid = 0;
+    c.uid = ctx.root.uid;
+    c.gid = ctx.root.gid;
+    c.suid = ctx.root.suid;
+    c.sgid = ctx.root.sgid;
     let mut lim = libc::rlimit {
         rlim_cur: 0,
         rlim_max: 0,
@@ -155,6 +158,10 @@ fn op_shmget(ctx: &mut Ctx, st: &mut State) {
         result(unsafe { libc::shmget(key, size as usize, flag) } as i64)
     })
     .map(|v| v as i32);
+    if let Ok(id) = host {
+        super::host::remember(super::host::Kind::Shm, id);
+    }
+    ctx.align_next_id(uipc::ipc::Sysctl::ShmNextId, &host);
     let eng = ctx.ns.shmget(&engine_cred(ctx, user), key, size, flag);
     let op = format!("shmget(key {key:#x}, size {size}, flag {flag:#o}) user={user}");
     ctx.check(&op, &host, &eng);
@@ -202,8 +209,10 @@ fn op_shmat(ctx: &mut Ctx, st: &mut State) {
     match (host, eng) {
         (Ok(h), Ok(e)) => {
             let read_only = flags & SHM_RDONLY != 0;
+            let host_size = host_stat(id, IPC_STAT).map_or(0, |(_, ds)| ds.segsz);
             let a = Attached {
                 host: h,
+                host_size,
                 engine: e.addr,
                 len: e.len,
                 read_only,
@@ -227,12 +236,15 @@ fn op_shmat(ctx: &mut Ctx, st: &mut State) {
 
 /// Writes the same bytes through both sides of an attachment.
 fn write_through(ctx: &mut Ctx, a: &Attached) {
-    let size = a.memory.size;
+    let size = a.memory.size.min(a.host_size);
+    if size == 0 {
+        return;
+    }
     let off = ctx.rng.below(size.min(a.len).min(1 << 18)) as usize;
     let n = (ctx.rng.range(1, 9000) as usize).min(size as usize - off);
     let byte = ctx.rng.below(256) as u8;
     let data = vec![byte; n];
-    // SAFETY: `a.host` maps at least `len >= size` bytes read-write and off + n <= size.
+    // SAFETY: `a.host` maps at least `host_size >= size` bytes read-write and off + n <= size.
     unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), (a.host + off) as *mut u8, n) };
     let r = a.memory.write(off as u64, &data);
     ctx.check("write through attachment", &Ok(()), &r);
