@@ -86,3 +86,55 @@ fn delete_then_reuse_of_an_id_in_another_process_does_not_disturb_lookups() {
         assert_eq!(t.lookup(1, 0).map(|v| *v), Some(10));
     });
 }
+
+#[test]
+fn reserving_a_sibling_id_promotes_its_group_without_losing_or_exposing_a_timer() {
+    // Ids 0 and 1 share a group: the second reservation turns the inline slot into a leaf
+    // while the first timer is looked up and deleted.
+    loom::model(|| {
+        let t = Arc::new(TimerTable::<u32>::with_buckets(2));
+        assert!(t.try_reserve(1, 0));
+        assert!(t.publish(1, 0, Arc::new(10)));
+        let sibling = {
+            let t = t.clone();
+            thread::spawn(move || {
+                assert!(t.try_reserve(1, 1));
+                let seen = t.lookup(1, 1).map(|v| *v);
+                assert!(t.publish(1, 1, Arc::new(11)));
+                seen
+            })
+        };
+        let deleter = {
+            let t = t.clone();
+            thread::spawn(move || t.remove(1, 0).map(|v| *v))
+        };
+        let seen = t.lookup(1, 0).map(|v| *v);
+        assert!(seen.is_none() || seen == Some(10));
+        assert_eq!(sibling.join().unwrap(), None, "a reserved id is invisible");
+        assert_eq!(deleter.join().unwrap(), Some(10));
+        assert_eq!(t.lookup(1, 1).map(|v| *v), Some(11));
+        assert!(t.lookup(1, 0).is_none() && !t.contains(1, 0));
+    });
+}
+
+#[test]
+fn publish_racing_the_removal_of_its_reservation_either_lands_and_is_removed_or_fails() {
+    // Process exit removes a create's reservation while the create publishes.
+    loom::model(|| {
+        let t = Arc::new(TimerTable::<u32>::with_buckets(1));
+        assert!(t.try_reserve(4, 9));
+        assert!(t.try_reserve(4, 8), "a sibling keeps the group a leaf");
+        let creator = {
+            let t = t.clone();
+            thread::spawn(move || t.publish(4, 9, Arc::new(90)))
+        };
+        let removed = t.remove(4, 9).map(|v| *v);
+        let published = creator.join().unwrap();
+        // Publish first: the removal takes the timer. Removal first: publish finds no
+        // reservation and fails (the create then undoes itself).
+        assert_eq!(removed.is_some(), published);
+        assert!(removed.is_none() || removed == Some(90));
+        assert!(t.lookup(4, 9).is_none() && !t.contains(4, 9));
+        assert!(t.contains(4, 8));
+    });
+}

@@ -1,4 +1,4 @@
-//! The seed-004 table scenarios on the four designs (the engine's striped maps, seed 004's
+//! The seed-004 table scenarios on the four designs (the engine's striped group maps, seed 004's
 //! chained hash, mainline, xarray), timed.
 //!
 //! The timing run is ignored by default; run it with

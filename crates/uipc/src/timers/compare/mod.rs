@@ -10,7 +10,7 @@
 //!   a read-locked map lookup, which the benchmark should keep in mind.
 //!
 //! - [`SeedHashTable`]: seed 004 as merged (512 x CPUs buckets, a lock and a chain each), which
-//!   the engine's [`super::TimerTable`] refines with a hash map behind each lock.
+//!   the engine's [`super::TimerTable`] refines with groups of eight ids behind each lock.
 //!
 //! All four tables implement [`TimerIndex`] so one benchmark drives them alike. Locks: each table's locks are leaves; no method holds one on exit.
 

@@ -1,8 +1,8 @@
 //! Seed 004 exactly as merged in Linux 6.15: `roundup_pow_of_two(512 * CPUs)` buckets, each a
 //! lock and a list (here a `Vec`) of `(process, id)` slots. Kept only to benchmark against: the
-//! engine's [`crate::timers::TimerTable`] keeps this lock layout but puts a growable hash map
-//! behind each lock, so a lookup does not scan a chain that lengthens with the timer count
-//! (about 100 entries per bucket at 100k timers on 2 CPUs).
+//! engine's [`crate::timers::TimerTable`] keeps this lock layout but puts an open-addressing map
+//! of eight-id groups behind each lock, so a lookup does not scan a chain that lengthens with
+//! the timer count (about 100 entries per bucket at 100k timers on 2 CPUs).
 //!
 //! Locks: each bucket's mutex is a leaf; none is held on entry or exit.
 
