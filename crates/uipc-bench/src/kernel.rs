@@ -181,9 +181,12 @@ fn host_lock_task(
     // SAFETY: a valid NUL-terminated path; integer flags.
     let fd = unsafe { libc::open(path.as_ptr(), libc::O_RDWR | libc::O_CREAT, 0o600) };
     let mut byte = [0u8; 1];
-    // SAFETY: one byte from a live local; then a read that returns at end of file.
+    // SAFETY: one byte from a live local, closing the ready pipe (so that the parent sees its
+    // end of file even if a task died before reporting), then a read that returns at the start
+    // pipe's end of file.
     unsafe {
         libc::write(ready_fd, byte.as_ptr().cast(), 1);
+        libc::close(ready_fd);
         libc::read(start_fd, byte.as_mut_ptr().cast(), 1);
     }
     if fd < 0 {
@@ -215,6 +218,22 @@ fn host_lock_task(
     t0.elapsed().as_nanos() as u64
 }
 
+/// Closes every descriptor from 3 up except `keep`, in a forked child.
+fn close_all_but(keep: &[i32]) {
+    let mut keep: [i32; 3] = keep.try_into().expect("three descriptors");
+    keep.sort_unstable();
+    let mut first = 3u32;
+    for fd in keep {
+        if fd as u32 > first {
+            // SAFETY: integer arguments; closes only descriptors of this (child) process.
+            unsafe { libc::syscall(libc::SYS_close_range, first, fd as u32 - 1, 0u32) };
+        }
+        first = fd as u32 + 1;
+    }
+    // SAFETY: as above.
+    unsafe { libc::syscall(libc::SYS_close_range, first, u32::MAX, 0u32) };
+}
+
 /// Forks one child per path (the same path repeated makes tasks share a file, each through its
 /// own open), starts them together, and collects what each spent taking and dropping `lock`
 /// `iterations` times, as the seed's lockperf did. `None` if a fork, an open or a lock failed.
@@ -239,13 +258,10 @@ pub fn lock_tasks_in_children(
         // `_exit`; it allocates nothing.
         let pid = unsafe { libc::fork() };
         if pid == 0 {
-            // SAFETY: closing the ends the child does not use, so the start pipe's end of file
-            // comes when the parent closes its write end.
-            unsafe {
-                libc::close(ready[0]);
-                libc::close(start[1]);
-                libc::close(results[0]);
-            }
+            // Keep only the three pipe ends this task uses: the start pipe's end of file must
+            // come when the parent closes its write end, so no task may hold a copy of it (nor
+            // of another run's pipes, forked at the same time from another thread).
+            close_all_but(&[ready[1], start[0], results[1]]);
             let ns = host_lock_task(path, lock, iterations, [ready[1], start[0], results[1]]);
             // SAFETY: 8 bytes from a live local (one atomic pipe write), then leaving at once.
             unsafe {

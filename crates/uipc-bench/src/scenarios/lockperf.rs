@@ -32,7 +32,10 @@ use crate::Bench;
 use std::ffi::CString;
 use std::sync::Barrier;
 use std::time::Instant;
-use uipc::Errno;
+use uipc::locks::{
+    FileId, Flock, LockManager, OfdId, OpenFile, F_SETLK, F_SETLKW, LOCK_EX, LOCK_UN,
+};
+use uipc::{Cred, Errno, WaitCtx};
 
 /// One of the seed's four tests.
 #[derive(Clone, Copy)]
@@ -78,8 +81,8 @@ impl Sizes {
         if quick {
             Sizes {
                 tasks: 128,
-                same_file_iterations: 1000,
-                own_file_iterations: 2000,
+                same_file_iterations: 200,
+                own_file_iterations: 400,
             }
         } else {
             Sizes {
@@ -128,6 +131,53 @@ where
             per_task_micros: per_task?,
             wall_micros,
         })
+    })
+}
+
+/// One task on the engine: process `1000 + i` (its own tgid), description `i + 1`, file 1 for
+/// all or `i + 1` for each.
+fn uipc_task(
+    manager: &LockManager,
+    test: &LockTest,
+    iterations: usize,
+    i: usize,
+    start: &Barrier,
+) -> Result<f64, Errno> {
+    let cred = Cred::root(1000 + i as i32);
+    let ino = if test.same_file { 1 } else { 1 + i as u64 };
+    let fd = OpenFile {
+        file: FileId { dev: 0x2a, ino },
+        ofd: OfdId(1 + i as u64),
+        readable: true,
+        writable: true,
+        offset: 0,
+        size: 0,
+    };
+    let wait = WaitCtx::FOREVER;
+    start.wait();
+    let t0 = Instant::now();
+    for _ in 0..iterations {
+        match test.lock {
+            HostLock::PosixWholeFile => {
+                let mut lock = Flock::new(uipc::locks::F_WRLCK, 0, 0);
+                manager.fcntl(&cred, Some(&fd), F_SETLKW, &mut lock, &wait)?;
+                let mut unlock = Flock::new(uipc::locks::F_UNLCK, 0, 0);
+                manager.fcntl(&cred, Some(&fd), F_SETLK, &mut unlock, &wait)?;
+            }
+            HostLock::FlockExclusive => {
+                manager.flock(&cred, Some(&fd), LOCK_EX, &wait)?;
+                manager.flock(&cred, Some(&fd), LOCK_UN, &wait)?;
+            }
+        }
+    }
+    Ok(us(t0))
+}
+
+fn uipc_run(test: &LockTest, sizes: &Sizes) -> Result<TaskTimes, Errno> {
+    let manager = LockManager::new();
+    let iterations = sizes.iterations(test);
+    threaded(sizes.tasks, |i, start| {
+        uipc_task(&manager, test, iterations, i, start)
     })
 }
 
@@ -265,9 +315,7 @@ pub fn run(b: &Bench) -> Vec<Table> {
         // all of them instead of one.
         for _ in 0..b.opts.runs {
             b.step(&format!("{}: uipc", test.name));
-            uipc_runs.record(Err(
-                "the engine's LockManager is not on this branch yet".into()
-            ));
+            uipc_runs.record(uipc_run(test, &sizes).map_err(|e| format!("failed: {e:?}")));
             b.step(&format!("{}: before", test.name));
             before_runs.record(before_run(test, &sizes).map_err(|e| format!("failed: {e:?}")));
             b.step(&format!("{}: kernel", test.name));
@@ -294,11 +342,12 @@ mod tests {
     };
 
     #[test]
-    fn every_column_but_uipc_reports_one_time_per_task_for_every_test() {
+    fn every_column_reports_one_time_per_task_for_every_test() {
         for test in &TESTS {
+            let uipc = uipc_run(test, &TINY).expect("engine");
             let before = before_run(test, &TINY).expect("before design");
             let kernel = kernel_run(test, &TINY, &host_dir()).expect("host kernel");
-            for t in [before, kernel] {
+            for t in [uipc, before, kernel] {
                 assert_eq!(t.per_task_micros.len(), TINY.tasks, "{}", test.name);
                 assert!(t.per_task_micros.iter().all(|&us| us > 0.0));
                 assert!(t.wall_micros > 0.0);
