@@ -245,6 +245,24 @@ fn kernel_run(test: &LockTest, sizes: &Sizes, dir: &std::path::Path) -> Option<T
     times
 }
 
+/// One run of one test (`posix01`, ..., `flock02`) in one column (`uipc`, `before`, `kernel`)
+/// with `tasks` tasks of `iterations` lock+unlock pairs each; `None` for an unknown name or a
+/// failed run. For profiling one cell (examples/lockperf_one.rs).
+pub fn run_one(column: &str, test: &str, tasks: usize, iterations: usize) -> Option<TaskTimes> {
+    let test = TESTS.iter().find(|t| t.name == test)?;
+    let sizes = Sizes {
+        tasks,
+        same_file_iterations: iterations,
+        own_file_iterations: iterations,
+    };
+    match column {
+        "uipc" => uipc_run(test, &sizes).ok(),
+        "before" => before_run(test, &sizes).ok(),
+        "kernel" => kernel_run(test, &sizes, &host_dir()),
+        _ => None,
+    }
+}
+
 /// The cells of one implementation for one test: task-time sums and wall times, one per run.
 #[derive(Default)]
 struct Runs {
