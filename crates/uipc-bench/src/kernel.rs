@@ -143,14 +143,40 @@ pub enum HostLock {
     FlockExclusive,
 }
 
-/// What a host lock benchmark measured: each task's own time, and the wall time from the start
-/// signal to the last task's report, in microseconds.
+/// What a lock benchmark measured: each task's own time, and the wall time from the first
+/// task's start to the last task's end, in microseconds.
 #[derive(Clone, Debug)]
 pub struct TaskTimes {
     /// Each task's time spent locking and unlocking.
     pub per_task_micros: Vec<f64>,
-    /// From releasing the tasks to the last report.
+    /// From the first start to the last end.
     pub wall_micros: f64,
+}
+
+impl TaskTimes {
+    /// From each task's (start, end) in nanoseconds on one clock.
+    pub fn from_spans(spans: &[(u64, u64)]) -> TaskTimes {
+        let first = spans.iter().map(|s| s.0).min().unwrap_or(0);
+        let last = spans.iter().map(|s| s.1).max().unwrap_or(0);
+        TaskTimes {
+            per_task_micros: spans
+                .iter()
+                .map(|&(a, b)| b.saturating_sub(a) as f64 / 1000.0)
+                .collect(),
+            wall_micros: last.saturating_sub(first) as f64 / 1000.0,
+        }
+    }
+}
+
+/// CLOCK_MONOTONIC in nanoseconds: one clock for every process on the machine.
+fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: a valid timespec for the kernel (or the vDSO) to fill.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
 /// Reads exactly `buf.len()` bytes unless the pipe reaches end of file; returns how many.
@@ -169,14 +195,15 @@ fn read_full(fd: i32, buf: &mut [u8]) -> usize {
 }
 
 /// The body of one forked task: open `path` (its own open file description), report ready,
-/// wait for the start, time `iterations` lock/unlock pairs, and write the nanoseconds (or
-/// `u64::MAX` on any failure) to `result_fd`. Only system calls and the clock: safe after fork.
+/// wait for the start, and run `iterations` lock/unlock pairs; returns when the loop started
+/// and ended on [`monotonic_ns`]'s clock, or `u64::MAX` twice on any failure. Only system
+/// calls and the clock: safe after fork.
 fn host_lock_task(
     path: &std::ffi::CStr,
     lock: HostLock,
     iterations: usize,
     pipes: [i32; 3],
-) -> u64 {
+) -> [u64; 2] {
     let [ready_fd, start_fd, _] = pipes;
     // SAFETY: a valid NUL-terminated path; integer flags.
     let fd = unsafe { libc::open(path.as_ptr(), libc::O_RDWR | libc::O_CREAT, 0o600) };
@@ -190,12 +217,12 @@ fn host_lock_task(
         libc::read(start_fd, byte.as_mut_ptr().cast(), 1);
     }
     if fd < 0 {
-        return u64::MAX;
+        return [u64::MAX; 2];
     }
     // SAFETY: a zeroed `struct flock` is valid; the fields are set below.
     let mut fl: libc::flock = unsafe { std::mem::zeroed() };
     fl.l_whence = libc::SEEK_SET as i16;
-    let t0 = Instant::now();
+    let start = monotonic_ns();
     for _ in 0..iterations {
         // SAFETY: `fd` is ours and `fl` a live `struct flock`.
         let ok = unsafe {
@@ -212,10 +239,10 @@ fn host_lock_task(
             }
         };
         if !ok {
-            return u64::MAX;
+            return [u64::MAX; 2];
         }
     }
-    t0.elapsed().as_nanos() as u64
+    [start, monotonic_ns()]
 }
 
 /// Closes every descriptor from 3 up except `keep`, in a forked child.
@@ -262,10 +289,10 @@ pub fn lock_tasks_in_children(
             // come when the parent closes its write end, so no task may hold a copy of it (nor
             // of another run's pipes, forked at the same time from another thread).
             close_all_but(&[ready[1], start[0], results[1]]);
-            let ns = host_lock_task(path, lock, iterations, [ready[1], start[0], results[1]]);
-            // SAFETY: 8 bytes from a live local (one atomic pipe write), then leaving at once.
+            let span = host_lock_task(path, lock, iterations, [ready[1], start[0], results[1]]);
+            // SAFETY: 16 bytes from a live local (one atomic pipe write), then leaving at once.
             unsafe {
-                libc::write(results[1], (&ns as *const u64).cast(), 8);
+                libc::write(results[1], span.as_ptr().cast(), 16);
                 libc::_exit(0);
             }
         }
@@ -282,12 +309,10 @@ pub fn lock_tasks_in_children(
     }
     let mut ready_bytes = vec![0u8; children.len()];
     let all_ready = read_full(ready[0], &mut ready_bytes) == children.len();
-    let t0 = Instant::now();
     // SAFETY: closing the start pipe's write end releases every child at once.
     unsafe { libc::close(start[1]) };
-    let mut raw = vec![0u8; 8 * children.len()];
+    let mut raw = vec![0u8; 16 * children.len()];
     let got = read_full(results[0], &mut raw);
-    let wall_micros = t0.elapsed().as_secs_f64() * 1e6;
     for &pid in &children {
         // SAFETY: reaping our own children.
         unsafe { libc::waitpid(pid, std::ptr::null_mut(), 0) };
@@ -297,16 +322,14 @@ pub fn lock_tasks_in_children(
         libc::close(ready[0]);
         libc::close(results[0]);
     }
-    let per_task_ns: Vec<u64> = raw[..got]
-        .chunks_exact(8)
-        .map(|c| u64::from_ne_bytes(c.try_into().expect("8 bytes")))
+    let word = |c: &[u8]| u64::from_ne_bytes(c.try_into().expect("8 bytes"));
+    let spans: Vec<(u64, u64)> = raw[..got]
+        .chunks_exact(16)
+        .map(|c| (word(&c[..8]), word(&c[8..])))
         .collect();
     let complete = all_ready
         && children.len() == paths.len()
-        && per_task_ns.len() == paths.len()
-        && per_task_ns.iter().all(|&ns| ns != u64::MAX);
-    complete.then(|| TaskTimes {
-        per_task_micros: per_task_ns.iter().map(|&ns| ns as f64 / 1000.0).collect(),
-        wall_micros,
-    })
+        && spans.len() == paths.len()
+        && spans.iter().all(|&(a, _)| a != u64::MAX);
+    complete.then(|| TaskTimes::from_spans(&spans))
 }

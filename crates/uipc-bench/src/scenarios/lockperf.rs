@@ -102,36 +102,32 @@ impl Sizes {
     }
 }
 
-fn us(t0: Instant) -> f64 {
-    t0.elapsed().as_secs_f64() * 1e6
-}
-
 /// Runs `task(i, start)` on `tasks` threads; each sets itself up, waits on `start`, and returns
-/// its own timed loop in microseconds. The wall time runs from the common start to the last join.
+/// when its loop started and ended. The wall time runs from the first start to the last end.
 fn threaded<F>(tasks: usize, task: F) -> Result<TaskTimes, Errno>
 where
-    F: Fn(usize, &Barrier) -> Result<f64, Errno> + Sync,
+    F: Fn(usize, &Barrier) -> Result<(Instant, Instant), Errno> + Sync,
 {
-    let start = Barrier::new(tasks + 1);
-    std::thread::scope(|s| {
+    let start = Barrier::new(tasks);
+    let epoch = Instant::now();
+    let spans: Result<Vec<(u64, u64)>, Errno> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..tasks)
             .map(|i| {
                 let (task, start) = (&task, &start);
                 s.spawn(move || task(i, start))
             })
             .collect();
-        start.wait();
-        let t0 = Instant::now();
-        let per_task: Result<Vec<f64>, Errno> = handles
+        let ns = |t: Instant| t.duration_since(epoch).as_nanos() as u64;
+        handles
             .into_iter()
-            .map(|h| h.join().expect("lockperf task"))
-            .collect();
-        let wall_micros = us(t0);
-        Ok(TaskTimes {
-            per_task_micros: per_task?,
-            wall_micros,
-        })
-    })
+            .map(|h| {
+                h.join()
+                    .expect("lockperf task")
+                    .map(|(a, b)| (ns(a), ns(b)))
+            })
+            .collect()
+    });
+    Ok(TaskTimes::from_spans(&spans?))
 }
 
 /// One task on the engine: process `1000 + i` (its own tgid), description `i + 1`, file 1 for
@@ -142,7 +138,7 @@ fn uipc_task(
     iterations: usize,
     i: usize,
     start: &Barrier,
-) -> Result<f64, Errno> {
+) -> Result<(Instant, Instant), Errno> {
     let cred = Cred::root(1000 + i as i32);
     let ino = if test.same_file { 1 } else { 1 + i as u64 };
     let fd = OpenFile {
@@ -170,7 +166,7 @@ fn uipc_task(
             }
         }
     }
-    Ok(us(t0))
+    Ok((t0, Instant::now()))
 }
 
 fn uipc_run(test: &LockTest, sizes: &Sizes) -> Result<TaskTimes, Errno> {
@@ -188,7 +184,7 @@ fn before_task(
     iterations: usize,
     i: usize,
     start: &Barrier,
-) -> Result<f64, Errno> {
+) -> Result<(Instant, Instant), Errno> {
     let file = if test.same_file { 1 } else { 1 + i as u64 };
     let pid = 1000 + i as i32;
     start.wait();
@@ -205,7 +201,7 @@ fn before_task(
             }
         }
     }
-    Ok(us(t0))
+    Ok((t0, Instant::now()))
 }
 
 fn before_run(test: &LockTest, sizes: &Sizes) -> Result<TaskTimes, Errno> {
@@ -371,6 +367,13 @@ mod tests {
                 assert!(t.wall_micros > 0.0);
             }
         }
+    }
+
+    #[test]
+    fn wall_time_runs_from_the_first_start_to_the_last_end() {
+        let t = TaskTimes::from_spans(&[(5_000, 9_000), (1_000, 3_000), (2_000, 12_000)]);
+        assert_eq!(t.per_task_micros, vec![4.0, 2.0, 10.0]);
+        assert_eq!(t.wall_micros, 11.0);
     }
 
     #[test]
