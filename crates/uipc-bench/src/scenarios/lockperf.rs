@@ -8,8 +8,9 @@
 //!
 //! Each task times its own loop; the seed's "mean time" is the sum of those task times over the
 //! N tasks (not the time the test took), so a task waiting for the lock counts while it waits.
-//! The first table gives that sum, the second the wall time from the tasks' common start to the
-//! last one's end. N = 128, M1 = 10000 and M2 = 20000 as in the seed; `--quick` shrinks them.
+//! The first table gives that sum, the second the wall time from the first task's start to the
+//! last one's end, both in microseconds (the seed's sums were in seconds). N = 128, M1 = 10000
+//! and M2 = 20000 as in the seed; `--quick` keeps N and runs M1 = 200, M2 = 400.
 //!
 //! Columns:
 //! - "uipc": N threads on one `uipc::locks::LockManager`, each a process of its own to the
