@@ -133,3 +133,203 @@ pub fn timers_in_child(_threads: usize, n: i32) -> Option<(f64, f64)> {
     (pid > 0 && got == 16 && out.iter().all(|&v| v != u64::MAX))
         .then(|| (out[0] as f64 / 1000.0, out[1] as f64 / 1000.0))
 }
+
+/// Which lock a host lock-benchmark task takes and drops.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HostLock {
+    /// `fcntl(F_SETLKW)` of a whole-file write lock, then `F_UNLCK` with `F_SETLK`.
+    PosixWholeFile,
+    /// `flock(LOCK_EX)`, then `flock(LOCK_UN)`.
+    FlockExclusive,
+}
+
+/// What a lock benchmark measured: each task's own time, and the wall time from the first
+/// task's start to the last task's end, in microseconds.
+#[derive(Clone, Debug)]
+pub struct TaskTimes {
+    /// Each task's time spent locking and unlocking.
+    pub per_task_micros: Vec<f64>,
+    /// From the first start to the last end.
+    pub wall_micros: f64,
+}
+
+impl TaskTimes {
+    /// From each task's (start, end) in nanoseconds on one clock.
+    pub fn from_spans(spans: &[(u64, u64)]) -> TaskTimes {
+        let first = spans.iter().map(|s| s.0).min().unwrap_or(0);
+        let last = spans.iter().map(|s| s.1).max().unwrap_or(0);
+        TaskTimes {
+            per_task_micros: spans
+                .iter()
+                .map(|&(a, b)| b.saturating_sub(a) as f64 / 1000.0)
+                .collect(),
+            wall_micros: last.saturating_sub(first) as f64 / 1000.0,
+        }
+    }
+}
+
+/// CLOCK_MONOTONIC in nanoseconds: one clock for every process on the machine.
+fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: a valid timespec for the kernel (or the vDSO) to fill.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// Reads exactly `buf.len()` bytes unless the pipe reaches end of file; returns how many.
+fn read_full(fd: i32, buf: &mut [u8]) -> usize {
+    let mut got = 0;
+    while got < buf.len() {
+        // SAFETY: the pointer and length stay inside `buf`.
+        let n = unsafe { libc::read(fd, buf[got..].as_mut_ptr().cast(), buf.len() - got) };
+        if n > 0 {
+            got += n as usize;
+        } else if n == 0 || std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
+            break;
+        }
+    }
+    got
+}
+
+/// The body of one forked task: open `path` (its own open file description), report ready,
+/// wait for the start, and run `iterations` lock/unlock pairs; returns when the loop started
+/// and ended on [`monotonic_ns`]'s clock, or `u64::MAX` twice on any failure. Only system
+/// calls and the clock: safe after fork.
+fn host_lock_task(
+    path: &std::ffi::CStr,
+    lock: HostLock,
+    iterations: usize,
+    pipes: [i32; 3],
+) -> [u64; 2] {
+    let [ready_fd, start_fd, _] = pipes;
+    // SAFETY: a valid NUL-terminated path; integer flags.
+    let fd = unsafe { libc::open(path.as_ptr(), libc::O_RDWR | libc::O_CREAT, 0o600) };
+    let mut byte = [0u8; 1];
+    // SAFETY: one byte from a live local, closing the ready pipe (so that the parent sees its
+    // end of file even if a task died before reporting), then a read that returns at the start
+    // pipe's end of file.
+    unsafe {
+        libc::write(ready_fd, byte.as_ptr().cast(), 1);
+        libc::close(ready_fd);
+        libc::read(start_fd, byte.as_mut_ptr().cast(), 1);
+    }
+    if fd < 0 {
+        return [u64::MAX; 2];
+    }
+    // SAFETY: a zeroed `struct flock` is valid; the fields are set below.
+    let mut fl: libc::flock = unsafe { std::mem::zeroed() };
+    fl.l_whence = libc::SEEK_SET as i16;
+    let start = monotonic_ns();
+    for _ in 0..iterations {
+        // SAFETY: `fd` is ours and `fl` a live `struct flock`.
+        let ok = unsafe {
+            match lock {
+                HostLock::PosixWholeFile => {
+                    fl.l_type = libc::F_WRLCK as i16;
+                    let a = libc::fcntl(fd, libc::F_SETLKW, &fl as *const libc::flock);
+                    fl.l_type = libc::F_UNLCK as i16;
+                    a == 0 && libc::fcntl(fd, libc::F_SETLK, &fl as *const libc::flock) == 0
+                }
+                HostLock::FlockExclusive => {
+                    libc::flock(fd, libc::LOCK_EX) == 0 && libc::flock(fd, libc::LOCK_UN) == 0
+                }
+            }
+        };
+        if !ok {
+            return [u64::MAX; 2];
+        }
+    }
+    [start, monotonic_ns()]
+}
+
+/// Closes every descriptor from 3 up except `keep`, in a forked child.
+fn close_all_but(keep: &[i32]) {
+    let mut keep: [i32; 3] = keep.try_into().expect("three descriptors");
+    keep.sort_unstable();
+    let mut first = 3u32;
+    for fd in keep {
+        if fd as u32 > first {
+            // SAFETY: integer arguments; closes only descriptors of this (child) process.
+            unsafe { libc::syscall(libc::SYS_close_range, first, fd as u32 - 1, 0u32) };
+        }
+        first = fd as u32 + 1;
+    }
+    // SAFETY: as above.
+    unsafe { libc::syscall(libc::SYS_close_range, first, u32::MAX, 0u32) };
+}
+
+/// Forks one child per path (the same path repeated makes tasks share a file, each through its
+/// own open), starts them together, and collects what each spent taking and dropping `lock`
+/// `iterations` times, as the seed's lockperf did. `None` if a fork, an open or a lock failed.
+/// The caller removes the files.
+pub fn lock_tasks_in_children(
+    paths: &[std::ffi::CString],
+    lock: HostLock,
+    iterations: usize,
+) -> Option<TaskTimes> {
+    let mut ready = [0i32; 2];
+    let mut start = [0i32; 2];
+    let mut results = [0i32; 2];
+    for p in [&mut ready, &mut start, &mut results] {
+        // SAFETY: `p` is a valid array of two ints for pipe to fill.
+        if unsafe { libc::pipe(p.as_mut_ptr()) } != 0 {
+            return None;
+        }
+    }
+    let mut children = Vec::with_capacity(paths.len());
+    for path in paths {
+        // SAFETY: the child runs only system calls and the clock (`host_lock_task`) before
+        // `_exit`; it allocates nothing.
+        let pid = unsafe { libc::fork() };
+        if pid == 0 {
+            // Keep only the three pipe ends this task uses: the start pipe's end of file must
+            // come when the parent closes its write end, so no task may hold a copy of it (nor
+            // of another run's pipes, forked at the same time from another thread).
+            close_all_but(&[ready[1], start[0], results[1]]);
+            let span = host_lock_task(path, lock, iterations, [ready[1], start[0], results[1]]);
+            // SAFETY: 16 bytes from a live local (one atomic pipe write), then leaving at once.
+            unsafe {
+                libc::write(results[1], span.as_ptr().cast(), 16);
+                libc::_exit(0);
+            }
+        }
+        if pid < 0 {
+            break;
+        }
+        children.push(pid);
+    }
+    // SAFETY: closing the parent's copies of the children's ends.
+    unsafe {
+        libc::close(ready[1]);
+        libc::close(start[0]);
+        libc::close(results[1]);
+    }
+    let mut ready_bytes = vec![0u8; children.len()];
+    let all_ready = read_full(ready[0], &mut ready_bytes) == children.len();
+    // SAFETY: closing the start pipe's write end releases every child at once.
+    unsafe { libc::close(start[1]) };
+    let mut raw = vec![0u8; 16 * children.len()];
+    let got = read_full(results[0], &mut raw);
+    for &pid in &children {
+        // SAFETY: reaping our own children.
+        unsafe { libc::waitpid(pid, std::ptr::null_mut(), 0) };
+    }
+    // SAFETY: closing our remaining pipe ends.
+    unsafe {
+        libc::close(ready[0]);
+        libc::close(results[0]);
+    }
+    let word = |c: &[u8]| u64::from_ne_bytes(c.try_into().expect("8 bytes"));
+    let spans: Vec<(u64, u64)> = raw[..got]
+        .chunks_exact(16)
+        .map(|c| (word(&c[..8]), word(&c[8..])))
+        .collect();
+    let complete = all_ready
+        && children.len() == paths.len()
+        && spans.len() == paths.len()
+        && spans.iter().all(|&(a, _)| a != u64::MAX);
+    complete.then(|| TaskTimes::from_spans(&spans))
+}

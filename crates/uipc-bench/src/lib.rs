@@ -105,6 +105,11 @@ pub fn scenarios() -> Vec<Scenario> {
             run: scenarios::ipc_idcycle::run,
         },
         Scenario {
+            name: "lockperf",
+            about: "seed 001: posix01/02, flock01/02: N tasks lock and unlock one file or their own, M times",
+            run: scenarios::lockperf::run,
+        },
+        Scenario {
             name: "timers",
             about: "seed 004: timer tables (uipc, seed 004, mainline, xarray) and whole calls against the kernel",
             run: scenarios::timers::run,

@@ -74,6 +74,17 @@ fn fmt_micros(v: f64) -> String {
     }
 }
 
+/// A ratio with one decimal, or two significant digits below 0.1 (so that a large loss shows as
+/// `0.0046x`, not `0.0x`).
+fn fmt_ratio(r: f64) -> String {
+    if r >= 0.1 || r <= 0.0 {
+        format!("{r:.1}x")
+    } else {
+        let decimals = (1.0 - r.log10().floor()) as usize;
+        format!("{r:.decimals$}x")
+    }
+}
+
 impl Table {
     /// A table with no cells yet.
     pub fn new(title: &str, param_name: &str, unit: &str, columns: &[&str]) -> Table {
@@ -174,7 +185,7 @@ impl Table {
             if has_uipc {
                 for b in &ratios {
                     line.push(match (self.get(p, b), self.get(p, "uipc")) {
-                        (Some(x), Some(u)) if u > 0.0 => format!("{:.1}x", x / u),
+                        (Some(x), Some(u)) if u > 0.0 => fmt_ratio(x / u),
                         _ => "-".into(),
                     });
                 }
@@ -217,6 +228,14 @@ mod tests {
         assert_eq!(median(&[4.0, 1.0, 2.0, 3.0]), 2.5);
         assert_eq!(stddev(&[2.0, 2.0]), 0.0);
         assert!((stddev(&[1.0, 3.0]) - 1.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn small_ratios_keep_two_significant_digits() {
+        assert_eq!(fmt_ratio(20.0), "20.0x");
+        assert_eq!(fmt_ratio(0.8), "0.8x");
+        assert_eq!(fmt_ratio(0.0046), "0.0046x");
+        assert_eq!(fmt_ratio(0.05), "0.050x");
     }
 
     #[test]

@@ -2,6 +2,7 @@
 
 pub mod ipc_idcycle;
 pub mod ipc_keys;
+pub mod lockperf;
 pub mod peers;
 pub mod timers;
 
