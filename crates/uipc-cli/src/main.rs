@@ -23,6 +23,18 @@ enum Command {
         #[command(subcommand)]
         what: ConformWhat,
     },
+    /// Serve one IPC namespace to client processes over a Unix socket (the daemon).
+    Serve(ServeArgs),
+}
+
+#[derive(Args)]
+struct ServeArgs {
+    /// The socket (default: $XDG_RUNTIME_DIR/uipc/socket, /run/uipc/socket for root).
+    #[arg(long, value_name = "PATH")]
+    socket: Option<std::path::PathBuf>,
+    /// Let other users connect (socket mode 0666); their calls are still judged by their ids.
+    #[arg(long)]
+    shared: bool,
 }
 
 #[derive(Subcommand)]
@@ -187,9 +199,25 @@ fn chart_file_stem(scenario: &str, title: &str) -> String {
     stem.trim_end_matches('-').to_string()
 }
 
+fn serve(args: ServeArgs) -> ExitCode {
+    let opts = uipc_server::Options {
+        socket: args.socket.unwrap_or_else(uipc_server::default_socket_path),
+        shared: args.shared,
+    };
+    let run = uipc_server::Server::bind(&opts).and_then(|s| s.run());
+    match run {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("uipc serve: {}: {e}", opts.socket.display());
+            ExitCode::from(2)
+        }
+    }
+}
+
 fn main() -> ExitCode {
     match Cli::parse().command {
         Command::Bench(args) => bench(args),
         Command::Conform { what } => conform(what),
+        Command::Serve(args) => serve(args),
     }
 }

@@ -15,6 +15,7 @@
 //! the blocking call in progress and gets none. Every client frame carries SCM_CREDENTIALS,
 //! so the daemon judges each call by the caller's current ids ([`transport`]).
 
+pub mod client;
 pub mod codec;
 pub mod request;
 pub mod response;

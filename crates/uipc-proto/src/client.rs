@@ -1,0 +1,84 @@
+//! One client connection: connect, hello, then calls in order.
+//!
+//! A call sends its request with the caller's credentials and reads the reply. While a
+//! blocking call waits, a signal handler that interrupts the read (the socket has a receive
+//! timeout, so the kernel never restarts the read, whatever SA_RESTART says) makes the client
+//! send [`Request::Cancel`] and wait again: the reply is then EINTR, or the call's result if it
+//! completed first, as Linux lets a completion race a signal.
+
+use crate::transport::{recv_frame, send_frame, RecvError};
+use crate::{DecodeError, Request, Response, VERSION};
+use std::io;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::net::UnixStream;
+use std::path::Path;
+use std::time::Duration;
+
+/// A session with the daemon.
+pub struct Connection {
+    sock: UnixStream,
+}
+
+fn proto_error(e: DecodeError) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, e)
+}
+
+impl Connection {
+    /// Connects to the daemon at `path` and says hello. `new_image`: see
+    /// [`Request::Hello`].
+    pub fn connect(path: &Path, new_image: bool) -> io::Result<Connection> {
+        let sock = UnixStream::connect(path)?;
+        // Long, but set: a receive timeout makes signal handlers interrupt reads.
+        sock.set_read_timeout(Some(Duration::from_secs(3600)))?;
+        let conn = Connection { sock };
+        let (resp, _) = conn.call(
+            &Request::Hello {
+                version: VERSION,
+                new_image,
+            },
+            false,
+        )?;
+        match resp {
+            Response::Hello { version } if version == VERSION => Ok(conn),
+            Response::Error(e) => Err(io::Error::from_raw_os_error(e)),
+            _ => Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                "daemon speaks another protocol version",
+            )),
+        }
+    }
+
+    /// The socket (for closing it without a goodbye in a forked child).
+    pub fn into_stream(self) -> UnixStream {
+        self.sock
+    }
+
+    /// Sends `req` and returns the reply and the descriptor sent with it. `interruptible`:
+    /// a signal during the wait cancels the call (see the module doc).
+    pub fn call(
+        &self,
+        req: &Request,
+        interruptible: bool,
+    ) -> io::Result<(Response, Option<OwnedFd>)> {
+        let fd = self.sock.as_raw_fd();
+        send_frame(fd, &req.encode(), true, None)?;
+        let mut cancelled = false;
+        loop {
+            match recv_frame(fd, interruptible && !cancelled) {
+                Ok(got) => {
+                    let resp = Response::decode(&got.payload).map_err(proto_error)?;
+                    return Ok((resp, got.fd));
+                }
+                Err(RecvError::Io(e)) if e.raw_os_error() == Some(libc::EINTR) => {
+                    send_frame(fd, &Request::Cancel.encode(), true, None)?;
+                    cancelled = true;
+                }
+                Err(RecvError::Io(e)) => return Err(e),
+                Err(RecvError::Closed) => {
+                    return Err(io::Error::from(io::ErrorKind::ConnectionAborted))
+                }
+                Err(RecvError::Bad(e)) => return Err(proto_error(e)),
+            }
+        }
+    }
+}

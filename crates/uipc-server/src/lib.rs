@@ -1,0 +1,194 @@
+//! The uipc daemon: one IPC namespace served to client processes over a Unix socket
+//! (`uipc serve`).
+//!
+//! Threads: the accept loop; one thread per connection ([`session`]), where the preload
+//! library opens one connection per client thread, so a blocking call parks only its own
+//! session; the [`poller`] thread, which watches client pidfds and the sockets of sessions in a
+//! blocking call; and the exit thread, which applies a dead process's exit rules
+//! ([`procs`]).
+//!
+//! Shared memory is memfd-backed ([`memfd`]): shmat sends the segment's memfd with the reply
+//! and the client maps it.
+//!
+//! The socket lives in a directory that is not writable by others: created 0700 (0755 with
+//! `shared`) if missing, refused if it exists and is group- or other-writable. The socket is
+//! 0600, or 0666 with `shared` (connecting needs write permission on it); the daemon judges
+//! every call by the caller's kernel-verified credentials either way.
+//!
+//! ## Not supported
+//! - File locks and POSIX timers (the lock manager and timer table are not served yet).
+//! - `--state` save and restore.
+//! - A frame's pid is the number the kernel reports at receive time; a process that died and
+//!   whose pid was reused at once could be confused with its successor (SCM_PIDFD would close
+//!   this gap).
+//! - Credentials other than the verified pid, euid and egid come from `/proc/PID/status`
+//!   (the main thread's view) and are cached until the verified ids change: a `setgroups` or
+//!   `capset` that keeps the effective ids is not seen.
+//! - One thread per connection, also while a call sleeps.
+
+pub mod dispatch;
+pub mod memfd;
+pub mod poller;
+pub mod procs;
+pub mod session;
+
+use memfd::MemfdBacking;
+use poller::Poller;
+use procs::Procs;
+use std::io;
+use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use uipc::ipc::{IpcNamespace, NamespaceOptions};
+
+/// How the daemon listens.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// The socket path.
+    pub socket: PathBuf,
+    /// Let other users connect (socket 0666, directory 0755 when created).
+    pub shared: bool,
+}
+
+/// The state every session shares.
+pub struct Shared {
+    /// The namespace served.
+    pub ns: IpcNamespace,
+    backing: Arc<MemfdBacking>,
+    procs: Procs,
+    poller: Arc<Poller>,
+    next_session: AtomicU64,
+}
+
+/// A bound daemon, not yet accepting.
+pub struct Server {
+    shared: Arc<Shared>,
+    listener: UnixListener,
+    path: PathBuf,
+}
+
+/// The default socket: `$XDG_RUNTIME_DIR/uipc/socket`, `/run/uipc/socket` for root, else
+/// `/tmp/uipc-UID/socket`.
+pub fn default_socket_path() -> PathBuf {
+    if let Some(dir) = std::env::var_os("XDG_RUNTIME_DIR").filter(|d| !d.is_empty()) {
+        return Path::new(&dir).join("uipc/socket");
+    }
+    // SAFETY: plain getter.
+    let uid = unsafe { libc::geteuid() };
+    if uid == 0 {
+        PathBuf::from("/run/uipc/socket")
+    } else {
+        PathBuf::from(format!("/tmp/uipc-{uid}/socket"))
+    }
+}
+
+fn prepare_dir(dir: &Path, shared: bool) -> io::Result<()> {
+    match std::fs::metadata(dir) {
+        Ok(m) => {
+            if !m.is_dir() {
+                return Err(io::Error::other(format!(
+                    "{} is not a directory",
+                    dir.display()
+                )));
+            }
+            if m.permissions().mode() & 0o022 != 0 {
+                return Err(io::Error::other(format!(
+                    "{} is writable by others; choose a private directory",
+                    dir.display()
+                )));
+            }
+            Ok(())
+        }
+        Err(e) if e.kind() == io::ErrorKind::NotFound => std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(if shared { 0o755 } else { 0o700 })
+            .create(dir),
+        Err(e) => Err(e),
+    }
+}
+
+impl Server {
+    /// Creates the namespace and binds the socket. Fails if a daemon already answers there.
+    pub fn bind(opts: &Options) -> io::Result<Server> {
+        let dir = opts.socket.parent().unwrap_or(Path::new("."));
+        prepare_dir(
+            if dir.as_os_str().is_empty() {
+                Path::new(".")
+            } else {
+                dir
+            },
+            opts.shared,
+        )?;
+        if opts.socket.exists() {
+            if UnixStream::connect(&opts.socket).is_ok() {
+                return Err(io::Error::new(
+                    io::ErrorKind::AddrInUse,
+                    format!("a daemon already listens on {}", opts.socket.display()),
+                ));
+            }
+            std::fs::remove_file(&opts.socket)?;
+        }
+        let listener = UnixListener::bind(&opts.socket)?;
+        let mode = if opts.shared { 0o666 } else { 0o600 };
+        std::fs::set_permissions(&opts.socket, std::fs::Permissions::from_mode(mode))?;
+        let backing = Arc::new(MemfdBacking::new());
+        let ns = IpcNamespace::with_options(NamespaceOptions {
+            shm_backing: Some(backing.clone()),
+            ..Default::default()
+        });
+        let poller = Poller::start()?;
+        let (exits_tx, exits_rx) = std::sync::mpsc::channel();
+        let shared = Arc::new(Shared {
+            ns,
+            backing,
+            procs: Procs::new(poller.clone(), exits_tx),
+            poller,
+            next_session: AtomicU64::new(1),
+        });
+        let s = shared.clone();
+        std::thread::Builder::new()
+            .name("uipc-exits".into())
+            .spawn(move || {
+                for proc in exits_rx {
+                    s.procs.finish_exit(&proc, |pid| s.ns.process_exit(pid));
+                }
+            })?;
+        Ok(Server {
+            shared,
+            listener,
+            path: opts.socket.clone(),
+        })
+    }
+
+    /// The state shared with sessions (tests look at the namespace through it).
+    pub fn shared(&self) -> &Arc<Shared> {
+        &self.shared
+    }
+
+    /// The socket path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Accepts connections forever, one thread each.
+    pub fn run(self) -> io::Result<()> {
+        for conn in self.listener.incoming() {
+            let stream = match conn {
+                Ok(s) => s,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            };
+            let shared = self.shared.clone();
+            let id = shared.next_session.fetch_add(1, Ordering::Relaxed);
+            let spawned = std::thread::Builder::new()
+                .name(format!("uipc-session-{id}"))
+                .spawn(move || session::run(shared, stream, id));
+            if let Err(e) = spawned {
+                eprintln!("uipc serve: cannot start a session thread: {e}");
+            }
+        }
+        Ok(())
+    }
+}
