@@ -1,5 +1,7 @@
 //! `uipc`: the one command. Subcommands dispatch to the library crates.
 
+mod run;
+
 use clap::{Args, Parser, Subcommand};
 use std::process::ExitCode;
 
@@ -25,6 +27,18 @@ enum Command {
     },
     /// Serve one IPC namespace to client processes over a Unix socket (the daemon).
     Serve(ServeArgs),
+    /// Run a program (and what it forks) with its SysV IPC served by uipc.
+    Run(RunArgs),
+}
+
+#[derive(Args)]
+struct RunArgs {
+    /// The daemon's socket; one is started there if none answers (default: a private daemon).
+    #[arg(long, value_name = "PATH")]
+    socket: Option<std::path::PathBuf>,
+    /// The program and its arguments (after `--`).
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true, required = true)]
+    argv: Vec<String>,
 }
 
 #[derive(Args)]
@@ -219,5 +233,6 @@ fn main() -> ExitCode {
         Command::Bench(args) => bench(args),
         Command::Conform { what } => conform(what),
         Command::Serve(args) => serve(args),
+        Command::Run(args) => run::run(args.socket, &args.argv),
     }
 }

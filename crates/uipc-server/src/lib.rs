@@ -3,9 +3,9 @@
 //!
 //! Threads: the accept loop; one thread per connection ([`session`]), where the preload
 //! library opens one connection per client thread, so a blocking call parks only its own
-//! session; the [`poller`] thread, which watches client pidfds and the sockets of sessions in a
-//! blocking call; and the exit thread, which applies a dead process's exit rules
-//! ([`procs`]).
+//! session; the [`poller`] thread, which watches the sockets of sessions in a blocking call;
+//! and the exit thread, which waits on the client pidfds and applies a dead process's exit
+//! rules ([`procs`]; sessions apply them too when they see an exit first).
 //!
 //! Shared memory is memfd-backed ([`memfd`]): shmat sends the segment's memfd with the reply
 //! and the client maps it.
@@ -138,22 +138,18 @@ impl Server {
             shm_backing: Some(backing.clone()),
             ..Default::default()
         });
-        let poller = Poller::start()?;
-        let (exits_tx, exits_rx) = std::sync::mpsc::channel();
         let shared = Arc::new(Shared {
             ns,
             backing,
-            procs: Procs::new(poller.clone(), exits_tx),
-            poller,
+            procs: Procs::new()?,
+            poller: Poller::start()?,
             next_session: AtomicU64::new(1),
         });
         let s = shared.clone();
         std::thread::Builder::new()
             .name("uipc-exits".into())
-            .spawn(move || {
-                for proc in exits_rx {
-                    s.procs.finish_exit(&proc, |pid| s.ns.process_exit(pid));
-                }
+            .spawn(move || loop {
+                s.procs.reap_ready(-1, &|pid| s.ns.process_exit(pid));
             })?;
         Ok(Server {
             shared,

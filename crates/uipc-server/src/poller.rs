@@ -1,9 +1,8 @@
 //! One thread that watches descriptors and runs a callback, once, when one becomes readable
 //! or hung up.
 //!
-//! Two kinds of watches use it: a client process's pidfd (readable when the process exits)
-//! and, while a blocking call is served, the client's socket (readable when the client sends
-//! Cancel or closes). A watch fires at most once and is then gone; [`Poller::unwatch`] removes
+//! While a blocking call is served, the session watches the client's socket (readable when
+//! the client sends Cancel or closes). A watch fires at most once and is then gone; [`Poller::unwatch`] removes
 //! it earlier.
 //!
 //! The thread polls a snapshot of the watches plus an eventfd that `watch`/`unwatch` write to

@@ -1,13 +1,21 @@
 //! Client processes: who they are and when they die.
 //!
-//! The first request from a pid opens a pidfd for it (`pidfd_open`) and watches it with the
-//! [`Poller`]. Each request is served inside [`Procs::enter`] / [`ProcGuard`]: it counts as
-//! in flight and registers the session's [`Interrupt`]. When the pidfd fires, the exit thread
-//! marks the process dead (no new request enters), raises the interrupts of its requests in
-//! flight (their blocking calls end with EINTR), waits for them to leave, and only then calls
-//! the namespace's `process_exit`, so no request of the process can create SEM_UNDO state or
-//! an attachment after its exit was applied. The record is then dropped; a later frame
-//! carrying the same pid opens a new pidfd (and fails with ESRCH if nothing runs under it).
+//! The first request from a pid opens a pidfd for it (`pidfd_open`) and adds it to an epoll
+//! set. Each request is served inside [`Procs::enter`] / [`ProcGuard`]: it counts as in flight
+//! and registers the session's [`Interrupt`]. A process's exit is handled by whoever first sees
+//! its pidfd ready: the exit thread (blocked on the epoll set) or a session, which checks the
+//! set without waiting ([`Procs::reap_ready`]) before serving each request. The latter gives
+//! Linux's ordering: a process that learns of an exit (its child was reaped, say) and then
+//! calls finds the exit's effects applied, because its pidfd is ready before the parent can
+//! reap it.
+//!
+//! Handling an exit: mark the process exiting (no new request enters), raise the interrupts
+//! of its requests in flight (their blocking calls end with EINTR), wait for them to leave,
+//! and only then call the namespace's `process_exit`, so no request of the process can create
+//! SEM_UNDO state or an attachment after its exit was applied. Then the record is dropped;
+//! a thread that found the exit already claimed waits until it is done. A later frame
+//! carrying the same pid opens a new pidfd (ESRCH if nothing runs under it; a zombie's
+//! pidfd is ready at once, so its record is cleaned again right away).
 //!
 //! Credentials: the kernel verifies the pid, effective uid and effective gid each frame
 //! carries; the real and saved ids, supplementary groups, effective capabilities and
@@ -16,12 +24,11 @@
 //! ones (the process changed ids since), the daemon trusts only the verified ids: no
 //! capabilities, no supplementary groups.
 //!
-//! Lock order: `Procs::map` -> one `ProcState::inner`; the exit thread takes them one at a time.
+//! Lock order: `Procs::map` -> one `ProcState::inner`. An exit is handled with no guard held
+//! by the handling thread.
 
-use crate::poller::Poller;
 use std::collections::HashMap;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-use std::sync::mpsc::Sender;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use uipc::{CapSet, Cred, Errno, Interrupt};
 use uipc_proto::transport::PeerCred;
@@ -30,17 +37,24 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Life {
+    Alive,
+    Exiting,
+    Gone,
+}
+
 /// One client process.
 pub struct ProcState {
     /// Its pid (thread group id).
     pub pid: i32,
     pidfd: OwnedFd,
     inner: Mutex<ProcInner>,
-    idle: Condvar,
+    changed: Condvar,
 }
 
 struct ProcInner {
-    dead: bool,
+    life: Life,
     inflight: u32,
     /// Interrupts of the requests in flight, by session id.
     interrupts: HashMap<u64, Interrupt>,
@@ -51,8 +65,7 @@ struct ProcInner {
 /// The table of client processes.
 pub struct Procs {
     map: Mutex<HashMap<i32, Arc<ProcState>>>,
-    poller: Arc<Poller>,
-    exits: Sender<Arc<ProcState>>,
+    epoll: OwnedFd,
 }
 
 /// A request in flight for a process; leaving drops it.
@@ -67,7 +80,7 @@ impl Drop for ProcGuard {
         g.inflight -= 1;
         g.interrupts.remove(&self.session);
         if g.inflight == 0 {
-            self.proc.idle.notify_all();
+            self.proc.changed.notify_all();
         }
     }
 }
@@ -101,13 +114,18 @@ fn has_exited(pidfd: &OwnedFd) -> bool {
 }
 
 impl Procs {
-    /// An empty table; exits are sent to `exits` (the exit thread, see [`Procs::finish_exit`]).
-    pub fn new(poller: Arc<Poller>, exits: Sender<Arc<ProcState>>) -> Procs {
-        Procs {
-            map: Mutex::new(HashMap::new()),
-            poller,
-            exits,
+    /// An empty table.
+    pub fn new() -> std::io::Result<Procs> {
+        // SAFETY: plain syscall.
+        let raw = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
+        if raw < 0 {
+            return Err(std::io::Error::last_os_error());
         }
+        Ok(Procs {
+            map: Mutex::new(HashMap::new()),
+            // SAFETY: a fresh epoll descriptor owned by nobody else.
+            epoll: unsafe { OwnedFd::from_raw_fd(raw) },
+        })
     }
 
     /// The live record of `pid`, if any.
@@ -130,24 +148,36 @@ impl Procs {
                         pid,
                         pidfd: pidfd_open(pid)?,
                         inner: Mutex::new(ProcInner {
-                            dead: false,
+                            life: Life::Alive,
                             inflight: 0,
                             interrupts: HashMap::new(),
                             cred: None,
                         }),
-                        idle: Condvar::new(),
+                        changed: Condvar::new(),
                     });
-                    let (p2, exits) = (p.clone(), self.exits.clone());
-                    self.poller.watch(p.pidfd.as_raw_fd(), move || {
-                        let _ = exits.send(p2);
-                    });
+                    let mut ev = libc::epoll_event {
+                        events: libc::EPOLLIN as u32,
+                        u64: pid as u32 as u64,
+                    };
+                    // SAFETY: registers a live pidfd with our epoll set.
+                    let added = unsafe {
+                        libc::epoll_ctl(
+                            self.epoll.as_raw_fd(),
+                            libc::EPOLL_CTL_ADD,
+                            p.pidfd.as_raw_fd(),
+                            &mut ev,
+                        )
+                    };
+                    if added != 0 {
+                        return Err(Errno::ENOMEM);
+                    }
                     map.insert(pid, p.clone());
                     p
                 }
             }
         };
         let mut g = lock(&proc.inner);
-        if g.dead {
+        if g.life != Life::Alive {
             return Err(Errno::ESRCH);
         }
         g.inflight += 1;
@@ -156,23 +186,58 @@ impl Procs {
         Ok(ProcGuard { proc, session })
     }
 
-    /// Run by the exit thread for a process whose pidfd fired: stops its requests, waits for
-    /// them, applies `on_exit` (the namespace's exit rules) and forgets the process.
-    pub fn finish_exit(&self, proc: &Arc<ProcState>, on_exit: impl FnOnce(i32)) {
+    /// Waits up to `timeout_ms` (-1: forever, 0: not at all) for exits and handles them with
+    /// `on_exit` (the namespace's exit rules). Call with no [`ProcGuard`] held.
+    pub fn reap_ready(&self, timeout_ms: i32, on_exit: &dyn Fn(i32)) {
+        let mut evs = [libc::epoll_event { events: 0, u64: 0 }; 16];
+        // SAFETY: `evs` is a live array of 16 events.
+        let n =
+            unsafe { libc::epoll_wait(self.epoll.as_raw_fd(), evs.as_mut_ptr(), 16, timeout_ms) };
+        for ev in evs.iter().take(n.max(0) as usize) {
+            let pid = ev.u64 as u32 as i32;
+            let proc = lock(&self.map).get(&pid).cloned();
+            if let Some(p) = proc {
+                if has_exited(&p.pidfd) {
+                    self.finish_exit(&p, on_exit);
+                }
+            }
+        }
+    }
+
+    fn finish_exit(&self, proc: &Arc<ProcState>, on_exit: &dyn Fn(i32)) {
         let mut g = lock(&proc.inner);
-        g.dead = true;
+        if g.life != Life::Alive {
+            while g.life != Life::Gone {
+                g = proc.changed.wait(g).unwrap_or_else(|e| e.into_inner());
+            }
+            return;
+        }
+        g.life = Life::Exiting;
         for irq in g.interrupts.values() {
             irq.raise();
         }
         while g.inflight > 0 {
-            g = proc.idle.wait(g).unwrap_or_else(|e| e.into_inner());
+            g = proc.changed.wait(g).unwrap_or_else(|e| e.into_inner());
         }
         drop(g);
         on_exit(proc.pid);
-        let mut map = lock(&self.map);
-        if map.get(&proc.pid).is_some_and(|p| Arc::ptr_eq(p, proc)) {
-            map.remove(&proc.pid);
+        // SAFETY: removes our pidfd from our epoll set (both live).
+        unsafe {
+            libc::epoll_ctl(
+                self.epoll.as_raw_fd(),
+                libc::EPOLL_CTL_DEL,
+                proc.pidfd.as_raw_fd(),
+                std::ptr::null_mut(),
+            )
+        };
+        {
+            let mut map = lock(&self.map);
+            if map.get(&proc.pid).is_some_and(|p| Arc::ptr_eq(p, proc)) {
+                map.remove(&proc.pid);
+            }
         }
+        lock(&proc.inner).life = Life::Gone;
+        proc.changed.notify_all();
     }
 }
 

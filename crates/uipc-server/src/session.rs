@@ -66,6 +66,9 @@ pub fn run(shared: Arc<Shared>, stream: UnixStream, session: u64) {
         reply(fd, &Response::Error(libc::EPROTO), None);
         return;
     }
+    shared
+        .procs
+        .reap_ready(0, &|pid| shared.ns.process_exit(pid));
     let known = shared.procs.get(peer.pid).is_some();
     let Ok(guard) = shared.procs.enter(peer.pid, session, &irq) else {
         return;
@@ -103,6 +106,9 @@ pub fn run(shared: Arc<Shared>, stream: UnixStream, session: u64) {
             _ => {}
         }
         irq.clear();
+        shared
+            .procs
+            .reap_ready(0, &|pid| shared.ns.process_exit(pid));
         let Ok(guard) = shared.procs.enter(peer.pid, session, &irq) else {
             return;
         };

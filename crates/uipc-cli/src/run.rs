@@ -1,0 +1,137 @@
+//! `uipc run [--socket PATH] -- program args...`: runs a program with the preload library,
+//! against the daemon on the socket, starting a private one if none answers there.
+//!
+//! Without `--socket` the daemon is always private: its socket is in a fresh 0700 directory.
+//! A daemon started here is a child process (`uipc serve`) that gets SIGTERM when the program
+//! exits, or when `uipc run` itself dies (PR_SET_PDEATHSIG). The library is
+//! `libuipc_preload.so` next to the `uipc` binary (or `$UIPC_PRELOAD`); it is prepended to
+//! `LD_PRELOAD`, and `UIPC_SOCKET` names the socket. The exit status is the program's, or
+//! 128 + the signal that killed it.
+
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitCode};
+use std::time::{Duration, Instant};
+
+fn answers(socket: &Path) -> bool {
+    uipc_proto::client::Connection::connect(socket, false).is_ok()
+}
+
+fn preload_library() -> Result<PathBuf, String> {
+    if let Some(p) = std::env::var_os("UIPC_PRELOAD") {
+        return Ok(PathBuf::from(p));
+    }
+    let exe = std::env::current_exe().map_err(|e| format!("cannot find the uipc binary: {e}"))?;
+    let lib = exe.with_file_name("libuipc_preload.so");
+    if lib.exists() {
+        Ok(lib)
+    } else {
+        Err(format!(
+            "{} is missing (build it with `cargo build --release -p uipc-preload`)",
+            lib.display()
+        ))
+    }
+}
+
+fn private_socket() -> Result<PathBuf, String> {
+    let base = std::env::var_os("XDG_RUNTIME_DIR")
+        .filter(|d| !d.is_empty())
+        .map(PathBuf::from)
+        .unwrap_or_else(std::env::temp_dir);
+    let template = base.join("uipc-run-XXXXXX");
+    let mut bytes = template.into_os_string().into_encoded_bytes();
+    bytes.push(0);
+    // SAFETY: `bytes` is a writable NUL-terminated template; mkdtemp creates a 0700 directory.
+    let p = unsafe { libc::mkdtemp(bytes.as_mut_ptr().cast()) };
+    if p.is_null() {
+        return Err(format!(
+            "cannot create a private directory: {}",
+            std::io::Error::last_os_error()
+        ));
+    }
+    bytes.pop();
+    // SAFETY: mkdtemp filled in the template with a path (bytes that were valid before).
+    let dir = PathBuf::from(unsafe { std::ffi::OsString::from_encoded_bytes_unchecked(bytes) });
+    Ok(dir.join("socket"))
+}
+
+fn start_daemon(socket: &Path) -> Result<Child, String> {
+    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+    let mut cmd = Command::new(exe);
+    cmd.arg("serve").arg("--socket").arg(socket);
+    cmd.env_remove("LD_PRELOAD");
+    // SAFETY: prctl is async-signal-safe; it runs in the child before exec.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
+            Ok(())
+        });
+    }
+    let mut child = cmd
+        .spawn()
+        .map_err(|e| format!("cannot start the daemon: {e}"))?;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < deadline {
+        if answers(socket) {
+            return Ok(child);
+        }
+        if let Ok(Some(st)) = child.try_wait() {
+            return Err(format!("the daemon exited: {st}"));
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let _ = child.kill();
+    Err("the daemon did not answer within 10 s".into())
+}
+
+/// Runs `argv` under uipc; see the module doc.
+pub fn run(socket: Option<PathBuf>, argv: &[String]) -> ExitCode {
+    match run_inner(socket, argv) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("uipc run: {e}");
+            ExitCode::from(125)
+        }
+    }
+}
+
+fn run_inner(socket: Option<PathBuf>, argv: &[String]) -> Result<ExitCode, String> {
+    let (program, args) = argv.split_first().ok_or("no program given")?;
+    let lib = preload_library()?;
+    let (socket, private_dir) = match socket {
+        Some(s) => (s, None),
+        None => {
+            let s = private_socket()?;
+            let dir = s.parent().map(Path::to_path_buf);
+            (s, dir)
+        }
+    };
+    let mut daemon = None;
+    if !answers(&socket) {
+        daemon = Some(start_daemon(&socket)?);
+    }
+    let mut preload = lib.into_os_string();
+    if let Some(old) = std::env::var_os("LD_PRELOAD").filter(|o| !o.is_empty()) {
+        preload.push(":");
+        preload.push(old);
+    }
+    let status = Command::new(program)
+        .args(args)
+        .env("LD_PRELOAD", preload)
+        .env("UIPC_SOCKET", &socket)
+        .status();
+    if let Some(mut d) = daemon {
+        // SAFETY: signals our own child, which has not been reaped yet.
+        unsafe { libc::kill(d.id() as i32, libc::SIGTERM) };
+        let _ = d.wait();
+    }
+    if let Some(dir) = private_dir {
+        let _ = std::fs::remove_dir_all(dir);
+    }
+    let status = status.map_err(|e| format!("cannot run {program}: {e}"))?;
+    Ok(match (status.code(), status.signal()) {
+        (Some(c), _) => ExitCode::from(c as u8),
+        (None, Some(sig)) => ExitCode::from(128u8.wrapping_add(sig as u8)),
+        _ => ExitCode::FAILURE,
+    })
+}

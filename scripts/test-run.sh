@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# `uipc run` end to end: builds the C test programs in tests/c, runs each one on the host
+# kernel (the oracle: the tests pin down Linux's behaviour) and then under `uipc run`, and
+# finally checks that the uipc runs created no kernel SysV object.
+#
+# As root every run gets a fresh IPC namespace (`unshare --ipc`), so other users of the host's
+# SysV IPC cannot disturb the check; without root the check compares /proc/sysvipc before and
+# after instead.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+cargo build --release -p uipc-cli -p uipc-preload
+uipc=./target/release/uipc
+out=target/c-tests
+mkdir -p "$out"
+for src in tests/c/*.c; do
+    cc -O1 -Wall -Wextra -Werror -o "$out/$(basename "$src" .c)" "$src"
+done
+
+tests=(msg_sem_exchange sem_undo_kill shm_share shm_rdonly_segv semop_eintr)
+
+if [ "$(id -u)" = 0 ]; then
+    echo "-- on the host kernel (each in a private IPC namespace)"
+    for t in "${tests[@]}"; do
+        timeout 60 unshare --ipc "$out/$t"
+    done
+    echo "-- under uipc run (one private IPC namespace, checked afterwards)"
+    timeout 300 unshare --ipc bash -c '
+        set -euo pipefail
+        uipc=$1 out=$2; shift 2
+        for t in "$@"; do timeout 60 "$uipc" run -- "$out/$t"; done
+        "$out/kernel_probe"
+    ' _ "$uipc" "$out" "${tests[@]}"
+else
+    echo "-- under uipc run (not root: /proc/sysvipc compared before and after)"
+    before=$(cat /proc/sysvipc/sem /proc/sysvipc/msg /proc/sysvipc/shm)
+    for t in "${tests[@]}"; do
+        timeout 60 "$uipc" run -- "$out/$t"
+    done
+    after=$(cat /proc/sysvipc/sem /proc/sysvipc/msg /proc/sysvipc/shm)
+    if [ "$before" != "$after" ]; then
+        echo "kernel SysV objects changed during the uipc runs" >&2
+        exit 1
+    fi
+fi
+echo "uipc run: all C tests passed"
