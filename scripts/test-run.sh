@@ -14,10 +14,28 @@ uipc=./target/release/uipc
 out=target/c-tests
 mkdir -p "$out"
 for src in tests/c/*.c; do
-    cc -O1 -Wall -Wextra -Werror -o "$out/$(basename "$src" .c)" "$src"
+    cc -O1 -Wall -Wextra -Werror -pthread -o "$out/$(basename "$src" .c)" "$src"
 done
 
-tests=(msg_sem_exchange sem_undo_kill shm_share shm_rdonly_segv semop_eintr)
+# Two programs under two `uipc run --socket S` meet through keys on one `uipc serve` daemon.
+shared_daemon() {
+    local uipc=$1 out=$2 dir
+    dir=$(mktemp -d)
+    "$uipc" serve --socket "$dir/socket" &
+    local daemon=$!
+    for _ in $(seq 200); do [ -S "$dir/socket" ] && break; sleep 0.05; done
+    timeout 60 "$uipc" run --socket "$dir/socket" -- "$out/key_peer" wait &
+    local waiter=$!
+    timeout 60 "$uipc" run --socket "$dir/socket" -- "$out/key_peer" post
+    wait "$waiter"
+    kill "$daemon"
+    wait "$daemon" || true
+    rm -rf "$dir"
+}
+export -f shared_daemon
+
+tests=(msg_sem_exchange sem_undo_kill shm_share shm_rdonly_segv semop_eintr threads_block
+    calls_errno perm_setuid)
 
 if [ "$(id -u)" = 0 ]; then
     echo "-- on the host kernel (each in a private IPC namespace)"
@@ -29,6 +47,7 @@ if [ "$(id -u)" = 0 ]; then
         set -euo pipefail
         uipc=$1 out=$2; shift 2
         for t in "$@"; do timeout 60 "$uipc" run -- "$out/$t"; done
+        shared_daemon "$uipc" "$out"
         "$out/kernel_probe"
     ' _ "$uipc" "$out" "${tests[@]}"
 else
@@ -37,6 +56,7 @@ else
     for t in "${tests[@]}"; do
         timeout 60 "$uipc" run -- "$out/$t"
     done
+    shared_daemon "$uipc" "$out"
     after=$(cat /proc/sysvipc/sem /proc/sysvipc/msg /proc/sysvipc/shm)
     if [ "$before" != "$after" ]; then
         echo "kernel SysV objects changed during the uipc runs" >&2
