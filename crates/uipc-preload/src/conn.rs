@@ -1,7 +1,8 @@
 //! The calling thread's session with the daemon.
 //!
 //! Each thread opens its own connection on its first call (so threads block independently)
-//! and keeps it in a thread-local until it exits. The daemon's socket is `$UIPC_SOCKET`.
+//! and keeps it in a thread-local until it exits. The daemon's socket is `$UIPC_SOCKET`, read
+//! once per program image (a program that changes it later keeps the first value).
 //!
 //! Fork: a child must not talk on its parent's connections (the daemon would mix the two
 //! processes' replies). A `pthread_atfork` child handler bumps [`GENERATION`] (an atomic add,
@@ -14,8 +15,9 @@
 
 use std::cell::RefCell;
 use std::os::fd::OwnedFd;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::OnceLock;
 use uipc::Errno;
 use uipc_proto::client::Connection;
 use uipc_proto::{Request, Response};
@@ -29,11 +31,16 @@ thread_local! {
     static CONN: RefCell<Option<(u64, Connection)>> = const { RefCell::new(None) };
 }
 
-/// `$UIPC_SOCKET`, if set: without it the library passes calls to the kernel.
-pub fn socket_path() -> Option<PathBuf> {
-    std::env::var_os("UIPC_SOCKET")
-        .filter(|s| !s.is_empty())
-        .map(PathBuf::from)
+/// `$UIPC_SOCKET` as this program image started with it (read once): without it the library
+/// passes calls to the kernel.
+pub fn socket_path() -> Option<&'static Path> {
+    static PATH: OnceLock<Option<PathBuf>> = OnceLock::new();
+    PATH.get_or_init(|| {
+        std::env::var_os("UIPC_SOCKET")
+            .filter(|s| !s.is_empty())
+            .map(PathBuf::from)
+    })
+    .as_deref()
 }
 
 /// Whether calls go to the daemon.
@@ -44,7 +51,7 @@ pub fn enabled() -> bool {
 fn connect() -> Result<Connection, Errno> {
     let path = socket_path().ok_or(Errno::ENOSYS)?;
     let new_image = NEW_IMAGE.swap(false, Ordering::SeqCst);
-    Connection::connect(&path, new_image).map_err(|_| {
+    Connection::connect(path, new_image).map_err(|_| {
         if new_image {
             NEW_IMAGE.store(true, Ordering::SeqCst);
         }

@@ -2,9 +2,10 @@
 //! give `Err`, never a panic; valid messages round-trip.
 
 use proptest::prelude::*;
-use uipc::ipc::msg::MsqidSet;
-use uipc::ipc::sem::{Sembuf, Timespec};
-use uipc::ipc::shm::ShmidDs;
+use uipc::ipc::msg::{MsgInfo, MsqidDs, MsqidSet};
+use uipc::ipc::sem::{SemInfo, Sembuf, SemidDs, Timespec};
+use uipc::ipc::shm::{ShmInfo, ShmSet, ShmUsage, ShmidDs};
+use uipc::ipc::IpcPermStat;
 use uipc_proto::{Request, Response, SemArg};
 
 fn sembuf() -> impl Strategy<Value = Sembuf> {
@@ -83,6 +84,37 @@ fn request() -> impl Strategy<Value = Request> {
         (any::<i32>(), any::<u64>(), any::<i32>())
             .prop_map(|(shmid, addr, flags)| Request::Shmat { shmid, addr, flags }),
         any::<i32>().prop_map(|child| Request::ForkChild { child }),
+        any::<i32>().prop_map(|semid| Request::SemNsems { semid }),
+        (any::<i32>(), any::<i32>()).prop_map(|(key, flag)| Request::Msgget { key, flag }),
+        (any::<i32>(), any::<i64>(), any::<i64>(), any::<i32>()).prop_map(
+            |(msqid, maxsize, msgtyp, flags)| Request::Msgrcv {
+                msqid,
+                maxsize,
+                msgtyp,
+                flags
+            }
+        ),
+        (any::<i32>(), any::<u64>(), any::<i32>()).prop_map(|(key, size, flag)| Request::Shmget {
+            key,
+            size,
+            flag
+        }),
+        (any::<u64>(), any::<u64>()).prop_map(|(from, to)| Request::ShmMoved { from, to }),
+        any::<u64>().prop_map(|addr| Request::Shmdt { addr }),
+        (
+            any::<i32>(),
+            any::<i32>(),
+            proptest::option::of(any::<u32>())
+        )
+            .prop_map(|(shmid, cmd, mode)| Request::Shmctl {
+                shmid,
+                cmd,
+                set: mode.map(|mode| ShmSet {
+                    uid: 3,
+                    gid: 4,
+                    mode
+                }),
+            }),
     ]
 }
 
@@ -101,6 +133,60 @@ fn response() -> impl Strategy<Value = Response> {
                     nattch,
                     ..Default::default()
                 },
+            }
+        }),
+        any::<u32>().prop_map(|version| Response::Hello { version }),
+        (any::<i32>(), any::<u64>(), any::<i64>()).prop_map(|(ret, nsems, otime)| {
+            Response::SemStat {
+                ret,
+                ds: SemidDs {
+                    nsems,
+                    otime,
+                    perm: IpcPermStat {
+                        key: ret,
+                        mode: 0o600,
+                        ..Default::default()
+                    },
+                    ..Default::default()
+                },
+            }
+        }),
+        (any::<i32>(), any::<i32>()).prop_map(|(ret, semmni)| Response::SemInfo {
+            ret,
+            info: SemInfo {
+                semmni,
+                ..Default::default()
+            }
+        }),
+        (any::<i32>(), any::<u64>(), any::<i32>()).prop_map(|(ret, qnum, lspid)| {
+            Response::MsgStat {
+                ret,
+                ds: MsqidDs {
+                    qnum,
+                    lspid,
+                    ..Default::default()
+                },
+            }
+        }),
+        (any::<i32>(), any::<u16>()).prop_map(|(ret, msgseg)| Response::MsgInfo {
+            ret,
+            info: MsgInfo {
+                msgseg,
+                ..Default::default()
+            }
+        }),
+        (any::<i32>(), any::<u64>()).prop_map(|(ret, shmall)| Response::ShmInfo {
+            ret,
+            info: ShmInfo {
+                shmall,
+                ..Default::default()
+            }
+        }),
+        (any::<i32>(), any::<u64>()).prop_map(|(ret, shm_rss)| Response::ShmUsage {
+            ret,
+            usage: ShmUsage {
+                shm_rss,
+                ..Default::default()
             }
         }),
         (any::<i32>(), any::<u64>(), any::<bool>()).prop_map(|(shmid, addr, read_only)| {
