@@ -6,7 +6,7 @@ use proptest::prelude::*;
 use std::io::Write;
 use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixStream;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 use std::time::Duration;
 use uipc_proto::client::Connection;
@@ -30,7 +30,7 @@ fn daemon() -> &'static PathBuf {
     })
 }
 
-fn still_serves(path: &PathBuf) {
+fn still_serves(path: &Path) {
     let c = Connection::connect(path, false).expect("the daemon still accepts sessions");
     let (resp, _) = c
         .call(
