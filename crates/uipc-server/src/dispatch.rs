@@ -5,7 +5,7 @@
 //! exit: no lock held; blocking calls sleep in the engine with the session's interrupt.
 
 use crate::memfd::MemfdBacking;
-use std::os::fd::RawFd;
+use std::os::fd::{FromRawFd, OwnedFd, RawFd};
 use uipc::ipc::consts::{IPC_STAT, PAGE_SIZE};
 use uipc::ipc::msg::{MsgctlArg, MsgctlOut};
 use uipc::ipc::sem::{SemctlArg, SemctlOut};
@@ -41,10 +41,29 @@ fn err(e: Errno) -> Response {
     Response::Error(e.raw())
 }
 
+/// A descriptor for the client's mapping of `memfd`: read-only attaches get a read-only open
+/// of the file, so the client can neither `mprotect` its mapping writable (EACCES, as for a
+/// SHM_RDONLY attach on Linux) nor write through the descriptor.
+fn descriptor_for(memfd: RawFd, read_only: bool) -> Result<OwnedFd, Errno> {
+    let raw = if read_only {
+        let path =
+            std::ffi::CString::new(format!("/proc/self/fd/{memfd}")).map_err(|_| Errno::ENOMEM)?;
+        // SAFETY: opens a NUL-terminated path read-only.
+        unsafe { libc::open(path.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) }
+    } else {
+        // SAFETY: duplicates a descriptor that lives as long as the attachment.
+        unsafe { libc::fcntl(memfd, libc::F_DUPFD_CLOEXEC, 0) }
+    };
+    if raw < 0 {
+        return Err(Errno::ENOMEM);
+    }
+    // SAFETY: a fresh descriptor owned by nobody else.
+    Ok(unsafe { OwnedFd::from_raw_fd(raw) })
+}
+
 /// Serves `req` (not Hello, Cancel or ForkChild, which the session handles). Returns the
-/// response and, for shmat, the memfd to send with it (valid while the segment lives, which
-/// the new attachment guarantees until the client detaches).
-pub fn serve(cx: &Ctx<'_>, req: Request) -> (Response, Option<RawFd>) {
+/// response and, for shmat, the descriptor to send with it.
+pub fn serve(cx: &Ctx<'_>, req: Request) -> (Response, Option<OwnedFd>) {
     let Ctx { ns, cred, .. } = *cx;
     let wait = WaitCtx::FOREVER.interruptible(cx.irq);
     let resp = match req {
@@ -127,8 +146,13 @@ pub fn serve(cx: &Ctx<'_>, req: Request) -> (Response, Option<RawFd>) {
         }
         Request::Shmget { key, size, flag } => ret(ns.shmget(cred, key, size, flag)),
         Request::Shmat { shmid, addr, flags } => match ns.shmat(cred, shmid, addr, flags) {
-            Ok(at) => match cx.backing.fd_of(&at.memory) {
-                Some(fd) => {
+            Ok(at) => match cx
+                .backing
+                .fd_of(&at.memory)
+                .ok_or(Errno::ENOMEM)
+                .and_then(|fd| descriptor_for(fd, at.read_only))
+            {
+                Ok(fd) => {
                     return (
                         Response::ShmAttached {
                             shmid: at.shmid,
@@ -140,9 +164,9 @@ pub fn serve(cx: &Ctx<'_>, req: Request) -> (Response, Option<RawFd>) {
                         Some(fd),
                     )
                 }
-                None => {
+                Err(e) => {
                     let _ = ns.shmdt(cred, at.addr);
-                    err(Errno::ENOMEM)
+                    err(e)
                 }
             },
             Err(e) => err(e),

@@ -84,6 +84,20 @@ pub fn default_socket_path() -> PathBuf {
     }
 }
 
+fn raise_fd_limit() {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: reads and sets this process's own limit from a live struct.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 && lim.rlim_cur < lim.rlim_max {
+            lim.rlim_cur = lim.rlim_max;
+            libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
+        }
+    }
+}
+
 fn prepare_dir(dir: &Path, shared: bool) -> io::Result<()> {
     match std::fs::metadata(dir) {
         Ok(m) => {
@@ -111,7 +125,10 @@ fn prepare_dir(dir: &Path, shared: bool) -> io::Result<()> {
 
 impl Server {
     /// Creates the namespace and binds the socket. Fails if a daemon already answers there.
+    /// Raises the soft descriptor limit to the hard one: the daemon holds a descriptor per
+    /// connection, per client process (its pidfd) and per segment.
     pub fn bind(opts: &Options) -> io::Result<Server> {
+        raise_fd_limit();
         let dir = opts.socket.parent().unwrap_or(Path::new("."));
         prepare_dir(
             if dir.as_os_str().is_empty() {

@@ -156,5 +156,5 @@ fn serve_one(
     if let Some(w) = watch {
         shared.poller.unwatch(w);
     }
-    reply(fd, &resp, pass)
+    reply(fd, &resp, pass.as_ref().map(|p| p.as_raw_fd()))
 }
