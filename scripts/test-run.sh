@@ -50,6 +50,17 @@ if [ "$(id -u)" = 0 ]; then
         shared_daemon "$uipc" "$out"
         "$out/kernel_probe"
     ' _ "$uipc" "$out" "${tests[@]}"
+    echo "-- uipc ipcs / ipcrm against util-linux ipcs / ipcrm (same objects, same output)"
+    script='P; P -q; P -m -s; R -Q 0x99 -s 1; echo rc=$?; R -M 0x7777; echo rc=$?; P; R -a; echo rc=$?; P'
+    native=${script//P/ipcs}
+    native=${native//R/ipcrm}
+    abs=$(realpath "$uipc")
+    under=${script//P/$abs ipcs}
+    under=${under//R/$abs ipcrm}
+    timeout 60 unshare --ipc "$out/ipcs_fixture" "$native" > "$out/ipcs-host.txt" 2>/dev/null
+    timeout 60 "$uipc" run -- "$out/ipcs_fixture" "$under" > "$out/ipcs-uipc.txt" 2>/dev/null
+    diff -u "$out/ipcs-host.txt" "$out/ipcs-uipc.txt"
+    echo "ipcs/ipcrm: same output as util-linux"
 else
     echo "-- under uipc run (not root: /proc/sysvipc compared before and after)"
     before=$(cat /proc/sysvipc/sem /proc/sysvipc/msg /proc/sysvipc/shm)

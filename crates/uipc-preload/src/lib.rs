@@ -34,7 +34,7 @@
 //!   MAP_FIXED_NOREPLACE; if mapping fails after the daemon recorded the attachment, the
 //!   library detaches it again, which sets the segment's dtime.
 //! - Messages longer than 8 MiB (msgmax raised past it) cannot be sent (EFAULT).
-//! - ipcs/ipcrm, state save/restore: see the daemon.
+//! - `uipc locks`, state save/restore (`--state`): see the daemon.
 
 mod abi;
 mod conn;

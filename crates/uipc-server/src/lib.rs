@@ -11,7 +11,8 @@
 //! and the client maps it.
 //!
 //! The socket lives in a directory that is not writable by others: created 0700 (0755 with
-//! `shared`) if missing, refused if it exists and is group- or other-writable. The socket is
+//! `shared`) if missing, refused if it exists and is group- or other-writable or belongs to
+//! another user (root's directories excepted). The socket is
 //! 0600, or 0666 with `shared` (connecting needs write permission on it); the daemon judges
 //! every call by the caller's kernel-verified credentials either way.
 //!
@@ -36,7 +37,7 @@ use memfd::MemfdBacking;
 use poller::Poller;
 use procs::Procs;
 use std::io;
-use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -104,6 +105,14 @@ fn prepare_dir(dir: &Path, shared: bool) -> io::Result<()> {
             if !m.is_dir() {
                 return Err(io::Error::other(format!(
                     "{} is not a directory",
+                    dir.display()
+                )));
+            }
+            // SAFETY: plain getter.
+            let me = unsafe { libc::geteuid() };
+            if m.uid() != me && m.uid() != 0 {
+                return Err(io::Error::other(format!(
+                    "{} belongs to another user; choose a directory of your own",
                     dir.display()
                 )));
             }
