@@ -1,0 +1,236 @@
+//! Deadlock detection for blocking lock requests (§6.8; seed 001's `blocked_hash`).
+//!
+//! The graph records, for every sleeping request it tracks, its owner and the owners of the
+//! held locks it waits behind (first conflict first), indexed by owner so that "what is this
+//! owner waiting for?" is a hash lookup, not a walk of every blocked request (the seed turned
+//! Linux's global `blocked_list` into this hash). A request that is about to sleep is checked
+//! and inserted under one hold of the graph's mutex, so two requests racing to close a cycle
+//! cannot both miss it; blockers change only under the file's lock followed by this mutex.
+//!
+//! Two modes ([`DeadlockMode`]):
+//! - `Linux` (the default) reproduces the kernel: only POSIX (process-owned) requests are
+//!   tracked and checked; from the first lock that blocks the caller, follow "the owner of that
+//!   lock is waiting for the first lock blocking its newest request", and give up after
+//!   `MAX_DEADLK_ITERATIONS` (10) steps, which detects cycles of 2 to 12 owners.
+//! - `Full` follows every blocking owner of every waiting request, through POSIX, OFD and flock
+//!   owners alike, with no step limit (a breadth-first search with a visited set), so every
+//!   cycle of waiting owners is reported, whatever its length.
+//!
+//! In both modes only the request that would close the cycle gets EDEADLK; the others keep
+//! sleeping. Owners are processes and open file descriptions, not threads: as on Linux, a
+//! thread waiting through an OFD while its process holds POSIX locks is two unrelated owners,
+//! and threads of one process sharing an owner can see a cycle that their threads would break.
+//!
+//! Lock order: a file's state -> `DeadlockGraph::inner`. The graph never takes a file lock.
+
+use super::types::{LockKind, Owner};
+use crate::sync::{lock, Mutex};
+use crate::table::hash::IntBuildHasher;
+use crate::{Errno, Result};
+use std::collections::{HashMap, HashSet, VecDeque};
+
+/// How far deadlock detection looks.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum DeadlockMode {
+    /// As Linux: POSIX requests only, at most 10 steps (cycles of up to 12 owners).
+    #[default]
+    Linux,
+    /// Every cycle among POSIX, OFD and flock owners, of any length.
+    Full,
+}
+
+/// Linux's `MAX_DEADLK_ITERATIONS`.
+const LINUX_MAX_STEPS: usize = 10;
+
+#[derive(Default)]
+struct Graph {
+    next_id: u64,
+    /// Request id -> (owner, blocking owners).
+    requests: HashMap<u64, (Owner, Vec<Owner>), IntBuildHasher>,
+    /// Owner -> its sleeping requests, oldest first.
+    by_owner: HashMap<Owner, Vec<u64>, IntBuildHasher>,
+}
+
+/// The blocked-request graph of one lock manager.
+#[derive(Default)]
+pub(crate) struct DeadlockGraph {
+    mode: DeadlockMode,
+    inner: Mutex<Graph>,
+}
+
+impl DeadlockGraph {
+    pub fn new(mode: DeadlockMode) -> DeadlockGraph {
+        DeadlockGraph {
+            mode,
+            inner: Mutex::new(Graph::default()),
+        }
+    }
+
+    /// Whether requests of `kind` are tracked and checked.
+    pub fn tracks(&self, kind: LockKind) -> bool {
+        match self.mode {
+            DeadlockMode::Linux => kind == LockKind::Posix,
+            DeadlockMode::Full => true,
+        }
+    }
+
+    /// Checks whether `owner` waiting behind `blockers` closes a cycle (EDEADLK); if not,
+    /// records the request and returns its id. Call with the file's lock held.
+    pub fn check_and_insert(&self, owner: Owner, blockers: &[Owner]) -> Result<u64> {
+        let mut g = lock(&self.inner);
+        let cycle = match self.mode {
+            DeadlockMode::Linux => g.linux_walk(owner, blockers),
+            DeadlockMode::Full => g.full_search(owner, blockers),
+        };
+        if cycle {
+            return Err(Errno::EDEADLK);
+        }
+        let id = g.next_id;
+        g.next_id += 1;
+        g.requests.insert(id, (owner, blockers.to_vec()));
+        g.by_owner.entry(owner).or_default().push(id);
+        Ok(id)
+    }
+
+    /// Records new blockers for a request that still sleeps.
+    pub fn set_blockers(&self, id: u64, blockers: &[Owner]) {
+        let mut g = lock(&self.inner);
+        if let Some(r) = g.requests.get_mut(&id) {
+            r.1 = blockers.to_vec();
+        }
+    }
+
+    /// Forgets a request (granted, or its sleeper gave up).
+    pub fn remove(&self, id: u64) {
+        let mut g = lock(&self.inner);
+        let Some((owner, _)) = g.requests.remove(&id) else {
+            return;
+        };
+        if let Some(ids) = g.by_owner.get_mut(&owner) {
+            ids.retain(|&i| i != id);
+            if ids.is_empty() {
+                g.by_owner.remove(&owner);
+            }
+        }
+    }
+
+    /// How many requests are recorded (for tests).
+    #[cfg(test)]
+    pub fn len(&self) -> usize {
+        lock(&self.inner).requests.len()
+    }
+}
+
+impl Graph {
+    /// Linux's `posix_locks_deadlock`: one chain, newest request of each owner, first blocker.
+    fn linux_walk(&self, caller: Owner, blockers: &[Owner]) -> bool {
+        let Some(&first) = blockers.first() else {
+            return false;
+        };
+        let mut current = first;
+        let mut steps = 0;
+        while let Some(next) = self.waiting_for(current) {
+            if steps > LINUX_MAX_STEPS {
+                return false;
+            }
+            steps += 1;
+            if next == caller {
+                return true;
+            }
+            current = next;
+        }
+        false
+    }
+
+    /// The owner of the first lock blocking `owner`'s newest request.
+    fn waiting_for(&self, owner: Owner) -> Option<Owner> {
+        let id = self.by_owner.get(&owner)?.last()?;
+        self.requests.get(id)?.1.first().copied()
+    }
+
+    /// Whether `caller` is reachable from `blockers` through any waiting owner.
+    fn full_search(&self, caller: Owner, blockers: &[Owner]) -> bool {
+        let mut seen: HashSet<Owner, IntBuildHasher> = HashSet::default();
+        let mut queue: VecDeque<Owner> = blockers.iter().copied().collect();
+        while let Some(o) = queue.pop_front() {
+            if o == caller {
+                return true;
+            }
+            if !seen.insert(o) {
+                continue;
+            }
+            for id in self.by_owner.get(&o).into_iter().flatten() {
+                if let Some((_, next)) = self.requests.get(id) {
+                    queue.extend(next.iter().copied());
+                }
+            }
+        }
+        false
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::locks::types::OfdId;
+
+    fn p(n: i32) -> Owner {
+        Owner::Process(n)
+    }
+
+    /// Owners 1..=n, each k waiting for k+1; then owner n asks to wait for owner 1.
+    fn chain(g: &DeadlockGraph, n: i32) -> Result<u64> {
+        for k in 1..n {
+            g.check_and_insert(p(k), &[p(k + 1)]).unwrap();
+        }
+        g.check_and_insert(p(n), &[p(1)])
+    }
+
+    #[test]
+    fn linux_mode_detects_cycles_of_2_to_12_owners_and_no_longer() {
+        for n in 2..=12 {
+            let g = DeadlockGraph::new(DeadlockMode::Linux);
+            assert_eq!(chain(&g, n), Err(Errno::EDEADLK), "cycle of {n}");
+        }
+        let g = DeadlockGraph::new(DeadlockMode::Linux);
+        assert!(chain(&g, 13).is_ok(), "Linux gives up on 13 owners");
+    }
+
+    #[test]
+    fn full_mode_detects_cycles_of_any_length_and_through_descriptions() {
+        let g = DeadlockGraph::new(DeadlockMode::Full);
+        assert_eq!(chain(&g, 500), Err(Errno::EDEADLK));
+        let g = DeadlockGraph::new(DeadlockMode::Full);
+        let d = |n| Owner::Description(OfdId(n));
+        g.check_and_insert(d(1), &[d(2)]).unwrap();
+        assert_eq!(g.check_and_insert(d(2), &[d(1)]), Err(Errno::EDEADLK));
+        assert!(!DeadlockGraph::new(DeadlockMode::Linux).tracks(LockKind::Ofd));
+    }
+
+    #[test]
+    fn full_mode_follows_every_blocker_not_just_the_first() {
+        let g = DeadlockGraph::new(DeadlockMode::Full);
+        g.check_and_insert(p(1), &[p(2), p(3)]).unwrap();
+        assert_eq!(g.check_and_insert(p(3), &[p(1)]), Err(Errno::EDEADLK));
+        let g = DeadlockGraph::new(DeadlockMode::Linux);
+        g.check_and_insert(p(1), &[p(2), p(3)]).unwrap();
+        assert!(
+            g.check_and_insert(p(3), &[p(1)]).is_ok(),
+            "Linux follows the first blocker only"
+        );
+    }
+
+    #[test]
+    fn removed_and_reblocked_requests_change_the_answer() {
+        let g = DeadlockGraph::new(DeadlockMode::Linux);
+        let a = g.check_and_insert(p(1), &[p(2)]).unwrap();
+        g.set_blockers(a, &[p(3)]);
+        assert!(
+            g.check_and_insert(p(2), &[p(1)]).is_ok(),
+            "1 now waits for 3"
+        );
+        g.remove(a);
+        assert_eq!(g.len(), 1);
+        assert!(g.check_and_insert(p(3), &[p(1)]).is_ok(), "1 waits no more");
+    }
+}

@@ -1,0 +1,279 @@
+//! One file's locks (Linux's `file_lock_context`): the POSIX/OFD list, the flock list, and the
+//! requests blocked on them, all behind the file's own mutex (seed 001: per-inode locking
+//! instead of one global lock).
+//!
+//! - `posix` holds POSIX and OFD locks. Each owner's locks are contiguous, sorted by start and
+//!   merged ([`super::range`]); owners appear in the order their first current lock was set, as
+//!   on Linux, so F_GETLK reports the same "first conflicting lock" the kernel does.
+//! - `flocks` holds flock locks, one per open file description at most, oldest first.
+//! - `blocked` holds sleeping requests in arrival order.
+//!
+//! Waking without a thundering herd: whenever the file's locks change while requests are
+//! blocked, [`FileState::grant_unblocked`] walks the blocked requests oldest first and, for each
+//! one that no longer conflicts with any held lock, applies the request itself and completes the
+//! sleeper. A sleeper is therefore woken exactly when its request has been granted, never to
+//! retry and block again, and it is granted at the first instant it could be: a holder that
+//! unlocks and relocks at once cannot starve it. Requests that still conflict stay asleep and
+//! get their blockers recorded again for deadlock detection.
+//!
+//! Lock order: the file map shard (only to find the file) -> `FileLocks::state` -> the deadlock
+//! graph (`super::deadlock`) -> a `Waiter`'s state. Nothing sleeps holding `state`.
+
+use super::deadlock::DeadlockGraph;
+use super::range::{self, overlaps, Piece};
+use super::types::{LockKind, LockType, Owner};
+use crate::sync::Mutex;
+use crate::wait::Waiter;
+use crate::{Errno, Result};
+use std::sync::Arc;
+
+/// A held lock.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Held {
+    pub kind: LockKind,
+    pub owner: Owner,
+    pub pid: i32,
+    pub ty: LockType,
+    pub start: i64,
+    pub end: i64,
+}
+
+/// A lock request: a held lock to be, or an unlock (`ty: None`).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Request {
+    pub kind: LockKind,
+    pub owner: Owner,
+    pub pid: i32,
+    pub ty: Option<LockType>,
+    pub start: i64,
+    pub end: i64,
+}
+
+impl Request {
+    fn held(&self, ty: LockType) -> Held {
+        Held {
+            kind: self.kind,
+            owner: self.owner,
+            pid: self.pid,
+            ty,
+            start: self.start,
+            end: self.end,
+        }
+    }
+}
+
+/// Whether `held` stops `req`: another owner, overlapping bytes, and a write on either side.
+/// An unlock is never stopped.
+pub(crate) fn conflicts(req: &Request, held: &Held) -> bool {
+    let Some(ty) = req.ty else {
+        return false;
+    };
+    req.owner != held.owner
+        && overlaps((req.start, req.end), (held.start, held.end))
+        && (ty == LockType::Write || held.ty == LockType::Write)
+}
+
+/// A sleeping request.
+pub(crate) struct Blocked {
+    /// The request, applied by whoever grants it.
+    pub req: Request,
+    /// Completed with `()` when granted.
+    pub waiter: Arc<Waiter<()>>,
+    /// The request's key in the deadlock graph, `None` when the graph does not track it.
+    pub graph_id: Option<u64>,
+    /// The owners of the held locks it conflicts with, first conflict first, as last recorded.
+    pub blockers: Vec<Owner>,
+}
+
+/// Everything behind one file's mutex.
+#[derive(Default)]
+pub(crate) struct FileState {
+    pub posix: Vec<Held>,
+    pub flocks: Vec<Held>,
+    pub blocked: Vec<Blocked>,
+    /// Set, under the shard's writer lock, when the file leaves the map: an operation that finds
+    /// it set looks the file up again.
+    pub removed: bool,
+}
+
+/// A file's lock context.
+#[derive(Default)]
+pub(crate) struct FileLocks {
+    pub state: Mutex<FileState>,
+}
+
+impl FileState {
+    /// The list a request of `kind` lives on.
+    pub fn list(&self, kind: LockKind) -> &Vec<Held> {
+        match kind {
+            LockKind::Flock => &self.flocks,
+            LockKind::Posix | LockKind::Ofd => &self.posix,
+        }
+    }
+
+    /// Whether nothing is held or waiting: the file may leave the map.
+    pub fn is_idle(&self) -> bool {
+        self.posix.is_empty() && self.flocks.is_empty() && self.blocked.is_empty()
+    }
+
+    /// The first held lock (in list order) that stops `req`.
+    pub fn first_conflict(&self, req: &Request) -> Option<&Held> {
+        self.list(req.kind).iter().find(|h| conflicts(req, h))
+    }
+
+    /// The distinct owners of the held locks that stop `req`, first conflict first.
+    pub fn blockers(&self, req: &Request) -> Vec<Owner> {
+        let mut owners: Vec<Owner> = Vec::new();
+        for h in self.list(req.kind).iter().filter(|h| conflicts(req, h)) {
+            if !owners.contains(&h.owner) {
+                owners.push(h.owner);
+            }
+        }
+        owners
+    }
+
+    /// Applies a POSIX/OFD request (which must not conflict) to its owner's locks. Returns
+    /// whether some byte was released (waiters may now proceed), or ENOLCK if the list would
+    /// grow past `limit` records.
+    pub fn apply_posix(&mut self, req: &Request, limit: usize) -> Result<bool> {
+        let first = self.posix.iter().position(|h| h.owner == req.owner);
+        let (from, to) = match first {
+            Some(i) => {
+                let n = self.posix[i..]
+                    .iter()
+                    .take_while(|h| h.owner == req.owner)
+                    .count();
+                (i, i + n)
+            }
+            None if req.ty.is_none() => return Ok(false),
+            None => (self.posix.len(), self.posix.len()),
+        };
+        let old: Vec<Piece> = self.posix[from..to]
+            .iter()
+            .map(|h| Piece {
+                ty: h.ty,
+                start: h.start,
+                end: h.end,
+            })
+            .collect();
+        let (new, applied) = range::apply(&old, req.ty, req.start, req.end);
+        if new.len() > old.len() && self.posix.len() - old.len() + new.len() > limit {
+            return Err(Errno::ENOLCK);
+        }
+        let template = Held {
+            ty: LockType::Read,
+            start: 0,
+            end: 0,
+            ..req.held(LockType::Read)
+        };
+        self.posix.splice(
+            from..to,
+            new.into_iter().map(|p| Held {
+                ty: p.ty,
+                start: p.start,
+                end: p.end,
+                ..template
+            }),
+        );
+        Ok(applied.released)
+    }
+
+    /// Removes `owner`'s flock lock, if any. Returns whether there was one.
+    pub fn remove_flock(&mut self, owner: Owner) -> bool {
+        let before = self.flocks.len();
+        self.flocks.retain(|h| h.owner != owner);
+        self.flocks.len() != before
+    }
+
+    /// Removes every POSIX/OFD lock of `owner`. Returns whether there was one.
+    pub fn remove_posix_owner(&mut self, owner: Owner) -> bool {
+        let before = self.posix.len();
+        self.posix.retain(|h| h.owner != owner);
+        self.posix.len() != before
+    }
+
+    /// Grants a request that does not conflict: applies it to its list.
+    fn grant(&mut self, req: &Request, limit: usize) -> Result<bool> {
+        match (req.kind, req.ty) {
+            (LockKind::Flock, Some(ty)) => {
+                if self.flocks.len() >= limit {
+                    return Err(Errno::ENOLCK);
+                }
+                self.flocks.push(req.held(ty));
+                Ok(false)
+            }
+            (LockKind::Flock, None) => Ok(self.remove_flock(req.owner)),
+            _ => self.apply_posix(req, limit),
+        }
+    }
+
+    /// Sets a request that does not conflict. Called by the requester itself.
+    pub fn set(&mut self, req: &Request, limit: usize, graph: &DeadlockGraph) -> Result<()> {
+        self.grant(req, limit)?;
+        self.after_change(limit, graph);
+        Ok(())
+    }
+
+    /// After the locks changed: if requests are blocked, grant those that can now proceed and
+    /// record the blockers of the rest. A change that released nothing can still add blockers
+    /// (a new read lock under a waiting writer), so the walk runs whenever anyone waits.
+    pub fn after_change(&mut self, limit: usize, graph: &DeadlockGraph) {
+        if !self.blocked.is_empty() {
+            self.grant_unblocked(limit, graph);
+        }
+    }
+
+    /// Walks the blocked requests oldest first, granting each that no longer conflicts, until
+    /// a full pass grants nothing. (A grant adds a lock, which may block requests already
+    /// passed over in this pass, so their recorded blockers are refreshed by one more pass.)
+    pub fn grant_unblocked(&mut self, limit: usize, graph: &DeadlockGraph) {
+        loop {
+            let mut again = false;
+            let mut i = 0;
+            while i < self.blocked.len() {
+                if !self.blocked[i].waiter.is_waiting() {
+                    // Timed out or interrupted: its sleeper dequeues it.
+                    i += 1;
+                    continue;
+                }
+                let req = self.blocked[i].req;
+                let blockers = self.blockers(&req);
+                if blockers.is_empty() {
+                    // Out of records, it stays asleep until something is freed.
+                    if self.grant(&req, limit).is_ok() {
+                        let b = self.blocked.remove(i);
+                        if let Some(id) = b.graph_id {
+                            graph.remove(id);
+                        }
+                        b.waiter.complete(());
+                        again = true;
+                        continue;
+                    }
+                } else if blockers != self.blocked[i].blockers {
+                    if let Some(id) = self.blocked[i].graph_id {
+                        graph.set_blockers(id, &blockers);
+                    }
+                    self.blocked[i].blockers = blockers;
+                }
+                i += 1;
+            }
+            if !again {
+                return;
+            }
+        }
+    }
+
+    /// Dequeues a sleeper's request after it timed out or was interrupted.
+    pub fn dequeue(&mut self, waiter: &Arc<Waiter<()>>, graph: &DeadlockGraph) {
+        if let Some(i) = self
+            .blocked
+            .iter()
+            .position(|b| Arc::ptr_eq(&b.waiter, waiter))
+        {
+            let b = self.blocked.remove(i);
+            if let Some(id) = b.graph_id {
+                graph.remove(id);
+            }
+        }
+    }
+}

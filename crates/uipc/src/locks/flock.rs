@@ -1,0 +1,52 @@
+//! flock(2) (§6.9), checks in Linux's order: `LOCK_MAND` anywhere in `cmd` returns 0 at once;
+//! `cmd` without LOCK_NB must be exactly LOCK_SH, LOCK_EX or LOCK_UN (EINVAL); a bad or `O_PATH`
+//! descriptor is EBADF; a lock (not an unlock) through a descriptor with neither read nor write
+//! access is EBADF.
+//!
+//! Conversion is not atomic, as on Linux: asking for the type already held returns 0, any other
+//! request first drops the description's lock (waking whoever that unblocks), then asks for the
+//! new one; a failed `LOCK_EX|LOCK_NB` upgrade therefore leaves no lock.
+//!
+//! Entry: no lock held. Takes the file's lock (and, to sleep, releases it).
+
+use super::file::Request;
+use super::types::*;
+use super::LockManager;
+use crate::{Cred, Errno, Result, WaitCtx};
+
+impl LockManager {
+    /// `flock(fd, cmd)`. `fd` is `None` for a bad or `O_PATH` descriptor. Without LOCK_NB a
+    /// conflicting request sleeps; with it, EWOULDBLOCK.
+    pub fn flock(
+        &self,
+        cred: &Cred,
+        fd: Option<&OpenFile>,
+        cmd: i32,
+        ctx: &WaitCtx<'_>,
+    ) -> Result<()> {
+        if cmd & LOCK_MAND != 0 {
+            return Ok(());
+        }
+        let ty = match cmd & !LOCK_NB {
+            LOCK_SH => Some(LockType::Read),
+            LOCK_EX => Some(LockType::Write),
+            LOCK_UN => None,
+            _ => return Err(Errno::EINVAL),
+        };
+        let Some(fd) = fd else {
+            return Err(Errno::EBADF);
+        };
+        if ty.is_some() && !fd.readable && !fd.writable {
+            return Err(Errno::EBADF);
+        }
+        let req = Request {
+            kind: LockKind::Flock,
+            owner: Owner::Description(fd.ofd),
+            pid: cred.tgid,
+            ty,
+            start: 0,
+            end: OFFSET_MAX,
+        };
+        self.request(fd.file, req, cmd & LOCK_NB == 0, true, ctx)
+    }
+}

@@ -1,0 +1,124 @@
+//! flock(2): commands, errnos in Linux's order, non-atomic conversion, and independence from
+//! POSIX locks (reference §6.9).
+
+use uipc::locks::*;
+use uipc::{Cred, Errno, WaitCtx};
+
+const FILE: FileId = FileId { dev: 8, ino: 1 };
+
+fn fd(ofd: u64) -> OpenFile {
+    OpenFile {
+        file: FILE,
+        ofd: OfdId(ofd),
+        readable: true,
+        writable: false,
+        offset: 0,
+        size: 0,
+    }
+}
+
+fn flock(m: &LockManager, pid: i32, f: Option<&OpenFile>, cmd: i32) -> Result<(), Errno> {
+    m.flock(&Cred::root(pid), f, cmd, &WaitCtx::FOREVER)
+}
+
+fn held(m: &LockManager) -> Vec<(OfdId, LockType)> {
+    m.list_file(FILE)
+        .iter()
+        .filter(|l| l.blocked_behind.is_none())
+        .map(|l| match l.owner {
+            Owner::Description(d) => (d, l.ty),
+            Owner::Process(_) => unreachable!("flock owners are descriptions"),
+        })
+        .collect()
+}
+
+#[test]
+fn commands_are_checked_before_the_descriptor_and_lock_mand_is_ignored() {
+    let m = LockManager::new();
+    assert_eq!(flock(&m, 1, None, LOCK_MAND | 77), Ok(()));
+    for bad in [0, LOCK_SH | LOCK_EX, LOCK_NB, 16, !LOCK_MAND] {
+        assert_eq!(flock(&m, 1, None, bad), Err(Errno::EINVAL), "cmd {bad}");
+    }
+    assert_eq!(flock(&m, 1, None, LOCK_UN), Err(Errno::EBADF));
+    let path_like = OpenFile {
+        readable: false,
+        ..fd(1)
+    };
+    assert_eq!(flock(&m, 1, Some(&path_like), LOCK_SH), Err(Errno::EBADF));
+    assert_eq!(flock(&m, 1, Some(&path_like), LOCK_UN), Ok(()));
+}
+
+#[test]
+fn shared_locks_coexist_and_an_exclusive_one_gets_ewouldblock() {
+    let m = LockManager::new();
+    flock(&m, 1, Some(&fd(1)), LOCK_SH).unwrap();
+    flock(&m, 2, Some(&fd(2)), LOCK_SH | LOCK_NB).unwrap();
+    assert_eq!(
+        flock(&m, 3, Some(&fd(3)), LOCK_EX | LOCK_NB),
+        Err(Errno::EWOULDBLOCK)
+    );
+    flock(&m, 1, Some(&fd(1)), LOCK_SH).unwrap();
+    assert_eq!(
+        held(&m).len(),
+        2,
+        "asking again for the held type changes nothing"
+    );
+}
+
+#[test]
+fn a_failed_nonblocking_upgrade_leaves_no_lock() {
+    let m = LockManager::new();
+    flock(&m, 1, Some(&fd(1)), LOCK_SH).unwrap();
+    flock(&m, 2, Some(&fd(2)), LOCK_SH).unwrap();
+    assert_eq!(
+        flock(&m, 1, Some(&fd(1)), LOCK_EX | LOCK_NB),
+        Err(Errno::EAGAIN)
+    );
+    assert_eq!(held(&m), vec![(OfdId(2), LockType::Read)]);
+}
+
+#[test]
+fn one_description_is_one_owner_across_processes() {
+    let m = LockManager::new();
+    flock(&m, 1, Some(&fd(1)), LOCK_EX).unwrap();
+    // A forked child sharing the description converts and unlocks the parent's lock.
+    flock(&m, 2, Some(&fd(1)), LOCK_SH).unwrap();
+    assert_eq!(held(&m), vec![(OfdId(1), LockType::Read)]);
+    flock(&m, 2, Some(&fd(1)), LOCK_UN).unwrap();
+    assert!(held(&m).is_empty());
+}
+
+#[test]
+fn flock_and_posix_locks_never_conflict() {
+    let m = LockManager::new();
+    let rw = OpenFile {
+        writable: true,
+        ..fd(1)
+    };
+    flock(&m, 1, Some(&rw), LOCK_EX).unwrap();
+    let mut fl = Flock::new(F_WRLCK, 0, 0);
+    m.fcntl(
+        &Cred::root(2),
+        Some(&OpenFile {
+            writable: true,
+            ..fd(2)
+        }),
+        F_SETLK,
+        &mut fl,
+        &WaitCtx::FOREVER,
+    )
+    .unwrap();
+    let mut probe = Flock::new(F_WRLCK, 0, 0);
+    m.fcntl(
+        &Cred::root(3),
+        Some(&rw),
+        F_GETLK,
+        &mut probe,
+        &WaitCtx::FOREVER,
+    )
+    .unwrap();
+    assert_eq!(
+        probe.l_pid, 2,
+        "F_GETLK sees the POSIX lock, not the flock one"
+    );
+}

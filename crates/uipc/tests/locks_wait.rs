@@ -1,0 +1,293 @@
+//! Blocking requests: who is woken by an unlock (only those that can proceed, counted), order
+//! among waiters, EINTR, and deadlock detection in both modes (reference §6.7, §6.8).
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::thread;
+use std::time::{Duration, Instant};
+use uipc::locks::*;
+use uipc::{Cred, Errno, Interrupt, WaitCtx};
+
+const FILE: FileId = FileId { dev: 3, ino: 9 };
+
+fn fd(ofd: u64) -> OpenFile {
+    OpenFile {
+        file: FILE,
+        ofd: OfdId(ofd),
+        readable: true,
+        writable: true,
+        offset: 0,
+        size: 0,
+    }
+}
+
+fn setlk(m: &LockManager, pid: i32, cmd: i32, ty: i16, start: i64, len: i64) -> Result<(), Errno> {
+    m.fcntl(
+        &Cred::root(pid),
+        Some(&fd(pid as u64)),
+        cmd,
+        &mut Flock::new(ty, start, len),
+        &WaitCtx::FOREVER,
+    )
+}
+
+/// Waits until `n` requests are blocked on the file.
+fn wait_blocked(m: &LockManager, n: usize) {
+    let t0 = Instant::now();
+    while m
+        .list_file(FILE)
+        .iter()
+        .filter(|l| l.blocked_behind.is_some())
+        .count()
+        != n
+    {
+        assert!(
+            t0.elapsed() < Duration::from_secs(10),
+            "never saw {n} blocked requests"
+        );
+        thread::sleep(Duration::from_millis(2));
+    }
+}
+
+/// Spawns a blocking F_SETLKW of `ty` over `[start, start+len)` by process `pid`; counts its
+/// return in `woken`.
+fn spawn_waiter(
+    m: &Arc<LockManager>,
+    woken: &Arc<AtomicUsize>,
+    pid: i32,
+    ty: i16,
+    start: i64,
+    len: i64,
+) -> thread::JoinHandle<Result<(), Errno>> {
+    let (m, woken) = (m.clone(), woken.clone());
+    thread::spawn(move || {
+        let r = setlk(&m, pid, F_SETLKW, ty, start, len);
+        woken.fetch_add(1, Ordering::SeqCst);
+        r
+    })
+}
+
+#[test]
+fn an_unlock_wakes_only_the_waiters_it_unblocks() {
+    let m = Arc::new(LockManager::new());
+    let woken = Arc::new(AtomicUsize::new(0));
+    setlk(&m, 1, F_SETLK, F_WRLCK, 0, 100).unwrap();
+    // Ten writers, each on its own tenth of the held range.
+    let waiters: Vec<_> = (0..10)
+        .map(|i| spawn_waiter(&m, &woken, 10 + i, F_WRLCK, i as i64 * 10, 10))
+        .collect();
+    wait_blocked(&m, 10);
+    // Unlocking the first tenth unblocks exactly one of them.
+    setlk(&m, 1, F_SETLK, F_UNLCK, 0, 10).unwrap();
+    thread::sleep(Duration::from_millis(50));
+    assert_eq!(
+        woken.load(Ordering::SeqCst),
+        1,
+        "only the waiter on [0,9] may wake"
+    );
+    wait_blocked(&m, 9);
+    // A downgrade to read over [10,49] unblocks nobody (they want write).
+    setlk(&m, 1, F_SETLK, F_RDLCK, 10, 40).unwrap();
+    thread::sleep(Duration::from_millis(30));
+    assert_eq!(woken.load(Ordering::SeqCst), 1);
+    setlk(&m, 1, F_SETLK, F_UNLCK, 0, 0).unwrap();
+    for w in waiters {
+        assert_eq!(w.join().unwrap(), Ok(()));
+    }
+    assert_eq!(woken.load(Ordering::SeqCst), 10);
+}
+
+#[test]
+fn readers_waiting_behind_a_writer_are_granted_together_and_a_writer_after_them_waits() {
+    let m = Arc::new(LockManager::new());
+    let woken = Arc::new(AtomicUsize::new(0));
+    setlk(&m, 1, F_SETLK, F_WRLCK, 0, 0).unwrap();
+    let readers: Vec<_> = (0..5)
+        .map(|i| spawn_waiter(&m, &woken, 10 + i, F_RDLCK, 0, 0))
+        .collect();
+    wait_blocked(&m, 5);
+    let writer = spawn_waiter(&m, &woken, 20, F_WRLCK, 0, 0);
+    wait_blocked(&m, 6);
+    setlk(&m, 1, F_SETLK, F_UNLCK, 0, 0).unwrap();
+    for r in readers {
+        assert_eq!(r.join().unwrap(), Ok(()));
+    }
+    thread::sleep(Duration::from_millis(30));
+    assert_eq!(
+        woken.load(Ordering::SeqCst),
+        5,
+        "the writer still conflicts with the readers"
+    );
+    for pid in 10..15 {
+        setlk(&m, pid, F_SETLK, F_UNLCK, 0, 0).unwrap();
+    }
+    assert_eq!(writer.join().unwrap(), Ok(()));
+}
+
+#[test]
+fn a_waiter_is_granted_before_the_unlocker_can_relock() {
+    let m = Arc::new(LockManager::new());
+    let woken = Arc::new(AtomicUsize::new(0));
+    setlk(&m, 1, F_SETLK, F_WRLCK, 0, 0).unwrap();
+    let w = spawn_waiter(&m, &woken, 2, F_WRLCK, 0, 0);
+    wait_blocked(&m, 1);
+    setlk(&m, 1, F_SETLK, F_UNLCK, 0, 0).unwrap();
+    assert_eq!(
+        setlk(&m, 1, F_SETLK, F_WRLCK, 0, 0),
+        Err(Errno::EAGAIN),
+        "the lock went to the waiter"
+    );
+    assert_eq!(w.join().unwrap(), Ok(()));
+}
+
+#[test]
+fn an_interrupted_or_timed_out_wait_gives_eintr_and_leaves_no_request() {
+    let m = Arc::new(LockManager::new());
+    setlk(&m, 1, F_SETLK, F_WRLCK, 0, 0).unwrap();
+    let irq = Interrupt::new();
+    let (m2, irq2) = (m.clone(), irq.clone());
+    let t = thread::spawn(move || {
+        let ctx = WaitCtx::FOREVER.interruptible(&irq2);
+        m2.flock(&Cred::root(2), Some(&fd(2)), LOCK_EX, &ctx)?;
+        m2.fcntl(
+            &Cred::root(2),
+            Some(&fd(2)),
+            F_SETLKW,
+            &mut Flock::new(F_RDLCK, 5, 1),
+            &ctx,
+        )
+    });
+    wait_blocked(&m, 1);
+    irq.raise();
+    assert_eq!(t.join().unwrap(), Err(Errno::EINTR));
+    assert_eq!(
+        m.list_file(FILE).len(),
+        2,
+        "the holder's lock and the flock lock; no request"
+    );
+    let ctx = WaitCtx::timeout(Duration::from_millis(20));
+    let r = m.fcntl(
+        &Cred::root(3),
+        Some(&fd(3)),
+        F_OFD_SETLKW,
+        &mut Flock::new(F_WRLCK, 0, 1),
+        &ctx,
+    );
+    assert_eq!(r, Err(Errno::EINTR));
+    setlk(&m, 1, F_SETLK, F_UNLCK, 0, 0).unwrap();
+    assert_eq!(m.list_file(FILE).len(), 1);
+}
+
+#[test]
+fn a_two_process_cycle_gets_edeadlk_for_the_request_that_closes_it() {
+    let m = Arc::new(LockManager::new());
+    setlk(&m, 1, F_SETLK, F_WRLCK, 0, 1).unwrap();
+    setlk(&m, 2, F_SETLK, F_WRLCK, 1, 1).unwrap();
+    let m2 = m.clone();
+    let t = thread::spawn(move || setlk(&m2, 1, F_SETLKW, F_WRLCK, 1, 1));
+    wait_blocked(&m, 1);
+    assert_eq!(setlk(&m, 2, F_SETLKW, F_WRLCK, 0, 1), Err(Errno::EDEADLK));
+    setlk(&m, 2, F_SETLK, F_UNLCK, 0, 0).unwrap();
+    assert_eq!(
+        t.join().unwrap(),
+        Ok(()),
+        "the first request was not disturbed"
+    );
+}
+
+type Waiters = Vec<thread::JoinHandle<Result<(), Errno>>>;
+
+/// Owners 1..=n each hold byte k and wait for byte k+1; owner n then asks for byte 1.
+fn cycle(m: &Arc<LockManager>, n: i32, ofd: bool) -> (Result<(), Errno>, Waiters) {
+    let (set, setw) = if ofd {
+        (F_OFD_SETLK, F_OFD_SETLKW)
+    } else {
+        (F_SETLK, F_SETLKW)
+    };
+    for k in 1..=n {
+        setlk(m, k, set, F_WRLCK, k as i64, 1).unwrap();
+    }
+    let mut threads = Vec::new();
+    for k in 1..n {
+        let m2 = m.clone();
+        threads.push(thread::spawn(move || {
+            setlk(&m2, k, setw, F_WRLCK, k as i64 + 1, 1)
+        }));
+        wait_blocked(m, k as usize);
+    }
+    let irq = Interrupt::new();
+    let (m2, irq2) = (m.clone(), irq.clone());
+    let last = thread::spawn(move || {
+        let ctx = WaitCtx::FOREVER.interruptible(&irq2);
+        m2.fcntl(
+            &Cred::root(n),
+            Some(&fd(n as u64)),
+            setw,
+            &mut Flock::new(F_WRLCK, 1, 1),
+            &ctx,
+        )
+    });
+    thread::sleep(Duration::from_millis(50));
+    irq.raise();
+    (last.join().unwrap(), threads)
+}
+
+fn release_all(m: &LockManager, n: i32, threads: Waiters) {
+    for k in 1..=n {
+        m.close(k, FILE, OfdId(k as u64), true);
+    }
+    for t in threads {
+        assert_eq!(t.join().unwrap(), Ok(()));
+    }
+}
+
+#[test]
+fn linux_mode_detects_cycles_up_to_12_processes_and_misses_13() {
+    for (n, want) in [
+        (3, Err(Errno::EDEADLK)),
+        (12, Err(Errno::EDEADLK)),
+        (13, Err(Errno::EINTR)),
+    ] {
+        let m = Arc::new(LockManager::new());
+        let (r, threads) = cycle(&m, n, false);
+        assert_eq!(r, want, "cycle of {n}");
+        release_all(&m, n, threads);
+    }
+}
+
+#[test]
+fn full_mode_detects_long_cycles_and_ofd_cycles_that_linux_lets_hang() {
+    let full = || {
+        Arc::new(LockManager::with_config(LockConfig {
+            deadlock: DeadlockMode::Full,
+            ..LockConfig::default()
+        }))
+    };
+    let m = full();
+    let (r, threads) = cycle(&m, 20, false);
+    assert_eq!(r, Err(Errno::EDEADLK));
+    release_all(&m, 20, threads);
+    let m = full();
+    let (r, threads) = cycle(&m, 2, true);
+    assert_eq!(r, Err(Errno::EDEADLK));
+    release_all(&m, 2, threads);
+    let m = Arc::new(LockManager::new());
+    let (r, threads) = cycle(&m, 2, true);
+    assert_eq!(r, Err(Errno::EINTR), "Linux never reports OFD deadlocks");
+    release_all(&m, 2, threads);
+}
+
+#[test]
+fn blocked_requests_show_in_proc_locks_under_their_blocker() {
+    let m = Arc::new(LockManager::new());
+    setlk(&m, 100, F_SETLK, F_WRLCK, 0, 10).unwrap();
+    let m2 = m.clone();
+    let t = thread::spawn(move || setlk(&m2, 101, F_SETLKW, F_WRLCK, 0, 5));
+    wait_blocked(&m, 1);
+    assert_eq!(
+        m.proc_locks(),
+        "1: POSIX  ADVISORY  WRITE 100 00:03:9 0 9\n1: -> POSIX  ADVISORY  WRITE 101 00:03:9 0 4\n"
+    );
+    setlk(&m, 100, F_SETLK, F_UNLCK, 0, 0).unwrap();
+    t.join().unwrap().unwrap();
+}
