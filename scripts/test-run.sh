@@ -61,6 +61,29 @@ if [ "$(id -u)" = 0 ]; then
     timeout 60 "$uipc" run -- "$out/ipcs_fixture" "$under" > "$out/ipcs-uipc.txt" 2>/dev/null
     diff -u "$out/ipcs-host.txt" "$out/ipcs-uipc.txt"
     echo "ipcs/ipcrm: same output as util-linux"
+
+    echo "-- fakeroot-sysv under uipc run, as nobody: a tarball with root-owned files and a device"
+    work=$(mktemp -d)
+    cp "$uipc" target/release/libuipc_preload.so "$out/kernel_probe" "$work/"
+    chmod 755 "$work"
+    chown 65534:65534 "$work"
+    (
+        cd "$work"
+        timeout 120 unshare --ipc bash -c '
+            set -euo pipefail
+            setpriv --reuid=65534 --regid=65534 --clear-groups env HOME="$PWD" XDG_RUNTIME_DIR= \
+                ./uipc run -- fakeroot-sysv sh -c "
+                    mkdir d && echo hi > d/f && chown 0:0 d && chown 1234:5678 d/f &&
+                    mknod d/null c 1 3 && tar czf t.tgz d"
+            ./kernel_probe'
+    )
+    listing=$(tar tvzf "$work/t.tgz")
+    echo "$listing"
+    grep -q '^drwx.* root/root .* d/$' <<<"$listing"
+    grep -q '^-rw-.* 1234/5678 .* d/f$' <<<"$listing"
+    grep -q '^crw-.* root/root .*1,3 .* d/null$' <<<"$listing"
+    rm -rf "$work"
+    echo "fakeroot-sysv: ok"
 else
     echo "-- under uipc run (not root: /proc/sysvipc compared before and after)"
     before=$(cat /proc/sysvipc/sem /proc/sysvipc/msg /proc/sysvipc/shm)

@@ -7,13 +7,14 @@
 //! Fork: a child must not talk on its parent's connections (the daemon would mix the two
 //! processes' replies). A `pthread_atfork` child handler bumps [`GENERATION`] (an atomic add,
 //! safe right after fork); a connection made under an older generation is closed without a
-//! word and replaced. Exec: the first connection after the library is loaded tells the daemon
+//! word (if its descriptor number still names the socket) and replaced. Exec: the first connection after the library is loaded tells the daemon
 //! it is a new program image ([`uipc_proto::Request::Hello`]).
 //!
 //! A call from a signal handler that interrupted a call on the same thread finds the
 //! thread's connection busy and uses a one-off connection.
 
 use std::cell::RefCell;
+use std::os::fd::AsRawFd;
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -27,8 +28,34 @@ pub static GENERATION: AtomicU64 = AtomicU64::new(0);
 /// No connection made yet by this program image.
 static NEW_IMAGE: AtomicBool = AtomicBool::new(true);
 
+/// A session and what identifies its socket (inode), to recognise it after a fork.
+struct Session {
+    generation: u64,
+    inode: u64,
+    conn: Connection,
+}
+
 thread_local! {
-    static CONN: RefCell<Option<(u64, Connection)>> = const { RefCell::new(None) };
+    static CONN: RefCell<Option<Session>> = const { RefCell::new(None) };
+}
+
+fn inode_of(fd: i32) -> Option<u64> {
+    // SAFETY: zeroed stat is valid output space.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: fstat on any descriptor number is safe; failure is reported.
+    (unsafe { libc::fstat(fd, &mut st) } == 0).then_some(st.st_ino)
+}
+
+/// Drops a session inherited across fork without a word to the daemon. Programs that
+/// daemonize often close every descriptor after fork, and the number may now name another
+/// file: the socket is closed only if the number still refers to it.
+fn retire(s: Session) {
+    let stream = s.conn.into_stream();
+    if inode_of(stream.as_raw_fd()) == Some(s.inode) {
+        drop(stream);
+    } else {
+        std::mem::forget(stream);
+    }
 }
 
 /// `$UIPC_SOCKET` as this program image started with it (read once): without it the library
@@ -68,19 +95,23 @@ pub fn call(req: &Request) -> Result<(Response, Option<OwnedFd>), Errno> {
         let Ok(mut slot) = cell.try_borrow_mut() else {
             return None;
         };
-        if slot.as_ref().is_some_and(|(g, _)| *g != generation) {
-            // Inherited across fork: close our copy, say nothing on it.
-            if let Some((_, c)) = slot.take() {
-                drop(c.into_stream());
-            }
+        if slot.as_ref().is_some_and(|s| s.generation != generation) {
+            retire(slot.take()?);
         }
         if slot.is_none() {
             match connect() {
-                Ok(c) => *slot = Some((generation, c)),
+                Ok(conn) => {
+                    let inode = conn.inode().unwrap_or(0);
+                    *slot = Some(Session {
+                        generation,
+                        inode,
+                        conn,
+                    })
+                }
                 Err(e) => return Some(Err(e)),
             }
         }
-        let (_, conn) = slot.as_ref()?;
+        let conn = &slot.as_ref()?.conn;
         match conn.call(req, interruptible) {
             Ok(r) => Some(Ok(r)),
             Err(_) => {

@@ -48,6 +48,14 @@ impl Connection {
         }
     }
 
+    /// The inode of the socket (to recognise the descriptor later).
+    pub fn inode(&self) -> Option<u64> {
+        // SAFETY: zeroed stat is valid output space; the socket is open.
+        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        // SAFETY: as above.
+        (unsafe { libc::fstat(self.sock.as_raw_fd(), &mut st) } == 0).then_some(st.st_ino)
+    }
+
     /// The socket (for closing it without a goodbye in a forked child).
     pub fn into_stream(self) -> UnixStream {
         self.sock

@@ -137,10 +137,12 @@ fn fill_control(msg: &mut libc::msghdr, cbuf: &mut CmsgBuf, cred: bool, fd: Opti
     unsafe {
         let mut c = libc::CMSG_FIRSTHDR(msg);
         if cred {
+            // Raw system calls: another preloaded library (fakeroot's) may fake the libc
+            // getters, and the kernel refuses credentials the process does not hold.
             let me = libc::ucred {
-                pid: libc::getpid(),
-                uid: libc::geteuid(),
-                gid: libc::getegid(),
+                pid: libc::syscall(libc::SYS_getpid) as libc::pid_t,
+                uid: libc::syscall(libc::SYS_geteuid) as libc::uid_t,
+                gid: libc::syscall(libc::SYS_getegid) as libc::gid_t,
             };
             (*c).cmsg_level = libc::SOL_SOCKET;
             (*c).cmsg_type = libc::SCM_CREDENTIALS;
