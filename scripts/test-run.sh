@@ -84,6 +84,17 @@ if [ "$(id -u)" = 0 ]; then
     grep -q '^crw-.* root/root .*1,3 .* d/null$' <<<"$listing"
     rm -rf "$work"
     echo "fakeroot-sysv: ok"
+
+    echo "-- the Python package sysv_ipc's own test suite under uipc run"
+    bash scripts/sysv-ipc-setup.sh
+    (
+        cd target/sysv_ipc/sysv_ipc-*/
+        timeout 300 unshare --ipc bash -c '
+            set -euo pipefail
+            "$1" run -- ../venv/bin/python -m unittest discover -t . -s tests
+            "$2"
+        ' _ "$(realpath ../../release/uipc)" "$(realpath ../../c-tests/kernel_probe)"
+    )
 else
     echo "-- under uipc run (not root: /proc/sysvipc compared before and after)"
     before=$(cat /proc/sysvipc/sem /proc/sysvipc/msg /proc/sysvipc/shm)
