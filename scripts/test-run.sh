@@ -35,18 +35,19 @@ shared_daemon() {
 export -f shared_daemon
 
 tests=(msg_sem_exchange sem_undo_kill shm_share shm_rdonly_segv semop_eintr threads_block
-    calls_errno perm_setuid)
+    calls_errno perm_setuid "load 64 100")
 
 if [ "$(id -u)" = 0 ]; then
     echo "-- on the host kernel (each in a private IPC namespace)"
     for t in "${tests[@]}"; do
-        timeout 60 unshare --ipc "$out/$t"
+        # shellcheck disable=SC2086 # a test may carry arguments
+        timeout 60 unshare --ipc $out/$t
     done
     echo "-- under uipc run (one private IPC namespace, checked afterwards)"
     timeout 300 unshare --ipc bash -c '
         set -euo pipefail
         uipc=$1 out=$2; shift 2
-        for t in "$@"; do timeout 60 "$uipc" run -- "$out/$t"; done
+        for t in "$@"; do timeout 60 "$uipc" run -- $out/$t; done
         shared_daemon "$uipc" "$out"
         "$out/kernel_probe"
     ' _ "$uipc" "$out" "${tests[@]}"
@@ -99,7 +100,8 @@ else
     echo "-- under uipc run (not root: /proc/sysvipc compared before and after)"
     before=$(cat /proc/sysvipc/sem /proc/sysvipc/msg /proc/sysvipc/shm)
     for t in "${tests[@]}"; do
-        timeout 60 "$uipc" run -- "$out/$t"
+        # shellcheck disable=SC2086 # a test may carry arguments
+        timeout 60 "$uipc" run -- $out/$t
     done
     shared_daemon "$uipc" "$out"
     after=$(cat /proc/sysvipc/sem /proc/sysvipc/msg /proc/sysvipc/shm)

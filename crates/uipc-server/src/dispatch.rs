@@ -6,9 +6,9 @@
 
 use crate::memfd::MemfdBacking;
 use std::os::fd::{FromRawFd, OwnedFd, RawFd};
-use uipc::ipc::consts::{IPC_STAT, PAGE_SIZE};
+use uipc::ipc::consts::{IPC_NOWAIT, IPC_STAT, PAGE_SIZE};
 use uipc::ipc::msg::{MsgctlArg, MsgctlOut};
-use uipc::ipc::sem::{SemctlArg, SemctlOut};
+use uipc::ipc::sem::{Sembuf, SemctlArg, SemctlOut};
 use uipc::ipc::shm::ShmctlOut;
 use uipc::ipc::IpcNamespace;
 use uipc::{Cred, Errno, Interrupt, WaitCtx};
@@ -39,6 +39,63 @@ fn done(r: Result<(), Errno>) -> Response {
 
 fn err(e: Errno) -> Response {
     Response::Error(e.raw())
+}
+
+/// The same call with IPC_NOWAIT everywhere, and the errno it gives instead of sleeping
+/// (`None` for calls that never sleep). Such a failure changes nothing in the namespace.
+pub fn without_sleeping(req: &Request) -> Option<(Request, i32)> {
+    let nowait = IPC_NOWAIT;
+    match req {
+        Request::Semtimedop {
+            semid,
+            nsops,
+            sops: Some(sops),
+            timeout,
+        } => Some((
+            Request::Semtimedop {
+                semid: *semid,
+                nsops: *nsops,
+                sops: Some(
+                    sops.iter()
+                        .map(|b| Sembuf::new(b.sem_num, b.sem_op, b.sem_flg | nowait as i16))
+                        .collect(),
+                ),
+                timeout: *timeout,
+            },
+            libc::EAGAIN,
+        )),
+        Request::Msgsnd {
+            msqid,
+            mtype,
+            msgsz,
+            text,
+            flags,
+        } => Some((
+            Request::Msgsnd {
+                msqid: *msqid,
+                mtype: *mtype,
+                msgsz: *msgsz,
+                text: text.clone(),
+                flags: flags | nowait,
+            },
+            libc::EAGAIN,
+        )),
+        Request::Msgrcv {
+            msqid,
+            maxsize,
+            msgtyp,
+            flags,
+        } => Some((
+            Request::Msgrcv {
+                msqid: *msqid,
+                maxsize: *maxsize,
+                msgtyp: *msgtyp,
+                flags: flags | nowait,
+            },
+            libc::ENOMSG,
+        )),
+        _ => None,
+    }
 }
 
 /// A descriptor for the client's mapping of `memfd`: read-only attaches get a read-only open

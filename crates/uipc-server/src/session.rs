@@ -5,9 +5,12 @@
 //! answered, in order. A frame that fails to decode gets an EBADMSG reply and the connection
 //! is closed; a frame without credentials, or from a process that is gone, closes it.
 //!
-//! Blocking calls: while one is served, the [`Poller`] watches the socket; anything readable
-//! (the client's Cancel, or its hang-up) raises the session's interrupt and the engine call
-//! ends with EINTR unless it already completed. The Cancel frame is then read as the next
+//! Blocking calls: a call that may sleep is first made with IPC_NOWAIT, which is the same call
+//! when it can proceed at once (Linux, too, first tries the operation and sleeps only if it
+//! cannot proceed) and fails without side effects otherwise. Only then is it made again as
+//! asked, while the [`Poller`] watches the socket: anything readable (the client's Cancel, or
+//! its hang-up) raises the session's interrupt and the engine call ends with EINTR unless it
+//! already completed. The Cancel frame is then read as the next
 //! frame and ignored, as is a Cancel that arrives after its call was answered.
 //!
 //! The guard is held until the reply is sent, so a process's exit rules (which wait for its
@@ -142,19 +145,32 @@ fn serve_one(
         };
         return reply(fd, &resp, None);
     }
-    let watch = req.may_block().then(|| {
-        let irq = irq.clone();
-        shared.poller.watch(fd, move || irq.raise())
-    });
     let cx = Ctx {
         ns: &shared.ns,
         backing: &shared.backing,
         cred: &cred,
         irq,
     };
-    let (resp, pass) = dispatch::serve(&cx, req);
-    if let Some(w) = watch {
-        shared.poller.unwatch(w);
-    }
+    // A call that may sleep is first tried without sleeping; only if it would sleep is the
+    // socket watched for a Cancel (arming the watcher costs two wake-ups of its thread).
+    let attempt = req
+        .may_block()
+        .then(|| dispatch::without_sleeping(&req))
+        .flatten();
+    let first = attempt.map(|(quick, would_block)| {
+        let (resp, pass) = dispatch::serve(&cx, quick);
+        (resp, pass, would_block)
+    });
+    let (resp, pass) = match first {
+        Some((Response::Error(e), _, would_block)) if e == would_block => {
+            let i = irq.clone();
+            let watch = shared.poller.watch(fd, move || i.raise());
+            let out = dispatch::serve(&cx, req);
+            shared.poller.unwatch(watch);
+            out
+        }
+        Some((resp, pass, _)) => (resp, pass),
+        None => dispatch::serve(&cx, req),
+    };
     reply(fd, &resp, pass.as_ref().map(|p| p.as_raw_fd()))
 }
