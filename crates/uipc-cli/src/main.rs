@@ -1,5 +1,6 @@
 //! `uipc`: the one command. Subcommands dispatch to the library crates.
 
+mod ipcrm;
 mod ipcs;
 mod run;
 
@@ -323,9 +324,9 @@ fn main() -> ExitCode {
                     return ExitCode::from(2);
                 }
             };
-            ipcs::ipcrm(
+            ipcrm::ipcrm(
                 a.socket,
-                ipcs::Removals {
+                ipcrm::Removals {
                     msg_ids: a.msg_ids,
                     msg_keys: a.msg_keys,
                     shm_ids: a.shm_ids,
