@@ -144,7 +144,12 @@ pub fn check(resp: Response) -> Result<Response, Errno> {
 
 /// The return value of a call answered with `Ret`.
 pub fn ret_of(req: Request) -> Result<i64, Errno> {
-    match check(call(&req)?.0)? {
+    ret_value(call(&req)?.0)
+}
+
+/// The return value in a `Ret` response (or its errno).
+pub fn ret_value(resp: Response) -> Result<i64, Errno> {
+    match check(resp)? {
         Response::Ret(v) => Ok(v),
         _ => Err(Errno::from_raw(libc::EIO)),
     }

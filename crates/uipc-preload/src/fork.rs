@@ -30,7 +30,7 @@ fn real_fork() -> Option<ForkFn> {
 
 /// fork(2).
 #[no_mangle]
-pub extern "C" fn fork() -> pid_t {
+pub extern "C-unwind" fn fork() -> pid_t {
     let Some(real) = real_fork() else {
         // SAFETY: the raw system call; without libc's fork there are no atfork handlers.
         return unsafe { libc::syscall(libc::SYS_fork) } as pid_t;
@@ -66,7 +66,7 @@ pub extern "C" fn fork() -> pid_t {
     // SAFETY: our own read end.
     unsafe { libc::close(pipe[0]) };
     if pid > 0 {
-        let _ = std::panic::catch_unwind(|| ret_of(Request::ForkChild { child: pid }));
+        let _ = crate::guarded(|| ret_of(Request::ForkChild { child: pid }));
     }
     // SAFETY: writes one byte from a live byte and closes our write end.
     unsafe {

@@ -7,7 +7,10 @@
 //! `$UIPC_SOCKET` each call goes to the kernel unchanged.
 //!
 //! Every export catches panics (none crosses the C ABI: the call fails with EINVAL instead),
-//! sets errno through `__errno_location` on failure and leaves it untouched on success. The
+//! sets errno through `__errno_location` on failure and leaves it untouched on success. Thread
+//! cancellation is held off inside the library except while semop, semtimedop, msgsnd or
+//! msgrcv waits for the daemon, where `pthread_cancel` acts as in the kernel's call (the
+//! exports are `C-unwind` so the cancellation unwinds through them). The
 //! caller's pointers are never dereferenced: copies go through [`user`], so a bad pointer is
 //! EFAULT as from the kernel. A daemon that cannot be reached gives ENOSYS.
 //!
@@ -52,11 +55,47 @@ fn errno_slot() -> *mut libc::c_int {
     unsafe { libc::__errno_location() }
 }
 
-/// Runs an export's body: its value, or -1 with errno set; a panic is EINVAL.
-fn guard(f: impl FnOnce() -> Result<i64, Errno>) -> i64 {
+const PTHREAD_CANCEL_DISABLE: libc::c_int = 1;
+
+extern "C" {
+    fn pthread_setcancelstate(state: libc::c_int, old: *mut libc::c_int) -> libc::c_int;
+}
+
+/// Thread cancellation held off for a scope, and restored after.
+struct NoCancel(libc::c_int);
+
+impl NoCancel {
+    fn new() -> NoCancel {
+        let mut old = 0;
+        // SAFETY: sets this thread's cancelability state, saving the old one in a live int.
+        unsafe { pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &mut old) };
+        NoCancel(old)
+    }
+}
+
+impl Drop for NoCancel {
+    fn drop(&mut self) {
+        let mut ignored = 0;
+        // SAFETY: restores the state saved by `new`.
+        unsafe { pthread_setcancelstate(self.0, &mut ignored) };
+    }
+}
+
+/// Runs library code with no panic escaping (a panic is EINVAL) and thread cancellation held
+/// off: the socket calls inside are cancellation points, and a cancellation must not unwind
+/// through `catch_unwind`.
+fn guarded<T>(f: impl FnOnce() -> Result<T, Errno>) -> Result<T, Errno> {
+    let _no_cancel = NoCancel::new();
+    catch_unwind(AssertUnwindSafe(f)).unwrap_or(Err(Errno::EINVAL))
+}
+
+fn errno_now() -> libc::c_int {
     // SAFETY: reads this thread's errno.
-    let saved = unsafe { *errno_slot() };
-    let result = catch_unwind(AssertUnwindSafe(f)).unwrap_or(Err(Errno::EINVAL));
+    unsafe { *errno_slot() }
+}
+
+/// An export's result: the value, or -1 with errno set; on success errno is `saved`.
+fn finish(result: Result<i64, Errno>, saved: libc::c_int) -> i64 {
     let (value, errno) = match result {
         Ok(v) => (v, saved),
         Err(e) => (-1, e.raw()),
@@ -64,6 +103,27 @@ fn guard(f: impl FnOnce() -> Result<i64, Errno>) -> i64 {
     // SAFETY: writes this thread's errno.
     unsafe { *errno_slot() = errno };
     value
+}
+
+/// Runs an export that is not a cancellation point.
+fn guard(f: impl FnOnce() -> Result<i64, Errno>) -> i64 {
+    let saved = errno_now();
+    finish(guarded(f), saved)
+}
+
+/// Runs an export that is a cancellation point (semop, semtimedop, msgsnd, msgrcv): `prepare`
+/// and `done` are guarded, but the wait for the daemon runs with the caller's cancelability,
+/// so `pthread_cancel` acts during it as during the system call (the export is `C-unwind`, and
+/// that part of the library does not panic).
+fn guard_blocking(
+    prepare: impl FnOnce() -> Result<uipc_proto::Request, Errno>,
+    done: impl FnOnce(uipc_proto::Response) -> Result<i64, Errno>,
+) -> i64 {
+    let saved = errno_now();
+    let result = guarded(prepare)
+        .and_then(|req| conn::call(&req))
+        .and_then(|(resp, _)| guarded(|| done(resp)));
+    finish(result, saved)
 }
 
 extern "C" fn init() {

@@ -5,9 +5,9 @@
 //! the kernel's order. msgrcv writes the type and text into the caller's buffer after the
 //! message was taken: a bad buffer gives EFAULT and the message is lost, as on Linux.
 
-use crate::conn::{call, check, enabled, ret_of};
+use crate::conn::{call, check, enabled, ret_of, ret_value};
 use crate::user::{copy_in, copy_out, u32_at, u64_at};
-use crate::{abi, guard};
+use crate::{abi, guard, guard_blocking};
 use libc::{c_int, c_long, c_void, size_t, ssize_t};
 use uipc::ipc::consts::*;
 use uipc::ipc::msg::MsqidSet;
@@ -16,7 +16,7 @@ use uipc_proto::{Request, Response, MAX_TEXT};
 
 /// msgget(2).
 #[no_mangle]
-pub extern "C" fn msgget(key: libc::key_t, msgflg: c_int) -> c_int {
+pub extern "C-unwind" fn msgget(key: libc::key_t, msgflg: c_int) -> c_int {
     if !enabled() {
         // SAFETY: the kernel's own call with the caller's arguments.
         return unsafe { libc::syscall(libc::SYS_msgget, key, msgflg) } as c_int;
@@ -26,32 +26,38 @@ pub extern "C" fn msgget(key: libc::key_t, msgflg: c_int) -> c_int {
 
 /// msgsnd(2).
 #[no_mangle]
-pub extern "C" fn msgsnd(msqid: c_int, msgp: *const c_void, msgsz: size_t, msgflg: c_int) -> c_int {
+pub extern "C-unwind" fn msgsnd(
+    msqid: c_int,
+    msgp: *const c_void,
+    msgsz: size_t,
+    msgflg: c_int,
+) -> c_int {
     if !enabled() {
         // SAFETY: the kernel's own call with the caller's arguments.
         return unsafe { libc::syscall(libc::SYS_msgsnd, msqid, msgp, msgsz, msgflg) } as c_int;
     }
     let msgp = msgp as usize;
-    guard(move || {
+    let prepare = move || {
         let mtype = u64_at(&copy_in(msgp, 8)?, 0) as i64;
         let text = if msgsz as u64 > MAX_TEXT {
             None
         } else {
             msgp.checked_add(8).and_then(|at| copy_in(at, msgsz).ok())
         };
-        ret_of(Request::Msgsnd {
+        Ok(Request::Msgsnd {
             msqid,
             mtype,
             msgsz: msgsz as u64,
             text,
             flags: msgflg,
         })
-    }) as c_int
+    };
+    guard_blocking(prepare, ret_value) as c_int
 }
 
 /// msgrcv(2).
 #[no_mangle]
-pub extern "C" fn msgrcv(
+pub extern "C-unwind" fn msgrcv(
     msqid: c_int,
     msgp: *mut c_void,
     msgsz: size_t,
@@ -64,27 +70,28 @@ pub extern "C" fn msgrcv(
             as ssize_t;
     }
     let msgp = msgp as usize;
-    guard(move || {
-        let req = Request::Msgrcv {
+    let prepare = move || {
+        Ok(Request::Msgrcv {
             msqid,
             maxsize: msgsz as i64,
             msgtyp,
             flags: msgflg,
-        };
-        match check(call(&req)?.0)? {
-            Response::Msg { mtype, text } => {
-                copy_out(msgp, &mtype.to_le_bytes())?;
-                copy_out(msgp.checked_add(8).ok_or(Errno::EFAULT)?, &text)?;
-                Ok(text.len() as i64)
-            }
-            _ => Err(Errno::from_raw(libc::EIO)),
+        })
+    };
+    let done = move |resp| match check(resp)? {
+        Response::Msg { mtype, text } => {
+            copy_out(msgp, &mtype.to_le_bytes())?;
+            copy_out(msgp.checked_add(8).ok_or(Errno::EFAULT)?, &text)?;
+            Ok(text.len() as i64)
         }
-    }) as ssize_t
+        _ => Err(Errno::from_raw(libc::EIO)),
+    };
+    guard_blocking(prepare, done) as ssize_t
 }
 
 /// msgctl(2).
 #[no_mangle]
-pub extern "C" fn msgctl(msqid: c_int, cmd: c_int, buf: *mut c_void) -> c_int {
+pub extern "C-unwind" fn msgctl(msqid: c_int, cmd: c_int, buf: *mut c_void) -> c_int {
     if !enabled() {
         // SAFETY: the kernel's own call with the caller's arguments.
         return unsafe { libc::syscall(libc::SYS_msgctl, msqid, cmd, buf) } as c_int;

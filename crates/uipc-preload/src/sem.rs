@@ -5,9 +5,9 @@
 //! register as a fourth fixed integer argument, so the export takes it as a `usize` and reads
 //! it only for the commands that use it, as glibc does.
 
-use crate::conn::{call, check, enabled, ret_of};
+use crate::conn::{call, check, enabled, ret_of, ret_value};
 use crate::user::{copy_in, copy_out, u32_at};
-use crate::{abi, guard};
+use crate::{abi, guard, guard_blocking};
 use libc::{c_int, c_void, size_t};
 use uipc::ipc::consts::*;
 use uipc::ipc::sem::{Sembuf, Timespec};
@@ -16,7 +16,7 @@ use uipc_proto::{Request, Response, SemArg, MAX_SOPS};
 
 /// semget(2).
 #[no_mangle]
-pub extern "C" fn semget(key: libc::key_t, nsems: c_int, semflg: c_int) -> c_int {
+pub extern "C-unwind" fn semget(key: libc::key_t, nsems: c_int, semflg: c_int) -> c_int {
     if !enabled() {
         // SAFETY: the kernel's own call with the caller's arguments.
         return unsafe { libc::syscall(libc::SYS_semget, key, nsems, semflg) } as c_int;
@@ -32,13 +32,13 @@ pub extern "C" fn semget(key: libc::key_t, nsems: c_int, semflg: c_int) -> c_int
 
 /// semop(2): semtimedop without a timeout.
 #[no_mangle]
-pub extern "C" fn semop(semid: c_int, sops: *mut c_void, nsops: size_t) -> c_int {
+pub extern "C-unwind" fn semop(semid: c_int, sops: *mut c_void, nsops: size_t) -> c_int {
     semtimedop(semid, sops, nsops, std::ptr::null())
 }
 
 /// semtimedop(2).
 #[no_mangle]
-pub extern "C" fn semtimedop(
+pub extern "C-unwind" fn semtimedop(
     semid: c_int,
     sops: *mut c_void,
     nsops: size_t,
@@ -50,7 +50,7 @@ pub extern "C" fn semtimedop(
             as c_int;
     }
     let (sops, timeout) = (sops as usize, timeout as usize);
-    guard(move || {
+    let prepare = move || {
         // The kernel copies the timeout first, and takes nsops as an unsigned int.
         let timeout = match timeout {
             0 => None,
@@ -78,18 +78,19 @@ pub extern "C" fn semtimedop(
                     .collect()
             })
         };
-        ret_of(Request::Semtimedop {
+        Ok(Request::Semtimedop {
             semid,
             nsops,
             sops: ops,
             timeout,
         })
-    }) as c_int
+    };
+    guard_blocking(prepare, ret_value) as c_int
 }
 
 /// semctl(2); see the module doc for the fourth argument.
 #[no_mangle]
-pub extern "C" fn semctl(semid: c_int, semnum: c_int, cmd: c_int, arg: usize) -> c_int {
+pub extern "C-unwind" fn semctl(semid: c_int, semnum: c_int, cmd: c_int, arg: usize) -> c_int {
     if !enabled() {
         // SAFETY: the kernel's own call with the caller's arguments.
         return unsafe { libc::syscall(libc::SYS_semctl, semid, semnum, cmd, arg) } as c_int;

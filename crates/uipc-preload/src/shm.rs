@@ -34,7 +34,7 @@ pub fn attached() -> MutexGuard<'static, BTreeMap<usize, usize>> {
 
 /// shmget(2).
 #[no_mangle]
-pub extern "C" fn shmget(key: libc::key_t, size: size_t, shmflg: c_int) -> c_int {
+pub extern "C-unwind" fn shmget(key: libc::key_t, size: size_t, shmflg: c_int) -> c_int {
     if !enabled() {
         // SAFETY: the kernel's own call with the caller's arguments.
         return unsafe { libc::syscall(libc::SYS_shmget, key, size, shmflg) } as c_int;
@@ -50,7 +50,7 @@ pub extern "C" fn shmget(key: libc::key_t, size: size_t, shmflg: c_int) -> c_int
 
 /// shmat(2).
 #[no_mangle]
-pub extern "C" fn shmat(shmid: c_int, shmaddr: *const c_void, shmflg: c_int) -> *mut c_void {
+pub extern "C-unwind" fn shmat(shmid: c_int, shmaddr: *const c_void, shmflg: c_int) -> *mut c_void {
     if !enabled() {
         // SAFETY: the kernel's own call with the caller's arguments.
         return unsafe { libc::syscall(libc::SYS_shmat, shmid, shmaddr, shmflg) } as *mut c_void;
@@ -149,7 +149,7 @@ fn shmat_uipc(shmid: c_int, wanted: usize, flags: c_int) -> Result<i64, Errno> {
 
 /// shmdt(2).
 #[no_mangle]
-pub extern "C" fn shmdt(shmaddr: *const c_void) -> c_int {
+pub extern "C-unwind" fn shmdt(shmaddr: *const c_void) -> c_int {
     if !enabled() {
         // SAFETY: the kernel's own call with the caller's arguments.
         return unsafe { libc::syscall(libc::SYS_shmdt, shmaddr) } as c_int;
@@ -168,7 +168,7 @@ pub extern "C" fn shmdt(shmaddr: *const c_void) -> c_int {
 
 /// shmctl(2).
 #[no_mangle]
-pub extern "C" fn shmctl(shmid: c_int, cmd: c_int, buf: *mut c_void) -> c_int {
+pub extern "C-unwind" fn shmctl(shmid: c_int, cmd: c_int, buf: *mut c_void) -> c_int {
     if !enabled() {
         // SAFETY: the kernel's own call with the caller's arguments.
         return unsafe { libc::syscall(libc::SYS_shmctl, shmid, cmd, buf) } as c_int;

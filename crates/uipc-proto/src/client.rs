@@ -14,6 +14,24 @@ use std::os::unix::net::UnixStream;
 use std::path::Path;
 use std::time::Duration;
 
+/// A request sent and not yet answered. If the wait is left by unwinding (the thread was
+/// cancelled with `pthread_cancel` in the read, a cancellation point), the request is
+/// withdrawn before the unwinding goes on: Cancel, then the reply is read and dropped, so the
+/// daemon holds no sleeping request of a thread that is gone.
+struct Waiting {
+    fd: std::os::fd::RawFd,
+    done: bool,
+}
+
+impl Drop for Waiting {
+    fn drop(&mut self) {
+        if !self.done {
+            let _ = send_frame(self.fd, &Request::Cancel.encode(), true, None);
+            let _ = recv_frame(self.fd, false);
+        }
+    }
+}
+
 /// A session with the daemon.
 pub struct Connection {
     sock: UnixStream,
@@ -70,6 +88,17 @@ impl Connection {
     ) -> io::Result<(Response, Option<OwnedFd>)> {
         let fd = self.sock.as_raw_fd();
         send_frame(fd, &req.encode(), true, None)?;
+        let mut waiting = Waiting { fd, done: false };
+        let result = self.wait_reply(fd, interruptible);
+        waiting.done = true;
+        result
+    }
+
+    fn wait_reply(
+        &self,
+        fd: std::os::fd::RawFd,
+        interruptible: bool,
+    ) -> io::Result<(Response, Option<OwnedFd>)> {
         let mut cancelled = false;
         loop {
             match recv_frame(fd, interruptible && !cancelled) {
