@@ -49,6 +49,8 @@ if [ "$(id -u)" = 0 ]; then
         uipc=$1 out=$2; shift 2
         for t in "$@"; do timeout 60 "$uipc" run -- $out/$t; done
         shared_daemon "$uipc" "$out"
+        # A uipc run inside another joins its daemon: the two programs meet by key.
+        "$uipc" run -- sh -c "\"$out/key_peer\" wait & \"$uipc\" run -- \"$out/key_peer\" post && wait \$!"
         "$out/kernel_probe"
     ' _ "$uipc" "$out" "${tests[@]}"
     echo "-- uipc ipcs / ipcrm against util-linux ipcs / ipcrm (same objects, same output)"

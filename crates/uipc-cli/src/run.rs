@@ -1,16 +1,22 @@
 //! `uipc run [--socket PATH] -- program args...`: runs a program with the preload library,
 //! against the daemon on the socket, starting a private one if none answers there.
 //!
-//! Without `--socket` the daemon is always private: its socket is in a fresh 0700 directory.
-//! A daemon started here is a child process (`uipc serve`) that gets SIGTERM when the program
-//! exits, or when `uipc run` itself dies (PR_SET_PDEATHSIG). The library is
-//! `libuipc_preload.so` next to the `uipc` binary (or `$UIPC_PRELOAD`); it is prepended to
-//! `LD_PRELOAD`, and `UIPC_SOCKET` names the socket. The exit status is the program's, or
-//! 128 + the signal that killed it.
+//! Without `--socket`, a `uipc run` started under another one (`$UIPC_SOCKET` set and
+//! answering) joins its daemon, so nested programs share one namespace; otherwise the daemon
+//! is private, its socket in a fresh 0700 directory. A daemon started here is a child process
+//! (`uipc serve`) that gets SIGTERM when the program exits, or when `uipc run` itself dies
+//! (PR_SET_PDEATHSIG). The library is `libuipc_preload.so` next to the `uipc` binary (or
+//! `$UIPC_PRELOAD`); it is prepended to `LD_PRELOAD`, and `UIPC_SOCKET` names the socket.
+//!
+//! While the program runs, `uipc run` ignores SIGINT and SIGQUIT (the terminal sends them to
+//! the program too, which decides) and passes SIGTERM and SIGHUP on to it, so the daemon stays
+//! up as long as the program does. The exit status is the program's, or 128 + the signal
+//! that killed it.
 
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitCode};
+use std::sync::atomic::{AtomicI32, Ordering};
 use std::time::{Duration, Instant};
 
 fn answers(socket: &Path) -> bool {
@@ -84,6 +90,29 @@ fn start_daemon(socket: &Path) -> Result<Child, String> {
     Err("the daemon did not answer within 10 s".into())
 }
 
+static PROGRAM: AtomicI32 = AtomicI32::new(0);
+
+extern "C" fn pass_on(sig: libc::c_int) {
+    let pid = PROGRAM.load(Ordering::SeqCst);
+    if pid > 0 {
+        // SAFETY: kill is async-signal-safe; the pid is our unreaped child.
+        unsafe { libc::kill(pid, sig) };
+    }
+}
+
+/// From now on SIGINT and SIGQUIT are ignored and SIGTERM and SIGHUP go to `pid`.
+fn forward_signals_to(pid: i32) {
+    PROGRAM.store(pid, Ordering::SeqCst);
+    // SAFETY: installs dispositions for this process; `pass_on` is async-signal-safe.
+    unsafe {
+        libc::signal(libc::SIGINT, libc::SIG_IGN);
+        libc::signal(libc::SIGQUIT, libc::SIG_IGN);
+        let handler = pass_on as extern "C" fn(libc::c_int) as libc::sighandler_t;
+        libc::signal(libc::SIGTERM, handler);
+        libc::signal(libc::SIGHUP, handler);
+    }
+}
+
 /// Runs `argv` under uipc; see the module doc.
 pub fn run(socket: Option<PathBuf>, argv: &[String]) -> ExitCode {
     match run_inner(socket, argv) {
@@ -98,7 +127,11 @@ pub fn run(socket: Option<PathBuf>, argv: &[String]) -> ExitCode {
 fn run_inner(socket: Option<PathBuf>, argv: &[String]) -> Result<ExitCode, String> {
     let (program, args) = argv.split_first().ok_or("no program given")?;
     let lib = preload_library()?;
-    let (socket, private_dir) = match socket {
+    let inherited = std::env::var_os("UIPC_SOCKET")
+        .filter(|s| !s.is_empty())
+        .map(PathBuf::from)
+        .filter(|s| answers(s));
+    let (socket, private_dir) = match socket.or(inherited) {
         Some(s) => (s, None),
         None => {
             let s = private_socket()?;
@@ -119,7 +152,11 @@ fn run_inner(socket: Option<PathBuf>, argv: &[String]) -> Result<ExitCode, Strin
         .args(args)
         .env("LD_PRELOAD", preload)
         .env("UIPC_SOCKET", &socket)
-        .status();
+        .spawn()
+        .and_then(|mut child| {
+            forward_signals_to(child.id() as i32);
+            child.wait()
+        });
     if let Some(mut d) = daemon {
         // SAFETY: signals our own child, which has not been reaped yet.
         unsafe { libc::kill(d.id() as i32, libc::SIGTERM) };
