@@ -35,7 +35,8 @@ shared_daemon() {
 export -f shared_daemon
 
 tests=(msg_sem_exchange sem_undo_kill shm_share shm_rdonly_segv semop_eintr threads_block
-    calls_errno perm_setuid eintr_storm exec_rules cancel_thread "load 64 100")
+    calls_errno perm_setuid eintr_storm exec_rules cancel_thread closefrom
+    "load 64 100")
 
 if [ "$(id -u)" = 0 ]; then
     echo "-- on the host kernel (each in a private IPC namespace)"

@@ -12,6 +12,9 @@
 //!
 //! A call from a signal handler that interrupted a call on the same thread finds the
 //! thread's connection busy and uses a one-off connection.
+//!
+//! Before each call the descriptor is checked to still be the socket (same inode): a program
+//! may close descriptors it does not know about, and the number may then name its own file.
 
 use std::cell::RefCell;
 use std::os::fd::AsRawFd;
@@ -97,6 +100,15 @@ pub fn call(req: &Request) -> Result<(Response, Option<OwnedFd>), Errno> {
         };
         if slot.as_ref().is_some_and(|s| s.generation != generation) {
             retire(slot.take()?);
+        }
+        if let Some(s) = slot.as_ref() {
+            if inode_of(s.conn.raw_fd()) != Some(s.inode) {
+                // The program closed our descriptor (closefrom, a daemon's clean-up) and the
+                // number may name one of its files now: forget it, never use or close it.
+                if let Some(s) = slot.take() {
+                    std::mem::forget(s.conn.into_stream());
+                }
+            }
         }
         if slot.is_none() {
             match connect() {

@@ -74,6 +74,11 @@ impl Connection {
         (unsafe { libc::fstat(self.sock.as_raw_fd(), &mut st) } == 0).then_some(st.st_ino)
     }
 
+    /// The socket's descriptor number.
+    pub fn raw_fd(&self) -> std::os::fd::RawFd {
+        self.sock.as_raw_fd()
+    }
+
     /// The socket (for closing it without a goodbye in a forked child).
     pub fn into_stream(self) -> UnixStream {
         self.sock
