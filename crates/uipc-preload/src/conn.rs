@@ -23,7 +23,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::OnceLock;
 use uipc::Errno;
-use uipc_proto::client::Connection;
+use uipc_proto::client::{inode_of, Connection};
 use uipc_proto::{Request, Response};
 
 /// Bumped in every forked child.
@@ -40,13 +40,6 @@ struct Session {
 
 thread_local! {
     static CONN: RefCell<Option<Session>> = const { RefCell::new(None) };
-}
-
-fn inode_of(fd: i32) -> Option<u64> {
-    // SAFETY: zeroed stat is valid output space.
-    let mut st: libc::stat = unsafe { std::mem::zeroed() };
-    // SAFETY: fstat on any descriptor number is safe; failure is reported.
-    (unsafe { libc::fstat(fd, &mut st) } == 0).then_some(st.st_ino)
 }
 
 /// Drops a session inherited across fork without a word to the daemon. Programs that

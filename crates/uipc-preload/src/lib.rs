@@ -14,6 +14,10 @@
 //! caller's pointers are never dereferenced: copies go through [`user`], so a bad pointer is
 //! EFAULT as from the kernel. A daemon that cannot be reached gives ENOSYS.
 //!
+//! Other preloaded libraries: fakeroot, for one, wraps `geteuid`, `fstat` and friends (and
+//! calls SysV IPC from inside them). The library takes the ids it sends to the daemon and the
+//! socket's identity from raw system calls, never through such wrappers.
+//!
 //! Signals: semop, semtimedop, msgsnd and msgrcv that sleep are cancelled by a signal handler
 //! (EINTR, never restarted, whatever SA_RESTART says), as on Linux; see
 //! `uipc_proto::client`.

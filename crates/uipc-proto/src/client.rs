@@ -14,6 +14,16 @@ use std::os::unix::net::UnixStream;
 use std::path::Path;
 use std::time::Duration;
 
+/// The inode behind descriptor `fd`. A raw system call: a preloaded library such as fakeroot
+/// wraps libc's `fstat` (and would call back into uipc from inside it).
+pub fn inode_of(fd: std::os::fd::RawFd) -> Option<u64> {
+    // SAFETY: zeroed stat is valid output space.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: fstat on any descriptor number is safe; failure is reported.
+    let r = unsafe { libc::syscall(libc::SYS_fstat, fd, &mut st as *mut libc::stat) };
+    (r == 0).then_some(st.st_ino)
+}
+
 /// A request sent and not yet answered. If the wait is left by unwinding (the thread was
 /// cancelled with `pthread_cancel` in the read, a cancellation point), the request is
 /// withdrawn before the unwinding goes on: Cancel, then the reply is read and dropped, so the
@@ -68,10 +78,7 @@ impl Connection {
 
     /// The inode of the socket (to recognise the descriptor later).
     pub fn inode(&self) -> Option<u64> {
-        // SAFETY: zeroed stat is valid output space; the socket is open.
-        let mut st: libc::stat = unsafe { std::mem::zeroed() };
-        // SAFETY: as above.
-        (unsafe { libc::fstat(self.sock.as_raw_fd(), &mut st) } == 0).then_some(st.st_ino)
+        inode_of(self.sock.as_raw_fd())
     }
 
     /// The socket's descriptor number.
