@@ -41,6 +41,11 @@
 //!   MAP_FIXED_NOREPLACE; if mapping fails after the daemon recorded the attachment, the
 //!   library detaches it again, which sets the segment's dtime.
 //! - Messages longer than 8 MiB (msgmax raised past it) cannot be sent (EFAULT).
+//! - munmap, mremap or a MAP_FIXED mapping over an attachment is not seen: Linux would count
+//!   the attachment gone (nattch), uipc keeps it until shmdt, exec or exit.
+//! - A fork while another thread is between the daemon's shmat reply and its mapping can give
+//!   the child a recorded attachment it does not have (nattch one too high until it exits).
+//! - The attachment table is one mutex, taken by shmat, shmdt and fork.
 //! - `uipc locks`, state save/restore (`--state`): see the daemon.
 
 mod abi;
