@@ -20,7 +20,7 @@ int main(void) {
     char c;
     CHECK(read(ready[0], &c, 1) == 1);
     CHECK(semctl(semid, 0, GETVAL) == 3);
-    for (int i = 0; i < 500 && semctl(semid, 1, GETNCNT) != 1; i++)
+    for (int i = 0; i < 2500 && semctl(semid, 1, GETNCNT) != 1; i++)
         usleep(2000);
     CHECK(semctl(semid, 1, GETNCNT) == 1);
     CHECK(kill(child, SIGKILL) == 0);
