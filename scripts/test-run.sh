@@ -66,6 +66,29 @@ if [ "$(id -u)" = 0 ]; then
     diff -u "$out/ipcs-host.txt" "$out/ipcs-uipc.txt"
     echo "ipcs/ipcrm: same output as util-linux"
 
+    echo "-- uipc serve --state: stopped and started again, the same objects"
+    state_dir=$(mktemp -d)
+    abs_out=$(realpath "$out")
+    start_serve() {
+        "$uipc" serve --socket "$state_dir/socket" --state "$state_dir/state" &
+        serve_pid=$!
+        for _ in $(seq 200); do [ -S "$state_dir/socket" ] && break; sleep 0.05; done
+    }
+    start_serve
+    timeout 60 "$uipc" run --socket "$state_dir/socket" -- "$abs_out/ipcs_fixture" true
+    "$uipc" ipcs --socket "$state_dir/socket" > "$state_dir/before"
+    kill -TERM "$serve_pid"
+    wait "$serve_pid"
+    [ -s "$state_dir/state" ] && [ ! -e "$state_dir/socket" ]
+    start_serve
+    "$uipc" ipcs --socket "$state_dir/socket" > "$state_dir/after"
+    kill -TERM "$serve_pid"
+    wait "$serve_pid"
+    diff -u "$state_dir/before" "$state_dir/after"
+    grep -q locked "$state_dir/after"
+    rm -rf "$state_dir"
+    echo "state: restored"
+
     echo "-- fakeroot-sysv under uipc run, as nobody: a tarball with root-owned files and a device"
     work=$(mktemp -d)
     cp "$uipc" target/release/libuipc_preload.so "$out/kernel_probe" "$work/"

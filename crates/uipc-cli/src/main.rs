@@ -102,6 +102,10 @@ struct ServeArgs {
     /// Let other users connect (socket mode 0666); their calls are still judged by their ids.
     #[arg(long)]
     shared: bool,
+    /// Restore the namespace from this file at start (if it exists) and save it there on
+    /// SIGTERM, SIGINT or SIGHUP: same ids, keys, owners, values, messages and contents.
+    #[arg(long, value_name = "PATH")]
+    state: Option<std::path::PathBuf>,
 }
 
 #[derive(Subcommand)]
@@ -270,8 +274,9 @@ fn serve(args: ServeArgs) -> ExitCode {
     let opts = uipc_server::Options {
         socket: args.socket.unwrap_or_else(uipc_server::default_socket_path),
         shared: args.shared,
+        state: args.state,
     };
-    let run = uipc_server::Server::bind(&opts).and_then(|s| s.run());
+    let run = uipc_server::run_until_signalled(&opts);
     match run {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

@@ -46,7 +46,7 @@
 //! - A fork while another thread is between the daemon's shmat reply and its mapping can give
 //!   the child a recorded attachment it does not have (nattch one too high until it exits).
 //! - The attachment table is one mutex, taken by shmat, shmdt and fork.
-//! - `uipc locks`, state save/restore (`--state`): see the daemon.
+//! - `uipc locks`: not yet (the daemon serves no lock manager).
 
 mod abi;
 mod conn;

@@ -8,7 +8,7 @@
 //! rules ([`procs`]; sessions apply them too when they see an exit first).
 //!
 //! Shared memory is memfd-backed ([`memfd`]): shmat sends the segment's memfd with the reply
-//! and the client maps it.
+//! and the client maps it. With a state file the namespace survives a restart ([`state`]).
 //!
 //! The socket lives in a directory that is not writable by others: created 0700 (0755 with
 //! `shared`) if missing, refused if it exists and is group- or other-writable or belongs to
@@ -18,7 +18,6 @@
 //!
 //! ## Not supported
 //! - File locks and POSIX timers (the lock manager and timer table are not served yet).
-//! - `--state` save and restore.
 //! - A frame's pid is the number the kernel reports at receive time; a process that died and
 //!   whose pid was reused at once could be confused with its successor (SCM_PIDFD would close
 //!   this gap).
@@ -32,6 +31,7 @@ pub mod memfd;
 pub mod poller;
 pub mod procs;
 pub mod session;
+pub mod state;
 
 use memfd::MemfdBacking;
 use poller::Poller;
@@ -51,6 +51,9 @@ pub struct Options {
     pub socket: PathBuf,
     /// Let other users connect (socket 0666, directory 0755 when created).
     pub shared: bool,
+    /// Restore the namespace from this file at start (if it exists) and save it there when
+    /// stopped by SIGTERM, SIGINT or SIGHUP ([`run_until_signalled`]).
+    pub state: Option<PathBuf>,
 }
 
 /// The state every session shares.
@@ -68,6 +71,43 @@ pub struct Server {
     shared: Arc<Shared>,
     listener: UnixListener,
     path: PathBuf,
+}
+
+/// Serves until SIGTERM, SIGINT or SIGHUP, then saves the state (if asked), removes the
+/// socket and exits the process. Call before any thread is started: the signals are blocked
+/// in every thread and taken by one with `sigwait`.
+pub fn run_until_signalled(opts: &Options) -> io::Result<()> {
+    // SAFETY: builds a signal set in a zeroed sigset_t and blocks it for this thread (and the
+    // threads it starts later).
+    let set = unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        for sig in [libc::SIGTERM, libc::SIGINT, libc::SIGHUP] {
+            libc::sigaddset(&mut set, sig);
+        }
+        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+        set
+    };
+    let server = Server::bind(opts)?;
+    let shared = server.shared.clone();
+    let (socket, state) = (opts.socket.clone(), opts.state.clone());
+    std::thread::Builder::new()
+        .name("uipc-signals".into())
+        .spawn(move || {
+            let mut sig = 0;
+            // SAFETY: waits for one of the blocked signals of a live set.
+            unsafe { libc::sigwait(&set, &mut sig) };
+            let mut code = 0;
+            if let Some(path) = state {
+                if let Err(e) = state::save(&shared.ns, &path) {
+                    eprintln!("uipc serve: saving {}: {e}", path.display());
+                    code = 1;
+                }
+            }
+            let _ = std::fs::remove_file(&socket);
+            std::process::exit(code);
+        })?;
+    server.run()
 }
 
 /// The default socket: `$XDG_RUNTIME_DIR/uipc/socket`, `/run/uipc/socket` for root, else
@@ -156,14 +196,17 @@ impl Server {
             }
             std::fs::remove_file(&opts.socket)?;
         }
-        let listener = UnixListener::bind(&opts.socket)?;
-        let mode = if opts.shared { 0o666 } else { 0o600 };
-        std::fs::set_permissions(&opts.socket, std::fs::Permissions::from_mode(mode))?;
         let backing = Arc::new(MemfdBacking::new());
         let ns = IpcNamespace::with_options(NamespaceOptions {
             shm_backing: Some(backing.clone()),
             ..Default::default()
         });
+        if let Some(state) = opts.state.as_deref().filter(|p| p.exists()) {
+            state::restore(&ns, state)?;
+        }
+        let listener = UnixListener::bind(&opts.socket)?;
+        let mode = if opts.shared { 0o666 } else { 0o600 };
+        std::fs::set_permissions(&opts.socket, std::fs::Permissions::from_mode(mode))?;
         let shared = Arc::new(Shared {
             ns,
             backing,

@@ -23,6 +23,7 @@ fn daemon() -> &'static PathBuf {
         let server = Server::bind(&Options {
             socket: socket.clone(),
             shared: false,
+            state: None,
         })
         .unwrap();
         std::thread::spawn(move || server.run());

@@ -25,6 +25,7 @@ fn a_killed_clients_undo_is_applied_before_the_reaper_asks() {
     let server = Server::bind(&Options {
         socket: socket.clone(),
         shared: false,
+        state: None,
     })
     .unwrap();
     std::thread::spawn(move || server.run());

@@ -27,6 +27,7 @@ fn start() -> (PathBuf, Arc<Shared>) {
     let server = Server::bind(&Options {
         socket: socket.clone(),
         shared: false,
+        state: None,
     })
     .unwrap();
     let shared = server.shared().clone();
