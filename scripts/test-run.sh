@@ -50,6 +50,14 @@ if [ "$(id -u)" = 0 ]; then
         uipc=$1 out=$2; shift 2
         for t in "$@"; do timeout 60 "$uipc" run -- $out/$t; done
         shared_daemon "$uipc" "$out"
+        # The daemon outlives the program while a descendant still runs (uipc run reaps
+        # orphans); the exit status is that of the program.
+        marker=$(mktemp -u)
+        set +e
+        "$uipc" run -- sh -c "(sleep 0.3; \"$out/msg_sem_exchange\" && touch $marker) & exit 7"
+        rc=$?
+        set -e
+        [ "$rc" = 7 ] && [ -e "$marker" ] && rm -f "$marker"
         # A uipc run inside another joins its daemon: the two programs meet by key.
         "$uipc" run -- sh -c "\"$out/key_peer\" wait & \"$uipc\" run -- \"$out/key_peer\" post && wait \$!"
         "$out/kernel_probe"

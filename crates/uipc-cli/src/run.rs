@@ -4,7 +4,8 @@
 //! Without `--socket`, a `uipc run` started under another one (`$UIPC_SOCKET` set and
 //! answering) joins its daemon, so nested programs share one namespace; otherwise the daemon
 //! is private, its socket in a fresh 0700 directory. A daemon started here is a child process
-//! (`uipc serve`) that gets SIGTERM when the program exits, or when `uipc run` itself dies
+//! (`uipc serve`) that gets SIGTERM once the program and every descendant that outlived it
+//! are gone (`uipc run` is their subreaper), or when `uipc run` itself dies
 //! (PR_SET_PDEATHSIG). The library is `libuipc_preload.so` next to the `uipc` binary (or
 //! `$UIPC_PRELOAD`); it is prepended to `LD_PRELOAD`, and `UIPC_SOCKET` names the socket.
 //!
@@ -113,6 +114,16 @@ fn forward_signals_to(pid: i32) {
     }
 }
 
+/// The program is gone: SIGTERM and SIGHUP end `uipc run` again (the daemon follows it).
+fn stop_forwarding() {
+    PROGRAM.store(0, Ordering::SeqCst);
+    // SAFETY: restores default dispositions.
+    unsafe {
+        libc::signal(libc::SIGTERM, libc::SIG_DFL);
+        libc::signal(libc::SIGHUP, libc::SIG_DFL);
+    }
+}
+
 /// Runs `argv` under uipc; see the module doc.
 pub fn run(socket: Option<PathBuf>, argv: &[String]) -> ExitCode {
     match run_inner(socket, argv) {
@@ -124,8 +135,38 @@ pub fn run(socket: Option<PathBuf>, argv: &[String]) -> ExitCode {
     }
 }
 
+/// Once the program has exited: its descendants that outlived it were reparented to us (we
+/// are a subreaper); reap them until no child but the daemon is left, as listed in
+/// `/proc/self/task/TID/children` (without that file, stop with the program).
+fn wait_for_descendants(daemon: Option<i32>) {
+    let me = std::process::id();
+    let children = format!("/proc/{me}/task/{me}/children");
+    loop {
+        loop {
+            // SAFETY: reaps any exited child without blocking; no status wanted.
+            let pid = unsafe { libc::waitpid(-1, std::ptr::null_mut(), libc::WNOHANG) };
+            if pid <= 0 {
+                break;
+            }
+        }
+        let Ok(list) = std::fs::read_to_string(&children) else {
+            return;
+        };
+        let others = list
+            .split_whitespace()
+            .filter_map(|p| p.parse::<i32>().ok())
+            .any(|p| Some(p) != daemon);
+        if !others {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 fn run_inner(socket: Option<PathBuf>, argv: &[String]) -> Result<ExitCode, String> {
     let (program, args) = argv.split_first().ok_or("no program given")?;
+    // SAFETY: marks this process as the reaper of its orphaned descendants.
+    unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1) };
     let lib = preload_library()?;
     let inherited = std::env::var_os("UIPC_SOCKET")
         .filter(|s| !s.is_empty())
@@ -155,8 +196,13 @@ fn run_inner(socket: Option<PathBuf>, argv: &[String]) -> Result<ExitCode, Strin
         .spawn()
         .and_then(|mut child| {
             forward_signals_to(child.id() as i32);
-            child.wait()
+            let status = child.wait();
+            stop_forwarding();
+            status
         });
+    if status.is_ok() {
+        wait_for_descendants(daemon.as_ref().map(|d| d.id() as i32));
+    }
     if let Some(mut d) = daemon {
         // SAFETY: signals our own child, which has not been reaped yet.
         unsafe { libc::kill(d.id() as i32, libc::SIGTERM) };
