@@ -97,6 +97,21 @@ if [ "$(id -u)" = 0 ]; then
     rm -rf "$state_dir"
     echo "state: restored"
 
+    # calls_errno checks that the objects it creates are owned by its euid (nobody here).
+    echo "-- uipc serve --shared as root, a client as nobody: judged by its own ids"
+    shared_dir=$(mktemp -d)
+    cp "$uipc" target/release/libuipc_preload.so "$out/calls_errno" "$shared_dir/"
+    chmod 755 "$shared_dir"
+    "$uipc" serve --shared --socket "$shared_dir/run/socket" &
+    serve_pid=$!
+    for _ in $(seq 200); do [ -S "$shared_dir/run/socket" ] && break; sleep 0.05; done
+    timeout 60 setpriv --reuid=65534 --regid=65534 --clear-groups \
+        "$shared_dir/uipc" run --socket "$shared_dir/run/socket" -- "$shared_dir/calls_errno"
+    kill -TERM "$serve_pid"
+    wait "$serve_pid"
+    rm -rf "$shared_dir"
+    echo "shared daemon: ok"
+
     echo "-- fakeroot-sysv under uipc run, as nobody: a tarball with root-owned files and a device"
     work=$(mktemp -d)
     cp "$uipc" target/release/libuipc_preload.so "$out/kernel_probe" "$work/"
