@@ -62,6 +62,13 @@ if [ "$(id -u)" = 0 ]; then
         "$uipc" run -- sh -c "\"$out/key_peer\" wait & \"$uipc\" run -- \"$out/key_peer\" post && wait \$!"
         "$out/kernel_probe"
     ' _ "$uipc" "$out" "${tests[@]}"
+    echo "-- differential runs: random calls on the host kernel and under uipc run, same output"
+    for seed in 1 2 3; do
+        timeout 60 unshare --ipc "$out/diff_ops" "$seed" 3000 > "$out/diff-host-$seed.txt"
+        timeout 120 "$uipc" run -- "$out/diff_ops" "$seed" 3000 > "$out/diff-uipc-$seed.txt"
+        diff -u "$out/diff-host-$seed.txt" "$out/diff-uipc-$seed.txt"
+    done
+    echo "diff_ops: 3 x 3000 calls, no divergence"
     echo "-- uipc ipcs / ipcrm against util-linux ipcs / ipcrm (same objects, same output)"
     script='P; P -q; P -m -s; R -Q 0x99 -s 1; echo rc=$?; R -M 0x7777; echo rc=$?; P; R -a; echo rc=$?; P'
     native=${script//P/ipcs}

@@ -89,7 +89,12 @@ fn unreadable_arguments_get_the_kernels_errno_order() {
         timeout: None,
     };
     assert_eq!(ret(&c, sem(0, 501)), Response::Error(libc::E2BIG));
-    assert_eq!(ret(&c, sem(-1, 1)), Response::Error(libc::EINVAL));
+    assert_eq!(ret(&c, sem(0, 0)), Response::Error(libc::EINVAL));
+    assert_eq!(
+        ret(&c, sem(-1, 1)),
+        Response::Error(libc::EFAULT),
+        "the id is checked after the copy"
+    );
     assert_eq!(ret(&c, sem(0, 1)), Response::Error(libc::EFAULT));
     let snd = |msgsz, mtype| Request::Msgsnd {
         msqid: 0,
