@@ -48,7 +48,7 @@ int main(int argc, char **argv) {
     for (int i = 0; i < n; i++) {
         long r;
         errno = 0;
-        switch (rnd(16)) {
+        switch (rnd(24)) {
         case 0: {
             int ns = (int)rnd(5), k = key(), f = cflags();
             r = semget(k, ns, f);
@@ -204,10 +204,100 @@ int main(int argc, char **argv) {
                        ds.shm_cpid == me, ds.shm_lpid == me);
             break;
         }
-        default: {
+        case 15: {
             int id = pick(shms);
-            r = shmctl(id, IPC_RMID, NULL);
+            r = shmctl(id, rnd(4) == 0 ? 99 : IPC_RMID, NULL);
             OUT("shmctl(%d, IPC_RMID)", id);
+            break;
+        }
+        case 16: {
+            struct sembuf op = {(unsigned short)rnd(3), (short)(rnd(2) ? 32767 : -32768),
+                                IPC_NOWAIT};
+            struct timespec ts = {0, rnd(2) ? 1000 : 1000000000L};
+            int id = pick(sems), bad = rnd(6) == 0;
+            r = semtimedop(id, &op, 1, bad ? (struct timespec *)8 : &ts);
+            OUT("semtimedop(%d, %d, %ld%s)", id, op.sem_op, ts.tv_nsec, bad ? ", bad" : "");
+            break;
+        }
+        case 17: {
+            struct seminfo si;
+            int cmd = rnd(2) ? SEM_INFO : IPC_INFO;
+            r = semctl(0, 0, cmd, (union semun){.__buf = &si});
+            OUT("semctl(%s)", cmd == SEM_INFO ? "SEM_INFO" : "IPC_INFO");
+            if (r >= 0)
+                printf("  usz %d aem %d mni %d msl %d\n", si.semusz, si.semaem, si.semmni,
+                       si.semmsl);
+            break;
+        }
+        case 18: {
+            struct msginfo mi;
+            int cmd = rnd(2) ? MSG_INFO : IPC_INFO;
+            r = msgctl(0, cmd, (struct msqid_ds *)&mi);
+            OUT("msgctl(%s)", cmd == MSG_INFO ? "MSG_INFO" : "IPC_INFO");
+            if (r >= 0)
+                printf("  pool %d map %d tql %d max %d\n", mi.msgpool, mi.msgmap, mi.msgtql,
+                       mi.msgmax);
+            break;
+        }
+        case 19: {
+            struct shm_info su;
+            struct shminfo sl;
+            int cmd = rnd(2) ? SHM_INFO : IPC_INFO;
+            r = shmctl(0, cmd, cmd == SHM_INFO ? (struct shmid_ds *)&su : (struct shmid_ds *)&sl);
+            OUT("shmctl(%s)", cmd == SHM_INFO ? "SHM_INFO" : "IPC_INFO");
+            if (r >= 0 && cmd == SHM_INFO)
+                printf("  used %d tot %lu\n", su.used_ids, su.shm_tot);
+            else if (r >= 0)
+                printf("  max %lu mni %lu all %lu\n", sl.shmmax, sl.shmmni, sl.shmall);
+            break;
+        }
+        case 20: {
+            int idx = (int)rnd(4);
+            static const int kinds[] = {SEM_STAT, SEM_STAT_ANY, MSG_STAT, MSG_STAT_ANY,
+                                        SHM_STAT, SHM_STAT_ANY};
+            int k = (int)rnd(6);
+            union {
+                struct semid_ds s;
+                struct msqid_ds m;
+                struct shmid_ds h;
+            } u;
+            if (k < 2)
+                r = semctl(idx, 0, kinds[k], (union semun){.buf = &u.s});
+            else if (k < 4)
+                r = msgctl(idx, kinds[k], &u.m);
+            else
+                r = shmctl(idx, kinds[k], &u.h);
+            OUT("stat(kind %d, index %d)", k, idx);
+            break;
+        }
+        case 21: {
+            int id = pick(msgs);
+            struct { long mtype; char text[32]; } m;
+            long n = (long)rnd(3);
+            int flags = IPC_NOWAIT | MSG_COPY | (rnd(5) == 0 ? MSG_EXCEPT : 0);
+            r = msgrcv(id, &m, sizeof m.text, n, flags);
+            OUT("msgrcv(%d, COPY %ld, %o)", id, n, flags);
+            if (r >= 0)
+                printf("  type %ld text %.*s\n", m.mtype, (int)r, m.text);
+            break;
+        }
+        case 22: {
+            int id = pick(shms);
+            int cmd = rnd(2) ? SHM_LOCK : SHM_UNLOCK;
+            r = shmctl(id, cmd, NULL);
+            OUT("shmctl(%d, %s)", id, cmd == SHM_LOCK ? "LOCK" : "UNLOCK");
+            break;
+        }
+        default: {
+            int id = pick(sems);
+            struct semid_ds ds;
+            memset(&ds, 0, sizeof ds);
+            ds.sem_perm.uid = rnd(2) ? geteuid() : 4321;
+            ds.sem_perm.gid = getegid();
+            ds.sem_perm.mode = (unsigned short)mode();
+            int bad = rnd(8) == 0;
+            r = semctl(id, 0, IPC_SET, (union semun){.buf = bad ? NULL : &ds});
+            OUT("semctl(%d, IPC_SET, uid %u%s)", id, ds.sem_perm.uid, bad ? ", NULL" : "");
             break;
         }
         }
