@@ -48,7 +48,7 @@ int main(int argc, char **argv) {
     for (int i = 0; i < n; i++) {
         long r;
         errno = 0;
-        switch (rnd(24)) {
+        switch (rnd(26)) {
         case 0: {
             int ns = (int)rnd(5), k = key(), f = cflags();
             r = semget(k, ns, f);
@@ -286,6 +286,26 @@ int main(int argc, char **argv) {
             int cmd = rnd(2) ? SHM_LOCK : SHM_UNLOCK;
             r = shmctl(id, cmd, NULL);
             OUT("shmctl(%d, %s)", id, cmd == SHM_LOCK ? "LOCK" : "UNLOCK");
+            break;
+        }
+        case 23:
+        case 24: {
+            /* Explicit addresses in a region left free on purpose, the same in both runs.
+             * Without SHM_REMAP: Linux counts a segment's mappings (VMAs) in nattch, so a
+             * remap over part of an attachment splits it, which uipc does not model. */
+            char *base = (char *)0x500000000000UL;
+            static const int fl[] = {0, SHM_RND, SHM_RDONLY, SHM_RND | SHM_RDONLY, SHM_RND};
+            int flags = fl[rnd(5)], id = pick(shms);
+            char *want = base + 4096 * rnd(64) + (rnd(3) == 0 ? 100 : 0);
+            void *p = shmat(id, want, flags);
+            r = p == (void *)-1 ? -1 : (long)((char *)p - base);
+            OUT("shmat(%d, base+%ld, %o)", id, (long)(want - base), flags);
+            if (p != (void *)-1) {
+                unsigned slot = rnd(POOL);
+                if (atts[slot] && atts[slot] != p)
+                    shmdt(atts[slot]);
+                atts[slot] = p;
+            }
             break;
         }
         default: {

@@ -41,6 +41,10 @@
 //!   MAP_FIXED_NOREPLACE; if mapping fails after the daemon recorded the attachment, the
 //!   library detaches it again, which sets the segment's dtime.
 //! - Messages longer than 8 MiB (msgmax raised past it) cannot be sent (EFAULT).
+//! - SHM_REMAP over part of an attachment: Linux splits the old mapping and counts each piece
+//!   in nattch (it counts mappings); uipc drops the whole old attachment from its books while
+//!   the kernel keeps its remaining pages mapped (the differential run leaves SHM_REMAP out
+//!   for this reason).
 //! - munmap, mremap or a MAP_FIXED mapping over an attachment is not seen: Linux would count
 //!   the attachment gone (nattch), uipc keeps it until shmdt, exec or exit.
 //! - A fork while another thread is between the daemon's shmat reply and its mapping can give
