@@ -29,7 +29,8 @@
 //! - `syscall(SYS_semop, ...)` and the other raw system call numbers go to the kernel.
 //! - vfork, clone and posix_spawn children are not announced to the daemon; as they exec
 //!   (dropping attachments) or share the parent's memory, only nattch during that window
-//!   differs. A fork by raw syscall is not seen either.
+//!   differs. A fork by raw syscall, or inside libc (daemon(3) calls its internal fork), is
+//!   not announced either: the child's inherited attachments are mapped but not counted.
 //! - execve is seen when the new image makes its first call (its `Hello` says it is new): an
 //!   image that never calls keeps its old attachments counted until it exits, and one started
 //!   without the library keeps them too.
