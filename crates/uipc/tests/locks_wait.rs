@@ -291,3 +291,81 @@ fn blocked_requests_show_in_proc_locks_under_their_blocker() {
     setlk(&m, 100, F_SETLK, F_UNLCK, 0, 0).unwrap();
     t.join().unwrap().unwrap();
 }
+
+#[test]
+fn a_waiter_conflicting_with_an_earlier_waiter_is_listed_under_it_as_linux_nests_them() {
+    let m = Arc::new(LockManager::new());
+    let woken = Arc::new(AtomicUsize::new(0));
+    setlk(&m, 100, F_SETLK, F_WRLCK, 0, 10).unwrap();
+    let w1 = spawn_waiter(&m, &woken, 101, F_WRLCK, 0, 5);
+    wait_blocked(&m, 1);
+    let w2 = spawn_waiter(&m, &woken, 102, F_WRLCK, 2, 2);
+    wait_blocked(&m, 2);
+    let w3 = spawn_waiter(&m, &woken, 103, F_RDLCK, 5, 5);
+    wait_blocked(&m, 3);
+    assert_eq!(
+        m.proc_locks(),
+        "1: POSIX  ADVISORY  WRITE 100 00:03:9 0 9\n\
+         1: -> POSIX  ADVISORY  WRITE 101 00:03:9 0 4\n\
+         1:  -> POSIX  ADVISORY  WRITE 102 00:03:9 2 3\n\
+         1: -> POSIX  ADVISORY  READ 103 00:03:9 5 9\n"
+    );
+    // The unlock grants 101 and 103; 102 now waits behind 101's lock.
+    setlk(&m, 100, F_SETLK, F_UNLCK, 0, 0).unwrap();
+    assert_eq!(w1.join().unwrap(), Ok(()));
+    assert_eq!(w3.join().unwrap(), Ok(()));
+    wait_blocked(&m, 1);
+    setlk(&m, 101, F_SETLK, F_UNLCK, 0, 0).unwrap();
+    assert_eq!(w2.join().unwrap(), Ok(()));
+}
+
+#[test]
+fn a_posix_request_closing_a_cycle_through_an_ofd_waiter_behind_a_posix_lock_gets_edeadlk() {
+    // Linux records every waiter whose parent in the tree is a POSIX lock, whatever its own
+    // kind: description 1 (OFD) holds byte 0 and waits for byte 1 behind process 2's POSIX
+    // lock; process 2 waits for byte 2 behind process 3; process 3 asking for byte 0 (held by
+    // the description) closes the cycle.
+    let m = Arc::new(LockManager::new());
+    let ofd1 = |cmd: i32, ty: i16, start: i64| {
+        m.fcntl(
+            &Cred::root(1),
+            Some(&fd(1)),
+            cmd,
+            &mut Flock::new(ty, start, 1),
+            &WaitCtx::FOREVER,
+        )
+    };
+    ofd1(F_OFD_SETLK, F_WRLCK, 0).unwrap();
+    setlk(&m, 2, F_SETLK, F_WRLCK, 1, 1).unwrap();
+    setlk(&m, 3, F_SETLK, F_WRLCK, 2, 1).unwrap();
+    let m2 = m.clone();
+    let a = thread::spawn(move || {
+        m2.fcntl(
+            &Cred::root(1),
+            Some(&fd(1)),
+            F_OFD_SETLKW,
+            &mut Flock::new(F_WRLCK, 1, 1),
+            &WaitCtx::FOREVER,
+        )
+    });
+    wait_blocked(&m, 1);
+    let m2 = m.clone();
+    let b = thread::spawn(move || setlk(&m2, 2, F_SETLKW, F_WRLCK, 2, 1));
+    wait_blocked(&m, 2);
+    let closing = m.fcntl(
+        &Cred::root(3),
+        Some(&fd(3)),
+        F_SETLKW,
+        &mut Flock::new(F_WRLCK, 0, 1),
+        &WaitCtx::timeout(Duration::from_secs(2)),
+    );
+    assert_eq!(
+        closing,
+        Err(Errno::EDEADLK),
+        "EINTR would mean the cycle went unseen"
+    );
+    m.close(3, FILE, OfdId(3), true);
+    assert_eq!(b.join().unwrap(), Ok(()));
+    m.close(2, FILE, OfdId(2), true);
+    assert_eq!(a.join().unwrap(), Ok(()));
+}

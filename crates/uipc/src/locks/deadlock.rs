@@ -8,9 +8,11 @@
 //! cannot both miss it; blockers change only under the file's lock followed by this mutex.
 //!
 //! Two modes ([`DeadlockMode`]):
-//! - `Linux` (the default) reproduces the kernel: only POSIX (process-owned) requests are
-//!   tracked and checked; from the first lock that blocks the caller, follow "the owner of that
-//!   lock is waiting for the first lock blocking its newest request", and give up after
+//! - `Linux` (the default) reproduces the kernel: a request is recorded when its parent in the
+//!   waiter tree (`file.rs`) is a POSIX lock or POSIX request, whatever its own kind (so an OFD
+//!   request waiting behind a POSIX lock is recorded), and only POSIX requests are checked:
+//!   from the first lock that blocks the caller, follow "the owner of that lock is waiting for
+//!   the first lock blocking its newest recorded request", and give up after
 //!   `MAX_DEADLK_ITERATIONS` (10) steps, which detects cycles of 2 to 12 owners.
 //! - `Full` follows every blocking owner of every waiting request, through POSIX, OFD and flock
 //!   owners alike, with no step limit (a breadth-first search with a visited set), so every
@@ -66,30 +68,42 @@ impl DeadlockGraph {
         }
     }
 
-    /// Whether requests of `kind` are tracked and checked.
-    pub fn tracks(&self, kind: LockKind) -> bool {
+    /// For a request of `kind` hanging under a tree node of `parent_kind`: whether to check it
+    /// for a cycle, and whether to record it.
+    pub fn policy(&self, kind: LockKind, parent_kind: LockKind) -> (bool, bool) {
         match self.mode {
-            DeadlockMode::Linux => kind == LockKind::Posix,
-            DeadlockMode::Full => true,
+            DeadlockMode::Linux => (kind == LockKind::Posix, parent_kind == LockKind::Posix),
+            DeadlockMode::Full => (true, true),
         }
     }
 
-    /// Checks whether `owner` waiting behind `blockers` closes a cycle (EDEADLK); if not,
-    /// records the request and returns its id. Call with the file's lock held.
-    pub fn check_and_insert(&self, owner: Owner, blockers: &[Owner]) -> Result<u64> {
+    /// If `check`, fails with EDEADLK when `owner` waiting behind `blockers` closes a cycle;
+    /// then, if `record`, records the request and returns its id. Call with the file's lock
+    /// held; the check and the record happen under one hold of the graph's lock.
+    pub fn check_and_insert(
+        &self,
+        owner: Owner,
+        blockers: &[Owner],
+        check: bool,
+        record: bool,
+    ) -> Result<Option<u64>> {
         let mut g = lock(&self.inner);
-        let cycle = match self.mode {
-            DeadlockMode::Linux => g.linux_walk(owner, blockers),
-            DeadlockMode::Full => g.full_search(owner, blockers),
-        };
+        let cycle = check
+            && match self.mode {
+                DeadlockMode::Linux => g.linux_walk(owner, blockers),
+                DeadlockMode::Full => g.full_search(owner, blockers),
+            };
         if cycle {
             return Err(Errno::EDEADLK);
+        }
+        if !record {
+            return Ok(None);
         }
         let id = g.next_id;
         g.next_id += 1;
         g.requests.insert(id, (owner, blockers.to_vec()));
         g.by_owner.entry(owner).or_default().push(id);
-        Ok(id)
+        Ok(Some(id))
     }
 
     /// Records new blockers for a request that still sleeps.
@@ -179,11 +193,11 @@ mod tests {
     }
 
     /// Owners 1..=n, each k waiting for k+1; then owner n asks to wait for owner 1.
-    fn chain(g: &DeadlockGraph, n: i32) -> Result<u64> {
+    fn chain(g: &DeadlockGraph, n: i32) -> Result<Option<u64>> {
         for k in 1..n {
-            g.check_and_insert(p(k), &[p(k + 1)]).unwrap();
+            g.check_and_insert(p(k), &[p(k + 1)], true, true).unwrap();
         }
-        g.check_and_insert(p(n), &[p(1)])
+        g.check_and_insert(p(n), &[p(1)], true, true)
     }
 
     #[test]
@@ -202,20 +216,32 @@ mod tests {
         assert_eq!(chain(&g, 500), Err(Errno::EDEADLK));
         let g = DeadlockGraph::new(DeadlockMode::Full);
         let d = |n| Owner::Description(OfdId(n));
-        g.check_and_insert(d(1), &[d(2)]).unwrap();
-        assert_eq!(g.check_and_insert(d(2), &[d(1)]), Err(Errno::EDEADLK));
-        assert!(!DeadlockGraph::new(DeadlockMode::Linux).tracks(LockKind::Ofd));
+        g.check_and_insert(d(1), &[d(2)], true, true).unwrap();
+        assert_eq!(
+            g.check_and_insert(d(2), &[d(1)], true, true),
+            Err(Errno::EDEADLK)
+        );
+        let linux = DeadlockGraph::new(DeadlockMode::Linux);
+        assert_eq!(linux.policy(LockKind::Ofd, LockKind::Posix), (false, true));
+        assert_eq!(linux.policy(LockKind::Posix, LockKind::Ofd), (true, false));
+        assert_eq!(
+            linux.policy(LockKind::Flock, LockKind::Flock),
+            (false, false)
+        );
     }
 
     #[test]
     fn full_mode_follows_every_blocker_not_just_the_first() {
         let g = DeadlockGraph::new(DeadlockMode::Full);
-        g.check_and_insert(p(1), &[p(2), p(3)]).unwrap();
-        assert_eq!(g.check_and_insert(p(3), &[p(1)]), Err(Errno::EDEADLK));
+        g.check_and_insert(p(1), &[p(2), p(3)], true, true).unwrap();
+        assert_eq!(
+            g.check_and_insert(p(3), &[p(1)], true, true),
+            Err(Errno::EDEADLK)
+        );
         let g = DeadlockGraph::new(DeadlockMode::Linux);
-        g.check_and_insert(p(1), &[p(2), p(3)]).unwrap();
+        g.check_and_insert(p(1), &[p(2), p(3)], true, true).unwrap();
         assert!(
-            g.check_and_insert(p(3), &[p(1)]).is_ok(),
+            g.check_and_insert(p(3), &[p(1)], true, true).is_ok(),
             "Linux follows the first blocker only"
         );
     }
@@ -223,14 +249,20 @@ mod tests {
     #[test]
     fn removed_and_reblocked_requests_change_the_answer() {
         let g = DeadlockGraph::new(DeadlockMode::Linux);
-        let a = g.check_and_insert(p(1), &[p(2)]).unwrap();
+        let a = g
+            .check_and_insert(p(1), &[p(2)], true, true)
+            .unwrap()
+            .unwrap();
         g.set_blockers(a, &[p(3)]);
         assert!(
-            g.check_and_insert(p(2), &[p(1)]).is_ok(),
+            g.check_and_insert(p(2), &[p(1)], true, true).is_ok(),
             "1 now waits for 3"
         );
         g.remove(a);
         assert_eq!(g.len(), 1);
-        assert!(g.check_and_insert(p(3), &[p(1)]).is_ok(), "1 waits no more");
+        assert!(
+            g.check_and_insert(p(3), &[p(1)], true, true).is_ok(),
+            "1 waits no more"
+        );
     }
 }

@@ -25,6 +25,7 @@ use super::types::{LockKind, LockType, Owner};
 use crate::sync::Mutex;
 use crate::wait::Waiter;
 use crate::{Errno, Result};
+use std::collections::HashMap;
 use std::sync::Arc;
 
 /// A held lock.
@@ -73,6 +74,35 @@ pub(crate) fn conflicts(req: &Request, held: &Held) -> bool {
         && (ty == LockType::Write || held.ty == LockType::Write)
 }
 
+/// Whether two requests conflict as Linux's waiter tree sees them: same family (flock or not),
+/// other owners, overlapping bytes, a write on either side.
+fn requests_conflict(a: &Request, b: &Request) -> bool {
+    let (Some(x), Some(y)) = (a.ty, b.ty) else {
+        return false;
+    };
+    (a.kind == LockKind::Flock) == (b.kind == LockKind::Flock)
+        && a.owner != b.owner
+        && overlaps((a.start, a.end), (b.start, b.end))
+        && (x == LockType::Write || y == LockType::Write)
+}
+
+/// Where a blocked request hangs in Linux's waiter tree.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum Parent {
+    /// Under this held lock: index in the flock list if `flock`, else in the POSIX/OFD list.
+    Held { flock: bool, index: usize },
+    /// Under this earlier blocked request (index in `blocked`).
+    Waiting(usize),
+}
+
+/// Linux's waiter tree over a file's blocked requests, rebuilt on demand in arrival order.
+pub(crate) struct WaiterTree {
+    /// `parents[j]`: where `blocked[j]` hangs (`None` if nothing blocks it any more).
+    pub parents: Vec<Option<Parent>>,
+    /// Each node's children, oldest first.
+    pub children: HashMap<Parent, Vec<usize>>,
+}
+
 /// A sleeping request.
 pub(crate) struct Blocked {
     /// The request, applied by whoever grants it.
@@ -116,11 +146,6 @@ impl FileState {
         self.posix.is_empty() && self.flocks.is_empty() && self.blocked.is_empty()
     }
 
-    /// The first held lock (in list order) that stops `req`.
-    pub fn first_conflict(&self, req: &Request) -> Option<&Held> {
-        self.list(req.kind).iter().find(|h| conflicts(req, h))
-    }
-
     /// The distinct owners of the held locks that stop `req`, first conflict first.
     pub fn blockers(&self, req: &Request) -> Vec<Owner> {
         let mut owners: Vec<Owner> = Vec::new();
@@ -130,6 +155,50 @@ impl FileState {
             }
         }
         owners
+    }
+
+    /// Where Linux would hang `req` in its waiter tree: under the first held lock it conflicts
+    /// with, then, repeatedly, under the first child (oldest first) of the current node that
+    /// it conflicts with (`__locks_insert_block`). `None` if nothing blocks it.
+    pub fn tree_parent(&self, req: &Request, tree: &WaiterTree) -> Option<Parent> {
+        let flock = req.kind == LockKind::Flock;
+        let index = self.list(req.kind).iter().position(|h| conflicts(req, h))?;
+        let mut node = Parent::Held { flock, index };
+        while let Some(&j) = tree.children.get(&node).and_then(|c| {
+            c.iter()
+                .find(|&&j| requests_conflict(&self.blocked[j].req, req))
+        }) {
+            node = Parent::Waiting(j);
+        }
+        Some(node)
+    }
+
+    /// The waiter tree, as if the blocked requests had been inserted in arrival order.
+    pub fn waiter_tree(&self) -> WaiterTree {
+        let mut tree = WaiterTree {
+            parents: Vec::with_capacity(self.blocked.len()),
+            children: HashMap::new(),
+        };
+        for (j, b) in self.blocked.iter().enumerate() {
+            let p = self.tree_parent(&b.req, &tree);
+            if let Some(p) = p {
+                tree.children.entry(p).or_default().push(j);
+            }
+            tree.parents.push(p);
+        }
+        tree
+    }
+
+    /// The kind of lock or request a tree node is.
+    pub fn node_kind(&self, node: Parent) -> LockKind {
+        match node {
+            Parent::Held { flock: true, index } => self.flocks[index].kind,
+            Parent::Held {
+                flock: false,
+                index,
+            } => self.posix[index].kind,
+            Parent::Waiting(j) => self.blocked[j].req.kind,
+        }
     }
 
     /// Applies a POSIX/OFD request (which must not conflict) to its owner's locks. Returns

@@ -33,8 +33,11 @@
 //! - Leases (F_SETLEASE / F_GETLEASE) and NFS delegations.
 //! - Mandatory locking (gone from Linux in 5.15) and `LOCK_MAND` (accepted and ignored, as on
 //!   Linux).
-//! - The kernel's waiter tree: blocked requests are listed at depth 1 under their first
-//!   conflict, never nested (`procfs`).
+//! - The waiter tree's history: Linux re-inserts a woken request that must wait again, so its
+//!   tree after wake-ups depends on which woken task ran first; uipc never wakes a request to
+//!   retry, and lists (and records for deadlock detection) the tree as if every request still
+//!   blocked had been inserted in arrival order. A request that waits on is never checked for
+//!   deadlock again (Linux checks again on each retry).
 //! - `CLONE_FILES` sharing between processes: the POSIX owner is always the caller's tgid.
 //! - The `fcntl`/`close` race Linux repairs by undoing a lock set through a descriptor closed
 //!   meanwhile: the engine sees no descriptors.
@@ -160,13 +163,18 @@ impl LockManager {
             if !wait {
                 return Step::Done(Err(Errno::EAGAIN));
             }
-            let graph_id = if self.graph.tracks(req.kind) {
-                match self.graph.check_and_insert(req.owner, &blockers) {
-                    Ok(id) => Some(id),
-                    Err(e) => return Step::Done(Err(e)),
-                }
-            } else {
-                None
+            let tree = st.waiter_tree();
+            // A request with blockers conflicts with a held lock, so it has a parent.
+            let parent_kind = st
+                .tree_parent(&req, &tree)
+                .map_or(req.kind, |p| st.node_kind(p));
+            let (check, record) = self.graph.policy(req.kind, parent_kind);
+            let graph_id = match self
+                .graph
+                .check_and_insert(req.owner, &blockers, check, record)
+            {
+                Ok(id) => id,
+                Err(e) => return Step::Done(Err(e)),
             };
             let waiter = Waiter::new();
             st.blocked.push(Blocked {

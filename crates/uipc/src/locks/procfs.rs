@@ -1,20 +1,21 @@
 //! Listings: `/proc/locks` (§7), byte-identical in format, and the same data structured.
 //!
-//! Each held lock gets the next ordinal; each blocked request follows the held lock it waits
-//! behind (its first conflict) as a `-> ` line with that lock's ordinal. The kernel nests a
-//! waiter under another waiter when they conflict (its waiter tree), which prints deeper
-//! ` -> ` lines; uipc grants waiters directly (see `file.rs`), keeps no such tree, and prints
-//! every waiter at depth 1. Line order is unspecified on Linux too (per-CPU lists); here it is
-//! file by file, POSIX/OFD list then flock list.
+//! Each held lock gets the next ordinal; the requests blocked in its subtree of Linux's waiter
+//! tree (`FileState::waiter_tree`) follow it with the same ordinal, depth first, each line
+//! indented one more space per level (`-> `, ` -> `, ...). Line order between held locks is
+//! unspecified on Linux too (per-CPU lists); here it is file by file, POSIX/OFD list then flock
+//! list.
 //!
 //! Each file is read under its own mutex, one at a time: like Linux's, the listing is not a
 //! snapshot of all files at one instant.
 
-use super::file::{FileState, Held, Request};
+use super::file::{FileState, Held, Parent, Request};
 use super::types::{FileId, LockInfo, LockKind, LockType, OFFSET_MAX};
 use std::fmt::Write as _;
 
-/// Appends one file's locks to `out`, numbering held locks from `out.len()`.
+/// Appends one file's locks to `out`: each held lock (POSIX/OFD list, then flock list), then
+/// the requests of its subtree in the waiter tree, depth first, oldest child first (the order
+/// `/proc/locks` prints them in).
 pub(crate) fn list_file(file: FileId, st: &FileState, out: &mut Vec<LockInfo>) {
     let info = |h: &Held, behind: Option<usize>| LockInfo {
         file,
@@ -26,27 +27,47 @@ pub(crate) fn list_file(file: FileId, st: &FileState, out: &mut Vec<LockInfo>) {
         end: h.end,
         blocked_behind: behind,
     };
-    for list in [&st.posix, &st.flocks] {
-        for held in list.iter() {
-            let at = out.len();
+    let tree = st.waiter_tree();
+    let no_children = Vec::new();
+    for (flock, list) in [(false, &st.posix), (true, &st.flocks)] {
+        for (index, held) in list.iter().enumerate() {
             out.push(info(held, None));
-            for b in &st.blocked {
-                let r: &Request = &b.req;
-                let Some(ty) = r.ty else { continue };
-                if st.first_conflict(r) == Some(held) {
-                    let as_held = Held {
-                        kind: r.kind,
-                        owner: r.owner,
-                        pid: r.pid,
-                        ty,
-                        start: r.start,
-                        end: r.end,
-                    };
-                    out.push(info(&as_held, Some(at)));
-                }
+            // An explicit stack (node, its line in `out`, next child to visit): the tree can
+            // be as deep as there are waiters.
+            let mut stack = vec![(Parent::Held { flock, index }, out.len() - 1, 0)];
+            while let Some(top) = stack.last_mut() {
+                let (node, line, next) = *top;
+                let children = tree.children.get(&node).unwrap_or(&no_children);
+                let Some(&j) = children.get(next) else {
+                    stack.pop();
+                    continue;
+                };
+                top.2 += 1;
+                let r: &Request = &st.blocked[j].req;
+                let as_held = Held {
+                    kind: r.kind,
+                    owner: r.owner,
+                    pid: r.pid,
+                    ty: r.ty.unwrap_or(LockType::Read),
+                    start: r.start,
+                    end: r.end,
+                };
+                out.push(info(&as_held, Some(line)));
+                stack.push((Parent::Waiting(j), out.len() - 1, 0));
             }
         }
     }
+}
+
+/// How many `blocked_behind` links lead from `l` to a held lock.
+fn depth(locks: &[LockInfo], l: &LockInfo) -> usize {
+    let mut d = 0;
+    let mut at = l.blocked_behind;
+    while let Some(i) = at {
+        d += 1;
+        at = locks.get(i).and_then(|p| p.blocked_behind);
+    }
+    d
 }
 
 /// Renders a listing in `/proc/locks` format.
@@ -54,11 +75,15 @@ pub(crate) fn render(locks: &[LockInfo]) -> String {
     let mut s = String::new();
     let mut ordinal = 0;
     for l in locks {
-        if l.blocked_behind.is_none() {
-            ordinal += 1;
-            let _ = write!(s, "{ordinal}: ");
-        } else {
-            let _ = write!(s, "{ordinal}: -> ");
+        match depth(locks, l) {
+            0 => {
+                ordinal += 1;
+                let _ = write!(s, "{ordinal}: ");
+            }
+            // Linux: "%*s" of "-> " in a field of depth - 1 + 3 characters.
+            d => {
+                let _ = write!(s, "{ordinal}: {:>width$}", "-> ", width = d + 2);
+            }
         }
         s.push_str(match l.kind {
             LockKind::Posix => "POSIX  ADVISORY  ",

@@ -175,7 +175,7 @@ pub struct LockInfo {
     pub start: i64,
     /// Last byte, inclusive; [`OFFSET_MAX`] means to EOF.
     pub end: i64,
-    /// `None` for a held lock; for a blocked request, the position of the held lock (in this
-    /// listing) that it waits behind.
+    /// `None` for a held lock; for a blocked request, the position (in this listing) of the held
+    /// lock or the earlier blocked request it waits behind in Linux's waiter tree.
     pub blocked_behind: Option<usize>,
 }
