@@ -24,3 +24,6 @@ done
 echo "== uipc bench smoke run (every scenario, small sizes; checks columns, not timings)"
 ./target/release/uipc bench all --quick --runs 1 --check > target/bench-smoke.txt
 tail -n 1 target/bench-smoke.txt
+
+echo "== uipc run (C test programs on the host kernel and under the daemon + preload library)"
+bash scripts/test-run.sh

@@ -1,5 +1,9 @@
 //! `uipc`: the one command. Subcommands dispatch to the library crates.
 
+mod ipcrm;
+mod ipcs;
+mod run;
+
 use clap::{Args, Parser, Subcommand};
 use std::process::ExitCode;
 
@@ -23,6 +27,85 @@ enum Command {
         #[command(subcommand)]
         what: ConformWhat,
     },
+    /// Serve one IPC namespace to client processes over a Unix socket (the daemon).
+    Serve(ServeArgs),
+    /// Run a program (and what it forks) with its SysV IPC served by uipc.
+    Run(RunArgs),
+    /// List a daemon's SysV IPC objects (util-linux ipcs's default format).
+    Ipcs(IpcsArgs),
+    /// Remove a daemon's SysV IPC objects by id or key (util-linux ipcrm's options).
+    Ipcrm(IpcrmArgs),
+}
+
+#[derive(Args)]
+struct IpcsArgs {
+    /// The daemon's socket (default: $UIPC_SOCKET, else the default socket).
+    #[arg(long, value_name = "PATH")]
+    socket: Option<std::path::PathBuf>,
+    /// Message queues.
+    #[arg(short = 'q', long = "queues")]
+    queues: bool,
+    /// Shared memory segments.
+    #[arg(short = 'm', long = "shmems")]
+    shmems: bool,
+    /// Semaphore arrays.
+    #[arg(short = 's', long = "semaphores")]
+    semaphores: bool,
+    /// All three (the default).
+    #[arg(short = 'a', long = "all")]
+    all: bool,
+}
+
+#[derive(Args)]
+struct IpcrmArgs {
+    /// The daemon's socket (default: $UIPC_SOCKET, else the default socket).
+    #[arg(long, value_name = "PATH")]
+    socket: Option<std::path::PathBuf>,
+    /// Remove the shared memory segment with this id.
+    #[arg(short = 'm', long = "shmem-id", value_name = "ID")]
+    shm_ids: Vec<String>,
+    /// Remove the shared memory segment with this key.
+    #[arg(short = 'M', long = "shmem-key", value_name = "KEY")]
+    shm_keys: Vec<String>,
+    /// Remove the message queue with this id.
+    #[arg(short = 'q', long = "queue-id", value_name = "ID")]
+    msg_ids: Vec<String>,
+    /// Remove the message queue with this key.
+    #[arg(short = 'Q', long = "queue-key", value_name = "KEY")]
+    msg_keys: Vec<String>,
+    /// Remove the semaphore set with this id.
+    #[arg(short = 's', long = "semaphore-id", value_name = "ID")]
+    sem_ids: Vec<String>,
+    /// Remove the semaphore set with this key.
+    #[arg(short = 'S', long = "semaphore-key", value_name = "KEY")]
+    sem_keys: Vec<String>,
+    /// Remove every object (of one type: shm, msg or sem).
+    #[arg(short = 'a', long = "all", value_name = "TYPE", num_args = 0..=1, default_missing_value = "all")]
+    all: Option<String>,
+}
+
+#[derive(Args)]
+struct RunArgs {
+    /// The daemon's socket; one is started there if none answers (default: a private daemon).
+    #[arg(long, value_name = "PATH")]
+    socket: Option<std::path::PathBuf>,
+    /// The program and its arguments (after `--`).
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true, required = true)]
+    argv: Vec<String>,
+}
+
+#[derive(Args)]
+struct ServeArgs {
+    /// The socket (default: $XDG_RUNTIME_DIR/uipc/socket, /run/uipc/socket for root).
+    #[arg(long, value_name = "PATH")]
+    socket: Option<std::path::PathBuf>,
+    /// Let other users connect (socket mode 0666); their calls are still judged by their ids.
+    #[arg(long)]
+    shared: bool,
+    /// Restore the namespace from this file at start (if it exists) and save it there on
+    /// SIGTERM, SIGINT or SIGHUP: same ids, keys, owners, values, messages and contents.
+    #[arg(long, value_name = "PATH")]
+    state: Option<std::path::PathBuf>,
 }
 
 #[derive(Subcommand)]
@@ -187,9 +270,77 @@ fn chart_file_stem(scenario: &str, title: &str) -> String {
     stem.trim_end_matches('-').to_string()
 }
 
+fn serve(args: ServeArgs) -> ExitCode {
+    let opts = uipc_server::Options {
+        socket: args.socket.unwrap_or_else(uipc_server::default_socket_path),
+        shared: args.shared,
+        state: args.state,
+    };
+    let run = uipc_server::run_until_signalled(&opts);
+    match run {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("uipc serve: {}: {e}", opts.socket.display());
+            ExitCode::from(2)
+        }
+    }
+}
+
 fn main() -> ExitCode {
     match Cli::parse().command {
         Command::Bench(args) => bench(args),
         Command::Conform { what } => conform(what),
+        Command::Serve(args) => serve(args),
+        Command::Run(args) => run::run(args.socket, &args.argv),
+        Command::Ipcs(a) => {
+            let any = a.queues || a.shmems || a.semaphores;
+            let t = ipcs::Types {
+                msg: a.all || !any || a.queues,
+                shm: a.all || !any || a.shmems,
+                sem: a.all || !any || a.semaphores,
+            };
+            ipcs::ipcs(a.socket, t)
+        }
+        Command::Ipcrm(a) => {
+            let all = match a.all.as_deref() {
+                None => None,
+                Some("all") => Some(ipcs::Types {
+                    msg: true,
+                    shm: true,
+                    sem: true,
+                }),
+                Some("shm") => Some(ipcs::Types {
+                    msg: false,
+                    shm: true,
+                    sem: false,
+                }),
+                Some("msg") => Some(ipcs::Types {
+                    msg: true,
+                    shm: false,
+                    sem: false,
+                }),
+                Some("sem") => Some(ipcs::Types {
+                    msg: false,
+                    shm: false,
+                    sem: true,
+                }),
+                Some(other) => {
+                    eprintln!("uipc ipcrm: unknown type {other:?} (shm, msg or sem)");
+                    return ExitCode::from(2);
+                }
+            };
+            ipcrm::ipcrm(
+                a.socket,
+                ipcrm::Removals {
+                    msg_ids: a.msg_ids,
+                    msg_keys: a.msg_keys,
+                    shm_ids: a.shm_ids,
+                    shm_keys: a.shm_keys,
+                    sem_ids: a.sem_ids,
+                    sem_keys: a.sem_keys,
+                    all,
+                },
+            )
+        }
     }
 }

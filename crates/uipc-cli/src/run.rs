@@ -1,0 +1,220 @@
+//! `uipc run [--socket PATH] -- program args...`: runs a program with the preload library,
+//! against the daemon on the socket, starting a private one if none answers there.
+//!
+//! Without `--socket`, a `uipc run` started under another one (`$UIPC_SOCKET` set and
+//! answering) joins its daemon, so nested programs share one namespace; otherwise the daemon
+//! is private, its socket in a fresh 0700 directory. A daemon started here is a child process
+//! (`uipc serve`) that gets SIGTERM once the program and every descendant that outlived it
+//! are gone (`uipc run` is their subreaper), or when `uipc run` itself dies
+//! (PR_SET_PDEATHSIG). The library is `libuipc_preload.so` next to the `uipc` binary (or
+//! `$UIPC_PRELOAD`); it is prepended to `LD_PRELOAD`, and `UIPC_SOCKET` names the socket.
+//!
+//! While the program runs, `uipc run` ignores SIGINT and SIGQUIT (the terminal sends them to
+//! the program too, which decides) and passes SIGTERM and SIGHUP on to it, so the daemon stays
+//! up as long as the program does. The exit status is the program's, or 128 + the signal
+//! that killed it.
+
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitCode};
+use std::sync::atomic::{AtomicI32, Ordering};
+use std::time::{Duration, Instant};
+
+fn answers(socket: &Path) -> bool {
+    uipc_proto::client::Connection::connect(socket, false).is_ok()
+}
+
+fn preload_library() -> Result<PathBuf, String> {
+    if let Some(p) = std::env::var_os("UIPC_PRELOAD") {
+        return Ok(PathBuf::from(p));
+    }
+    let exe = std::env::current_exe().map_err(|e| format!("cannot find the uipc binary: {e}"))?;
+    let lib = exe.with_file_name("libuipc_preload.so");
+    if lib.exists() {
+        Ok(lib)
+    } else {
+        Err(format!(
+            "{} is missing (build it with `cargo build --release -p uipc-preload`)",
+            lib.display()
+        ))
+    }
+}
+
+fn private_socket() -> Result<PathBuf, String> {
+    let base = std::env::var_os("XDG_RUNTIME_DIR")
+        .filter(|d| !d.is_empty())
+        .map(PathBuf::from)
+        .unwrap_or_else(std::env::temp_dir);
+    let template = base.join("uipc-run-XXXXXX");
+    let mut bytes = template.into_os_string().into_encoded_bytes();
+    bytes.push(0);
+    // SAFETY: `bytes` is a writable NUL-terminated template; mkdtemp creates a 0700 directory.
+    let p = unsafe { libc::mkdtemp(bytes.as_mut_ptr().cast()) };
+    if p.is_null() {
+        return Err(format!(
+            "cannot create a private directory: {}",
+            std::io::Error::last_os_error()
+        ));
+    }
+    bytes.pop();
+    // SAFETY: mkdtemp filled in the template with a path (bytes that were valid before).
+    let dir = PathBuf::from(unsafe { std::ffi::OsString::from_encoded_bytes_unchecked(bytes) });
+    Ok(dir.join("socket"))
+}
+
+fn start_daemon(socket: &Path) -> Result<Child, String> {
+    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+    let mut cmd = Command::new(exe);
+    cmd.arg("serve").arg("--socket").arg(socket);
+    cmd.env_remove("LD_PRELOAD");
+    // SAFETY: prctl is async-signal-safe; it runs in the child before exec.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
+            Ok(())
+        });
+    }
+    let mut child = cmd
+        .spawn()
+        .map_err(|e| format!("cannot start the daemon: {e}"))?;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < deadline {
+        if answers(socket) {
+            return Ok(child);
+        }
+        if let Ok(Some(st)) = child.try_wait() {
+            return Err(format!("the daemon exited: {st}"));
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let _ = child.kill();
+    Err("the daemon did not answer within 10 s".into())
+}
+
+static PROGRAM: AtomicI32 = AtomicI32::new(0);
+
+extern "C" fn pass_on(sig: libc::c_int) {
+    let pid = PROGRAM.load(Ordering::SeqCst);
+    if pid > 0 {
+        // SAFETY: kill is async-signal-safe; the pid is our unreaped child.
+        unsafe { libc::kill(pid, sig) };
+    }
+}
+
+/// From now on SIGINT and SIGQUIT are ignored and SIGTERM and SIGHUP go to `pid`.
+fn forward_signals_to(pid: i32) {
+    PROGRAM.store(pid, Ordering::SeqCst);
+    // SAFETY: installs dispositions for this process; `pass_on` is async-signal-safe.
+    unsafe {
+        libc::signal(libc::SIGINT, libc::SIG_IGN);
+        libc::signal(libc::SIGQUIT, libc::SIG_IGN);
+        let handler = pass_on as extern "C" fn(libc::c_int) as libc::sighandler_t;
+        libc::signal(libc::SIGTERM, handler);
+        libc::signal(libc::SIGHUP, handler);
+    }
+}
+
+/// The program is gone: SIGTERM and SIGHUP end `uipc run` again (the daemon follows it).
+fn stop_forwarding() {
+    PROGRAM.store(0, Ordering::SeqCst);
+    // SAFETY: restores default dispositions.
+    unsafe {
+        libc::signal(libc::SIGTERM, libc::SIG_DFL);
+        libc::signal(libc::SIGHUP, libc::SIG_DFL);
+    }
+}
+
+/// Runs `argv` under uipc; see the module doc.
+pub fn run(socket: Option<PathBuf>, argv: &[String]) -> ExitCode {
+    match run_inner(socket, argv) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("uipc run: {e}");
+            ExitCode::from(125)
+        }
+    }
+}
+
+/// Once the program has exited: its descendants that outlived it were reparented to us (we
+/// are a subreaper); reap them until no child but the daemon is left, as listed in
+/// `/proc/self/task/TID/children` (without that file, stop with the program).
+fn wait_for_descendants(daemon: Option<i32>) {
+    let me = std::process::id();
+    let children = format!("/proc/{me}/task/{me}/children");
+    loop {
+        loop {
+            // SAFETY: reaps any exited child without blocking; no status wanted.
+            let pid = unsafe { libc::waitpid(-1, std::ptr::null_mut(), libc::WNOHANG) };
+            if pid <= 0 {
+                break;
+            }
+        }
+        let Ok(list) = std::fs::read_to_string(&children) else {
+            return;
+        };
+        let others = list
+            .split_whitespace()
+            .filter_map(|p| p.parse::<i32>().ok())
+            .any(|p| Some(p) != daemon);
+        if !others {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn run_inner(socket: Option<PathBuf>, argv: &[String]) -> Result<ExitCode, String> {
+    let (program, args) = argv.split_first().ok_or("no program given")?;
+    // SAFETY: marks this process as the reaper of its orphaned descendants.
+    unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1) };
+    let lib = preload_library()?;
+    let inherited = std::env::var_os("UIPC_SOCKET")
+        .filter(|s| !s.is_empty())
+        .map(PathBuf::from)
+        .filter(|s| answers(s));
+    let (socket, private_dir) = match socket.or(inherited) {
+        Some(s) => (s, None),
+        None => {
+            let s = private_socket()?;
+            let dir = s.parent().map(Path::to_path_buf);
+            (s, dir)
+        }
+    };
+    let mut daemon = None;
+    if !answers(&socket) {
+        daemon = Some(start_daemon(&socket)?);
+    }
+    let mut preload = lib.into_os_string();
+    if let Some(old) = std::env::var_os("LD_PRELOAD").filter(|o| !o.is_empty()) {
+        preload.push(":");
+        preload.push(old);
+    }
+    let status = Command::new(program)
+        .args(args)
+        .env("LD_PRELOAD", preload)
+        .env("UIPC_SOCKET", &socket)
+        .spawn()
+        .and_then(|mut child| {
+            forward_signals_to(child.id() as i32);
+            let status = child.wait();
+            stop_forwarding();
+            status
+        });
+    if status.is_ok() {
+        wait_for_descendants(daemon.as_ref().map(|d| d.id() as i32));
+    }
+    if let Some(mut d) = daemon {
+        // SAFETY: signals our own child, which has not been reaped yet.
+        unsafe { libc::kill(d.id() as i32, libc::SIGTERM) };
+        let _ = d.wait();
+    }
+    if let Some(dir) = private_dir {
+        let _ = std::fs::remove_dir_all(dir);
+    }
+    let status = status.map_err(|e| format!("cannot run {program}: {e}"))?;
+    Ok(match (status.code(), status.signal()) {
+        (Some(c), _) => ExitCode::from(c as u8),
+        (None, Some(sig)) => ExitCode::from(128u8.wrapping_add(sig as u8)),
+        _ => ExitCode::FAILURE,
+    })
+}

@@ -1,0 +1,151 @@
+//! `libuipc_preload.so`: loaded with `LD_PRELOAD` (as `uipc run` does), it routes a program's
+//! SysV IPC calls to the uipc daemon named by `$UIPC_SOCKET`, so unmodified programs and the
+//! processes they fork share uipc's semaphores, message queues and shared memory.
+//!
+//! Exports: semget, semop, semtimedop, semctl, msgget, msgsnd, msgrcv, msgctl, shmget, shmat,
+//! shmdt, shmctl, and fork (to hand inherited attachments to the daemon). Without
+//! `$UIPC_SOCKET` each call goes to the kernel unchanged.
+//!
+//! Every export catches panics (none crosses the C ABI: the call fails with EINVAL instead),
+//! sets errno through `__errno_location` on failure and leaves it untouched on success. Thread
+//! cancellation is held off inside the library except while semop, semtimedop, msgsnd or
+//! msgrcv waits for the daemon, where `pthread_cancel` acts as in the kernel's call (the
+//! exports are `C-unwind` so the cancellation unwinds through them). The
+//! caller's pointers are never dereferenced: copies go through [`user`], so a bad pointer is
+//! EFAULT as from the kernel. A daemon that cannot be reached gives ENOSYS.
+//!
+//! Other preloaded libraries: fakeroot, for one, wraps `geteuid`, `fstat` and friends (and
+//! calls SysV IPC from inside them). The library takes the ids it sends to the daemon and the
+//! socket's identity from raw system calls, never through such wrappers.
+//!
+//! Signals: semop, semtimedop, msgsnd and msgrcv that sleep are cancelled by a signal handler
+//! (EINTR, never restarted, whatever SA_RESTART says), as on Linux; see
+//! `uipc_proto::client`.
+//!
+//! ## Not supported yet
+//! - File locks (flock, fcntl/fcntl64 lock commands, lockf, and close/dup2/dup3 effects) and
+//!   POSIX timers (timer_create and friends): not exported; `uipc run --locks/--timers` do not
+//!   exist yet, so these calls reach the kernel.
+//! - `syscall(SYS_semop, ...)` and the other raw system call numbers go to the kernel.
+//! - vfork, clone and posix_spawn children are not announced to the daemon; as they exec
+//!   (dropping attachments) or share the parent's memory, only nattch during that window
+//!   differs. A fork by raw syscall, or inside libc (daemon(3) calls its internal fork), is
+//!   not announced either: the child's inherited attachments are mapped but not counted.
+//! - execve is seen when the new image makes its first call (its `Hello` says it is new): an
+//!   image that never calls keeps its old attachments counted until it exits, and one started
+//!   without the library keeps them too.
+//! - Async-signal safety: a call from a signal handler allocates and may take the attachment
+//!   table's lock; it uses a separate connection when the thread's own is busy.
+//! - semctl's variadic argument is read as x86-64 and aarch64 pass it; other ABIs are not
+//!   handled. The structure layouts are x86-64's.
+//! - A shmat at a given address checks only the daemon's record and the kernel's
+//!   MAP_FIXED_NOREPLACE; if mapping fails after the daemon recorded the attachment, the
+//!   library detaches it again, which sets the segment's dtime.
+//! - Messages longer than 8 MiB (msgmax raised past it) cannot be sent (EFAULT).
+//! - SHM_REMAP over part of an attachment: Linux splits the old mapping and counts each piece
+//!   in nattch (it counts mappings); uipc drops the whole old attachment from its books while
+//!   the kernel keeps its remaining pages mapped (the differential run leaves SHM_REMAP out
+//!   for this reason).
+//! - munmap, mremap or a MAP_FIXED mapping over an attachment is not seen: Linux would count
+//!   the attachment gone (nattch), uipc keeps it until shmdt, exec or exit.
+//! - A fork while another thread is between the daemon's shmat reply and its mapping can give
+//!   the child a recorded attachment it does not have (nattch one too high until it exits).
+//! - The attachment table is one mutex, taken by shmat, shmdt and fork.
+//! - `uipc locks`: not yet (the daemon serves no lock manager).
+
+mod abi;
+mod conn;
+mod fork;
+mod msg;
+mod sem;
+mod shm;
+mod user;
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use uipc::Errno;
+
+fn errno_slot() -> *mut libc::c_int {
+    // SAFETY: glibc's per-thread errno location, always valid.
+    unsafe { libc::__errno_location() }
+}
+
+const PTHREAD_CANCEL_DISABLE: libc::c_int = 1;
+
+extern "C" {
+    fn pthread_setcancelstate(state: libc::c_int, old: *mut libc::c_int) -> libc::c_int;
+}
+
+/// Thread cancellation held off for a scope, and restored after.
+struct NoCancel(libc::c_int);
+
+impl NoCancel {
+    fn new() -> NoCancel {
+        let mut old = 0;
+        // SAFETY: sets this thread's cancelability state, saving the old one in a live int.
+        unsafe { pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &mut old) };
+        NoCancel(old)
+    }
+}
+
+impl Drop for NoCancel {
+    fn drop(&mut self) {
+        let mut ignored = 0;
+        // SAFETY: restores the state saved by `new`.
+        unsafe { pthread_setcancelstate(self.0, &mut ignored) };
+    }
+}
+
+/// Runs library code with no panic escaping (a panic is EINVAL) and thread cancellation held
+/// off: the socket calls inside are cancellation points, and a cancellation must not unwind
+/// through `catch_unwind`.
+fn guarded<T>(f: impl FnOnce() -> Result<T, Errno>) -> Result<T, Errno> {
+    let _no_cancel = NoCancel::new();
+    catch_unwind(AssertUnwindSafe(f)).unwrap_or(Err(Errno::EINVAL))
+}
+
+fn errno_now() -> libc::c_int {
+    // SAFETY: reads this thread's errno.
+    unsafe { *errno_slot() }
+}
+
+/// An export's result: the value, or -1 with errno set; on success errno is `saved`.
+fn finish(result: Result<i64, Errno>, saved: libc::c_int) -> i64 {
+    let (value, errno) = match result {
+        Ok(v) => (v, saved),
+        Err(e) => (-1, e.raw()),
+    };
+    // SAFETY: writes this thread's errno.
+    unsafe { *errno_slot() = errno };
+    value
+}
+
+/// Runs an export that is not a cancellation point.
+fn guard(f: impl FnOnce() -> Result<i64, Errno>) -> i64 {
+    let saved = errno_now();
+    finish(guarded(f), saved)
+}
+
+/// Runs an export that is a cancellation point (semop, semtimedop, msgsnd, msgrcv): `prepare`
+/// and `done` are guarded, but the wait for the daemon runs with the caller's cancelability,
+/// so `pthread_cancel` acts during it as during the system call (the export is `C-unwind`, and
+/// that part of the library does not panic).
+fn guard_blocking(
+    prepare: impl FnOnce() -> Result<uipc_proto::Request, Errno>,
+    done: impl FnOnce(uipc_proto::Response) -> Result<i64, Errno>,
+) -> i64 {
+    let saved = errno_now();
+    let result = guarded(prepare)
+        .and_then(|req| conn::call(&req))
+        .and_then(|(resp, _)| guarded(|| done(resp)));
+    finish(result, saved)
+}
+
+extern "C" fn init() {
+    // SAFETY: registers a child handler that only bumps an atomic counter.
+    unsafe { libc::pthread_atfork(None, None, Some(conn::after_fork_in_child)) };
+}
+
+/// Runs [`init`] when the library is loaded.
+#[used]
+#[link_section = ".init_array"]
+static INIT: extern "C" fn() = init;

@@ -1,0 +1,32 @@
+//! The wire format between the uipc daemon (`uipc serve`) and its clients (the preload
+//! library, `uipc` subcommands).
+//!
+//! A connection is a Unix stream socket. Each message is a frame: a u32 little-endian length
+//! (at most [`MAX_FRAME`]) and a payload whose first byte is the message's tag, followed by
+//! its fields in order: integers little-endian, byte strings and lists as a u32 count then the
+//! items, options as a 0/1 byte then the value. Encoding is hand-written ([`codec`]) so that
+//! decoding is bounds-checked everywhere: any malformed, truncated, oversized or trailing
+//! input is a [`DecodeError`], never a panic (a property test feeds random bytes to both
+//! decoders).
+//!
+//! A session starts with [`Request::Hello`] carrying [`VERSION`]; the daemon answers
+//! [`Response::Hello`] or an error and closes if the versions differ. Then every request gets
+//! exactly one response, in order, except [`Request::Cancel`], which asks the daemon to end
+//! the blocking call in progress and gets none. Every client frame carries SCM_CREDENTIALS,
+//! so the daemon judges each call by the caller's current ids ([`transport`]).
+
+pub mod client;
+pub mod codec;
+pub mod request;
+pub mod response;
+pub mod transport;
+
+pub use codec::DecodeError;
+pub use request::{Request, SemArg, MAX_SOPS, MAX_TEXT};
+pub use response::Response;
+
+/// The protocol version; bumped on any incompatible change of a message.
+pub const VERSION: u32 = 1;
+
+/// The largest payload a frame may carry.
+pub const MAX_FRAME: u32 = 16 << 20;

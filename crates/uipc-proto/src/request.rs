@@ -1,0 +1,428 @@
+//! Requests, client to daemon: one variant per SysV IPC call, plus the session's own
+//! (hello, cancel, fork, the shm mapping bookkeeping).
+//!
+//! A request carries the call's arguments as the client read them from its caller's memory.
+//! Where reading failed (a bad pointer) or the data cannot travel (more semaphore operations
+//! than [`MAX_SOPS`]), the argument is absent and the daemon answers with the errno Linux
+//! gives at that point of its checks (E2BIG or EINVAL before EFAULT, as the kernel copies the
+//! user buffer only after its size and id checks).
+
+use crate::codec::{DecodeError, Reader, Writer};
+use uipc::ipc::msg::MsqidSet;
+use uipc::ipc::sem::{Sembuf, Timespec};
+use uipc::ipc::shm::ShmSet;
+
+/// The most semaphore operations one request carries.
+pub const MAX_SOPS: u64 = 1 << 16;
+/// The longest message text one request carries.
+pub const MAX_TEXT: u64 = 8 << 20;
+
+/// semctl's fourth argument as the client read it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SemArg {
+    /// No argument, or one the client could not read (the engine answers EFAULT for a
+    /// command that needs it).
+    None,
+    /// SETVAL.
+    Val(i32),
+    /// SETALL's values.
+    Array(Vec<u16>),
+    /// IPC_SET's fields.
+    Set {
+        /// New owner.
+        uid: u32,
+        /// New group.
+        gid: u32,
+        /// New mode.
+        mode: u32,
+    },
+}
+
+/// One request.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Request {
+    /// First message of every connection.
+    Hello {
+        /// [`crate::VERSION`] of the client.
+        version: u32,
+        /// The first connection since the library was loaded into a new program image: if the
+        /// daemon already knows this process, the process has called execve.
+        new_image: bool,
+    },
+    /// The client was interrupted by a signal while waiting for the reply to a blocking call.
+    /// The daemon ends that call (EINTR unless it completed) and sends its reply; `Cancel`
+    /// itself gets no reply.
+    Cancel,
+    /// semget(2).
+    Semget { key: i32, nsems: i32, flag: i32 },
+    /// semtimedop(2) (semop(2) without a timeout). `sops` is `None` when the client could not
+    /// read `nsops` operations.
+    Semtimedop {
+        semid: i32,
+        nsops: u64,
+        sops: Option<Vec<Sembuf>>,
+        timeout: Option<Timespec>,
+    },
+    /// The number of semaphores in a set (to know how many SETALL values to read).
+    SemNsems { semid: i32 },
+    /// semctl(2).
+    Semctl {
+        semid: i32,
+        semnum: i32,
+        cmd: i32,
+        arg: SemArg,
+    },
+    /// msgget(2).
+    Msgget { key: i32, flag: i32 },
+    /// msgsnd(2). `text` is `None` when the client could not read `msgsz` bytes.
+    Msgsnd {
+        msqid: i32,
+        mtype: i64,
+        msgsz: u64,
+        text: Option<Vec<u8>>,
+        flags: i32,
+    },
+    /// msgrcv(2).
+    Msgrcv {
+        msqid: i32,
+        maxsize: i64,
+        msgtyp: i64,
+        flags: i32,
+    },
+    /// msgctl(2). `set` is IPC_SET's buffer (`None` if unreadable or another command).
+    Msgctl {
+        msqid: i32,
+        cmd: i32,
+        set: Option<MsqidSet>,
+    },
+    /// shmget(2).
+    Shmget { key: i32, size: u64, flag: i32 },
+    /// shmat(2). The reply carries the segment's memfd.
+    Shmat { shmid: i32, addr: u64, flags: i32 },
+    /// After an attach at address 0: the client mapped the segment at `to`, not at the
+    /// placeholder address `from` the daemon recorded.
+    ShmMoved { from: u64, to: u64 },
+    /// shmdt(2) of the attachment starting at `addr`.
+    Shmdt { addr: u64 },
+    /// shmctl(2). `set` is IPC_SET's buffer.
+    Shmctl {
+        shmid: i32,
+        cmd: i32,
+        set: Option<ShmSet>,
+    },
+    /// Sent by a parent right after fork(2), before its child runs on: `child` inherits the
+    /// parent's attachments.
+    ForkChild { child: i32 },
+}
+
+mod tag {
+    pub const HELLO: u8 = 1;
+    pub const CANCEL: u8 = 2;
+    pub const SEMGET: u8 = 10;
+    pub const SEMTIMEDOP: u8 = 11;
+    pub const SEM_NSEMS: u8 = 12;
+    pub const SEMCTL: u8 = 13;
+    pub const MSGGET: u8 = 20;
+    pub const MSGSND: u8 = 21;
+    pub const MSGRCV: u8 = 22;
+    pub const MSGCTL: u8 = 23;
+    pub const SHMGET: u8 = 30;
+    pub const SHMAT: u8 = 31;
+    pub const SHM_MOVED: u8 = 32;
+    pub const SHMDT: u8 = 33;
+    pub const SHMCTL: u8 = 34;
+    pub const FORK_CHILD: u8 = 40;
+}
+
+fn put_option<T>(w: &mut Writer, v: &Option<T>, each: impl FnOnce(&mut Writer, &T)) {
+    match v {
+        None => w.u8(0),
+        Some(x) => {
+            w.u8(1);
+            each(w, x);
+        }
+    }
+}
+
+fn get_option<'a, T>(
+    r: &mut Reader<'a>,
+    each: impl FnOnce(&mut Reader<'a>) -> Result<T, DecodeError>,
+) -> Result<Option<T>, DecodeError> {
+    match r.u8()? {
+        0 => Ok(None),
+        1 => each(r).map(Some),
+        _ => Err(DecodeError::BadValue("option")),
+    }
+}
+
+impl Request {
+    /// The message bytes (without the frame header).
+    pub fn encode(&self) -> Vec<u8> {
+        let mut w = Writer::new();
+        match self {
+            Request::Hello { version, new_image } => {
+                w.u8(tag::HELLO);
+                w.u32(*version);
+                w.bool(*new_image);
+            }
+            Request::Cancel => w.u8(tag::CANCEL),
+            Request::Semget { key, nsems, flag } => {
+                w.u8(tag::SEMGET);
+                w.i32(*key);
+                w.i32(*nsems);
+                w.i32(*flag);
+            }
+            Request::Semtimedop {
+                semid,
+                nsops,
+                sops,
+                timeout,
+            } => {
+                w.u8(tag::SEMTIMEDOP);
+                w.i32(*semid);
+                w.u64(*nsops);
+                put_option(&mut w, sops, |w, s| {
+                    w.list(s, |w, b| {
+                        w.u16(b.sem_num);
+                        w.i16(b.sem_op);
+                        w.i16(b.sem_flg);
+                    })
+                });
+                put_option(&mut w, timeout, |w, t| {
+                    w.i64(t.tv_sec);
+                    w.i64(t.tv_nsec);
+                });
+            }
+            Request::SemNsems { semid } => {
+                w.u8(tag::SEM_NSEMS);
+                w.i32(*semid);
+            }
+            Request::Semctl {
+                semid,
+                semnum,
+                cmd,
+                arg,
+            } => {
+                w.u8(tag::SEMCTL);
+                w.i32(*semid);
+                w.i32(*semnum);
+                w.i32(*cmd);
+                match arg {
+                    SemArg::None => w.u8(0),
+                    SemArg::Val(v) => {
+                        w.u8(1);
+                        w.i32(*v);
+                    }
+                    SemArg::Array(a) => {
+                        w.u8(2);
+                        w.list(a, |w, v| w.u16(*v));
+                    }
+                    SemArg::Set { uid, gid, mode } => {
+                        w.u8(3);
+                        w.u32(*uid);
+                        w.u32(*gid);
+                        w.u32(*mode);
+                    }
+                }
+            }
+            Request::Msgget { key, flag } => {
+                w.u8(tag::MSGGET);
+                w.i32(*key);
+                w.i32(*flag);
+            }
+            Request::Msgsnd {
+                msqid,
+                mtype,
+                msgsz,
+                text,
+                flags,
+            } => {
+                w.u8(tag::MSGSND);
+                w.i32(*msqid);
+                w.i64(*mtype);
+                w.u64(*msgsz);
+                put_option(&mut w, text, |w, t| w.bytes(t));
+                w.i32(*flags);
+            }
+            Request::Msgrcv {
+                msqid,
+                maxsize,
+                msgtyp,
+                flags,
+            } => {
+                w.u8(tag::MSGRCV);
+                w.i32(*msqid);
+                w.i64(*maxsize);
+                w.i64(*msgtyp);
+                w.i32(*flags);
+            }
+            Request::Msgctl { msqid, cmd, set } => {
+                w.u8(tag::MSGCTL);
+                w.i32(*msqid);
+                w.i32(*cmd);
+                put_option(&mut w, set, |w, s| {
+                    w.u32(s.uid);
+                    w.u32(s.gid);
+                    w.u32(s.mode);
+                    w.u64(s.qbytes);
+                });
+            }
+            Request::Shmget { key, size, flag } => {
+                w.u8(tag::SHMGET);
+                w.i32(*key);
+                w.u64(*size);
+                w.i32(*flag);
+            }
+            Request::Shmat { shmid, addr, flags } => {
+                w.u8(tag::SHMAT);
+                w.i32(*shmid);
+                w.u64(*addr);
+                w.i32(*flags);
+            }
+            Request::ShmMoved { from, to } => {
+                w.u8(tag::SHM_MOVED);
+                w.u64(*from);
+                w.u64(*to);
+            }
+            Request::Shmdt { addr } => {
+                w.u8(tag::SHMDT);
+                w.u64(*addr);
+            }
+            Request::Shmctl { shmid, cmd, set } => {
+                w.u8(tag::SHMCTL);
+                w.i32(*shmid);
+                w.i32(*cmd);
+                put_option(&mut w, set, |w, s| {
+                    w.u32(s.uid);
+                    w.u32(s.gid);
+                    w.u32(s.mode);
+                });
+            }
+            Request::ForkChild { child } => {
+                w.u8(tag::FORK_CHILD);
+                w.i32(*child);
+            }
+        }
+        w.finish()
+    }
+
+    /// Decodes a whole message; any malformed input is an error.
+    pub fn decode(buf: &[u8]) -> Result<Request, DecodeError> {
+        let mut r = Reader::new(buf);
+        let req = match r.u8()? {
+            tag::HELLO => Request::Hello {
+                version: r.u32()?,
+                new_image: r.bool()?,
+            },
+            tag::CANCEL => Request::Cancel,
+            tag::SEMGET => Request::Semget {
+                key: r.i32()?,
+                nsems: r.i32()?,
+                flag: r.i32()?,
+            },
+            tag::SEMTIMEDOP => Request::Semtimedop {
+                semid: r.i32()?,
+                nsops: r.u64()?,
+                sops: get_option(&mut r, |r| {
+                    r.list(6, |r| Ok(Sembuf::new(r.u16()?, r.i16()?, r.i16()?)))
+                })?,
+                timeout: get_option(&mut r, |r| {
+                    Ok(Timespec {
+                        tv_sec: r.i64()?,
+                        tv_nsec: r.i64()?,
+                    })
+                })?,
+            },
+            tag::SEM_NSEMS => Request::SemNsems { semid: r.i32()? },
+            tag::SEMCTL => Request::Semctl {
+                semid: r.i32()?,
+                semnum: r.i32()?,
+                cmd: r.i32()?,
+                arg: match r.u8()? {
+                    0 => SemArg::None,
+                    1 => SemArg::Val(r.i32()?),
+                    2 => SemArg::Array(r.list(2, |r| r.u16())?),
+                    3 => SemArg::Set {
+                        uid: r.u32()?,
+                        gid: r.u32()?,
+                        mode: r.u32()?,
+                    },
+                    t => return Err(DecodeError::UnknownTag(t)),
+                },
+            },
+            tag::MSGGET => Request::Msgget {
+                key: r.i32()?,
+                flag: r.i32()?,
+            },
+            tag::MSGSND => Request::Msgsnd {
+                msqid: r.i32()?,
+                mtype: r.i64()?,
+                msgsz: r.u64()?,
+                text: get_option(&mut r, |r| r.bytes())?,
+                flags: r.i32()?,
+            },
+            tag::MSGRCV => Request::Msgrcv {
+                msqid: r.i32()?,
+                maxsize: r.i64()?,
+                msgtyp: r.i64()?,
+                flags: r.i32()?,
+            },
+            tag::MSGCTL => Request::Msgctl {
+                msqid: r.i32()?,
+                cmd: r.i32()?,
+                set: get_option(&mut r, |r| {
+                    Ok(MsqidSet {
+                        uid: r.u32()?,
+                        gid: r.u32()?,
+                        mode: r.u32()?,
+                        qbytes: r.u64()?,
+                    })
+                })?,
+            },
+            tag::SHMGET => Request::Shmget {
+                key: r.i32()?,
+                size: r.u64()?,
+                flag: r.i32()?,
+            },
+            tag::SHMAT => Request::Shmat {
+                shmid: r.i32()?,
+                addr: r.u64()?,
+                flags: r.i32()?,
+            },
+            tag::SHM_MOVED => Request::ShmMoved {
+                from: r.u64()?,
+                to: r.u64()?,
+            },
+            tag::SHMDT => Request::Shmdt { addr: r.u64()? },
+            tag::SHMCTL => Request::Shmctl {
+                shmid: r.i32()?,
+                cmd: r.i32()?,
+                set: get_option(&mut r, |r| {
+                    Ok(ShmSet {
+                        uid: r.u32()?,
+                        gid: r.u32()?,
+                        mode: r.u32()?,
+                    })
+                })?,
+            },
+            tag::FORK_CHILD => Request::ForkChild { child: r.i32()? },
+            t => return Err(DecodeError::UnknownTag(t)),
+        };
+        r.finish()?;
+        Ok(req)
+    }
+
+    /// Whether the daemon may sleep serving this request (a Cancel can end it early).
+    pub fn may_block(&self) -> bool {
+        const IPC_NOWAIT: i32 = uipc::ipc::consts::IPC_NOWAIT;
+        match self {
+            Request::Semtimedop { sops, .. } => sops
+                .as_ref()
+                .is_some_and(|s| s.iter().any(|b| i32::from(b.sem_flg) & IPC_NOWAIT == 0)),
+            Request::Msgsnd { flags, .. } | Request::Msgrcv { flags, .. } => {
+                flags & IPC_NOWAIT == 0
+            }
+            _ => false,
+        }
+    }
+}

@@ -1,0 +1,317 @@
+//! Responses, daemon to client: one per request (except [`crate::Request::Cancel`]).
+//!
+//! `ShmAttached` travels with the segment's memfd as SCM_RIGHTS ancillary data on the same
+//! `sendmsg`; the other responses carry no descriptor.
+
+use crate::codec::{DecodeError, Reader, Writer};
+use uipc::ipc::msg::{MsgInfo, MsqidDs};
+use uipc::ipc::sem::{SemInfo, SemidDs};
+use uipc::ipc::shm::{ShmInfo, ShmUsage, ShmidDs};
+use uipc::ipc::IpcPermStat;
+
+/// One response.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Response {
+    /// The daemon accepts the session and speaks `version`.
+    Hello { version: u32 },
+    /// The call failed with this errno.
+    Error(i32),
+    /// The call's return value.
+    Ret(i64),
+    /// IPC_STAT / SEM_STAT / SEM_STAT_ANY.
+    SemStat { ret: i32, ds: SemidDs },
+    /// IPC_INFO / SEM_INFO.
+    SemInfo { ret: i32, info: SemInfo },
+    /// GETALL's values.
+    SemAll(Vec<u16>),
+    /// IPC_STAT / MSG_STAT / MSG_STAT_ANY.
+    MsgStat { ret: i32, ds: MsqidDs },
+    /// IPC_INFO / MSG_INFO.
+    MsgInfo { ret: i32, info: MsgInfo },
+    /// A received message.
+    Msg { mtype: i64, text: Vec<u8> },
+    /// IPC_STAT / SHM_STAT / SHM_STAT_ANY.
+    ShmStat { ret: i32, ds: ShmidDs },
+    /// IPC_INFO on shm.
+    ShmInfo { ret: i32, info: ShmInfo },
+    /// SHM_INFO.
+    ShmUsage { ret: i32, usage: ShmUsage },
+    /// shmat succeeded; the memfd comes with this message.
+    ShmAttached {
+        shmid: i32,
+        /// The attach address recorded (the caller's, or a placeholder to replace with
+        /// [`crate::Request::ShmMoved`] once mapped).
+        addr: u64,
+        size: u64,
+        /// Length to map: `size` rounded up to whole pages.
+        len: u64,
+        read_only: bool,
+    },
+}
+
+mod tag {
+    pub const HELLO: u8 = 1;
+    pub const ERROR: u8 = 2;
+    pub const RET: u8 = 3;
+    pub const SEM_STAT: u8 = 10;
+    pub const SEM_INFO: u8 = 11;
+    pub const SEM_ALL: u8 = 12;
+    pub const MSG_STAT: u8 = 20;
+    pub const MSG_INFO: u8 = 21;
+    pub const MSG: u8 = 22;
+    pub const SHM_STAT: u8 = 30;
+    pub const SHM_INFO: u8 = 31;
+    pub const SHM_USAGE: u8 = 32;
+    pub const SHM_ATTACHED: u8 = 33;
+}
+
+fn put_perm(w: &mut Writer, p: &IpcPermStat) {
+    w.i32(p.key);
+    w.u32(p.uid);
+    w.u32(p.gid);
+    w.u32(p.cuid);
+    w.u32(p.cgid);
+    w.u32(p.mode);
+    w.u32(p.seq);
+}
+
+fn get_perm(r: &mut Reader<'_>) -> Result<IpcPermStat, DecodeError> {
+    Ok(IpcPermStat {
+        key: r.i32()?,
+        uid: r.u32()?,
+        gid: r.u32()?,
+        cuid: r.u32()?,
+        cgid: r.u32()?,
+        mode: r.u32()?,
+        seq: r.u32()?,
+    })
+}
+
+impl Response {
+    /// The message bytes (without the frame header).
+    pub fn encode(&self) -> Vec<u8> {
+        let mut w = Writer::new();
+        match self {
+            Response::Hello { version } => {
+                w.u8(tag::HELLO);
+                w.u32(*version);
+            }
+            Response::Error(e) => {
+                w.u8(tag::ERROR);
+                w.i32(*e);
+            }
+            Response::Ret(v) => {
+                w.u8(tag::RET);
+                w.i64(*v);
+            }
+            Response::SemStat { ret, ds } => {
+                w.u8(tag::SEM_STAT);
+                w.i32(*ret);
+                put_perm(&mut w, &ds.perm);
+                w.i64(ds.otime);
+                w.i64(ds.ctime);
+                w.u64(ds.nsems);
+            }
+            Response::SemInfo { ret, info: i } => {
+                w.u8(tag::SEM_INFO);
+                w.i32(*ret);
+                for v in [
+                    i.semmap, i.semmni, i.semmns, i.semmnu, i.semmsl, i.semopm, i.semume, i.semusz,
+                    i.semvmx, i.semaem,
+                ] {
+                    w.i32(v);
+                }
+            }
+            Response::SemAll(vals) => {
+                w.u8(tag::SEM_ALL);
+                w.list(vals, |w, v| w.u16(*v));
+            }
+            Response::MsgStat { ret, ds } => {
+                w.u8(tag::MSG_STAT);
+                w.i32(*ret);
+                put_perm(&mut w, &ds.perm);
+                w.i64(ds.stime);
+                w.i64(ds.rtime);
+                w.i64(ds.ctime);
+                w.u64(ds.cbytes);
+                w.u64(ds.qnum);
+                w.u64(ds.qbytes);
+                w.i32(ds.lspid);
+                w.i32(ds.lrpid);
+            }
+            Response::MsgInfo { ret, info: i } => {
+                w.u8(tag::MSG_INFO);
+                w.i32(*ret);
+                for v in [
+                    i.msgpool, i.msgmap, i.msgmax, i.msgmnb, i.msgmni, i.msgssz, i.msgtql,
+                ] {
+                    w.i32(v);
+                }
+                w.u16(i.msgseg);
+            }
+            Response::Msg { mtype, text } => {
+                w.u8(tag::MSG);
+                w.i64(*mtype);
+                w.bytes(text);
+            }
+            Response::ShmStat { ret, ds } => {
+                w.u8(tag::SHM_STAT);
+                w.i32(*ret);
+                put_perm(&mut w, &ds.perm);
+                w.u64(ds.segsz);
+                w.i64(ds.atime);
+                w.i64(ds.dtime);
+                w.i64(ds.ctime);
+                w.i32(ds.cpid);
+                w.i32(ds.lpid);
+                w.u64(ds.nattch);
+            }
+            Response::ShmInfo { ret, info: i } => {
+                w.u8(tag::SHM_INFO);
+                w.i32(*ret);
+                for v in [i.shmmax, i.shmmin, i.shmmni, i.shmseg, i.shmall] {
+                    w.u64(v);
+                }
+            }
+            Response::ShmUsage { ret, usage: u } => {
+                w.u8(tag::SHM_USAGE);
+                w.i32(*ret);
+                w.i32(u.used_ids);
+                for v in [
+                    u.shm_tot,
+                    u.shm_rss,
+                    u.shm_swp,
+                    u.swap_attempts,
+                    u.swap_successes,
+                ] {
+                    w.u64(v);
+                }
+            }
+            Response::ShmAttached {
+                shmid,
+                addr,
+                size,
+                len,
+                read_only,
+            } => {
+                w.u8(tag::SHM_ATTACHED);
+                w.i32(*shmid);
+                w.u64(*addr);
+                w.u64(*size);
+                w.u64(*len);
+                w.bool(*read_only);
+            }
+        }
+        w.finish()
+    }
+
+    /// Decodes a whole message; any malformed input is an error.
+    pub fn decode(buf: &[u8]) -> Result<Response, DecodeError> {
+        let mut r = Reader::new(buf);
+        let resp = match r.u8()? {
+            tag::HELLO => Response::Hello { version: r.u32()? },
+            tag::ERROR => Response::Error(r.i32()?),
+            tag::RET => Response::Ret(r.i64()?),
+            tag::SEM_STAT => Response::SemStat {
+                ret: r.i32()?,
+                ds: SemidDs {
+                    perm: get_perm(&mut r)?,
+                    otime: r.i64()?,
+                    ctime: r.i64()?,
+                    nsems: r.u64()?,
+                },
+            },
+            tag::SEM_INFO => Response::SemInfo {
+                ret: r.i32()?,
+                info: SemInfo {
+                    semmap: r.i32()?,
+                    semmni: r.i32()?,
+                    semmns: r.i32()?,
+                    semmnu: r.i32()?,
+                    semmsl: r.i32()?,
+                    semopm: r.i32()?,
+                    semume: r.i32()?,
+                    semusz: r.i32()?,
+                    semvmx: r.i32()?,
+                    semaem: r.i32()?,
+                },
+            },
+            tag::SEM_ALL => Response::SemAll(r.list(2, |r| r.u16())?),
+            tag::MSG_STAT => Response::MsgStat {
+                ret: r.i32()?,
+                ds: MsqidDs {
+                    perm: get_perm(&mut r)?,
+                    stime: r.i64()?,
+                    rtime: r.i64()?,
+                    ctime: r.i64()?,
+                    cbytes: r.u64()?,
+                    qnum: r.u64()?,
+                    qbytes: r.u64()?,
+                    lspid: r.i32()?,
+                    lrpid: r.i32()?,
+                },
+            },
+            tag::MSG_INFO => Response::MsgInfo {
+                ret: r.i32()?,
+                info: MsgInfo {
+                    msgpool: r.i32()?,
+                    msgmap: r.i32()?,
+                    msgmax: r.i32()?,
+                    msgmnb: r.i32()?,
+                    msgmni: r.i32()?,
+                    msgssz: r.i32()?,
+                    msgtql: r.i32()?,
+                    msgseg: r.u16()?,
+                },
+            },
+            tag::MSG => Response::Msg {
+                mtype: r.i64()?,
+                text: r.bytes()?,
+            },
+            tag::SHM_STAT => Response::ShmStat {
+                ret: r.i32()?,
+                ds: ShmidDs {
+                    perm: get_perm(&mut r)?,
+                    segsz: r.u64()?,
+                    atime: r.i64()?,
+                    dtime: r.i64()?,
+                    ctime: r.i64()?,
+                    cpid: r.i32()?,
+                    lpid: r.i32()?,
+                    nattch: r.u64()?,
+                },
+            },
+            tag::SHM_INFO => Response::ShmInfo {
+                ret: r.i32()?,
+                info: ShmInfo {
+                    shmmax: r.u64()?,
+                    shmmin: r.u64()?,
+                    shmmni: r.u64()?,
+                    shmseg: r.u64()?,
+                    shmall: r.u64()?,
+                },
+            },
+            tag::SHM_USAGE => Response::ShmUsage {
+                ret: r.i32()?,
+                usage: ShmUsage {
+                    used_ids: r.i32()?,
+                    shm_tot: r.u64()?,
+                    shm_rss: r.u64()?,
+                    shm_swp: r.u64()?,
+                    swap_attempts: r.u64()?,
+                    swap_successes: r.u64()?,
+                },
+            },
+            tag::SHM_ATTACHED => Response::ShmAttached {
+                shmid: r.i32()?,
+                addr: r.u64()?,
+                size: r.u64()?,
+                len: r.u64()?,
+                read_only: r.bool()?,
+            },
+            t => return Err(DecodeError::UnknownTag(t)),
+        };
+        r.finish()?;
+        Ok(resp)
+    }
+}

@@ -1,0 +1,273 @@
+//! Frames on a Unix stream socket, with the sender's credentials and a descriptor.
+//!
+//! A frame is a u32 little-endian payload length (at most [`MAX_FRAME`]) followed by the
+//! payload. Each frame is written with one `sendmsg` (continued while partial) whose first
+//! chunk carries SCM_CREDENTIALS when asked (the client's pid, effective uid and effective
+//! gid: the kernel refuses ids the sender does not hold) and SCM_RIGHTS when a descriptor
+//! goes along. The reader keeps the credentials of the frame's first chunk; the kernel never
+//! merges chunks from different senders into one read.
+//!
+//! Signals: [`recv_frame`] reports EINTR only before the first byte of a frame, so a caller
+//! can cancel a call it is waiting for; within a frame, and in [`send_frame`], EINTR is
+//! retried. EAGAIN (an SO_RCVTIMEO timeout, set by clients so that a signal handler
+//! interrupts the read even with SA_RESTART) is retried too.
+
+use crate::codec::DecodeError;
+use crate::MAX_FRAME;
+use std::io;
+use std::os::fd::{FromRawFd, OwnedFd, RawFd};
+
+/// Kernel-verified identity of a frame's sender.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PeerCred {
+    /// The sending process (0 if it has died since).
+    pub pid: i32,
+    /// The uid it sent (one of its real, effective or saved uids).
+    pub uid: u32,
+    /// The gid it sent.
+    pub gid: u32,
+}
+
+/// A frame read from the socket.
+#[derive(Debug)]
+pub struct Received {
+    /// The payload.
+    pub payload: Vec<u8>,
+    /// The sender's credentials, if it sent them (or the socket has SO_PASSCRED).
+    pub cred: Option<PeerCred>,
+    /// A descriptor sent with the frame.
+    pub fd: Option<OwnedFd>,
+}
+
+/// Why reading a frame failed.
+#[derive(Debug)]
+pub enum RecvError {
+    /// The peer closed the connection between frames.
+    Closed,
+    /// The socket failed (EINTR: interrupted before the frame began).
+    Io(io::Error),
+    /// The frame is malformed (too long, or cut short by the peer closing).
+    Bad(DecodeError),
+}
+
+impl From<io::Error> for RecvError {
+    fn from(e: io::Error) -> RecvError {
+        RecvError::Io(e)
+    }
+}
+
+// Room for one `ucred` and one descriptor, aligned for `cmsghdr`.
+const CMSG_SPACE: usize = 128;
+
+#[repr(C, align(8))]
+struct CmsgBuf([u8; CMSG_SPACE]);
+
+/// Writes one frame. `cred` sends SCM_CREDENTIALS with the caller's pid, euid and egid;
+/// `fd` is passed with SCM_RIGHTS.
+pub fn send_frame(sock: RawFd, payload: &[u8], cred: bool, fd: Option<RawFd>) -> io::Result<()> {
+    if payload.len() as u64 > u64::from(MAX_FRAME) {
+        return Err(io::Error::from_raw_os_error(libc::EMSGSIZE));
+    }
+    let header = (payload.len() as u32).to_le_bytes();
+    let total = header.len() + payload.len();
+    let mut sent = 0usize;
+    while sent < total {
+        let mut iov = [libc::iovec {
+            iov_base: std::ptr::null_mut(),
+            iov_len: 0,
+        }; 2];
+        let mut n_iov = 0;
+        if sent < header.len() {
+            iov[0] = libc::iovec {
+                iov_base: header[sent..].as_ptr() as *mut _,
+                iov_len: header.len() - sent,
+            };
+            iov[1] = libc::iovec {
+                iov_base: payload.as_ptr() as *mut _,
+                iov_len: payload.len(),
+            };
+            n_iov = 2;
+        } else {
+            let off = sent - header.len();
+            iov[0] = libc::iovec {
+                iov_base: payload[off..].as_ptr() as *mut _,
+                iov_len: payload.len() - off,
+            };
+            n_iov += 1;
+        }
+        let mut cbuf = CmsgBuf([0; CMSG_SPACE]);
+        // SAFETY: msghdr is plain data; zeroed is a valid empty header.
+        let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+        msg.msg_iov = iov.as_mut_ptr();
+        msg.msg_iovlen = n_iov;
+        if sent == 0 && (cred || fd.is_some()) {
+            fill_control(&mut msg, &mut cbuf, cred, fd);
+        }
+        // SAFETY: `msg` points at live iovecs and a control buffer sized by `msg_controllen`.
+        let n = unsafe { libc::sendmsg(sock, &msg, libc::MSG_NOSIGNAL) };
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(e);
+        }
+        sent += n as usize;
+    }
+    Ok(())
+}
+
+fn fill_control(msg: &mut libc::msghdr, cbuf: &mut CmsgBuf, cred: bool, fd: Option<RawFd>) {
+    // SAFETY: the CMSG_* macros only compute sizes.
+    let cred_space = unsafe { libc::CMSG_SPACE(std::mem::size_of::<libc::ucred>() as u32) };
+    // SAFETY: as above.
+    let fd_space = unsafe { libc::CMSG_SPACE(std::mem::size_of::<RawFd>() as u32) };
+    let mut len = 0;
+    if cred {
+        len += cred_space;
+    }
+    if fd.is_some() {
+        len += fd_space;
+    }
+    debug_assert!(len as usize <= CMSG_SPACE);
+    msg.msg_control = cbuf.0.as_mut_ptr().cast();
+    msg.msg_controllen = len as usize;
+    // SAFETY: the control buffer is aligned, zeroed and `len` bytes long, which holds the
+    // headers written below (CMSG_NXTHDR stays within msg_controllen).
+    unsafe {
+        let mut c = libc::CMSG_FIRSTHDR(msg);
+        if cred {
+            // Raw system calls: another preloaded library (fakeroot's) may fake the libc
+            // getters, and the kernel refuses credentials the process does not hold.
+            let me = libc::ucred {
+                pid: libc::syscall(libc::SYS_getpid) as libc::pid_t,
+                uid: libc::syscall(libc::SYS_geteuid) as libc::uid_t,
+                gid: libc::syscall(libc::SYS_getegid) as libc::gid_t,
+            };
+            (*c).cmsg_level = libc::SOL_SOCKET;
+            (*c).cmsg_type = libc::SCM_CREDENTIALS;
+            (*c).cmsg_len = libc::CMSG_LEN(std::mem::size_of::<libc::ucred>() as u32) as usize;
+            std::ptr::write_unaligned(libc::CMSG_DATA(c).cast::<libc::ucred>(), me);
+            c = libc::CMSG_NXTHDR(msg, c);
+        }
+        if let Some(fd) = fd {
+            (*c).cmsg_level = libc::SOL_SOCKET;
+            (*c).cmsg_type = libc::SCM_RIGHTS;
+            (*c).cmsg_len = libc::CMSG_LEN(std::mem::size_of::<RawFd>() as u32) as usize;
+            std::ptr::write_unaligned(libc::CMSG_DATA(c).cast::<RawFd>(), fd);
+        }
+    }
+}
+
+/// One `recvmsg` into `buf`, collecting credentials and descriptors. Returns the byte count.
+fn recv_some(
+    sock: RawFd,
+    buf: &mut [u8],
+    cred: &mut Option<PeerCred>,
+    fd: &mut Option<OwnedFd>,
+) -> io::Result<usize> {
+    let mut iov = libc::iovec {
+        iov_base: buf.as_mut_ptr().cast(),
+        iov_len: buf.len(),
+    };
+    let mut cbuf = CmsgBuf([0; CMSG_SPACE]);
+    // SAFETY: zeroed msghdr is a valid empty header.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = cbuf.0.as_mut_ptr().cast();
+    msg.msg_controllen = CMSG_SPACE;
+    // SAFETY: `msg` points at a live buffer and control buffer of the stated sizes.
+    let n = unsafe { libc::recvmsg(sock, &mut msg, libc::MSG_CMSG_CLOEXEC) };
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: the kernel filled `msg_controllen` bytes of well-formed headers; CMSG_NXTHDR
+    // stops at the end. Descriptors received are owned by this process from now on.
+    unsafe {
+        let mut c = libc::CMSG_FIRSTHDR(&msg);
+        while !c.is_null() {
+            let data = libc::CMSG_DATA(c);
+            let data_len = (*c).cmsg_len - (data as usize - c as usize);
+            if (*c).cmsg_level == libc::SOL_SOCKET {
+                if (*c).cmsg_type == libc::SCM_CREDENTIALS
+                    && data_len >= std::mem::size_of::<libc::ucred>()
+                {
+                    let u = std::ptr::read_unaligned(data.cast::<libc::ucred>());
+                    if cred.is_none() {
+                        *cred = Some(PeerCred {
+                            pid: u.pid,
+                            uid: u.uid,
+                            gid: u.gid,
+                        });
+                    }
+                } else if (*c).cmsg_type == libc::SCM_RIGHTS {
+                    let count = data_len / std::mem::size_of::<RawFd>();
+                    for i in 0..count {
+                        let raw = std::ptr::read_unaligned(data.cast::<RawFd>().add(i));
+                        let owned = OwnedFd::from_raw_fd(raw);
+                        if fd.is_none() {
+                            *fd = Some(owned);
+                        }
+                    }
+                }
+            }
+            c = libc::CMSG_NXTHDR(&msg, c);
+        }
+    }
+    Ok(n as usize)
+}
+
+fn fill(
+    sock: RawFd,
+    buf: &mut [u8],
+    start: usize,
+    cred: &mut Option<PeerCred>,
+    fd: &mut Option<OwnedFd>,
+    interruptible: bool,
+) -> Result<(), RecvError> {
+    let mut got = start;
+    while got < buf.len() {
+        match recv_some(sock, &mut buf[got..], cred, fd) {
+            Ok(0) if got == 0 => return Err(RecvError::Closed),
+            Ok(0) => return Err(RecvError::Bad(DecodeError::Truncated)),
+            Ok(n) => got += n,
+            Err(e) => match e.raw_os_error() {
+                Some(libc::EINTR) if interruptible && got == 0 => return Err(RecvError::Io(e)),
+                Some(libc::EINTR) | Some(libc::EAGAIN) => continue,
+                _ => return Err(RecvError::Io(e)),
+            },
+        }
+    }
+    Ok(())
+}
+
+/// Reads one frame. With `interruptible`, a signal before the frame's first byte returns
+/// `RecvError::Io(EINTR)`; otherwise signals are retried.
+pub fn recv_frame(sock: RawFd, interruptible: bool) -> Result<Received, RecvError> {
+    let mut cred = None;
+    let mut fd = None;
+    let mut header = [0u8; 4];
+    fill(sock, &mut header, 0, &mut cred, &mut fd, interruptible)?;
+    let len = u32::from_le_bytes(header);
+    if len > MAX_FRAME {
+        return Err(RecvError::Bad(DecodeError::Oversized(u64::from(len))));
+    }
+    let mut payload = vec![0u8; len as usize];
+    if len > 0 {
+        match fill(sock, &mut payload, 0, &mut cred, &mut fd, false) {
+            Err(RecvError::Closed) => return Err(RecvError::Bad(DecodeError::Truncated)),
+            r => r?,
+        }
+    }
+    Ok(Received { payload, cred, fd })
+}
+
+/// Takes ownership of a raw descriptor (for callers that hold one from elsewhere).
+///
+/// # Safety
+/// `fd` must be open and owned by nobody else.
+pub unsafe fn own_fd(fd: RawFd) -> OwnedFd {
+    // SAFETY: the caller's obligation.
+    unsafe { OwnedFd::from_raw_fd(fd) }
+}

@@ -1,0 +1,280 @@
+//! Decoding hostile bytes: random input, truncations and corruptions of valid messages all
+//! give `Err`, never a panic; valid messages round-trip.
+
+use proptest::prelude::*;
+use uipc::ipc::msg::{MsgInfo, MsqidDs, MsqidSet};
+use uipc::ipc::sem::{SemInfo, Sembuf, SemidDs, Timespec};
+use uipc::ipc::shm::{ShmInfo, ShmSet, ShmUsage, ShmidDs};
+use uipc::ipc::IpcPermStat;
+use uipc_proto::{Request, Response, SemArg};
+
+fn sembuf() -> impl Strategy<Value = Sembuf> {
+    (any::<u16>(), any::<i16>(), any::<i16>()).prop_map(|(n, o, f)| Sembuf::new(n, o, f))
+}
+
+fn request() -> impl Strategy<Value = Request> {
+    prop_oneof![
+        (any::<u32>(), any::<bool>())
+            .prop_map(|(version, new_image)| Request::Hello { version, new_image }),
+        Just(Request::Cancel),
+        (any::<i32>(), any::<i32>(), any::<i32>()).prop_map(|(key, nsems, flag)| Request::Semget {
+            key,
+            nsems,
+            flag
+        }),
+        (
+            any::<i32>(),
+            any::<u64>(),
+            proptest::option::of(proptest::collection::vec(sembuf(), 0..20)),
+            proptest::option::of((any::<i64>(), any::<i64>()))
+        )
+            .prop_map(|(semid, nsops, sops, t)| Request::Semtimedop {
+                semid,
+                nsops,
+                sops,
+                timeout: t.map(|(tv_sec, tv_nsec)| Timespec { tv_sec, tv_nsec }),
+            }),
+        (
+            any::<i32>(),
+            any::<i32>(),
+            any::<i32>(),
+            prop_oneof![
+                Just(SemArg::None),
+                any::<i32>().prop_map(SemArg::Val),
+                proptest::collection::vec(any::<u16>(), 0..10).prop_map(SemArg::Array),
+                (any::<u32>(), any::<u32>(), any::<u32>())
+                    .prop_map(|(uid, gid, mode)| SemArg::Set { uid, gid, mode }),
+            ]
+        )
+            .prop_map(|(semid, semnum, cmd, arg)| Request::Semctl {
+                semid,
+                semnum,
+                cmd,
+                arg
+            }),
+        (
+            any::<i32>(),
+            any::<i64>(),
+            any::<u64>(),
+            proptest::option::of(proptest::collection::vec(any::<u8>(), 0..64)),
+            any::<i32>()
+        )
+            .prop_map(|(msqid, mtype, msgsz, text, flags)| Request::Msgsnd {
+                msqid,
+                mtype,
+                msgsz,
+                text,
+                flags
+            }),
+        (
+            any::<i32>(),
+            any::<i32>(),
+            proptest::option::of(any::<u64>())
+        )
+            .prop_map(|(msqid, cmd, q)| Request::Msgctl {
+                msqid,
+                cmd,
+                set: q.map(|qbytes| MsqidSet {
+                    uid: 1,
+                    gid: 2,
+                    mode: 0o600,
+                    qbytes
+                }),
+            }),
+        (any::<i32>(), any::<u64>(), any::<i32>())
+            .prop_map(|(shmid, addr, flags)| Request::Shmat { shmid, addr, flags }),
+        any::<i32>().prop_map(|child| Request::ForkChild { child }),
+        any::<i32>().prop_map(|semid| Request::SemNsems { semid }),
+        (any::<i32>(), any::<i32>()).prop_map(|(key, flag)| Request::Msgget { key, flag }),
+        (any::<i32>(), any::<i64>(), any::<i64>(), any::<i32>()).prop_map(
+            |(msqid, maxsize, msgtyp, flags)| Request::Msgrcv {
+                msqid,
+                maxsize,
+                msgtyp,
+                flags
+            }
+        ),
+        (any::<i32>(), any::<u64>(), any::<i32>()).prop_map(|(key, size, flag)| Request::Shmget {
+            key,
+            size,
+            flag
+        }),
+        (any::<u64>(), any::<u64>()).prop_map(|(from, to)| Request::ShmMoved { from, to }),
+        any::<u64>().prop_map(|addr| Request::Shmdt { addr }),
+        (
+            any::<i32>(),
+            any::<i32>(),
+            proptest::option::of(any::<u32>())
+        )
+            .prop_map(|(shmid, cmd, mode)| Request::Shmctl {
+                shmid,
+                cmd,
+                set: mode.map(|mode| ShmSet {
+                    uid: 3,
+                    gid: 4,
+                    mode
+                }),
+            }),
+    ]
+}
+
+fn response() -> impl Strategy<Value = Response> {
+    prop_oneof![
+        any::<i32>().prop_map(Response::Error),
+        any::<i64>().prop_map(Response::Ret),
+        proptest::collection::vec(any::<u16>(), 0..10).prop_map(Response::SemAll),
+        (any::<i64>(), proptest::collection::vec(any::<u8>(), 0..64))
+            .prop_map(|(mtype, text)| Response::Msg { mtype, text }),
+        (any::<i32>(), any::<u64>(), any::<u64>()).prop_map(|(ret, segsz, nattch)| {
+            Response::ShmStat {
+                ret,
+                ds: ShmidDs {
+                    segsz,
+                    nattch,
+                    ..Default::default()
+                },
+            }
+        }),
+        any::<u32>().prop_map(|version| Response::Hello { version }),
+        (any::<i32>(), any::<u64>(), any::<i64>()).prop_map(|(ret, nsems, otime)| {
+            Response::SemStat {
+                ret,
+                ds: SemidDs {
+                    nsems,
+                    otime,
+                    perm: IpcPermStat {
+                        key: ret,
+                        mode: 0o600,
+                        ..Default::default()
+                    },
+                    ..Default::default()
+                },
+            }
+        }),
+        (any::<i32>(), any::<i32>()).prop_map(|(ret, semmni)| Response::SemInfo {
+            ret,
+            info: SemInfo {
+                semmni,
+                ..Default::default()
+            }
+        }),
+        (any::<i32>(), any::<u64>(), any::<i32>()).prop_map(|(ret, qnum, lspid)| {
+            Response::MsgStat {
+                ret,
+                ds: MsqidDs {
+                    qnum,
+                    lspid,
+                    ..Default::default()
+                },
+            }
+        }),
+        (any::<i32>(), any::<u16>()).prop_map(|(ret, msgseg)| Response::MsgInfo {
+            ret,
+            info: MsgInfo {
+                msgseg,
+                ..Default::default()
+            }
+        }),
+        (any::<i32>(), any::<u64>()).prop_map(|(ret, shmall)| Response::ShmInfo {
+            ret,
+            info: ShmInfo {
+                shmall,
+                ..Default::default()
+            }
+        }),
+        (any::<i32>(), any::<u64>()).prop_map(|(ret, shm_rss)| Response::ShmUsage {
+            ret,
+            usage: ShmUsage {
+                shm_rss,
+                ..Default::default()
+            }
+        }),
+        (any::<i32>(), any::<u64>(), any::<bool>()).prop_map(|(shmid, addr, read_only)| {
+            Response::ShmAttached {
+                shmid,
+                addr,
+                size: 1,
+                len: 4096,
+                read_only,
+            }
+        }),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(4000))]
+
+    #[test]
+    fn random_bytes_never_panic_either_decoder(bytes in proptest::collection::vec(any::<u8>(), 0..128)) {
+        let _ = Request::decode(&bytes);
+        let _ = Response::decode(&bytes);
+    }
+
+    #[test]
+    fn random_bytes_after_a_valid_tag_never_panic(tag in 0u8..50, bytes in proptest::collection::vec(any::<u8>(), 0..96)) {
+        let mut msg = vec![tag];
+        msg.extend(bytes);
+        let _ = Request::decode(&msg);
+        let _ = Response::decode(&msg);
+    }
+
+    #[test]
+    fn requests_round_trip_and_every_truncation_or_extension_fails(req in request(), extra in any::<u8>()) {
+        let bytes = req.encode();
+        prop_assert_eq!(Request::decode(&bytes), Ok(req));
+        for cut in 0..bytes.len() {
+            prop_assert!(Request::decode(&bytes[..cut]).is_err());
+        }
+        let mut longer = bytes.clone();
+        longer.push(extra);
+        prop_assert!(Request::decode(&longer).is_err());
+    }
+
+    #[test]
+    fn responses_round_trip_and_every_truncation_fails(resp in response()) {
+        let bytes = resp.encode();
+        prop_assert_eq!(Response::decode(&bytes), Ok(resp));
+        for cut in 0..bytes.len() {
+            prop_assert!(Response::decode(&bytes[..cut]).is_err());
+        }
+    }
+
+    #[test]
+    fn a_flipped_byte_in_a_valid_request_never_panics(req in request(), at in any::<prop::sample::Index>(), v in any::<u8>()) {
+        let mut bytes = req.encode();
+        let i = at.index(bytes.len());
+        bytes[i] = v;
+        let _ = Request::decode(&bytes);
+    }
+}
+
+#[test]
+fn oversized_and_truncated_frames_are_errors_on_a_socket() {
+    use std::io::Write;
+    use std::os::fd::AsRawFd;
+    use std::os::unix::net::UnixStream;
+    use uipc_proto::transport::{recv_frame, send_frame, RecvError};
+    use uipc_proto::DecodeError;
+
+    let (a, b) = UnixStream::pair().unwrap();
+    send_frame(a.as_raw_fd(), &Request::Cancel.encode(), true, None).unwrap();
+    let got = recv_frame(b.as_raw_fd(), false).unwrap();
+    assert_eq!(Request::decode(&got.payload), Ok(Request::Cancel));
+    (&a).write_all(&u32::MAX.to_le_bytes()).unwrap();
+    assert!(matches!(
+        recv_frame(b.as_raw_fd(), false),
+        Err(RecvError::Bad(DecodeError::Oversized(_)))
+    ));
+    let (a, b) = UnixStream::pair().unwrap();
+    (&a).write_all(&10u32.to_le_bytes()).unwrap();
+    (&a).write_all(&[1, 2, 3]).unwrap();
+    drop(a);
+    assert!(matches!(
+        recv_frame(b.as_raw_fd(), false),
+        Err(RecvError::Bad(DecodeError::Truncated))
+    ));
+    assert!(matches!(
+        recv_frame(b.as_raw_fd(), false),
+        Err(RecvError::Closed)
+    ));
+}

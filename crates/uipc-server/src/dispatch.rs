@@ -1,0 +1,245 @@
+//! One request, served: the engine call it names, and the response.
+//!
+//! Arguments the client could not read arrive as `None`; the daemon answers with the errno
+//! Linux gives at the point where the kernel would have copied them (see each arm). Entry and
+//! exit: no lock held; blocking calls sleep in the engine with the session's interrupt.
+
+use crate::memfd::MemfdBacking;
+use std::os::fd::{FromRawFd, OwnedFd, RawFd};
+use uipc::ipc::consts::{IPC_NOWAIT, IPC_STAT, PAGE_SIZE};
+use uipc::ipc::msg::{MsgctlArg, MsgctlOut};
+use uipc::ipc::sem::{Sembuf, SemctlArg, SemctlOut};
+use uipc::ipc::shm::ShmctlOut;
+use uipc::ipc::IpcNamespace;
+use uipc::{Cred, Errno, Interrupt, WaitCtx};
+use uipc_proto::{Request, Response, SemArg};
+
+/// What the session needs to serve a request.
+pub struct Ctx<'a> {
+    /// The namespace.
+    pub ns: &'a IpcNamespace,
+    /// Its segment memory.
+    pub backing: &'a MemfdBacking,
+    /// The caller.
+    pub cred: &'a Cred,
+    /// Raised to end a blocking call with EINTR.
+    pub irq: &'a Interrupt,
+}
+
+fn ret(r: Result<i32, Errno>) -> Response {
+    match r {
+        Ok(v) => Response::Ret(i64::from(v)),
+        Err(e) => Response::Error(e.raw()),
+    }
+}
+
+fn done(r: Result<(), Errno>) -> Response {
+    ret(r.map(|()| 0))
+}
+
+fn err(e: Errno) -> Response {
+    Response::Error(e.raw())
+}
+
+/// The same call with IPC_NOWAIT everywhere, and the errno it gives instead of sleeping
+/// (`None` for calls that never sleep). Such a failure changes nothing in the namespace.
+pub fn without_sleeping(req: &Request) -> Option<(Request, i32)> {
+    let nowait = IPC_NOWAIT;
+    match req {
+        Request::Semtimedop {
+            semid,
+            nsops,
+            sops: Some(sops),
+            timeout,
+        } => Some((
+            Request::Semtimedop {
+                semid: *semid,
+                nsops: *nsops,
+                sops: Some(
+                    sops.iter()
+                        .map(|b| Sembuf::new(b.sem_num, b.sem_op, b.sem_flg | nowait as i16))
+                        .collect(),
+                ),
+                timeout: *timeout,
+            },
+            libc::EAGAIN,
+        )),
+        Request::Msgsnd {
+            msqid,
+            mtype,
+            msgsz,
+            text,
+            flags,
+        } => Some((
+            Request::Msgsnd {
+                msqid: *msqid,
+                mtype: *mtype,
+                msgsz: *msgsz,
+                text: text.clone(),
+                flags: flags | nowait,
+            },
+            libc::EAGAIN,
+        )),
+        Request::Msgrcv {
+            msqid,
+            maxsize,
+            msgtyp,
+            flags,
+        } => Some((
+            Request::Msgrcv {
+                msqid: *msqid,
+                maxsize: *maxsize,
+                msgtyp: *msgtyp,
+                flags: flags | nowait,
+            },
+            libc::ENOMSG,
+        )),
+        _ => None,
+    }
+}
+
+/// A descriptor for the client's mapping of `memfd`: read-only attaches get a read-only open
+/// of the file, so the client can neither `mprotect` its mapping writable (EACCES, as for a
+/// SHM_RDONLY attach on Linux) nor write through the descriptor.
+fn descriptor_for(memfd: RawFd, read_only: bool) -> Result<OwnedFd, Errno> {
+    let raw = if read_only {
+        let path =
+            std::ffi::CString::new(format!("/proc/self/fd/{memfd}")).map_err(|_| Errno::ENOMEM)?;
+        // SAFETY: opens a NUL-terminated path read-only.
+        unsafe { libc::open(path.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) }
+    } else {
+        // SAFETY: duplicates a descriptor that lives as long as the attachment.
+        unsafe { libc::fcntl(memfd, libc::F_DUPFD_CLOEXEC, 0) }
+    };
+    if raw < 0 {
+        return Err(Errno::ENOMEM);
+    }
+    // SAFETY: a fresh descriptor owned by nobody else.
+    Ok(unsafe { OwnedFd::from_raw_fd(raw) })
+}
+
+/// Serves `req` (not Hello, Cancel or ForkChild, which the session handles). Returns the
+/// response and, for shmat, the descriptor to send with it.
+pub fn serve(cx: &Ctx<'_>, req: Request) -> (Response, Option<OwnedFd>) {
+    let Ctx { ns, cred, .. } = *cx;
+    let wait = WaitCtx::FOREVER.interruptible(cx.irq);
+    let resp = match req {
+        Request::Semget { key, nsems, flag } => ret(ns.semget(cred, key, nsems, flag)),
+        Request::Semtimedop {
+            semid,
+            nsops,
+            sops,
+            timeout,
+        } => match sops {
+            Some(sops) => done(ns.semtimedop(cred, semid, &sops, timeout, &wait)),
+            // The kernel's order around the copy of the operations: E2BIG, EINVAL for no
+            // operations, then EFAULT; a negative id is checked only after the copy
+            // (`do_semtimedop`; the differential run of tests/c/diff_ops.c shows it).
+            None if nsops > u64::from(ns.limits().semopm() as u32) => err(Errno::E2BIG),
+            None if nsops == 0 => err(Errno::EINVAL),
+            None => err(Errno::EFAULT),
+        },
+        Request::SemNsems { semid } => {
+            // Only to size SETALL's read; the SETALL itself is checked as the caller.
+            match ns.semctl(&Cred::root(cred.tgid), semid, 0, IPC_STAT, SemctlArg::None) {
+                Ok(SemctlOut::Stat(_, ds)) => Response::Ret(ds.nsems as i64),
+                Ok(_) => err(Errno::EINVAL),
+                Err(e) => err(e),
+            }
+        }
+        Request::Semctl {
+            semid,
+            semnum,
+            cmd,
+            arg,
+        } => {
+            let arg = match &arg {
+                SemArg::None => SemctlArg::None,
+                SemArg::Val(v) => SemctlArg::Val(*v),
+                SemArg::Array(a) => SemctlArg::Array(a),
+                SemArg::Set { uid, gid, mode } => SemctlArg::Set {
+                    uid: *uid,
+                    gid: *gid,
+                    mode: *mode,
+                },
+            };
+            match ns.semctl(cred, semid, semnum, cmd, arg) {
+                Ok(SemctlOut::Ret(r)) => Response::Ret(i64::from(r)),
+                Ok(SemctlOut::Stat(ret, ds)) => Response::SemStat { ret, ds },
+                Ok(SemctlOut::Info(ret, info)) => Response::SemInfo { ret, info },
+                Ok(SemctlOut::All(v)) => Response::SemAll(v),
+                Err(e) => err(e),
+            }
+        }
+        Request::Msgget { key, flag } => ret(ns.msgget(cred, key, flag)),
+        Request::Msgsnd {
+            msqid,
+            mtype,
+            msgsz,
+            text,
+            flags,
+        } => match text {
+            Some(text) => done(ns.msgsnd(cred, msqid, mtype, &text, flags, &wait)),
+            // The kernel's order before it copies the text: size and id, then type.
+            None if msgsz > ns.limits().msgmax().max(0) as u64 || msqid < 0 => err(Errno::EINVAL),
+            None if mtype < 1 => err(Errno::EINVAL),
+            None => err(Errno::EFAULT),
+        },
+        Request::Msgrcv {
+            msqid,
+            maxsize,
+            msgtyp,
+            flags,
+        } => match ns.msgrcv(cred, msqid, maxsize, msgtyp, flags, &wait) {
+            Ok((mtype, text)) => Response::Msg { mtype, text },
+            Err(e) => err(e),
+        },
+        Request::Msgctl { msqid, cmd, set } => {
+            let arg = set.map_or(MsgctlArg::None, MsgctlArg::Set);
+            match ns.msgctl(cred, msqid, cmd, arg) {
+                Ok(MsgctlOut::Done) => Response::Ret(0),
+                Ok(MsgctlOut::Stat { ret, ds }) => Response::MsgStat { ret, ds },
+                Ok(MsgctlOut::Info { max_idx, info }) => Response::MsgInfo { ret: max_idx, info },
+                Err(e) => err(e),
+            }
+        }
+        Request::Shmget { key, size, flag } => ret(ns.shmget(cred, key, size, flag)),
+        Request::Shmat { shmid, addr, flags } => match ns.shmat(cred, shmid, addr, flags) {
+            Ok(at) => match cx
+                .backing
+                .fd_of(&at.memory)
+                .ok_or(Errno::ENOMEM)
+                .and_then(|fd| descriptor_for(fd, at.read_only))
+            {
+                Ok(fd) => {
+                    return (
+                        Response::ShmAttached {
+                            shmid: at.shmid,
+                            addr: at.addr,
+                            size: at.size,
+                            len: at.len.max(PAGE_SIZE),
+                            read_only: at.read_only,
+                        },
+                        Some(fd),
+                    )
+                }
+                Err(e) => {
+                    let _ = ns.shmdt(cred, at.addr);
+                    err(e)
+                }
+            },
+            Err(e) => err(e),
+        },
+        Request::ShmMoved { from, to } => done(ns.shm_attach_move(cred.tgid, from, to)),
+        Request::Shmdt { addr } => done(ns.shmdt(cred, addr)),
+        Request::Shmctl { shmid, cmd, set } => match ns.shmctl(cred, shmid, cmd, set.as_ref()) {
+            Ok(ShmctlOut::Done) => Response::Ret(0),
+            Ok(ShmctlOut::Stat(ret, ds)) => Response::ShmStat { ret, ds },
+            Ok(ShmctlOut::Info(ret, info)) => Response::ShmInfo { ret, info },
+            Ok(ShmctlOut::Usage(ret, usage)) => Response::ShmUsage { ret, usage },
+            Err(e) => err(e),
+        },
+        Request::Hello { .. } | Request::Cancel | Request::ForkChild { .. } => err(Errno::EINVAL),
+    };
+    (resp, None)
+}

@@ -1,0 +1,259 @@
+//! The uipc daemon: one IPC namespace served to client processes over a Unix socket
+//! (`uipc serve`).
+//!
+//! Threads: the accept loop; one thread per connection ([`session`]), where the preload
+//! library opens one connection per client thread, so a blocking call parks only its own
+//! session; the [`poller`] thread, which watches the sockets of sessions in a blocking call;
+//! and the exit thread, which waits on the client pidfds and applies a dead process's exit
+//! rules ([`procs`]; sessions apply them too when they see an exit first).
+//!
+//! Shared memory is memfd-backed ([`memfd`]): shmat sends the segment's memfd with the reply
+//! and the client maps it. With a state file the namespace survives a restart ([`state`]).
+//!
+//! The socket lives in a directory that is not writable by others: created 0700 (0755 with
+//! `shared`) if missing, refused if it exists and is group- or other-writable or belongs to
+//! another user (root's directories excepted). The socket is
+//! 0600, or 0666 with `shared` (connecting needs write permission on it); the daemon judges
+//! every call by the caller's kernel-verified credentials either way.
+//!
+//! ## Not supported
+//! - File locks and POSIX timers (the lock manager and timer table are not served yet).
+//! - A frame's pid is the number the kernel reports at receive time; a process that died and
+//!   whose pid was reused at once could be confused with its successor (SCM_PIDFD would close
+//!   this gap).
+//! - Credentials other than the verified pid, euid and egid come from `/proc/PID/status`
+//!   (the main thread's view) and are cached until the verified ids change: a `setgroups` or
+//!   `capset` that keeps the effective ids is not seen.
+//! - One thread per connection, also while a call sleeps.
+
+pub mod dispatch;
+pub mod memfd;
+pub mod poller;
+pub mod procs;
+pub mod session;
+pub mod state;
+
+use memfd::MemfdBacking;
+use poller::Poller;
+use procs::Procs;
+use std::io;
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use uipc::ipc::{IpcNamespace, NamespaceOptions};
+
+/// How the daemon listens.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// The socket path.
+    pub socket: PathBuf,
+    /// Let other users connect (socket 0666, directory 0755 when created).
+    pub shared: bool,
+    /// Restore the namespace from this file at start (if it exists) and save it there when
+    /// stopped by SIGTERM, SIGINT or SIGHUP ([`run_until_signalled`]).
+    pub state: Option<PathBuf>,
+}
+
+/// The state every session shares.
+pub struct Shared {
+    /// The namespace served.
+    pub ns: IpcNamespace,
+    backing: Arc<MemfdBacking>,
+    procs: Procs,
+    poller: Arc<Poller>,
+    next_session: AtomicU64,
+}
+
+/// A bound daemon, not yet accepting.
+pub struct Server {
+    shared: Arc<Shared>,
+    listener: UnixListener,
+    path: PathBuf,
+}
+
+/// Serves until SIGTERM, SIGINT or SIGHUP, then saves the state (if asked), removes the
+/// socket and exits the process. Call before any thread is started: the signals are blocked
+/// in every thread and taken by one with `sigwait`.
+pub fn run_until_signalled(opts: &Options) -> io::Result<()> {
+    // SAFETY: builds a signal set in a zeroed sigset_t and blocks it for this thread (and the
+    // threads it starts later).
+    let set = unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        for sig in [libc::SIGTERM, libc::SIGINT, libc::SIGHUP] {
+            libc::sigaddset(&mut set, sig);
+        }
+        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+        set
+    };
+    let server = Server::bind(opts)?;
+    let shared = server.shared.clone();
+    let (socket, state) = (opts.socket.clone(), opts.state.clone());
+    std::thread::Builder::new()
+        .name("uipc-signals".into())
+        .spawn(move || {
+            let mut sig = 0;
+            // SAFETY: waits for one of the blocked signals of a live set.
+            unsafe { libc::sigwait(&set, &mut sig) };
+            let mut code = 0;
+            if let Some(path) = state {
+                if let Err(e) = state::save(&shared.ns, &path) {
+                    eprintln!("uipc serve: saving {}: {e}", path.display());
+                    code = 1;
+                }
+            }
+            let _ = std::fs::remove_file(&socket);
+            std::process::exit(code);
+        })?;
+    server.run()
+}
+
+/// The default socket: `$XDG_RUNTIME_DIR/uipc/socket`, `/run/uipc/socket` for root, else
+/// `/tmp/uipc-UID/socket`.
+pub fn default_socket_path() -> PathBuf {
+    if let Some(dir) = std::env::var_os("XDG_RUNTIME_DIR").filter(|d| !d.is_empty()) {
+        return Path::new(&dir).join("uipc/socket");
+    }
+    // SAFETY: plain getter.
+    let uid = unsafe { libc::geteuid() };
+    if uid == 0 {
+        PathBuf::from("/run/uipc/socket")
+    } else {
+        PathBuf::from(format!("/tmp/uipc-{uid}/socket"))
+    }
+}
+
+fn raise_fd_limit() {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: reads and sets this process's own limit from a live struct.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 && lim.rlim_cur < lim.rlim_max {
+            lim.rlim_cur = lim.rlim_max;
+            libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
+        }
+    }
+}
+
+fn prepare_dir(dir: &Path, shared: bool) -> io::Result<()> {
+    match std::fs::metadata(dir) {
+        Ok(m) => {
+            if !m.is_dir() {
+                return Err(io::Error::other(format!(
+                    "{} is not a directory",
+                    dir.display()
+                )));
+            }
+            // SAFETY: plain getter.
+            let me = unsafe { libc::geteuid() };
+            if m.uid() != me && m.uid() != 0 {
+                return Err(io::Error::other(format!(
+                    "{} belongs to another user; choose a directory of your own",
+                    dir.display()
+                )));
+            }
+            if m.permissions().mode() & 0o022 != 0 {
+                return Err(io::Error::other(format!(
+                    "{} is writable by others; choose a private directory",
+                    dir.display()
+                )));
+            }
+            Ok(())
+        }
+        Err(e) if e.kind() == io::ErrorKind::NotFound => std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(if shared { 0o755 } else { 0o700 })
+            .create(dir),
+        Err(e) => Err(e),
+    }
+}
+
+impl Server {
+    /// Creates the namespace and binds the socket. Fails if a daemon already answers there.
+    /// Raises the soft descriptor limit to the hard one: the daemon holds a descriptor per
+    /// connection, per client process (its pidfd) and per segment.
+    pub fn bind(opts: &Options) -> io::Result<Server> {
+        raise_fd_limit();
+        let dir = opts.socket.parent().unwrap_or(Path::new("."));
+        prepare_dir(
+            if dir.as_os_str().is_empty() {
+                Path::new(".")
+            } else {
+                dir
+            },
+            opts.shared,
+        )?;
+        if opts.socket.exists() {
+            if UnixStream::connect(&opts.socket).is_ok() {
+                return Err(io::Error::new(
+                    io::ErrorKind::AddrInUse,
+                    format!("a daemon already listens on {}", opts.socket.display()),
+                ));
+            }
+            std::fs::remove_file(&opts.socket)?;
+        }
+        let backing = Arc::new(MemfdBacking::new());
+        let ns = IpcNamespace::with_options(NamespaceOptions {
+            shm_backing: Some(backing.clone()),
+            ..Default::default()
+        });
+        if let Some(state) = opts.state.as_deref().filter(|p| p.exists()) {
+            state::restore(&ns, state)?;
+        }
+        let listener = UnixListener::bind(&opts.socket)?;
+        let mode = if opts.shared { 0o666 } else { 0o600 };
+        std::fs::set_permissions(&opts.socket, std::fs::Permissions::from_mode(mode))?;
+        let shared = Arc::new(Shared {
+            ns,
+            backing,
+            procs: Procs::new()?,
+            poller: Poller::start()?,
+            next_session: AtomicU64::new(1),
+        });
+        let s = shared.clone();
+        std::thread::Builder::new()
+            .name("uipc-exits".into())
+            .spawn(move || loop {
+                s.procs.reap_ready(-1, &|pid| s.ns.process_exit(pid));
+            })?;
+        Ok(Server {
+            shared,
+            listener,
+            path: opts.socket.clone(),
+        })
+    }
+
+    /// The state shared with sessions (tests look at the namespace through it).
+    pub fn shared(&self) -> &Arc<Shared> {
+        &self.shared
+    }
+
+    /// The socket path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Accepts connections forever, one thread each.
+    pub fn run(self) -> io::Result<()> {
+        for conn in self.listener.incoming() {
+            let stream = match conn {
+                Ok(s) => s,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            };
+            let shared = self.shared.clone();
+            let id = shared.next_session.fetch_add(1, Ordering::Relaxed);
+            let spawned = std::thread::Builder::new()
+                .name(format!("uipc-session-{id}"))
+                .spawn(move || session::run(shared, stream, id));
+            if let Err(e) = spawned {
+                eprintln!("uipc serve: cannot start a session thread: {e}");
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,330 @@
+//! Client processes: who they are and when they die.
+//!
+//! The first request from a pid opens a pidfd for it (`pidfd_open`) and adds it to an epoll
+//! set. Each request is served inside [`Procs::enter`] / [`ProcGuard`]: it counts as in flight
+//! and registers the session's [`Interrupt`]. A process's exit is handled by whoever first sees
+//! its pidfd ready: the exit thread (blocked on the epoll set) or a session, which checks the
+//! set without waiting ([`Procs::reap_ready`]) before serving each request. The latter gives
+//! Linux's ordering: a process that learns of an exit (its child was reaped, say) and then
+//! calls finds the exit's effects applied, because its pidfd is ready before the parent can
+//! reap it.
+//!
+//! Handling an exit: mark the process exiting (no new request enters), raise the interrupts
+//! of its requests in flight (their blocking calls end with EINTR), wait for them to leave,
+//! and only then call the namespace's `process_exit`, so no request of the process can create
+//! SEM_UNDO state or an attachment after its exit was applied. Then the record is dropped;
+//! a thread that found the exit already claimed waits until it is done. A later frame
+//! carrying the same pid opens a new pidfd (ESRCH if nothing runs under it; a zombie's
+//! pidfd is ready at once, so its record is cleaned again right away).
+//!
+//! Credentials: the kernel verifies the pid, effective uid and effective gid each frame
+//! carries; the real and saved ids, supplementary groups, effective capabilities and
+//! RLIMIT_MEMLOCK come from `/proc/PID/status` and `prlimit`, read when the frame's ids
+//! differ from the cached ones. If the status file's effective ids do not match the verified
+//! ones (the process changed ids since), the daemon trusts only the verified ids: no
+//! capabilities, no supplementary groups.
+//!
+//! Lock order: `Procs::map` -> one `ProcState::inner`. An exit is handled with no guard held
+//! by the handling thread.
+
+use std::collections::HashMap;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use uipc::{CapSet, Cred, Errno, Interrupt};
+use uipc_proto::transport::PeerCred;
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Life {
+    Alive,
+    Exiting,
+    Gone,
+}
+
+/// One client process.
+pub struct ProcState {
+    /// Its pid (thread group id).
+    pub pid: i32,
+    pidfd: OwnedFd,
+    inner: Mutex<ProcInner>,
+    changed: Condvar,
+}
+
+struct ProcInner {
+    life: Life,
+    inflight: u32,
+    /// Interrupts of the requests in flight, by session id.
+    interrupts: HashMap<u64, Interrupt>,
+    /// Credentials built for the last verified ids seen.
+    cred: Option<(PeerCred, Cred)>,
+}
+
+/// The table of client processes.
+pub struct Procs {
+    map: Mutex<HashMap<i32, Arc<ProcState>>>,
+    epoll: OwnedFd,
+}
+
+/// A request in flight for a process; leaving drops it.
+pub struct ProcGuard {
+    proc: Arc<ProcState>,
+    session: u64,
+}
+
+impl Drop for ProcGuard {
+    fn drop(&mut self) {
+        let mut g = lock(&self.proc.inner);
+        g.inflight -= 1;
+        g.interrupts.remove(&self.session);
+        if g.inflight == 0 {
+            self.proc.changed.notify_all();
+        }
+    }
+}
+
+impl ProcGuard {
+    /// The process.
+    pub fn proc(&self) -> &Arc<ProcState> {
+        &self.proc
+    }
+}
+
+fn pidfd_open(pid: i32) -> Result<OwnedFd, Errno> {
+    // SAFETY: plain syscall; a negative result is an error.
+    let raw = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+    if raw < 0 {
+        return Err(Errno::ESRCH);
+    }
+    // SAFETY: a fresh pidfd owned by nobody else.
+    Ok(unsafe { OwnedFd::from_raw_fd(raw as i32) })
+}
+
+/// Whether the process behind `pidfd` has exited (non-blocking).
+fn has_exited(pidfd: &OwnedFd) -> bool {
+    let mut p = libc::pollfd {
+        fd: pidfd.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: one live pollfd, zero timeout.
+    unsafe { libc::poll(&mut p, 1, 0) == 1 }
+}
+
+impl Procs {
+    /// An empty table.
+    pub fn new() -> std::io::Result<Procs> {
+        // SAFETY: plain syscall.
+        let raw = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
+        if raw < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(Procs {
+            map: Mutex::new(HashMap::new()),
+            // SAFETY: a fresh epoll descriptor owned by nobody else.
+            epoll: unsafe { OwnedFd::from_raw_fd(raw) },
+        })
+    }
+
+    /// The live record of `pid`, if any.
+    pub fn get(&self, pid: i32) -> Option<Arc<ProcState>> {
+        let p = lock(&self.map).get(&pid).cloned()?;
+        (!has_exited(&p.pidfd)).then_some(p)
+    }
+
+    /// Starts a request of process `pid` from session `session`: ESRCH if the process is gone.
+    pub fn enter(&self, pid: i32, session: u64, irq: &Interrupt) -> Result<ProcGuard, Errno> {
+        if pid <= 0 {
+            return Err(Errno::ESRCH);
+        }
+        let proc = {
+            let mut map = lock(&self.map);
+            match map.get(&pid) {
+                Some(p) => p.clone(),
+                None => {
+                    let p = Arc::new(ProcState {
+                        pid,
+                        pidfd: pidfd_open(pid)?,
+                        inner: Mutex::new(ProcInner {
+                            life: Life::Alive,
+                            inflight: 0,
+                            interrupts: HashMap::new(),
+                            cred: None,
+                        }),
+                        changed: Condvar::new(),
+                    });
+                    let mut ev = libc::epoll_event {
+                        events: libc::EPOLLIN as u32,
+                        u64: pid as u32 as u64,
+                    };
+                    // SAFETY: registers a live pidfd with our epoll set.
+                    let added = unsafe {
+                        libc::epoll_ctl(
+                            self.epoll.as_raw_fd(),
+                            libc::EPOLL_CTL_ADD,
+                            p.pidfd.as_raw_fd(),
+                            &mut ev,
+                        )
+                    };
+                    if added != 0 {
+                        return Err(Errno::ENOMEM);
+                    }
+                    map.insert(pid, p.clone());
+                    p
+                }
+            }
+        };
+        let mut g = lock(&proc.inner);
+        if g.life != Life::Alive {
+            return Err(Errno::ESRCH);
+        }
+        g.inflight += 1;
+        g.interrupts.insert(session, irq.clone());
+        drop(g);
+        Ok(ProcGuard { proc, session })
+    }
+
+    /// Waits up to `timeout_ms` (-1: forever, 0: not at all) for exits and handles them with
+    /// `on_exit` (the namespace's exit rules). Call with no [`ProcGuard`] held.
+    pub fn reap_ready(&self, timeout_ms: i32, on_exit: &dyn Fn(i32)) {
+        let mut evs = [libc::epoll_event { events: 0, u64: 0 }; 16];
+        // SAFETY: `evs` is a live array of 16 events.
+        let n =
+            unsafe { libc::epoll_wait(self.epoll.as_raw_fd(), evs.as_mut_ptr(), 16, timeout_ms) };
+        for ev in evs.iter().take(n.max(0) as usize) {
+            let pid = ev.u64 as u32 as i32;
+            let proc = lock(&self.map).get(&pid).cloned();
+            if let Some(p) = proc {
+                if has_exited(&p.pidfd) {
+                    self.finish_exit(&p, on_exit);
+                }
+            }
+        }
+    }
+
+    fn finish_exit(&self, proc: &Arc<ProcState>, on_exit: &dyn Fn(i32)) {
+        let mut g = lock(&proc.inner);
+        if g.life != Life::Alive {
+            while g.life != Life::Gone {
+                g = proc.changed.wait(g).unwrap_or_else(|e| e.into_inner());
+            }
+            return;
+        }
+        g.life = Life::Exiting;
+        for irq in g.interrupts.values() {
+            irq.raise();
+        }
+        while g.inflight > 0 {
+            g = proc.changed.wait(g).unwrap_or_else(|e| e.into_inner());
+        }
+        drop(g);
+        on_exit(proc.pid);
+        // SAFETY: removes our pidfd from our epoll set (both live).
+        unsafe {
+            libc::epoll_ctl(
+                self.epoll.as_raw_fd(),
+                libc::EPOLL_CTL_DEL,
+                proc.pidfd.as_raw_fd(),
+                std::ptr::null_mut(),
+            )
+        };
+        {
+            let mut map = lock(&self.map);
+            if map.get(&proc.pid).is_some_and(|p| Arc::ptr_eq(p, proc)) {
+                map.remove(&proc.pid);
+            }
+        }
+        lock(&proc.inner).life = Life::Gone;
+        proc.changed.notify_all();
+    }
+}
+
+impl ProcState {
+    /// The engine identity for a frame with verified ids `peer`.
+    pub fn cred(&self, peer: PeerCred) -> Cred {
+        let mut g = lock(&self.inner);
+        if let Some((p, c)) = &g.cred {
+            if *p == peer {
+                return c.clone();
+            }
+        }
+        let c = read_cred(peer);
+        g.cred = Some((peer, c.clone()));
+        c
+    }
+}
+
+/// Parses `/proc/PID/status` (ids, groups, CapEff) into a `Cred` for `peer`.
+fn read_cred(peer: PeerCred) -> Cred {
+    let mut cred = Cred {
+        caps: CapSet::EMPTY,
+        ..Cred::user(peer.pid, peer.uid, peer.gid)
+    };
+    let Ok(text) = std::fs::read_to_string(format!("/proc/{}/status", peer.pid)) else {
+        return cred;
+    };
+    let ids = |line: &str| -> Vec<u32> {
+        line.split_whitespace()
+            .filter_map(|w| w.parse().ok())
+            .collect()
+    };
+    let (mut uids, mut gids, mut groups, mut caps) = (vec![], vec![], vec![], None);
+    for line in text.lines() {
+        if let Some(rest) = line.strip_prefix("Uid:") {
+            uids = ids(rest);
+        } else if let Some(rest) = line.strip_prefix("Gid:") {
+            gids = ids(rest);
+        } else if let Some(rest) = line.strip_prefix("Groups:") {
+            groups = ids(rest);
+        } else if let Some(rest) = line.strip_prefix("CapEff:") {
+            caps = u64::from_str_radix(rest.trim(), 16).ok();
+        }
+    }
+    if uids.len() < 3 || gids.len() < 3 || uids[1] != peer.uid || gids[1] != peer.gid {
+        return cred;
+    }
+    cred.uid = uids[0];
+    cred.suid = uids[2];
+    cred.gid = gids[0];
+    cred.sgid = gids[2];
+    cred.groups = groups;
+    cred.caps = CapSet::from_bits(caps.unwrap_or(0));
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: reads another process's limit into a live struct; no new limit is set.
+    if unsafe { libc::prlimit(peer.pid, libc::RLIMIT_MEMLOCK, std::ptr::null(), &mut lim) } == 0 {
+        cred.rlimit_memlock = lim.rlim_cur;
+    }
+    cred
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn own_status_gives_root_caps_and_a_mismatched_euid_gives_none() {
+        // SAFETY: plain getters.
+        let (pid, euid, egid) = unsafe { (libc::getpid(), libc::geteuid(), libc::getegid()) };
+        let me = read_cred(PeerCred {
+            pid,
+            uid: euid,
+            gid: egid,
+        });
+        assert_eq!((me.euid, me.egid, me.tgid), (euid, egid, pid));
+        if euid == 0 {
+            assert!(me.has_cap(uipc::Cap::SYS_ADMIN));
+        }
+        let other = read_cred(PeerCred {
+            pid,
+            uid: euid + 1,
+            gid: egid,
+        });
+        assert_eq!(other.caps, CapSet::EMPTY);
+        assert_eq!(other.euid, euid + 1);
+    }
+}

@@ -1,0 +1,124 @@
+//! The daemon against hostile clients: random frames that do not decode, random byte
+//! streams, oversized and truncated frames. Each gets an error reply or a closed connection,
+//! and the daemon keeps serving well-behaved clients.
+
+use proptest::prelude::*;
+use std::io::Write;
+use std::os::fd::AsRawFd;
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+use std::time::Duration;
+use uipc_proto::client::Connection;
+use uipc_proto::transport::{recv_frame, send_frame};
+use uipc_proto::{Request, Response, VERSION};
+use uipc_server::{Options, Server};
+
+fn daemon() -> &'static PathBuf {
+    static PATH: OnceLock<PathBuf> = OnceLock::new();
+    PATH.get_or_init(|| {
+        let dir = std::env::temp_dir().join(format!("uipc-hostile-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let socket = dir.join("socket");
+        let server = Server::bind(&Options {
+            socket: socket.clone(),
+            shared: false,
+            state: None,
+        })
+        .unwrap();
+        std::thread::spawn(move || server.run());
+        socket
+    })
+}
+
+fn still_serves(path: &Path) {
+    let c = Connection::connect(path, false).expect("the daemon still accepts sessions");
+    let (resp, _) = c
+        .call(
+            &Request::Msgget {
+                key: 0,
+                flag: 0o600,
+            },
+            false,
+        )
+        .unwrap();
+    assert!(matches!(resp, Response::Ret(id) if id >= 0), "{resp:?}");
+}
+
+fn hello(s: &UnixStream) {
+    let h = Request::Hello {
+        version: VERSION,
+        new_image: false,
+    };
+    send_frame(s.as_raw_fd(), &h.encode(), true, None).unwrap();
+    let got = recv_frame(s.as_raw_fd(), false).unwrap();
+    assert_eq!(
+        Response::decode(&got.payload),
+        Ok(Response::Hello { version: VERSION })
+    );
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(300))]
+
+    #[test]
+    fn an_undecodable_frame_gets_ebadmsg_and_a_closed_connection(
+        payload in proptest::collection::vec(any::<u8>(), 0..200)
+    ) {
+        prop_assume!(Request::decode(&payload).is_err());
+        let path = daemon();
+        let s = UnixStream::connect(path).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        hello(&s);
+        send_frame(s.as_raw_fd(), &payload, true, None).unwrap();
+        let got = recv_frame(s.as_raw_fd(), false).unwrap();
+        prop_assert_eq!(Response::decode(&got.payload), Ok(Response::Error(libc::EBADMSG)));
+        prop_assert!(recv_frame(s.as_raw_fd(), false).is_err());
+    }
+
+    #[test]
+    fn a_random_byte_stream_never_takes_the_daemon_down(
+        bytes in proptest::collection::vec(any::<u8>(), 0..300)
+    ) {
+        let path = daemon();
+        let s = UnixStream::connect(path).unwrap();
+        let _ = (&s).write_all(&bytes);
+        drop(s);
+        still_serves(path);
+    }
+}
+
+#[test]
+fn a_frame_sent_without_credentials_is_judged_by_the_ids_the_kernel_attaches() {
+    let path = daemon();
+    let s = UnixStream::connect(path).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    hello(&s);
+    // The daemon sets SO_PASSCRED, so the kernel attaches credentials anyway: the frame is
+    // served with the sender's real ids.
+    let get = Request::Msgget {
+        key: 0,
+        flag: 0o600,
+    };
+    send_frame(s.as_raw_fd(), &get.encode(), false, None).unwrap();
+    let got = recv_frame(s.as_raw_fd(), false).unwrap();
+    assert!(matches!(
+        Response::decode(&got.payload),
+        Ok(Response::Ret(_))
+    ));
+    still_serves(path);
+}
+
+#[test]
+fn a_frame_cut_short_by_a_hang_up_is_dropped() {
+    let path = daemon();
+    let s = UnixStream::connect(path).unwrap();
+    hello(&s);
+    (&s).write_all(&1000u32.to_le_bytes()).unwrap();
+    (&s).write_all(&[10, 0, 0]).unwrap();
+    drop(s);
+    let s = UnixStream::connect(path).unwrap();
+    (&s).write_all(&u32::MAX.to_le_bytes()).unwrap();
+    drop(s);
+    still_serves(path);
+}

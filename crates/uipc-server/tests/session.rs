@@ -1,0 +1,280 @@
+//! The daemon in-process: a server on a private socket, clients through `Connection`.
+
+use std::io::Write;
+use std::os::fd::AsRawFd;
+use std::os::unix::net::UnixStream;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{mpsc, Arc};
+use std::time::Duration;
+use uipc::ipc::consts::*;
+use uipc::ipc::sem::Sembuf;
+use uipc_proto::client::Connection;
+use uipc_proto::transport::{recv_frame, send_frame};
+use uipc_proto::{Request, Response, SemArg};
+use uipc_server::{Options, Server, Shared};
+
+static N: AtomicUsize = AtomicUsize::new(0);
+
+fn start() -> (PathBuf, Arc<Shared>) {
+    let dir = std::env::temp_dir().join(format!(
+        "uipc-server-test-{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    ));
+    let _ = std::fs::remove_dir_all(&dir);
+    let socket = dir.join("socket");
+    let server = Server::bind(&Options {
+        socket: socket.clone(),
+        shared: false,
+        state: None,
+    })
+    .unwrap();
+    let shared = server.shared().clone();
+    std::thread::spawn(move || server.run());
+    (socket, shared)
+}
+
+fn ret(c: &Connection, req: Request) -> Response {
+    c.call(&req, false).unwrap().0
+}
+
+#[test]
+fn semaphores_round_trip_through_the_daemon() {
+    let (path, _) = start();
+    let c = Connection::connect(&path, true).unwrap();
+    let Response::Ret(id) = ret(
+        &c,
+        Request::Semget {
+            key: 0x5eed,
+            nsems: 2,
+            flag: IPC_CREAT | 0o600,
+        },
+    ) else {
+        panic!("semget")
+    };
+    let id = id as i32;
+    let up = Request::Semtimedop {
+        semid: id,
+        nsops: 1,
+        sops: Some(vec![Sembuf::new(1, 3, 0)]),
+        timeout: None,
+    };
+    assert_eq!(ret(&c, up), Response::Ret(0));
+    let get = Request::Semctl {
+        semid: id,
+        semnum: 0,
+        cmd: GETALL,
+        arg: SemArg::None,
+    };
+    assert_eq!(ret(&c, get), Response::SemAll(vec![0, 3]));
+    assert_eq!(ret(&c, Request::SemNsems { semid: id }), Response::Ret(2));
+    let bad = Request::Semtimedop {
+        semid: id,
+        nsops: 1,
+        sops: Some(vec![Sembuf::new(0, -1, IPC_NOWAIT as i16)]),
+        timeout: None,
+    };
+    assert_eq!(ret(&c, bad), Response::Error(libc::EAGAIN));
+}
+
+#[test]
+fn unreadable_arguments_get_the_kernels_errno_order() {
+    let (path, _) = start();
+    let c = Connection::connect(&path, true).unwrap();
+    let sem = |semid, nsops| Request::Semtimedop {
+        semid,
+        nsops,
+        sops: None,
+        timeout: None,
+    };
+    assert_eq!(ret(&c, sem(0, 501)), Response::Error(libc::E2BIG));
+    assert_eq!(ret(&c, sem(0, 0)), Response::Error(libc::EINVAL));
+    assert_eq!(
+        ret(&c, sem(-1, 1)),
+        Response::Error(libc::EFAULT),
+        "the id is checked after the copy"
+    );
+    assert_eq!(ret(&c, sem(0, 1)), Response::Error(libc::EFAULT));
+    let snd = |msgsz, mtype| Request::Msgsnd {
+        msqid: 0,
+        mtype,
+        msgsz,
+        text: None,
+        flags: 0,
+    };
+    assert_eq!(ret(&c, snd(8193, 1)), Response::Error(libc::EINVAL));
+    assert_eq!(ret(&c, snd(10, 0)), Response::Error(libc::EINVAL));
+    assert_eq!(ret(&c, snd(10, 1)), Response::Error(libc::EFAULT));
+}
+
+extern "C" fn on_usr1(_: libc::c_int) {}
+
+#[test]
+fn a_signal_during_a_blocking_semop_cancels_it_with_eintr() {
+    let (path, _) = start();
+    // SAFETY: installs an empty handler with SA_RESTART (the read must still be interrupted).
+    unsafe {
+        let mut sa: libc::sigaction = std::mem::zeroed();
+        sa.sa_sigaction = on_usr1 as *const () as usize;
+        sa.sa_flags = libc::SA_RESTART;
+        libc::sigaction(libc::SIGUSR1, &sa, std::ptr::null_mut());
+    }
+    let c = Connection::connect(&path, true).unwrap();
+    let Response::Ret(id) = ret(
+        &c,
+        Request::Semget {
+            key: IPC_PRIVATE,
+            nsems: 1,
+            flag: 0o600,
+        },
+    ) else {
+        panic!("semget")
+    };
+    let (tx, rx) = mpsc::channel();
+    let t = std::thread::spawn(move || {
+        // SAFETY: plain getter.
+        tx.send(unsafe { libc::pthread_self() }).unwrap();
+        let down = Request::Semtimedop {
+            semid: id as i32,
+            nsops: 1,
+            sops: Some(vec![Sembuf::new(0, -1, SEM_UNDO)]),
+            timeout: None,
+        };
+        c.call(&down, true).unwrap().0
+    });
+    let thread = rx.recv().unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    // SAFETY: the thread is alive (it is blocked in the call) and has a handler installed.
+    unsafe { libc::pthread_kill(thread, libc::SIGUSR1) };
+    assert_eq!(t.join().unwrap(), Response::Error(libc::EINTR));
+    let c = Connection::connect(&path, false).unwrap();
+    let ncnt = Request::Semctl {
+        semid: id as i32,
+        semnum: 0,
+        cmd: GETNCNT,
+        arg: SemArg::None,
+    };
+    assert_eq!(ret(&c, ncnt), Response::Ret(0), "the sleeper was dequeued");
+}
+
+#[test]
+fn malformed_frames_get_an_error_and_a_closed_connection() {
+    let (path, _) = start();
+    let s = UnixStream::connect(&path).unwrap();
+    let fd = s.as_raw_fd();
+    send_frame(fd, &[0xee, 1, 2], true, None).unwrap();
+    let got = recv_frame(fd, false).unwrap();
+    assert_eq!(
+        Response::decode(&got.payload),
+        Ok(Response::Error(libc::EPROTO)),
+        "a session must start with hello"
+    );
+    let c = Connection::connect(&path, false).unwrap();
+    let s = c.into_stream();
+    let fd = s.as_raw_fd();
+    send_frame(fd, &[0xee, 1, 2], true, None).unwrap();
+    let got = recv_frame(fd, false).unwrap();
+    assert_eq!(
+        Response::decode(&got.payload),
+        Ok(Response::Error(libc::EBADMSG))
+    );
+    assert!(recv_frame(fd, false).is_err(), "closed after a bad frame");
+    let c = Connection::connect(&path, false).unwrap();
+    let s = c.into_stream();
+    (&s).write_all(&u32::MAX.to_le_bytes()).unwrap();
+    assert!(
+        recv_frame(s.as_raw_fd(), false).is_err(),
+        "oversized: closed"
+    );
+    let bad_version = Request::Hello {
+        version: 999,
+        new_image: false,
+    };
+    let s = UnixStream::connect(&path).unwrap();
+    send_frame(s.as_raw_fd(), &bad_version.encode(), true, None).unwrap();
+    let got = recv_frame(s.as_raw_fd(), false).unwrap();
+    assert_eq!(
+        Response::decode(&got.payload),
+        Ok(Response::Error(libc::EPROTO))
+    );
+}
+
+#[test]
+fn shmat_sends_a_memfd_that_two_mappings_share() {
+    let (path, shared) = start();
+    let c = Connection::connect(&path, true).unwrap();
+    let Response::Ret(id) = ret(
+        &c,
+        Request::Shmget {
+            key: IPC_PRIVATE,
+            size: 100,
+            flag: 0o600,
+        },
+    ) else {
+        panic!("shmget")
+    };
+    let attach = || {
+        let (resp, fd) = c
+            .call(
+                &Request::Shmat {
+                    shmid: id as i32,
+                    addr: 0,
+                    flags: 0,
+                },
+                false,
+            )
+            .unwrap();
+        let Response::ShmAttached { addr, len, .. } = resp else {
+            panic!("{resp:?}")
+        };
+        assert_eq!(len, 4096);
+        let fd = fd.expect("a memfd comes with the reply");
+        // SAFETY: maps the memfd shared, at an address of the kernel's choosing.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len as usize,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                fd.as_raw_fd(),
+                0,
+            )
+        };
+        assert_ne!(p, libc::MAP_FAILED);
+        let moved = ret(
+            &c,
+            Request::ShmMoved {
+                from: addr,
+                to: p as u64,
+            },
+        );
+        assert_eq!(moved, Response::Ret(0));
+        p.cast::<u8>()
+    };
+    let (a, b) = (attach(), attach());
+    // SAFETY: both are live 4096-byte shared mappings of the same memfd.
+    unsafe {
+        *a.add(7) = 42;
+        assert_eq!(*b.add(7), 42);
+    }
+    let stat = ret(
+        &c,
+        Request::Shmctl {
+            shmid: id as i32,
+            cmd: IPC_STAT,
+            set: None,
+        },
+    );
+    let Response::ShmStat { ds, .. } = stat else {
+        panic!()
+    };
+    assert_eq!(ds.nattch, 2);
+    assert_eq!(ret(&c, Request::Shmdt { addr: a as u64 }), Response::Ret(0));
+    assert_eq!(
+        ret(&c, Request::Shmdt { addr: a as u64 }),
+        Response::Error(libc::EINVAL)
+    );
+    let pid = std::process::id() as i32;
+    assert_eq!(shared.ns.shm_attachments(pid), vec![(b as u64, id as i32)]);
+}

@@ -1,0 +1,169 @@
+#!/usr/bin/env bash
+# `uipc run` end to end: builds the C test programs in tests/c, runs each one on the host
+# kernel (the oracle: the tests pin down Linux's behaviour) and then under `uipc run`, and
+# finally checks that the uipc runs created no kernel SysV object.
+#
+# As root every run gets a fresh IPC namespace (`unshare --ipc`), so other users of the host's
+# SysV IPC cannot disturb the check; without root the check compares /proc/sysvipc before and
+# after instead.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+cargo build --release -p uipc-cli -p uipc-preload
+uipc=./target/release/uipc
+out=target/c-tests
+mkdir -p "$out"
+for src in tests/c/*.c; do
+    cc -O1 -Wall -Wextra -Werror -pthread -o "$out/$(basename "$src" .c)" "$src"
+done
+
+# Two programs under two `uipc run --socket S` meet through keys on one `uipc serve` daemon.
+shared_daemon() {
+    local uipc=$1 out=$2 dir
+    dir=$(mktemp -d)
+    "$uipc" serve --socket "$dir/socket" &
+    local daemon=$!
+    for _ in $(seq 200); do [ -S "$dir/socket" ] && break; sleep 0.05; done
+    timeout 60 "$uipc" run --socket "$dir/socket" -- "$out/key_peer" wait &
+    local waiter=$!
+    timeout 60 "$uipc" run --socket "$dir/socket" -- "$out/key_peer" post
+    wait "$waiter"
+    kill "$daemon"
+    wait "$daemon" || true
+    rm -rf "$dir"
+}
+export -f shared_daemon
+
+tests=(msg_sem_exchange sem_undo_kill shm_share shm_rdonly_segv semop_eintr threads_block
+    calls_errno perm_setuid eintr_storm exec_rules cancel_thread closefrom
+    "load 64 100")
+
+if [ "$(id -u)" = 0 ]; then
+    echo "-- on the host kernel (each in a private IPC namespace)"
+    for t in "${tests[@]}"; do
+        # shellcheck disable=SC2086 # a test may carry arguments
+        timeout 60 unshare --ipc $out/$t
+    done
+    echo "-- under uipc run (one private IPC namespace, checked afterwards)"
+    timeout 300 unshare --ipc bash -c '
+        set -euo pipefail
+        uipc=$1 out=$2; shift 2
+        for t in "$@"; do timeout 60 "$uipc" run -- $out/$t; done
+        shared_daemon "$uipc" "$out"
+        # The daemon outlives the program while a descendant still runs (uipc run reaps
+        # orphans); the exit status is that of the program.
+        marker=$(mktemp -u)
+        set +e
+        "$uipc" run -- sh -c "(sleep 0.3; \"$out/msg_sem_exchange\" && touch $marker) & exit 7"
+        rc=$?
+        set -e
+        [ "$rc" = 7 ] && [ -e "$marker" ] && rm -f "$marker"
+        # A uipc run inside another joins its daemon: the two programs meet by key.
+        "$uipc" run -- sh -c "\"$out/key_peer\" wait & \"$uipc\" run -- \"$out/key_peer\" post && wait \$!"
+        "$out/kernel_probe"
+    ' _ "$uipc" "$out" "${tests[@]}"
+    echo "-- differential runs: random calls on the host kernel and under uipc run, same output"
+    for seed in 1 2 3; do
+        timeout 60 unshare --ipc "$out/diff_ops" "$seed" 3000 > "$out/diff-host-$seed.txt"
+        timeout 120 "$uipc" run -- "$out/diff_ops" "$seed" 3000 > "$out/diff-uipc-$seed.txt"
+        diff -u "$out/diff-host-$seed.txt" "$out/diff-uipc-$seed.txt"
+    done
+    echo "diff_ops: 3 x 3000 calls, no divergence"
+    echo "-- uipc ipcs / ipcrm against util-linux ipcs / ipcrm (same objects, same output)"
+    script='P; P -q; P -m -s; R -Q 0x99 -s 1; echo rc=$?; R -M 0x7777; echo rc=$?; P; R -a; echo rc=$?; P'
+    native=${script//P/ipcs}
+    native=${native//R/ipcrm}
+    abs=$(realpath "$uipc")
+    under=${script//P/$abs ipcs}
+    under=${under//R/$abs ipcrm}
+    timeout 60 unshare --ipc "$out/ipcs_fixture" "$native" > "$out/ipcs-host.txt" 2>/dev/null
+    timeout 60 "$uipc" run -- "$out/ipcs_fixture" "$under" > "$out/ipcs-uipc.txt" 2>/dev/null
+    diff -u "$out/ipcs-host.txt" "$out/ipcs-uipc.txt"
+    echo "ipcs/ipcrm: same output as util-linux"
+
+    echo "-- uipc serve --state: stopped and started again, the same objects"
+    state_dir=$(mktemp -d)
+    abs_out=$(realpath "$out")
+    start_serve() {
+        "$uipc" serve --socket "$state_dir/socket" --state "$state_dir/state" &
+        serve_pid=$!
+        for _ in $(seq 200); do [ -S "$state_dir/socket" ] && break; sleep 0.05; done
+    }
+    start_serve
+    timeout 60 "$uipc" run --socket "$state_dir/socket" -- "$abs_out/ipcs_fixture" true
+    "$uipc" ipcs --socket "$state_dir/socket" > "$state_dir/before"
+    kill -TERM "$serve_pid"
+    wait "$serve_pid"
+    [ -s "$state_dir/state" ] && [ ! -e "$state_dir/socket" ]
+    start_serve
+    "$uipc" ipcs --socket "$state_dir/socket" > "$state_dir/after"
+    kill -TERM "$serve_pid"
+    wait "$serve_pid"
+    diff -u "$state_dir/before" "$state_dir/after"
+    grep -q locked "$state_dir/after"
+    rm -rf "$state_dir"
+    echo "state: restored"
+
+    # calls_errno checks that the objects it creates are owned by its euid (nobody here).
+    echo "-- uipc serve --shared as root, a client as nobody: judged by its own ids"
+    shared_dir=$(mktemp -d)
+    cp "$uipc" target/release/libuipc_preload.so "$out/calls_errno" "$shared_dir/"
+    chmod 755 "$shared_dir"
+    "$uipc" serve --shared --socket "$shared_dir/run/socket" &
+    serve_pid=$!
+    for _ in $(seq 200); do [ -S "$shared_dir/run/socket" ] && break; sleep 0.05; done
+    timeout 60 setpriv --reuid=65534 --regid=65534 --clear-groups \
+        "$shared_dir/uipc" run --socket "$shared_dir/run/socket" -- "$shared_dir/calls_errno"
+    kill -TERM "$serve_pid"
+    wait "$serve_pid"
+    rm -rf "$shared_dir"
+    echo "shared daemon: ok"
+
+    echo "-- fakeroot-sysv under uipc run, as nobody: a tarball with root-owned files and a device"
+    work=$(mktemp -d)
+    cp "$uipc" target/release/libuipc_preload.so "$out/kernel_probe" "$work/"
+    chmod 755 "$work"
+    chown 65534:65534 "$work"
+    (
+        cd "$work"
+        timeout 120 unshare --ipc bash -c '
+            set -euo pipefail
+            setpriv --reuid=65534 --regid=65534 --clear-groups env HOME="$PWD" XDG_RUNTIME_DIR= \
+                ./uipc run -- fakeroot-sysv sh -c "
+                    mkdir d && echo hi > d/f && chown 0:0 d && chown 1234:5678 d/f &&
+                    mknod d/null c 1 3 && tar czf t.tgz d"
+            ./kernel_probe'
+    )
+    listing=$(tar tvzf "$work/t.tgz")
+    echo "$listing"
+    grep -q '^drwx.* root/root .* d/$' <<<"$listing"
+    grep -q '^-rw-.* 1234/5678 .* d/f$' <<<"$listing"
+    grep -q '^crw-.* root/root .*1,3 .* d/null$' <<<"$listing"
+    rm -rf "$work"
+    echo "fakeroot-sysv: ok"
+
+    echo "-- the Python package sysv_ipc's own test suite under uipc run"
+    bash scripts/sysv-ipc-setup.sh
+    (
+        cd target/sysv_ipc/sysv_ipc-*/
+        timeout 300 unshare --ipc bash -c '
+            set -euo pipefail
+            "$1" run -- ../venv/bin/python -m unittest discover -t . -s tests
+            "$2"
+        ' _ "$(realpath ../../release/uipc)" "$(realpath ../../c-tests/kernel_probe)"
+    )
+else
+    echo "-- under uipc run (not root: /proc/sysvipc compared before and after)"
+    before=$(cat /proc/sysvipc/sem /proc/sysvipc/msg /proc/sysvipc/shm)
+    for t in "${tests[@]}"; do
+        # shellcheck disable=SC2086 # a test may carry arguments
+        timeout 60 "$uipc" run -- $out/$t
+    done
+    shared_daemon "$uipc" "$out"
+    after=$(cat /proc/sysvipc/sem /proc/sysvipc/msg /proc/sysvipc/shm)
+    if [ "$before" != "$after" ]; then
+        echo "kernel SysV objects changed during the uipc runs" >&2
+        exit 1
+    fi
+fi
+echo "uipc run: all C tests passed"

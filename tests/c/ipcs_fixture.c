@@ -1,0 +1,34 @@
+/* Creates a fixed set of SysV objects (keys, private ones, a segment marked for removal while
+ * attached, a locked one, queued messages, an object given to nobody), then runs the shell
+ * command in argv[1]: `ipcs`/`ipcrm` on the host kernel, `uipc ipcs`/`uipc ipcrm` under uipc.
+ * The two outputs must be the same. */
+#include "check.h"
+
+int main(int argc, char **argv) {
+    CHECK(argc == 2);
+    int q1 = msgget(0x99, IPC_CREAT | 0600);
+    int q2 = msgget(0x12345678, IPC_CREAT | 0644);
+    CHECK(q1 >= 0 && q2 >= 0);
+    struct {
+        long mtype;
+        char text[10];
+    } m = {1, "abc"};
+    CHECK(msgsnd(q1, &m, 10, 0) == 0 && msgsnd(q1, &m, 5, 0) == 0);
+    int s1 = shmget(0x1234, 5000, IPC_CREAT | 0640);
+    int s2 = shmget(IPC_PRIVATE, 100, 0600);
+    CHECK(s1 >= 0 && s2 >= 0);
+    CHECK(shmat(s1, NULL, 0) != (void *)-1);
+    CHECK(shmctl(s1, IPC_RMID, NULL) == 0);
+    CHECK(shmctl(s2, SHM_LOCK, NULL) == 0);
+    int m1 = semget(0x4321, 3, IPC_CREAT | 0666);
+    int m2 = semget(IPC_PRIVATE, 1, 0600);
+    CHECK(m1 >= 0 && m2 >= 0);
+    struct semid_ds ds;
+    CHECK(semctl(m2, 0, IPC_STAT, (union semun){.buf = &ds}) == 0);
+    ds.sem_perm.uid = 65534;
+    CHECK(semctl(m2, 0, IPC_SET, (union semun){.buf = &ds}) == 0);
+    fflush(stdout);
+    int st = system(argv[1]);
+    CHECK(WIFEXITED(st));
+    return WEXITSTATUS(st);
+}
