@@ -53,11 +53,27 @@ impl LockManager {
         }
     }
 
-    fn owner(cred: &Cred, fd: &OpenFile, ofd: bool) -> (LockKind, Owner) {
-        if ofd {
+    /// The request a fcntl lock command makes: POSIX locks belong to the process, OFD locks
+    /// to the description.
+    fn fcntl_request(
+        cred: &Cred,
+        fd: &OpenFile,
+        ofd: bool,
+        ty: Option<LockType>,
+        (start, end): (i64, i64),
+    ) -> Request {
+        let (kind, owner) = if ofd {
             (LockKind::Ofd, Owner::Description(fd.ofd))
         } else {
             (LockKind::Posix, Owner::Process(cred.tgid))
+        };
+        Request {
+            kind,
+            owner,
+            pid: cred.tgid,
+            ty,
+            start,
+            end,
         }
     }
 
@@ -70,15 +86,7 @@ impl LockManager {
         if ofd && fl.l_pid != 0 {
             return Err(Errno::EINVAL);
         }
-        let (kind, owner) = Self::owner(cred, fd, ofd);
-        let probe = Request {
-            kind,
-            owner,
-            pid: cred.tgid,
-            ty,
-            start,
-            end,
-        };
+        let probe = Self::fcntl_request(cred, fd, ofd, ty, (start, end));
         let found = self
             .files
             .with(fd.file, false, |_, st| {
@@ -86,7 +94,7 @@ impl LockManager {
                     .iter()
                     .find(|h| match ty {
                         // F_OFD_GETLK with F_UNLCK: the caller's own overlapping lock.
-                        None => h.owner == owner && overlaps((start, end), (h.start, h.end)),
+                        None => h.owner == probe.owner && overlaps((start, end), (h.start, h.end)),
                         Some(_) => conflicts(&probe, h),
                     })
                     .copied()
@@ -124,15 +132,7 @@ impl LockManager {
         if ofd && fl.l_pid != 0 {
             return Err(Errno::EINVAL);
         }
-        let (kind, owner) = Self::owner(cred, fd, ofd);
-        let req = Request {
-            kind,
-            owner,
-            pid: cred.tgid,
-            ty,
-            start,
-            end,
-        };
+        let req = Self::fcntl_request(cred, fd, ofd, ty, (start, end));
         self.request(fd.file, req, wait, false, ctx)
     }
 }
