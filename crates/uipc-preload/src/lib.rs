@@ -59,6 +59,11 @@ mod fork;
 mod msg;
 mod sem;
 mod shm;
+mod syscall;
+mod timer;
+mod timer_abi;
+mod timer_service;
+mod timer_thread;
 mod user;
 
 use std::panic::{catch_unwind, AssertUnwindSafe};

@@ -326,6 +326,25 @@ impl Timers {
         self.inner.driver.wakeups()
     }
 
+    /// How long until the next timer is due, for an embedder that runs its own driver loop
+    /// (zero if one is overdue; `None` with nothing armed). CPU-time timers, which are polled,
+    /// cap it at 10 ms while any is armed, as in [`Timers::start_thread`].
+    pub fn next_deadline(&self) -> Option<std::time::Duration> {
+        let mut timeout = self.inner.driver.next_deadline(&*self.inner.clock);
+        if self.inner.cpu_timers.any_armed() {
+            let poll = std::time::Duration::from_millis(10);
+            timeout = Some(timeout.map_or(poll, |t| t.min(poll)));
+        }
+        timeout
+    }
+
+    /// Sleeps until a timer is armed earlier than before, [`Timers::clock_was_set`] is called,
+    /// or `timeout` passes: the sleep of an embedder's own driver loop (one such loop per
+    /// engine, and not together with [`Timers::start_thread`]).
+    pub fn wait_for_work(&self, timeout: Option<std::time::Duration>) {
+        self.inner.driver.sleep(timeout);
+    }
+
     /// Starts the real-time driver thread (for a [`crate::SystemClock`]). It sleeps until the
     /// next expiry, or indefinitely while nothing is armed, and stops when the engine drops.
     pub fn start_thread(&mut self) {

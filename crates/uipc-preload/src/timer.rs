@@ -1,0 +1,201 @@
+//! timer_create(2), timer_settime(2), timer_gettime(2), timer_getoverrun(2), timer_delete(2),
+//! served in the process by [`crate::timer_service`] when `$UIPC_TIMERS` is `1` (`uipc run
+//! --timers`, read once per program image); otherwise each export calls the C library's own
+//! function (`dlsym(RTLD_NEXT)`) unchanged.
+//!
+//! Two ABIs reach the service:
+//! - glibc's (these exports): `timer_t` is pointer-sized; the kernel id is stored in it, and
+//!   read back truncated to an `int`, as glibc does for timers that are not SIGEV_THREAD.
+//!   SIGEV_THREAD runs a function on a new thread (`timer_thread`); its `sigev_signo` is
+//!   ignored, as glibc ignores it.
+//! - the kernel's (`syscall(SYS_timer_create, ...)`, see `syscall.rs`): the id is an `int`,
+//!   and SIGEV_THREAD is just a signal to the process, as the kernel treats it.
+//!
+//! Errors are the kernel's, in its order (the engine's `timers::create` doc): a NULL or
+//! unreadable out pointer for the id is EFAULT where glibc would crash.
+
+use crate::timer_abi::{itimerspec_bytes, read_itimerspec, read_sigevent};
+use crate::timer_service::{current, get_or_make};
+use crate::timer_thread::{stack_size_of, Callback};
+use crate::user::copy_out;
+use libc::{c_int, c_void};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::OnceLock;
+use uipc::timers::{SigEvent, UserPtr, SIGALRM, SIGEV_THREAD};
+use uipc::Errno;
+
+/// glibc's SIGTIMER, the reserved signal its SIGEV_THREAD timers use; the engine needs a
+/// valid signal number for the notification it queues.
+const SIGTIMER: i32 = 32;
+
+/// Whether timers are served here (`$UIPC_TIMERS=1` when the image started).
+pub fn routed() -> bool {
+    static ROUTED: OnceLock<bool> = OnceLock::new();
+    *ROUTED.get_or_init(|| std::env::var_os("UIPC_TIMERS").is_some_and(|v| v == "1"))
+}
+
+/// Which ABI a call came in by.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Abi {
+    /// The C library's: `timer_t` (8 bytes), SIGEV_THREAD runs a function.
+    Libc,
+    /// The system call's: `int` ids, SIGEV_THREAD is a signal.
+    Kernel,
+}
+
+/// `timer_create` for either ABI; the id is written to `out`, the result is 0.
+pub fn create(clock: i32, evp: usize, out: usize, abi: Abi) -> Result<i64, Errno> {
+    let (event, callback) = match read_sigevent(evp) {
+        UserPtr::Valid(raw) if abi == Abi::Libc && raw.event.notify == SIGEV_THREAD => {
+            let callback = Callback {
+                function: raw.function,
+                stack_size: stack_size_of(raw.attributes)?,
+            };
+            let event = SigEvent {
+                signo: SIGTIMER,
+                ..raw.event
+            };
+            (UserPtr::Valid(event), Some(callback))
+        }
+        UserPtr::Valid(raw) => (UserPtr::Valid(raw.event), None),
+        // glibc replaces a NULL sigevent with its own: SIGALRM, value 0 (observed, 2.36).
+        UserPtr::Null if abi == Abi::Libc => (UserPtr::Valid(SigEvent::signal(SIGALRM, 0)), None),
+        UserPtr::Null => (UserPtr::Null, None),
+        UserPtr::Fault => (UserPtr::Fault, None),
+    };
+    let len = if abi == Abi::Libc { 8 } else { 4 };
+    get_or_make()
+        .create(clock, event, callback, out, len)
+        .map(|_| 0)
+}
+
+/// `timer_settime` for either ABI.
+pub fn settime(id: i32, flags: i32, new: usize, old: usize) -> Result<i64, Errno> {
+    let new = read_itimerspec(new);
+    if let UserPtr::Null | UserPtr::Fault = new {
+        // The kernel refuses these before it looks at the id.
+        return Err(if new == UserPtr::Null {
+            Errno::EINVAL
+        } else {
+            Errno::EFAULT
+        });
+    }
+    let svc = current().ok_or(Errno::EINVAL)?;
+    let previous = svc.settime(id, flags, new)?;
+    if old != 0 {
+        copy_out(old, &itimerspec_bytes(&previous))?;
+    }
+    Ok(0)
+}
+
+/// `timer_gettime` for either ABI.
+pub fn gettime(id: i32, curr: usize) -> Result<i64, Errno> {
+    let spec = current().ok_or(Errno::EINVAL)?.gettime(id)?;
+    copy_out(curr, &itimerspec_bytes(&spec))?;
+    Ok(0)
+}
+
+/// `timer_getoverrun` for either ABI.
+pub fn getoverrun(id: i32) -> Result<i64, Errno> {
+    current()
+        .ok_or(Errno::EINVAL)?
+        .getoverrun(id)
+        .map(i64::from)
+}
+
+/// `timer_delete` for either ABI.
+pub fn delete(id: i32) -> Result<i64, Errno> {
+    current().ok_or(Errno::EINVAL)?.delete(id).map(|()| 0)
+}
+
+/// The C library's definition of `name`, looked up once into `slot`.
+fn next_definition(slot: &AtomicUsize, name: &std::ffi::CStr) -> usize {
+    let mut p = slot.load(Ordering::Relaxed);
+    if p == 0 {
+        // SAFETY: looks up the next definition of a NUL-terminated symbol name.
+        p = unsafe { libc::dlsym(libc::RTLD_NEXT, name.as_ptr()) } as usize;
+        slot.store(p, Ordering::Relaxed);
+    }
+    p
+}
+
+/// Calls the C library's own function `$name` of type `$ty` with `$args`, or fails with
+/// ENOSYS if there is none.
+macro_rules! pass_through {
+    ($name:literal, $ty:ty, $($arg:expr),*) => {{
+        static SLOT: AtomicUsize = AtomicUsize::new(0);
+        match next_definition(&SLOT, $name) {
+            0 => {
+                // SAFETY: writes this thread's errno.
+                unsafe { *libc::__errno_location() = libc::ENOSYS };
+                -1
+            }
+            // SAFETY: the symbol is the C library's function of this type.
+            p => unsafe { std::mem::transmute::<usize, $ty>(p)($($arg),*) },
+        }
+    }};
+}
+
+/// glibc's `timer_t`, as the id it carries.
+fn id_of(timer: *mut c_void) -> i32 {
+    timer as usize as i32
+}
+
+/// timer_create(2).
+#[no_mangle]
+pub extern "C" fn timer_create(
+    clock: libc::clockid_t,
+    evp: *mut c_void,
+    timer: *mut *mut c_void,
+) -> c_int {
+    if !routed() {
+        type F = unsafe extern "C" fn(libc::clockid_t, *mut c_void, *mut *mut c_void) -> c_int;
+        return pass_through!(c"timer_create", F, clock, evp, timer);
+    }
+    crate::guard(|| create(clock, evp as usize, timer as usize, Abi::Libc)) as c_int
+}
+
+/// timer_settime(2).
+#[no_mangle]
+pub extern "C" fn timer_settime(
+    timer: *mut c_void,
+    flags: c_int,
+    new: *const c_void,
+    old: *mut c_void,
+) -> c_int {
+    if !routed() {
+        type F = unsafe extern "C" fn(*mut c_void, c_int, *const c_void, *mut c_void) -> c_int;
+        return pass_through!(c"timer_settime", F, timer, flags, new, old);
+    }
+    crate::guard(|| settime(id_of(timer), flags, new as usize, old as usize)) as c_int
+}
+
+/// timer_gettime(2).
+#[no_mangle]
+pub extern "C" fn timer_gettime(timer: *mut c_void, curr: *mut c_void) -> c_int {
+    if !routed() {
+        type F = unsafe extern "C" fn(*mut c_void, *mut c_void) -> c_int;
+        return pass_through!(c"timer_gettime", F, timer, curr);
+    }
+    crate::guard(|| gettime(id_of(timer), curr as usize)) as c_int
+}
+
+/// timer_getoverrun(2).
+#[no_mangle]
+pub extern "C" fn timer_getoverrun(timer: *mut c_void) -> c_int {
+    if !routed() {
+        type F = unsafe extern "C" fn(*mut c_void) -> c_int;
+        return pass_through!(c"timer_getoverrun", F, timer);
+    }
+    crate::guard(|| getoverrun(id_of(timer))) as c_int
+}
+
+/// timer_delete(2).
+#[no_mangle]
+pub extern "C" fn timer_delete(timer: *mut c_void) -> c_int {
+    if !routed() {
+        type F = unsafe extern "C" fn(*mut c_void) -> c_int;
+        return pass_through!(c"timer_delete", F, timer);
+    }
+    crate::guard(|| delete(id_of(timer))) as c_int
+}

@@ -1,0 +1,558 @@
+//! The in-process POSIX timer service behind the timer exports (`uipc run --timers`).
+//!
+//! # Algorithm
+//! One engine ([`uipc::timers::Timers`]) per program image holds the ids and the state of the
+//! process's timers, with the engine's own semantics (linear ids, overrun counting, Linux's
+//! errnos). One service thread, started by the first successful `timer_create` (a program that
+//! never creates a timer pays nothing), runs the engine's driver: it sleeps until the earliest
+//! expiry (or until a check of a signal in flight, below), fires the due timers and delivers
+//! what the engine queues:
+//! - SIGEV_SIGNAL: `rt_sigqueueinfo` to the process, SIGEV_THREAD_ID: `rt_tgsigqueueinfo` to the
+//!   thread, each with a `siginfo_t` built as the kernel builds a timer's (`si_code` SI_TIMER,
+//!   `si_timerid`, `si_overrun`, `si_value`);
+//! - SIGEV_THREAD (the C library's kind): the function runs on a new detached thread with all
+//!   signals unblocked, as glibc runs it;
+//! - SIGEV_NONE: nothing (the engine never arms such a timer).
+//!
+//! # Signals in flight
+//! The engine keeps at most one signal per timer queued and turns expirations meanwhile into the
+//! overrun; a periodic timer is re-armed only when its signal is dequeued. The kernel tells no
+//! one when a queued signal is taken, so the service asks it: a signal sent is "in flight"
+//! until the kernel no longer shows it pending (`ShdPnd` of `/proc/self/status` for the
+//! process, `SigPnd` of the thread's status for SIGEV_THREAD_ID); then it is dequeued from the
+//! engine, which re-arms the timer on its grid and counts the periods skipped as the overrun.
+//! A periodic timer's signal is checked just before each period boundary (the boundary minus a
+//! quarter period, at most 500 µs), and at the boundary itself, so a signal taken promptly
+//! re-arms the timer in time and no overrun is counted; `timer_settime`, `timer_gettime`,
+//! `timer_getoverrun` and `timer_delete` check their timer's signal first, so getoverrun right
+//! after the signal was taken sees the overrun. `timer_settime` and `timer_delete` take a
+//! still-pending process signal of the timer back from the kernel (`rt_sigtimedwait`, zero
+//! timeout), as Linux discards it at dequeue.
+//!
+//! # Lock order
+//! `in_flight` -> engine locks (the engine's own order) -> the outbox. The engine calls the
+//! outbox ([`Notifier::queue`]) with no engine lock held; the service thread empties it before
+//! taking `in_flight`. `callbacks` is a leaf. No lock is held across a fork: the child drops the
+//! parent's service (see below) without touching its locks.
+//!
+//! # Fork and exec
+//! A forked child has no timers (Linux): a `pthread_atfork` child handler forgets the parent's
+//! service (leaked, never touched: its locks may be held by threads that do not exist in the
+//! child, and its thread does not exist either); the child's first `timer_create` starts a new
+//! one. A child forked without the handler (a raw `fork` system call) is recognised by its pid.
+//! Exec: the service dies with the image, and the kernel holds no timer of ours.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+use uipc::timers::{
+    CpuClockKind, CpuClocks, CpuTarget, ItimerSpec, Notifier, SigEvent, SignalTarget, TimerId,
+    TimerSignal, Timers, TimersConfig, UserPtr,
+};
+use uipc::{Cred, Errno};
+
+use crate::timer_abi;
+use crate::timer_thread::{spawn_callback, Callback};
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn raw_id(nr: libc::c_long) -> i32 {
+    // SAFETY: getpid, gettid, getuid and getgid take no arguments and cannot fail.
+    unsafe { libc::syscall(nr) as i32 }
+}
+
+/// What the engine queues, waiting for the service thread.
+struct Outbox(Mutex<Vec<TimerSignal>>);
+
+impl Notifier for Outbox {
+    fn queue(&self, signal: TimerSignal) {
+        lock(&self.0).push(signal);
+    }
+
+    fn same_thread_group(&self, tgid: i32, tid: i32) -> bool {
+        // SAFETY: signal 0 only checks that `tid` is a thread of `tgid`.
+        tid > 0 && unsafe { libc::syscall(libc::SYS_tgkill, tgid, tid, 0) } == 0
+    }
+}
+
+/// The host's CPU clocks of this process and its threads (the kernel's CPU clock ids).
+struct HostCpuClocks;
+
+impl CpuClocks for HostCpuClocks {
+    fn cpu_time(&self, target: CpuTarget, kind: CpuClockKind) -> Option<i64> {
+        let kind = match kind {
+            CpuClockKind::Prof => 0,
+            CpuClockKind::Virt => 1,
+            CpuClockKind::Sched => 2,
+        };
+        // MAKE_PROCESS_CPUCLOCK / MAKE_THREAD_CPUCLOCK: !pid << 3 | kind, bit 2 for a thread.
+        let clock = match target {
+            CpuTarget::Process(pid) => (!pid << 3) | kind,
+            CpuTarget::Thread(tid) => (!tid << 3) | 4 | kind,
+        };
+        let mut ts = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: writes a timespec into a live local.
+        let r = unsafe { libc::clock_gettime(clock, &mut ts) };
+        (r == 0).then(|| ts.tv_sec * 1_000_000_000 + ts.tv_nsec)
+    }
+}
+
+/// A signal the kernel holds for us, and when to look whether it was taken.
+struct InFlight {
+    signal: TimerSignal,
+    /// A periodic timer's next period boundary and its period.
+    grid: Option<(Instant, Duration)>,
+    /// The `si_overrun` the kernel's copy carries: the boundaries passed while it was pending.
+    overrun: u64,
+}
+
+impl InFlight {
+    /// When to look next: a margin before the next boundary (a quarter period, at most
+    /// 500 µs), or at the boundary itself when that margin is already past.
+    fn check_at(&self, now: Instant) -> Option<Instant> {
+        let (boundary, period) = self.grid?;
+        let margin = (period / 4).min(Duration::from_micros(500));
+        let early = boundary.checked_sub(margin).unwrap_or(boundary);
+        Some(if now < early { early } else { boundary })
+    }
+
+    /// Counts the boundaries passed by `now`; true if there were any.
+    fn count_boundaries(&mut self, now: Instant) -> bool {
+        let Some((boundary, period)) = self.grid else {
+            return false;
+        };
+        if now < boundary || period.is_zero() {
+            return false;
+        }
+        let passed = ((now - boundary).as_nanos() / period.as_nanos()) as u64 + 1;
+        let next = u32::try_from(passed)
+            .ok()
+            .and_then(|p| period.checked_mul(p))
+            .and_then(|d| boundary.checked_add(d));
+        self.grid = next.map(|b| (b, period));
+        self.overrun = self.overrun.saturating_add(passed);
+        true
+    }
+}
+
+/// One program image's timers; see the module doc.
+pub struct Service {
+    engine: Timers,
+    pid: i32,
+    outbox: Arc<Outbox>,
+    in_flight: Mutex<HashMap<i32, InFlight>>,
+    callbacks: Mutex<HashMap<i32, Callback>>,
+    thread_started: AtomicBool,
+}
+
+static SERVICE: AtomicPtr<Service> = AtomicPtr::new(std::ptr::null_mut());
+static ATFORK_REGISTERED: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn forget_in_child() {
+    SERVICE.store(std::ptr::null_mut(), Ordering::SeqCst);
+}
+
+/// The service of this process, if it has made one (a forked child has none).
+pub fn current() -> Option<&'static Service> {
+    let p = SERVICE.load(Ordering::Acquire);
+    // SAFETY: a non-null pointer is a leaked `Box<Service>`, never freed.
+    let svc = unsafe { p.as_ref() }?;
+    (svc.pid == raw_id(libc::SYS_getpid)).then_some(svc)
+}
+
+/// The service of this process, made on first use (without its thread yet).
+pub fn get_or_make() -> &'static Service {
+    if let Some(svc) = current() {
+        return svc;
+    }
+    if !ATFORK_REGISTERED.swap(true, Ordering::SeqCst) {
+        // SAFETY: registers a child handler that only stores an atomic.
+        unsafe { libc::pthread_atfork(None, None, Some(forget_in_child)) };
+    }
+    let outbox = Arc::new(Outbox(Mutex::new(Vec::new())));
+    let config = TimersConfig {
+        buckets: Some(64),
+        cpu_clocks: Some(Arc::new(HostCpuClocks)),
+        ..TimersConfig::default()
+    };
+    let fresh = Box::into_raw(Box::new(Service {
+        engine: Timers::with_config(Arc::new(uipc::SystemClock), outbox.clone(), config),
+        pid: raw_id(libc::SYS_getpid),
+        outbox,
+        in_flight: Mutex::new(HashMap::new()),
+        callbacks: Mutex::new(HashMap::new()),
+        thread_started: AtomicBool::new(false),
+    }));
+    let seen = SERVICE.load(Ordering::Acquire);
+    match SERVICE.compare_exchange(seen, fresh, Ordering::AcqRel, Ordering::Acquire) {
+        // SAFETY: we just stored our own leaked box.
+        Ok(_) => unsafe { &*fresh },
+        Err(_) => {
+            // SAFETY: ours was never published; free it and take the winner's.
+            drop(unsafe { Box::from_raw(fresh) });
+            current().unwrap_or_else(get_or_make)
+        }
+    }
+}
+
+impl Service {
+    /// The caller's identity as the engine needs it, from raw system calls (see lib.rs).
+    fn cred(&self) -> Cred {
+        let mut cred = Cred::user(
+            self.pid,
+            raw_id(libc::SYS_getuid) as u32,
+            raw_id(libc::SYS_getgid) as u32,
+        )
+        .in_thread(raw_id(libc::SYS_gettid));
+        let mut limit = libc::rlimit64 {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        // SAFETY: reads this process's limit into a live struct.
+        let r = unsafe {
+            libc::syscall(
+                libc::SYS_prlimit64,
+                0,
+                libc::RLIMIT_SIGPENDING,
+                std::ptr::null::<libc::rlimit64>(),
+                &mut limit,
+            )
+        };
+        if r == 0 {
+            cred.rlimit_sigpending = limit.rlim_cur;
+        }
+        cred
+    }
+
+    /// `timer_create` with a checked sigevent; `out` is where the id goes (`len` 4 or 8 bytes).
+    pub fn create(
+        &'static self,
+        clock: i32,
+        event: UserPtr<SigEvent>,
+        callback: Option<Callback>,
+        out: usize,
+        len: usize,
+    ) -> Result<i32, Errno> {
+        let out_ptr = match out {
+            0 => UserPtr::Null,
+            a if crate::user::copy_in(a, len).is_err() => UserPtr::Fault,
+            _ => UserPtr::Valid(0),
+        };
+        let cred = self.cred();
+        let id = self
+            .engine
+            .timer_create(&cred, clock, event, out_ptr)?
+            .raw();
+        let bytes = (id as i64).to_le_bytes();
+        if crate::user::copy_out(out, &bytes[..len]).is_err() {
+            let _ = self.engine.timer_delete(&cred, TimerId::from_raw(id));
+            return Err(Errno::EFAULT);
+        }
+        if !self.ensure_thread() {
+            let _ = self.engine.timer_delete(&cred, TimerId::from_raw(id));
+            return Err(Errno::EAGAIN);
+        }
+        if let Some(cb) = callback {
+            lock(&self.callbacks).insert(id, cb);
+        }
+        Ok(id)
+    }
+
+    /// `timer_settime`: returns the old setting.
+    pub fn settime(
+        &self,
+        id: i32,
+        flags: i32,
+        new: UserPtr<ItimerSpec>,
+    ) -> Result<ItimerSpec, Errno> {
+        if matches!(new, UserPtr::Valid(_)) {
+            self.settle(id, true);
+        }
+        let old = self
+            .engine
+            .timer_settime(&self.cred(), TimerId::from_raw(id), flags, new)?;
+        self.kick_if_queued();
+        Ok(old)
+    }
+
+    /// `timer_gettime`.
+    pub fn gettime(&self, id: i32) -> Result<ItimerSpec, Errno> {
+        self.settle(id, false);
+        self.engine
+            .timer_gettime(&self.cred(), TimerId::from_raw(id))
+    }
+
+    /// `timer_getoverrun`.
+    pub fn getoverrun(&self, id: i32) -> Result<i32, Errno> {
+        self.settle(id, false);
+        self.engine
+            .timer_getoverrun(&self.cred(), TimerId::from_raw(id))
+    }
+
+    /// `timer_delete`.
+    pub fn delete(&self, id: i32) -> Result<(), Errno> {
+        self.settle(id, true);
+        self.engine
+            .timer_delete(&self.cred(), TimerId::from_raw(id))?;
+        lock(&self.callbacks).remove(&id);
+        Ok(())
+    }
+
+    /// A CPU timer set in the past queues its signal at once: wake the service thread.
+    fn kick_if_queued(&self) {
+        if !lock(&self.outbox.0).is_empty() {
+            self.engine.clock_was_set();
+        }
+    }
+
+    /// Looks whether timer `id`'s signal in flight was taken; if it was, dequeues it from the
+    /// engine. With `take_back`, a process signal still pending is taken out of the kernel and
+    /// dropped (settime and delete: Linux discards it at dequeue).
+    fn settle(&self, id: i32, take_back: bool) {
+        if id < 0 {
+            return;
+        }
+        let mut in_flight = lock(&self.in_flight);
+        let Some(entry) = in_flight.get(&id) else {
+            return;
+        };
+        let sig = &entry.signal;
+        let gone = !kernel_pending(sig.target, sig.signo)
+            || (take_back
+                && matches!(
+                    sig.target,
+                    SignalTarget::Process | SignalTarget::ThreadCallback
+                )
+                && take_from_kernel(self.pid, sig.signo, id));
+        if gone {
+            if let Some(entry) = in_flight.remove(&id) {
+                self.engine.dequeue_signal(&entry.signal);
+            }
+        }
+    }
+
+    fn ensure_thread(&'static self) -> bool {
+        if self.thread_started.swap(true, Ordering::SeqCst) {
+            return true;
+        }
+        let mut all = std::mem::MaybeUninit::<libc::sigset_t>::uninit();
+        let mut old = std::mem::MaybeUninit::<libc::sigset_t>::uninit();
+        // SAFETY: fills a local set and swaps this thread's mask, so the new thread starts
+        // with every signal blocked (it must never run the program's handlers); restored below.
+        unsafe {
+            libc::sigfillset(all.as_mut_ptr());
+            libc::pthread_sigmask(libc::SIG_SETMASK, all.as_ptr(), old.as_mut_ptr());
+        }
+        let started = std::thread::Builder::new()
+            .name("uipc-timers".into())
+            .stack_size(256 << 10)
+            .spawn(move || self.serve())
+            .is_ok();
+        // SAFETY: restores the mask saved above.
+        unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, old.as_ptr(), std::ptr::null_mut()) };
+        if !started {
+            self.thread_started.store(false, Ordering::SeqCst);
+        }
+        started
+    }
+
+    /// The service thread: fire, deliver, check signals in flight, sleep.
+    fn serve(&self) {
+        loop {
+            let next_check = self.check_due();
+            self.engine.run_expired();
+            let queued = std::mem::take(&mut *lock(&self.outbox.0));
+            let mut next_check = next_check;
+            for sig in queued {
+                if let Some(at) = self.deliver(sig) {
+                    next_check = Some(next_check.map_or(at, |n: Instant| n.min(at)));
+                }
+            }
+            let until_check = next_check.map(|at| at.saturating_duration_since(Instant::now()));
+            let timeout = match (self.engine.next_deadline(), until_check) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+            if timeout != Some(Duration::ZERO) {
+                self.engine.wait_for_work(timeout);
+            }
+        }
+    }
+
+    /// Dequeues the signals in flight that were taken; brings the overrun of a process signal
+    /// still pending up to date (taken back and queued again with the new `si_overrun`).
+    /// Returns the next check time.
+    fn check_due(&self) -> Option<Instant> {
+        let now = Instant::now();
+        let mut in_flight = lock(&self.in_flight);
+        let mut taken = Vec::new();
+        let mut next: Option<Instant> = None;
+        for (&id, entry) in in_flight.iter_mut() {
+            let Some(at) = entry.check_at(now) else {
+                continue;
+            };
+            if at > now {
+                next = Some(next.map_or(at, |n| n.min(at)));
+                continue;
+            }
+            if !kernel_pending(entry.signal.target, entry.signal.signo) {
+                taken.push(id);
+                continue;
+            }
+            if entry.count_boundaries(now) {
+                let sig = &entry.signal;
+                let process = matches!(
+                    sig.target,
+                    SignalTarget::Process | SignalTarget::ThreadCallback
+                );
+                if process && take_from_kernel(self.pid, sig.signo, id) {
+                    let overrun = entry.overrun.min(i32::MAX as u64) as i32;
+                    if self.send(sig, overrun) != 0 {
+                        taken.push(id);
+                        continue;
+                    }
+                }
+            }
+            if let Some(at) = entry.check_at(now) {
+                next = Some(next.map_or(at, |n| n.min(at)));
+            }
+        }
+        for id in taken {
+            if let Some(entry) = in_flight.remove(&id) {
+                self.engine.dequeue_signal(&entry.signal);
+            }
+        }
+        next
+    }
+
+    /// A periodic timer's next boundary and period, read right after it fired (the engine
+    /// forwards a timer whose signal is pending to its next boundary). None: one-shot.
+    fn grid_of(&self, id: i32) -> Option<(Instant, Duration)> {
+        let cred = Cred::root(self.pid);
+        let spec = self
+            .engine
+            .timer_gettime(&cred, TimerId::from_raw(id))
+            .ok()?;
+        let period = spec.interval.to_nanos();
+        if period == 0 {
+            return None;
+        }
+        let remaining = Duration::from_nanos(spec.value.to_nanos() as u64);
+        Some((
+            Instant::now() + remaining,
+            Duration::from_nanos(period as u64),
+        ))
+    }
+
+    /// Queues `sig` in the kernel with `overrun` as `si_overrun`; 0 or the failing errno.
+    fn send(&self, sig: &TimerSignal, overrun: i32) -> i64 {
+        let info = timer_abi::timer_siginfo(sig.signo, sig.timer.raw(), overrun, sig.value);
+        // SAFETY: queues a signal to this process (or one of its threads) with a siginfo that
+        // lives across the call; any si_code is allowed when signalling oneself.
+        unsafe {
+            match sig.target {
+                SignalTarget::Thread(tid) => libc::syscall(
+                    libc::SYS_rt_tgsigqueueinfo,
+                    self.pid,
+                    tid,
+                    sig.signo,
+                    info.as_ptr(),
+                ),
+                _ => libc::syscall(
+                    libc::SYS_rt_sigqueueinfo,
+                    self.pid,
+                    sig.signo,
+                    info.as_ptr(),
+                ),
+            }
+        }
+    }
+
+    /// Hands one queued signal to the kernel (or runs the callback). Returns when to check it.
+    fn deliver(&self, sig: TimerSignal) -> Option<Instant> {
+        let id = sig.timer.raw();
+        let callback = lock(&self.callbacks).get(&id).copied();
+        if let (SignalTarget::ThreadCallback, Some(cb)) = (sig.target, callback) {
+            if let Some(info) = self.engine.dequeue_signal(&sig) {
+                spawn_callback(cb, info.value);
+            }
+            return None;
+        }
+        let mut in_flight = lock(&self.in_flight);
+        if self.send(&sig, 0) != 0 {
+            // The thread is gone, or the kernel's queue is full: the signal is lost.
+            drop(in_flight);
+            self.engine.dequeue_signal(&sig);
+            return None;
+        }
+        let entry = InFlight {
+            grid: self.grid_of(id),
+            signal: sig,
+            overrun: 0,
+        };
+        let check_at = entry.check_at(Instant::now());
+        in_flight.insert(id, entry);
+        check_at
+    }
+}
+
+/// Whether the kernel still holds `signo` pending for `target`.
+fn kernel_pending(target: SignalTarget, signo: i32) -> bool {
+    let (path, field) = match target {
+        SignalTarget::Thread(tid) => (format!("/proc/self/task/{tid}/status"), "SigPnd:"),
+        _ => ("/proc/self/status".to_string(), "ShdPnd:"),
+    };
+    let Ok(text) = std::fs::read_to_string(path) else {
+        return false;
+    };
+    let mask = text
+        .lines()
+        .find_map(|l| l.strip_prefix(field))
+        .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+        .unwrap_or(0);
+    (1..=64).contains(&signo) && mask & (1u64 << (signo - 1)) != 0
+}
+
+/// Takes timer `id`'s pending signal `signo` out of the kernel, putting back any other signal
+/// of that number taken on the way. True if ours was found.
+fn take_from_kernel(pid: i32, signo: i32, id: i32) -> bool {
+    let set: u64 = 1 << (signo - 1);
+    let zero = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    let mut others = Vec::new();
+    let mut found = false;
+    for _ in 0..16 {
+        let mut info = [0u8; timer_abi::SIGINFO];
+        // SAFETY: a kernel sigset of 8 bytes, a siginfo buffer and a timespec, all live.
+        let r = unsafe {
+            libc::syscall(
+                libc::SYS_rt_sigtimedwait,
+                &set,
+                info.as_mut_ptr(),
+                &zero,
+                8usize,
+            )
+        };
+        if r != i64::from(signo) {
+            break;
+        }
+        if timer_abi::siginfo_code_and_timer(&info) == (uipc::timers::SI_TIMER, id) {
+            found = true;
+            break;
+        }
+        others.push(info);
+    }
+    for info in others {
+        // SAFETY: queues the signal we took back to this process, with its own siginfo.
+        unsafe { libc::syscall(libc::SYS_rt_sigqueueinfo, pid, signo, info.as_ptr()) };
+    }
+    found
+}
