@@ -35,7 +35,7 @@ shared_daemon() {
 export -f shared_daemon
 
 tests=(msg_sem_exchange sem_undo_kill shm_share shm_rdonly_segv semop_eintr threads_block
-    calls_errno perm_setuid eintr_storm exec_rules cancel_thread closefrom
+    calls_errno perm_setuid eintr_storm exec_rules cancel_thread closefrom syscall_ipc timers
     "load 64 100")
 
 if [ "$(id -u)" = 0 ]; then
@@ -49,6 +49,8 @@ if [ "$(id -u)" = 0 ]; then
         set -euo pipefail
         uipc=$1 out=$2; shift 2
         for t in "$@"; do timeout 60 "$uipc" run -- $out/$t; done
+        # POSIX timers served in the process; timers checks /proc/self/timers stays empty.
+        timeout 60 "$uipc" run --timers -- "$out/timers"
         shared_daemon "$uipc" "$out"
         # The daemon outlives the program while a descendant still runs (uipc run reaps
         # orphans); the exit status is that of the program.
@@ -159,6 +161,7 @@ else
         # shellcheck disable=SC2086 # a test may carry arguments
         timeout 60 "$uipc" run -- $out/$t
     done
+    timeout 60 "$uipc" run --timers -- "$out/timers"
     shared_daemon "$uipc" "$out"
     after=$(cat /proc/sysvipc/sem /proc/sysvipc/msg /proc/sysvipc/shm)
     if [ "$before" != "$after" ]; then

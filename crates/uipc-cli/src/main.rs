@@ -89,6 +89,10 @@ struct RunArgs {
     /// The daemon's socket; one is started there if none answers (default: a private daemon).
     #[arg(long, value_name = "PATH")]
     socket: Option<std::path::PathBuf>,
+    /// Serve POSIX timers (timer_create and friends) in the program's own processes, not in
+    /// the kernel (without it those calls reach the kernel unchanged).
+    #[arg(long)]
+    timers: bool,
     /// The program and its arguments (after `--`).
     #[arg(trailing_var_arg = true, allow_hyphen_values = true, required = true)]
     argv: Vec<String>,
@@ -291,7 +295,7 @@ fn main() -> ExitCode {
         Command::Bench(args) => bench(args),
         Command::Conform { what } => conform(what),
         Command::Serve(args) => serve(args),
-        Command::Run(args) => run::run(args.socket, &args.argv),
+        Command::Run(args) => run::run(args.socket, args.timers, &args.argv),
         Command::Ipcs(a) => {
             let any = a.queues || a.shmems || a.semaphores;
             let t = ipcs::Types {

@@ -8,6 +8,8 @@
 //! are gone (`uipc run` is their subreaper), or when `uipc run` itself dies
 //! (PR_SET_PDEATHSIG). The library is `libuipc_preload.so` next to the `uipc` binary (or
 //! `$UIPC_PRELOAD`); it is prepended to `LD_PRELOAD`, and `UIPC_SOCKET` names the socket.
+//! `--timers` sets `UIPC_TIMERS=1`: the library then serves POSIX timers inside each process
+//! (no daemon involved); a nested `uipc run` without it keeps the inherited value.
 //!
 //! While the program runs, `uipc run` ignores SIGINT and SIGQUIT (the terminal sends them to
 //! the program too, which decides) and passes SIGTERM and SIGHUP on to it, so the daemon stays
@@ -125,8 +127,8 @@ fn stop_forwarding() {
 }
 
 /// Runs `argv` under uipc; see the module doc.
-pub fn run(socket: Option<PathBuf>, argv: &[String]) -> ExitCode {
-    match run_inner(socket, argv) {
+pub fn run(socket: Option<PathBuf>, timers: bool, argv: &[String]) -> ExitCode {
+    match run_inner(socket, timers, argv) {
         Ok(code) => code,
         Err(e) => {
             eprintln!("uipc run: {e}");
@@ -163,7 +165,7 @@ fn wait_for_descendants(daemon: Option<i32>) {
     }
 }
 
-fn run_inner(socket: Option<PathBuf>, argv: &[String]) -> Result<ExitCode, String> {
+fn run_inner(socket: Option<PathBuf>, timers: bool, argv: &[String]) -> Result<ExitCode, String> {
     let (program, args) = argv.split_first().ok_or("no program given")?;
     // SAFETY: marks this process as the reaper of its orphaned descendants.
     unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1) };
@@ -189,17 +191,20 @@ fn run_inner(socket: Option<PathBuf>, argv: &[String]) -> Result<ExitCode, Strin
         preload.push(":");
         preload.push(old);
     }
-    let status = Command::new(program)
+    let mut command = Command::new(program);
+    command
         .args(args)
         .env("LD_PRELOAD", preload)
-        .env("UIPC_SOCKET", &socket)
-        .spawn()
-        .and_then(|mut child| {
-            forward_signals_to(child.id() as i32);
-            let status = child.wait();
-            stop_forwarding();
-            status
-        });
+        .env("UIPC_SOCKET", &socket);
+    if timers {
+        command.env("UIPC_TIMERS", "1");
+    }
+    let status = command.spawn().and_then(|mut child| {
+        forward_signals_to(child.id() as i32);
+        let status = child.wait();
+        stop_forwarding();
+        status
+    });
     if status.is_ok() {
         wait_for_descendants(daemon.as_ref().map(|d| d.id() as i32));
     }
