@@ -43,8 +43,33 @@ pub enum Abi {
     Kernel,
 }
 
+/// Every signal blocked on this thread for a scope, and the old mask restored after: a signal
+/// handler that calls a timer function cannot then interrupt one holding the service's locks.
+struct SignalsHeld(libc::sigset_t);
+
+impl SignalsHeld {
+    fn new() -> SignalsHeld {
+        let mut all = std::mem::MaybeUninit::<libc::sigset_t>::uninit();
+        let mut old = std::mem::MaybeUninit::<libc::sigset_t>::uninit();
+        // SAFETY: fills a local set, then swaps this thread's mask, saving the old one.
+        unsafe {
+            libc::sigfillset(all.as_mut_ptr());
+            libc::pthread_sigmask(libc::SIG_SETMASK, all.as_ptr(), old.as_mut_ptr());
+            SignalsHeld(old.assume_init())
+        }
+    }
+}
+
+impl Drop for SignalsHeld {
+    fn drop(&mut self) {
+        // SAFETY: restores the mask saved by `new`.
+        unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &self.0, std::ptr::null_mut()) };
+    }
+}
+
 /// `timer_create` for either ABI; the id is written to `out`, the result is 0.
 pub fn create(clock: i32, evp: usize, out: usize, abi: Abi) -> Result<i64, Errno> {
+    let _held = SignalsHeld::new();
     let (event, callback) = match read_sigevent(evp) {
         UserPtr::Valid(raw) if abi == Abi::Libc && raw.event.notify == SIGEV_THREAD => {
             let callback = Callback {
@@ -71,6 +96,7 @@ pub fn create(clock: i32, evp: usize, out: usize, abi: Abi) -> Result<i64, Errno
 
 /// `timer_settime` for either ABI.
 pub fn settime(id: i32, flags: i32, new: usize, old: usize) -> Result<i64, Errno> {
+    let _held = SignalsHeld::new();
     let new = read_itimerspec(new);
     if let UserPtr::Null | UserPtr::Fault = new {
         // The kernel refuses these before it looks at the id.
@@ -90,6 +116,7 @@ pub fn settime(id: i32, flags: i32, new: usize, old: usize) -> Result<i64, Errno
 
 /// `timer_gettime` for either ABI.
 pub fn gettime(id: i32, curr: usize) -> Result<i64, Errno> {
+    let _held = SignalsHeld::new();
     let spec = current().ok_or(Errno::EINVAL)?.gettime(id)?;
     copy_out(curr, &itimerspec_bytes(&spec))?;
     Ok(0)
@@ -97,6 +124,7 @@ pub fn gettime(id: i32, curr: usize) -> Result<i64, Errno> {
 
 /// `timer_getoverrun` for either ABI.
 pub fn getoverrun(id: i32) -> Result<i64, Errno> {
+    let _held = SignalsHeld::new();
     current()
         .ok_or(Errno::EINVAL)?
         .getoverrun(id)
@@ -105,6 +133,7 @@ pub fn getoverrun(id: i32) -> Result<i64, Errno> {
 
 /// `timer_delete` for either ABI.
 pub fn delete(id: i32) -> Result<i64, Errno> {
+    let _held = SignalsHeld::new();
     current().ok_or(Errno::EINVAL)?.delete(id).map(|()| 0)
 }
 

@@ -110,16 +110,40 @@ struct InFlight {
     grid: Option<(Instant, Duration)>,
     /// The `si_overrun` the kernel's copy carries: the boundaries passed while it was pending.
     overrun: u64,
+    /// The next early look (50 µs after sending, then twice as far each time).
+    probe: Instant,
+    probe_gap: Duration,
 }
 
 impl InFlight {
-    /// When to look next: a margin before the next boundary (a quarter period, at most
-    /// 500 µs), or at the boundary itself when that margin is already past.
+    fn new(signal: TimerSignal, grid: Option<(Instant, Duration)>, now: Instant) -> InFlight {
+        let probe_gap = Duration::from_micros(50);
+        InFlight {
+            signal,
+            grid,
+            overrun: 0,
+            probe: now + probe_gap,
+            probe_gap,
+        }
+    }
+
+    /// When to look next: early looks at growing gaps (a signal taken at once is seen long
+    /// before the boundary, even when the service thread wakes late), a margin before the
+    /// next boundary (a quarter period, at most 500 µs), and the boundary itself.
     fn check_at(&self, now: Instant) -> Option<Instant> {
         let (boundary, period) = self.grid?;
         let margin = (period / 4).min(Duration::from_micros(500));
         let early = boundary.checked_sub(margin).unwrap_or(boundary);
-        Some(if now < early { early } else { boundary })
+        let at = if now < early { early } else { boundary };
+        Some(at.min(self.probe.max(now)))
+    }
+
+    /// A look happened at `now`: the next early look is twice as far.
+    fn probed(&mut self, now: Instant) {
+        if self.probe <= now {
+            self.probe_gap = self.probe_gap.saturating_mul(2);
+            self.probe = now + self.probe_gap;
+        }
     }
 
     /// Counts the boundaries passed by `now`; true if there were any.
@@ -405,6 +429,7 @@ impl Service {
                 taken.push(id);
                 continue;
             }
+            entry.probed(now);
             if entry.count_boundaries(now) {
                 let sig = &entry.signal;
                 let process = matches!(
@@ -491,32 +516,81 @@ impl Service {
             self.engine.dequeue_signal(&sig);
             return None;
         }
-        let entry = InFlight {
-            grid: self.grid_of(id),
-            signal: sig,
-            overrun: 0,
-        };
-        let check_at = entry.check_at(Instant::now());
+        let now = Instant::now();
+        let entry = InFlight::new(sig, self.grid_of(id), now);
+        let check_at = entry.check_at(now);
         in_flight.insert(id, entry);
         check_at
     }
 }
 
-/// Whether the kernel still holds `signo` pending for `target`.
+/// Whether the kernel still holds `signo` pending for `target`. Reads the status file into a
+/// stack buffer: the exports call this, and they may run in a signal handler.
 fn kernel_pending(target: SignalTarget, signo: i32) -> bool {
-    let (path, field) = match target {
-        SignalTarget::Thread(tid) => (format!("/proc/self/task/{tid}/status"), "SigPnd:"),
-        _ => ("/proc/self/status".to_string(), "ShdPnd:"),
+    if !(1..=64).contains(&signo) {
+        return false;
+    }
+    let mut path = [0u8; 48];
+    let mut len = 0;
+    let mut push = |bytes: &[u8]| {
+        path[len..len + bytes.len()].copy_from_slice(bytes);
+        len += bytes.len();
     };
-    let Ok(text) = std::fs::read_to_string(path) else {
+    let field: &[u8] = match target {
+        SignalTarget::Thread(tid) => {
+            push(b"/proc/self/task/");
+            let mut digits = [0u8; 10];
+            let mut n = tid.unsigned_abs();
+            let mut k = digits.len();
+            loop {
+                k -= 1;
+                digits[k] = b'0' + (n % 10) as u8;
+                n /= 10;
+                if n == 0 {
+                    break;
+                }
+            }
+            push(&digits[k..]);
+            push(b"/status\0");
+            b"\nSigPnd:"
+        }
+        _ => {
+            push(b"/proc/self/status\0");
+            b"\nShdPnd:"
+        }
+    };
+    let mut buf = [0u8; 4096];
+    // SAFETY: a NUL-terminated path in a live buffer; the descriptor is ours and closed below.
+    let fd = unsafe { libc::open(path.as_ptr().cast(), libc::O_RDONLY | libc::O_CLOEXEC) };
+    if fd < 0 {
+        return false;
+    }
+    let mut filled = 0;
+    while filled < buf.len() {
+        // SAFETY: reads into the unfilled part of a live buffer.
+        let n = unsafe { libc::read(fd, buf[filled..].as_mut_ptr().cast(), buf.len() - filled) };
+        if n <= 0 {
+            break;
+        }
+        filled += n as usize;
+    }
+    // SAFETY: our own descriptor.
+    unsafe { libc::close(fd) };
+    let text = &buf[..filled];
+    let Some(at) = text.windows(field.len()).position(|w| w == field) else {
         return false;
     };
-    let mask = text
-        .lines()
-        .find_map(|l| l.strip_prefix(field))
-        .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
-        .unwrap_or(0);
-    (1..=64).contains(&signo) && mask & (1u64 << (signo - 1)) != 0
+    let mut mask = 0u64;
+    for &c in text[at + field.len()..]
+        .iter()
+        .skip_while(|c| c.is_ascii_whitespace())
+    {
+        match (c as char).to_digit(16) {
+            Some(d) => mask = mask << 4 | u64::from(d),
+            None => break,
+        }
+    }
+    mask & (1u64 << (signo - 1)) != 0
 }
 
 /// Takes timer `id`'s pending signal `signo` out of the kernel, putting back any other signal
