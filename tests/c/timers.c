@@ -82,7 +82,7 @@ static void errnos(void) {
     its = after_ns(1000000, 0);
     its.it_interval.tv_sec = -1;
     CHECK(timer_settime(t, 0, &its, NULL) == -1 && errno == EINVAL);
-    its = after_ns(1000000, 0);
+    its = after_ns(1000000000, 0);
     CHECK(timer_settime((timer_t)12345, 0, &its, NULL) == -1 && errno == EINVAL);
     /* The timer is set before the old value faults. */
     CHECK(timer_settime(t, 0, &its, (void *)8) == -1 && errno == EFAULT);
@@ -332,6 +332,37 @@ static void raw_system_calls(void) {
     printf("syscall(SYS_timer_*): the kernel's ABI\n");
 }
 
+/* A CPU-time timer fires once the CPU time is used (uipc polls the clock every 10 ms). */
+static void cpu_clock_timer(clockid_t clock) {
+    int sig = SIGRTMIN + 5;
+    block(sig, SIG_BLOCK);
+    timer_t t;
+    struct sigevent ev = {.sigev_notify = SIGEV_SIGNAL, .sigev_signo = sig};
+    CHECK(timer_create(clock, &ev, &t) == 0);
+    struct itimerspec its = after_ns(20000000, 0), cur;
+    struct timespec start, now;
+    CHECK(clock_gettime(clock, &start) == 0);
+    CHECK(timer_settime(t, 0, &its, NULL) == 0);
+    CHECK(timer_gettime(t, &cur) == 0);
+    CHECK(ns_of(cur.it_value) > 0 && ns_of(cur.it_value) <= 20000000);
+    sigset_t s;
+    sigemptyset(&s);
+    sigaddset(&s, sig);
+    siginfo_t si;
+    struct timespec zero = {0, 0};
+    int got = 0;
+    do {
+        for (volatile int i = 0; i < 100000; i++)
+            ;
+        got = sigtimedwait(&s, &si, &zero) == sig;
+        CHECK(clock_gettime(clock, &now) == 0);
+    } while (!got && ns_of(now) - ns_of(start) < 3000000000L);
+    CHECK(got && si.si_code == SI_TIMER);
+    CHECK(ns_of(now) - ns_of(start) >= 20000000);
+    CHECK(timer_delete(t) == 0);
+    block(sig, SIG_UNBLOCK);
+}
+
 int main(void) {
     errnos();
     signal_handler_sees_timer();
@@ -341,6 +372,9 @@ int main(void) {
     sigev_thread_runs_function();
     fork_child_has_no_timers();
     raw_system_calls();
+    cpu_clock_timer(CLOCK_PROCESS_CPUTIME_ID);
+    cpu_clock_timer(CLOCK_THREAD_CPUTIME_ID);
+    printf("CPU-time clocks: the timer fires after the CPU time\n");
     printf("timers: all checks passed\n");
     return 0;
 }

@@ -301,7 +301,9 @@ impl Service {
         let old = self
             .engine
             .timer_settime(&self.cred(), TimerId::from_raw(id), flags, new)?;
-        self.kick_if_queued();
+        // The service thread recomputes its sleep: arming a CPU-time timer (polled) or one
+        // whose expiry has passed does not wake the engine's driver by itself.
+        self.engine.clock_was_set();
         Ok(old)
     }
 
@@ -326,13 +328,6 @@ impl Service {
             .timer_delete(&self.cred(), TimerId::from_raw(id))?;
         lock(&self.callbacks).remove(&id);
         Ok(())
-    }
-
-    /// A CPU timer set in the past queues its signal at once: wake the service thread.
-    fn kick_if_queued(&self) {
-        if !lock(&self.outbox.0).is_empty() {
-            self.engine.clock_was_set();
-        }
     }
 
     /// Looks whether timer `id`'s signal in flight was taken; if it was, dequeues it from the
