@@ -625,3 +625,69 @@ fn take_from_kernel(pid: i32, signo: i32, id: i32) -> bool {
     }
     found
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(grid: Option<(Instant, Duration)>, now: Instant) -> InFlight {
+        let outbox = Arc::new(Outbox(Mutex::new(Vec::new())));
+        let engine = Timers::new(Arc::new(uipc::SystemClock), outbox.clone());
+        let cred = Cred::root(1);
+        let id = engine
+            .timer_create(
+                &cred,
+                1,
+                UserPtr::Valid(SigEvent::signal(34, 0)),
+                UserPtr::Valid(0),
+            )
+            .unwrap();
+        let spec = ItimerSpec::from_nanos(1, 0);
+        engine
+            .timer_settime(&cred, id, 0, UserPtr::Valid(spec))
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(1));
+        engine.run_expired();
+        let signal = lock(&outbox.0).pop().expect("the timer fired");
+        InFlight::new(signal, grid, now)
+    }
+
+    #[test]
+    fn a_one_shot_signal_is_never_checked_by_the_service() {
+        let now = Instant::now();
+        assert_eq!(entry(None, now).check_at(now), None);
+    }
+
+    #[test]
+    fn checks_probe_early_then_before_and_at_the_boundary() {
+        let now = Instant::now();
+        let period = Duration::from_millis(10);
+        let mut e = entry(Some((now + period, period)), now);
+        assert_eq!(e.check_at(now), Some(now + Duration::from_micros(50)));
+        // Probes at 50, 150, 350, 750 us, ... (gaps doubling), until the look at the margin
+        // before the boundary (500 us) comes first, then the boundary itself.
+        let early = now + period - Duration::from_micros(500);
+        let mut looks = Vec::new();
+        let mut t = now;
+        while t < now + period {
+            t = e.check_at(t).unwrap();
+            e.probed(t);
+            looks.push((t - now).as_micros());
+        }
+        assert_eq!(looks, [50, 150, 350, 750, 1550, 3150, 6350, 9500, 10000]);
+        assert!(looks.contains(&(early - now).as_micros()));
+    }
+
+    #[test]
+    fn boundaries_passed_while_pending_become_the_overrun() {
+        let now = Instant::now();
+        let period = Duration::from_millis(1);
+        let mut e = entry(Some((now + period, period)), now);
+        assert!(!e.count_boundaries(now), "no boundary passed yet");
+        assert!(e.count_boundaries(now + period));
+        assert_eq!(e.overrun, 1);
+        assert!(e.count_boundaries(now + period * 5 + period / 2));
+        assert_eq!(e.overrun, 5, "boundaries 2, 3, 4 and 5 passed too");
+        assert_eq!(e.grid, Some((now + period * 6, period)));
+    }
+}
