@@ -6,6 +6,7 @@
 #include "check.h"
 #include <pthread.h>
 #include <stdint.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <time.h>
 
@@ -363,6 +364,30 @@ static void cpu_clock_timer(clockid_t clock) {
     block(sig, SIG_UNBLOCK);
 }
 
+/* Every timer costs one RLIMIT_SIGPENDING unit of its real uid: with a limit of 5, a fresh
+ * uid gets EAGAIN at its sixth timer (root only: the child becomes an unused uid). */
+static void sigpending_limit(void) {
+    if (geteuid() != 0)
+        return;
+    pid_t pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0) {
+        struct rlimit lim = {5, 5};
+        CHECK(setrlimit(RLIMIT_SIGPENDING, &lim) == 0);
+        CHECK(setresgid(54329, 54329, 54329) == 0 && setresuid(54329, 54329, 54329) == 0);
+        struct sigevent ev = {.sigev_notify = SIGEV_NONE};
+        timer_t t[6];
+        for (int i = 0; i < 5; i++)
+            CHECK(timer_create(CLOCK_MONOTONIC, &ev, &t[i]) == 0);
+        CHECK(timer_create(CLOCK_MONOTONIC, &ev, &t[5]) == -1 && errno == EAGAIN);
+        CHECK(timer_delete(t[0]) == 0);
+        CHECK(timer_create(CLOCK_MONOTONIC, &ev, &t[5]) == 0);
+        _exit(0);
+    }
+    expect_clean_exit(pid);
+    printf("RLIMIT_SIGPENDING: EAGAIN at the sixth timer with a limit of 5\n");
+}
+
 int main(void) {
     errnos();
     signal_handler_sees_timer();
@@ -375,6 +400,7 @@ int main(void) {
     cpu_clock_timer(CLOCK_PROCESS_CPUTIME_ID);
     cpu_clock_timer(CLOCK_THREAD_CPUTIME_ID);
     printf("CPU-time clocks: the timer fires after the CPU time\n");
+    sigpending_limit();
     printf("timers: all checks passed\n");
     return 0;
 }
