@@ -6,6 +6,12 @@
 //! shmdt, shmctl, and fork (to hand inherited attachments to the daemon). Without
 //! `$UIPC_SOCKET` each call goes to the kernel unchanged.
 //!
+//! Also `syscall` (`syscall.rs`: the SysV IPC numbers reach the exports above, the timer
+//! numbers the timer service, the rest the C library's `syscall`), and timer_create,
+//! timer_settime, timer_gettime, timer_getoverrun, timer_delete: with `$UIPC_TIMERS=1`
+//! (`uipc run --timers`) served in the process by the engine's timer table
+//! (`timer_service.rs`), otherwise the C library's own functions.
+//!
 //! Every export catches panics (none crosses the C ABI: the call fails with EINVAL instead),
 //! sets errno through `__errno_location` on failure and leaves it untouched on success. Thread
 //! cancellation is held off inside the library except while semop, semtimedop, msgsnd or
@@ -23,10 +29,47 @@
 //! `uipc_proto::client`.
 //!
 //! ## Not supported yet
-//! - File locks (flock, fcntl/fcntl64 lock commands, lockf, and close/dup2/dup3 effects) and
-//!   POSIX timers (timer_create and friends): not exported; `uipc run --locks/--timers` do not
-//!   exist yet, so these calls reach the kernel.
-//! - `syscall(SYS_semop, ...)` and the other raw system call numbers go to the kernel.
+//! - File locks (flock, fcntl/fcntl64 lock commands, lockf, and close/dup2/dup3 effects): not
+//!   exported; `uipc run --locks` does not exist yet, so these calls reach the kernel.
+//! - `syscall()` takes its variadic arguments as seven `long`s, right on x86-64 and aarch64
+//!   only (`syscall.rs`). Raw system call instructions (not through `syscall()`) reach the
+//!   kernel, as do the 32-bit `ipc(2)` multiplexer and the time64 variants of other ABIs.
+//! - POSIX timers (`--timers`), where uipc differs from Linux:
+//!   - The kernel does not say when a signal is taken: the service looks at its pending sets
+//!     (by signal number) at growing gaps after sending and around each period boundary.
+//!     A periodic timer whose taken signal is seen late (the service thread delayed by load,
+//!     periods of a few hundred µs) counts the boundaries in between as overrun, which
+//!     getoverrun reports but no signal carries: such timers deliver fewer signals than Linux
+//!     (measured with a handler, 1 s: 1 ms periods 981 signals against the host's 990;
+//!     200 µs periods 2,361 against 4,899).
+//!   - `si_overrun`: a still-pending process signal is taken back and queued again with the
+//!     overrun at each boundary, so a signal taken right after a boundary, before that update,
+//!     carries one less than getoverrun then returns (Linux: equal). A SIGEV_THREAD_ID signal
+//!     cannot be taken back from another thread's queue: its `si_overrun` is always 0 (its
+//!     getoverrun is right). Re-queueing moves it behind other queued signals of its number.
+//!   - Another pending signal of the same number (another timer's, a `sigqueue`) makes a
+//!     taken timer signal look pending: that timer counts overruns instead of firing until
+//!     the other signal is taken.
+//!   - settime and delete take a still-pending process signal of the timer out of the kernel
+//!     (Linux leaves it visible to `sigpending()` and drops it at dequeue); a pending
+//!     SIGEV_THREAD_ID signal of a deleted or re-set timer is delivered.
+//!   - exec: signals queued for the old image's timers stay pending and reach the new image
+//!     (Linux drops them at dequeue); unhandled, an RT signal kills it. A vfork child that
+//!     calls the timer functions replaces its parent's service.
+//!   - RLIMIT_SIGPENDING counts this process's timers only (Linux: every process of the real
+//!     uid, and queued signals); while pending, the signals the service queues count as the
+//!     kernel's ordinary queued signals (Linux preallocates them), and one refused at the
+//!     kernel's limit is lost.
+//!   - CPU-time clocks are polled every 10 ms (Linux: at the tick); alarm clocks are
+//!     EOPNOTSUPP (a machine without an RTC wake alarm) even where the host has one.
+//!   - SIGEV_THREAD uses only the stack size of `sigev_notify_attributes`, and its `timer_t`
+//!     is the plain id (glibc's encodes a pointer). A NULL sigevent is glibc's: SIGALRM with
+//!     value 0 (through `syscall()`, the kernel's: `sival_int` = id).
+//!   - `prctl(PR_TIMER_CREATE_RESTORE_IDS)` is not routed (it reaches the kernel); the
+//!     kernel's `/proc/PID/timers` lists none of uipc's timers. Time namespaces are ignored.
+//!   - The exports block signals while they run (a handler calling them cannot deadlock on
+//!     its own thread) but may allocate in rare paths (the engine's heap growing), so a call
+//!     from a handler that interrupted `malloc` is not safe.
 //! - vfork, clone and posix_spawn children are not announced to the daemon; as they exec
 //!   (dropping attachments) or share the parent's memory, only nattch during that window
 //!   differs. A fork by raw syscall, or inside libc (daemon(3) calls its internal fork), is

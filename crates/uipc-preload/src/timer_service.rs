@@ -295,8 +295,11 @@ impl Service {
         flags: i32,
         new: UserPtr<ItimerSpec>,
     ) -> Result<ItimerSpec, Errno> {
-        if matches!(new, UserPtr::Valid(_)) {
-            self.settle(id, true);
+        // A refused setting changes nothing, its pending signal included.
+        if let UserPtr::Valid(spec) = new {
+            if spec.interval.is_valid() && spec.value.is_valid() {
+                self.settle(id, true);
+            }
         }
         let old = self
             .engine
