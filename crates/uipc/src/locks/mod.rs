@@ -134,6 +134,11 @@ impl LockManager {
     /// Sets `req` on `file`, or queues it and sleeps if it conflicts and `wait`; EAGAIN if it
     /// conflicts and not `wait`. With `flock_conversion`, the owner's existing flock lock is
     /// first kept (same type asked: done) or dropped (flock's non-atomic conversion).
+    ///
+    /// A sleeper is woken to retry (`FileState::wake_unblocked`), as on Linux: it takes the
+    /// file's lock, leaves the queue and tries again, and may find the range taken again by a
+    /// task that was running meanwhile. Handing the range straight to the sleeper instead
+    /// would make every lock of a contended range cost a context switch (a convoy).
     fn request(
         &self,
         file: FileId,
@@ -142,65 +147,91 @@ impl LockManager {
         flock_conversion: bool,
         ctx: &WaitCtx<'_>,
     ) -> Result<()> {
-        let limit = self.config.max_locks_per_file;
-        let step = self.files.with(file, req.ty.is_some(), |fctx, mut st| {
-            if flock_conversion {
-                if let Some(h) = st.flocks.iter().find(|h| h.owner == req.owner) {
-                    if Some(h.ty) == req.ty {
-                        return Step::Done(Ok(()));
-                    }
-                    st.remove_flock(req.owner);
-                    st.after_change(limit, &self.graph);
+        let mut woken: Option<Arc<Waiter<()>>> = None;
+        loop {
+            let step = self.files.with(file, req.ty.is_some(), |fctx, mut st| {
+                let step = self.try_request(&mut st, fctx, &req, wait, flock_conversion);
+                if let Some(w) = woken.take() {
+                    // Leaving the queue may let requests that waited behind this one go.
+                    st.dequeue(&w, &self.graph);
+                    st.after_change(&self.graph);
                 }
-                if req.ty.is_none() {
-                    return Step::Done(Ok(()));
-                }
-            }
-            let blockers = st.blockers(&req);
-            if blockers.is_empty() {
-                return Step::Done(st.set(&req, limit, &self.graph));
-            }
-            if !wait {
-                return Step::Done(Err(Errno::EAGAIN));
-            }
-            let tree = st.waiter_tree();
-            // A request with blockers conflicts with a held lock, so it has a parent.
-            let parent_kind = st
-                .tree_parent(&req, &tree)
-                .map_or(req.kind, |p| st.node_kind(p));
-            let (check, record) = self.graph.policy(req.kind, parent_kind);
-            let graph_id = match self
-                .graph
-                .check_and_insert(req.owner, &blockers, check, record)
-            {
-                Ok(id) => id,
-                Err(e) => return Step::Done(Err(e)),
-            };
-            let waiter = Waiter::new();
-            st.blocked.push(Blocked {
-                req,
-                waiter: waiter.clone(),
-                graph_id,
-                blockers,
+                step
             });
-            Step::Sleep(fctx.clone(), waiter)
-        });
-        match step {
-            // An unlock on a file that has no locks.
-            None => Ok(()),
-            Some(Step::Done(r)) => r,
-            Some(Step::Sleep(fctx, waiter)) => match waiter.sleep(ctx) {
-                Ok(()) => Ok(()),
+            let (fctx, waiter) = match step {
+                // An unlock on a file that has no locks.
+                None => return Ok(()),
+                Some(Step::Done(r)) => return r,
+                Some(Step::Sleep(fctx, waiter)) => (fctx, waiter),
+            };
+            match waiter.sleep(ctx) {
+                Ok(()) => {}
                 Err(_) => {
                     let mut st = lock(&fctx.state);
-                    if waiter.abort().is_some() {
-                        return Ok(());
+                    if waiter.abort().is_none() {
+                        st.dequeue(&waiter, &self.graph);
+                        st.after_change(&self.graph);
+                        return Err(Errno::EINTR);
                     }
-                    st.dequeue(&waiter, &self.graph);
-                    Err(Errno::EINTR)
+                    // Woken at the same time: retry once more; a pending interrupt ends the
+                    // next sleep at once.
                 }
-            },
+            }
+            woken = Some(waiter);
         }
+    }
+
+    /// One attempt of [`LockManager::request`], under the file's lock.
+    fn try_request(
+        &self,
+        st: &mut file::FileState,
+        fctx: &Arc<file::FileLocks>,
+        req: &Request,
+        wait: bool,
+        flock_conversion: bool,
+    ) -> Step {
+        let limit = self.config.max_locks_per_file;
+        if flock_conversion {
+            if let Some(h) = st.flocks.iter().find(|h| h.owner == req.owner) {
+                if Some(h.ty) == req.ty {
+                    return Step::Done(Ok(()));
+                }
+                st.remove_flock(req.owner);
+                st.after_change(&self.graph);
+            }
+            if req.ty.is_none() {
+                return Step::Done(Ok(()));
+            }
+        }
+        let blockers = st.blockers(req);
+        if blockers.is_empty() {
+            return Step::Done(st.set(req, limit, &self.graph));
+        }
+        if !wait {
+            return Step::Done(Err(Errno::EAGAIN));
+        }
+        let tree = st.waiter_tree();
+        // A request with blockers conflicts with a held lock, so it has a parent.
+        let parent_kind = st
+            .tree_parent(req, &tree)
+            .map_or(req.kind, |p| st.node_kind(p));
+        let (check, record) = self.graph.policy(req.kind, parent_kind);
+        let graph_id = match self
+            .graph
+            .check_and_insert(req.owner, &blockers, check, record)
+        {
+            Ok(id) => id,
+            Err(e) => return Step::Done(Err(e)),
+        };
+        let waiter = Waiter::new();
+        st.blocked.push(Blocked {
+            req: *req,
+            waiter: waiter.clone(),
+            graph_id,
+            blockers,
+            woken: false,
+        });
+        Step::Sleep(fctx.clone(), waiter)
     }
 
     /// Every held lock and blocked request, file by file (files in [`FileId`] order).
@@ -234,7 +265,6 @@ impl LockManager {
     /// of the process's POSIX locks on the file go (whatever descriptor set them); if that was
     /// the description's last reference (`last_reference`), its OFD and flock locks go too.
     pub fn close(&self, tgid: i32, file: FileId, ofd: OfdId, last_reference: bool) {
-        let limit = self.config.max_locks_per_file;
         self.files.with(file, false, |_, mut st| {
             let mut changed = st.remove_posix_owner(Owner::Process(tgid));
             if last_reference {
@@ -242,7 +272,7 @@ impl LockManager {
                 changed |= st.remove_flock(Owner::Description(ofd));
             }
             if changed {
-                st.after_change(limit, &self.graph);
+                st.after_change(&self.graph);
             }
         });
         self.files.remove_if_idle(file);
@@ -251,11 +281,10 @@ impl LockManager {
     /// Process exit: every POSIX lock of `tgid`, on every file, goes. (The embedder reports the
     /// last closes of the process's descriptions with [`LockManager::close`].)
     pub fn process_exit(&self, tgid: i32) {
-        let limit = self.config.max_locks_per_file;
         for (id, _) in self.files.all() {
             self.files.with(id, false, |_, mut st| {
                 if st.remove_posix_owner(Owner::Process(tgid)) {
-                    st.after_change(limit, &self.graph);
+                    st.after_change(&self.graph);
                 }
             });
             self.files.remove_if_idle(id);
