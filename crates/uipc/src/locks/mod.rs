@@ -11,10 +11,10 @@
 //! - `files`: file -> context, sharded; the lock/unlock path touches a shard only to find the
 //!   file, and a context stays while the file has locks or until an idle close (no churn).
 //! - `file`: per file, the POSIX/OFD list (owners contiguous, each owner's ranges sorted and
-//!   merged by `range`), the flock list and the blocked requests. Whenever locks change while
-//!   requests wait, the waiters that no longer conflict are granted in arrival order by the
-//!   changer itself: a sleeper wakes only when its lock is already set (no thundering herd,
-//!   which seed 001 left open), and a released range goes to the oldest waiter that can use it.
+//!   merged by `range`), the flock list and the blocked requests. Whenever a change releases
+//!   bytes while requests wait, the waiters that no longer conflict are woken to retry, as on
+//!   Linux, except those nested behind an earlier woken waiter (one writer wakes per unlock of
+//!   a contended range, no thundering herd).
 //! - `deadlock`: the blocked-request graph, keyed by owner; Linux's bounded walk by default,
 //!   or a full search through every kind of owner ([`DeadlockMode::Full`]).
 //! - `procfs`: `/proc/locks` and [`LockInfo`] listings, built by visiting files one at a time;
@@ -33,11 +33,11 @@
 //! - Leases (F_SETLEASE / F_GETLEASE) and NFS delegations.
 //! - Mandatory locking (gone from Linux in 5.15) and `LOCK_MAND` (accepted and ignored, as on
 //!   Linux).
-//! - The waiter tree's history: Linux re-inserts a woken request that must wait again, so its
-//!   tree after wake-ups depends on which woken task ran first; uipc never wakes a request to
-//!   retry, and lists (and records for deadlock detection) the tree as if every request still
-//!   blocked had been inserted in arrival order. A request that waits on is never checked for
-//!   deadlock again (Linux checks again on each retry).
+//! - The waiter tree's history: Linux re-inserts a woken request that must wait again under
+//!   whatever blocks it then; uipc lists (and records for deadlock detection) the tree as if
+//!   every request still asleep had been inserted in arrival order. In Linux mode a sleeping
+//!   request's blockers are recorded again only after a release (Linux keeps the one blocker
+//!   it slept on), and, as on Linux, deadlock is checked again on each retry.
 //! - `CLONE_FILES` sharing between processes: the POSIX owner is always the caller's tgid.
 //! - The `fcntl`/`close` race Linux repairs by undoing a lock set through a descriptor closed
 //!   meanwhile: the engine sees no descriptors.
