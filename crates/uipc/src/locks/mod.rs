@@ -185,7 +185,7 @@ impl LockManager {
     fn try_request(
         &self,
         st: &mut file::FileState,
-        fctx: &Arc<file::FileLocks>,
+        fctx: &crate::sync::Arc<file::FileLocks>,
         req: &Request,
         wait: bool,
         flock_conversion: bool,
