@@ -15,7 +15,7 @@
 
 use super::consts::{IPC_CREAT, IPC_EXCL, IPC_PRIVATE};
 use crate::sync::{read, write, RwLock, RwLockReadGuard, RwLockWriteGuard};
-use crate::table::hash::IntBuildHasher;
+use crate::table::hash::KeyBuildHasher;
 use crate::table::{CyclicIdAllocator, IdLayout, IdMap};
 use crate::{Errno, Result};
 use std::collections::HashMap;
@@ -57,7 +57,7 @@ pub trait IpcObject: Send + Sync + 'static {
 pub struct RegistryState<T> {
     /// Key -> object. The object itself, not its index: `*get` on an existing key then costs
     /// one hash probe under the lock, with no id-table walk and no reference count traffic.
-    keys: HashMap<i32, Arc<T>, IntBuildHasher>,
+    keys: HashMap<i32, Arc<T>, KeyBuildHasher>,
     alloc: CyclicIdAllocator,
     next_id: i32,
 }
