@@ -388,6 +388,36 @@ static void sigpending_limit(void) {
     printf("RLIMIT_SIGPENDING: EAGAIN at the sixth timer with a limit of 5\n");
 }
 
+/* timer_getoverrun and timer_gettime are async-signal-safe (signal-safety(7)): a handler
+ * calls them while the interrupted code is calling them too. */
+static timer_t reentrant_timer;
+static volatile int reentrant_calls;
+
+static void on_reentrant(int sig) {
+    (void)sig;
+    struct itimerspec cur;
+    CHECK(timer_getoverrun(reentrant_timer) >= 0);
+    CHECK(timer_gettime(reentrant_timer, &cur) == 0);
+    reentrant_calls++;
+}
+
+static void handler_calls_timer_functions(void) {
+    int sig = SIGRTMIN + 6;
+    struct sigaction sa = {.sa_handler = on_reentrant};
+    sigemptyset(&sa.sa_mask);
+    CHECK(sigaction(sig, &sa, NULL) == 0);
+    struct sigevent ev = {.sigev_notify = SIGEV_SIGNAL, .sigev_signo = sig};
+    CHECK(timer_create(CLOCK_MONOTONIC, &ev, &reentrant_timer) == 0);
+    struct itimerspec its = after_ns(500000, 500000), cur;
+    CHECK(timer_settime(reentrant_timer, 0, &its, NULL) == 0);
+    while (reentrant_calls < 100) {
+        CHECK(timer_gettime(reentrant_timer, &cur) == 0);
+        CHECK(timer_getoverrun(reentrant_timer) >= 0);
+    }
+    CHECK(timer_delete(reentrant_timer) == 0);
+    printf("handlers calling timer_getoverrun/timer_gettime: no deadlock\n");
+}
+
 int main(void) {
     errnos();
     signal_handler_sees_timer();
@@ -401,6 +431,7 @@ int main(void) {
     cpu_clock_timer(CLOCK_THREAD_CPUTIME_ID);
     printf("CPU-time clocks: the timer fires after the CPU time\n");
     sigpending_limit();
+    handler_calls_timer_functions();
     printf("timers: all checks passed\n");
     return 0;
 }
