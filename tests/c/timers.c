@@ -112,6 +112,11 @@ static void ids_in_fresh_process(void) {
     CHECK(timer_delete(b) == 0 && timer_delete(c) == 0);
 }
 
+static int under_uipc_timers(void) {
+    const char *v = getenv("UIPC_TIMERS");
+    return v && strcmp(v, "1") == 0;
+}
+
 static void signal_handler_sees_timer(void) {
     int sig = SIGRTMIN + 1;
     handle(sig);
@@ -120,7 +125,7 @@ static void signal_handler_sees_timer(void) {
     struct sigevent ev = {.sigev_notify = SIGEV_SIGNAL, .sigev_signo = sig};
     ev.sigev_value.sival_ptr = &marker;
     CHECK(timer_create(CLOCK_MONOTONIC, &ev, &t) == 0);
-    if (getenv("UIPC_TIMERS") && strcmp(getenv("UIPC_TIMERS"), "1") == 0)
+    if (under_uipc_timers())
         CHECK(kernel_timers() == 0);
     else
         CHECK(kernel_timers() == 1);
@@ -418,7 +423,52 @@ static void handler_calls_timer_functions(void) {
     printf("handlers calling timer_getoverrun/timer_gettime: no deadlock\n");
 }
 
-int main(void) {
+/* execve deletes every timer; a signal the old timers left pending (blocked across the
+ * exec) is never received. */
+static void exec_drops_timers(void) {
+    pid_t pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0) {
+        int sig = SIGRTMIN + 7;
+        block(sig, SIG_BLOCK);
+        timer_t t, u;
+        struct sigevent ev = {.sigev_notify = SIGEV_SIGNAL, .sigev_signo = sig};
+        CHECK(timer_create(CLOCK_MONOTONIC, &ev, &t) == 0);
+        CHECK(timer_create(CLOCK_MONOTONIC, &ev, &u) == 0);
+        struct itimerspec its = after_ns(1000000, 1000000);
+        CHECK(timer_settime(u, 0, &its, NULL) == 0);
+        usleep(20000);
+        char *argv[] = {"timers", "after-exec", NULL};
+        execv("/proc/self/exe", argv);
+        CHECK(0);
+    }
+    expect_clean_exit(pid);
+    printf("exec: no timers, no stale signal\n");
+}
+
+static int after_exec(void) {
+    int sig = SIGRTMIN + 7;
+    struct itimerspec cur;
+    CHECK(timer_gettime((timer_t)1, &cur) == -1 && errno == EINVAL);
+    sigset_t s;
+    sigemptyset(&s);
+    sigaddset(&s, sig);
+    siginfo_t si;
+    struct timespec zero = {0, 0};
+    CHECK(sigtimedwait(&s, &si, &zero) == -1 && errno == EAGAIN);
+    timer_t t;
+    struct sigevent ev = {.sigev_notify = SIGEV_NONE};
+    CHECK(timer_create(CLOCK_MONOTONIC, &ev, &t) == 0);
+    /* Linux 6.18 keeps the process's id counter across execve (ids 0 and 1 were used before
+     * it): the first id is 2. uipc's new image starts a new table at 0 (a known divergence,
+     * listed in the preload's Not supported list). */
+    CHECK((intptr_t)t == (under_uipc_timers() ? 0 : 2));
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    if (argc > 1 && strcmp(argv[1], "after-exec") == 0)
+        return after_exec();
     errnos();
     signal_handler_sees_timer();
     sigev_none_counts_down();
@@ -432,6 +482,7 @@ int main(void) {
     printf("CPU-time clocks: the timer fires after the CPU time\n");
     sigpending_limit();
     handler_calls_timer_functions();
+    exec_drops_timers();
     printf("timers: all checks passed\n");
     return 0;
 }

@@ -53,9 +53,10 @@
 //!   - settime and delete take a still-pending process signal of the timer out of the kernel
 //!     (Linux leaves it visible to `sigpending()` and drops it at dequeue); a pending
 //!     SIGEV_THREAD_ID signal of a deleted or re-set timer is delivered.
-//!   - exec: signals queued for the old image's timers stay pending and reach the new image
-//!     (Linux drops them at dequeue); unhandled, an RT signal kills it. A vfork child that
-//!     calls the timer functions replaces its parent's service.
+//!   - exec: Linux 6.18 keeps the process's id counter across execve (observed: ids 0 and 1
+//!     before it, 2 after); a new image under uipc starts its table at 0. (The signals the
+//!     service queued, being SI_TIMER, are dropped by the kernel at execve, as Linux drops its
+//!     own.) A vfork child that calls the timer functions replaces its parent's service.
 //!   - RLIMIT_SIGPENDING counts this process's timers only (Linux: every process of the real
 //!     uid, and queued signals); while pending, the signals the service queues count as the
 //!     kernel's ordinary queued signals (Linux preallocates them), and one refused at the
@@ -106,6 +107,7 @@ mod syscall;
 mod timer;
 mod timer_abi;
 mod timer_service;
+mod timer_signals;
 mod timer_thread;
 mod user;
 

@@ -40,7 +40,9 @@
 //! service (leaked, never touched: its locks may be held by threads that do not exist in the
 //! child, and its thread does not exist either); the child's first `timer_create` starts a new
 //! one. A child forked without the handler (a raw `fork` system call) is recognised by its pid.
-//! Exec: the service dies with the image, and the kernel holds no timer of ours.
+//! Exec: the service dies with the image, the kernel holds no timer of ours, and it drops the
+//! SI_TIMER signals we queued (`timer_signals`). The new image's ids start at 0, where Linux
+//! continues the process's counter (see the crate's Not supported list).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
@@ -53,6 +55,7 @@ use uipc::timers::{
 use uipc::{Cred, Errno};
 
 use crate::timer_abi;
+use crate::timer_signals::{kernel_pending, take_from_kernel};
 use crate::timer_thread::{spawn_callback, Callback};
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -520,113 +523,6 @@ impl Service {
         in_flight.insert(id, entry);
         check_at
     }
-}
-
-/// Whether the kernel still holds `signo` pending for `target`. Reads the status file into a
-/// stack buffer: the exports call this, and they may run in a signal handler.
-fn kernel_pending(target: SignalTarget, signo: i32) -> bool {
-    if !(1..=64).contains(&signo) {
-        return false;
-    }
-    let mut path = [0u8; 48];
-    let mut len = 0;
-    let mut push = |bytes: &[u8]| {
-        path[len..len + bytes.len()].copy_from_slice(bytes);
-        len += bytes.len();
-    };
-    let field: &[u8] = match target {
-        SignalTarget::Thread(tid) => {
-            push(b"/proc/self/task/");
-            let mut digits = [0u8; 10];
-            let mut n = tid.unsigned_abs();
-            let mut k = digits.len();
-            loop {
-                k -= 1;
-                digits[k] = b'0' + (n % 10) as u8;
-                n /= 10;
-                if n == 0 {
-                    break;
-                }
-            }
-            push(&digits[k..]);
-            push(b"/status\0");
-            b"\nSigPnd:"
-        }
-        _ => {
-            push(b"/proc/self/status\0");
-            b"\nShdPnd:"
-        }
-    };
-    let mut buf = [0u8; 4096];
-    // SAFETY: a NUL-terminated path in a live buffer; the descriptor is ours and closed below.
-    let fd = unsafe { libc::open(path.as_ptr().cast(), libc::O_RDONLY | libc::O_CLOEXEC) };
-    if fd < 0 {
-        return false;
-    }
-    let mut filled = 0;
-    while filled < buf.len() {
-        // SAFETY: reads into the unfilled part of a live buffer.
-        let n = unsafe { libc::read(fd, buf[filled..].as_mut_ptr().cast(), buf.len() - filled) };
-        if n <= 0 {
-            break;
-        }
-        filled += n as usize;
-    }
-    // SAFETY: our own descriptor.
-    unsafe { libc::close(fd) };
-    let text = &buf[..filled];
-    let Some(at) = text.windows(field.len()).position(|w| w == field) else {
-        return false;
-    };
-    let mut mask = 0u64;
-    for &c in text[at + field.len()..]
-        .iter()
-        .skip_while(|c| c.is_ascii_whitespace())
-    {
-        match (c as char).to_digit(16) {
-            Some(d) => mask = mask << 4 | u64::from(d),
-            None => break,
-        }
-    }
-    mask & (1u64 << (signo - 1)) != 0
-}
-
-/// Takes timer `id`'s pending signal `signo` out of the kernel, putting back any other signal
-/// of that number taken on the way. True if ours was found.
-fn take_from_kernel(pid: i32, signo: i32, id: i32) -> bool {
-    let set: u64 = 1 << (signo - 1);
-    let zero = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    let mut others = Vec::new();
-    let mut found = false;
-    for _ in 0..16 {
-        let mut info = [0u8; timer_abi::SIGINFO];
-        // SAFETY: a kernel sigset of 8 bytes, a siginfo buffer and a timespec, all live.
-        let r = unsafe {
-            libc::syscall(
-                libc::SYS_rt_sigtimedwait,
-                &set,
-                info.as_mut_ptr(),
-                &zero,
-                8usize,
-            )
-        };
-        if r != i64::from(signo) {
-            break;
-        }
-        if timer_abi::siginfo_code_and_timer(&info) == (uipc::timers::SI_TIMER, id) {
-            found = true;
-            break;
-        }
-        others.push(info);
-    }
-    for info in others {
-        // SAFETY: queues the signal we took back to this process, with its own siginfo.
-        unsafe { libc::syscall(libc::SYS_rt_sigqueueinfo, pid, signo, info.as_ptr()) };
-    }
-    found
 }
 
 #[cfg(test)]

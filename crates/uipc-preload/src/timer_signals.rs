@@ -1,0 +1,131 @@
+//! The kernel's side of timer signals: whether one is still pending, and taking one back.
+//!
+//! execve needs nothing here: the kernel drops every pending signal whose `si_code` is
+//! SI_TIMER at execve (observed on 6.18), the ones the service queued included, so the new
+//! image never sees a signal of the old image's timers, as on Linux (tests/c/timers.c).
+//!
+//! Pending sets come from `/proc/self/status` (`ShdPnd`, the process's) and
+//! `/proc/self/task/TID/status` (`SigPnd`, a thread's), read into a stack buffer: the exports
+//! call this, and they may run in a signal handler. A signal is taken with `rt_sigtimedwait`
+//! and a zero timeout (it takes a signal whether or not it is blocked); signals of the same
+//! number that are not the one wanted are queued again with their own siginfo.
+
+use crate::timer_abi;
+use uipc::timers::SignalTarget;
+
+/// Whether the kernel still holds `signo` pending for `target`. Reads the status file into a
+/// stack buffer: the exports call this, and they may run in a signal handler.
+pub fn kernel_pending(target: SignalTarget, signo: i32) -> bool {
+    (1..=64).contains(&signo) && pending_mask(target) & (1u64 << (signo - 1)) != 0
+}
+
+/// The signals the kernel holds pending for `target` (bit `n - 1` for signal `n`).
+fn pending_mask(target: SignalTarget) -> u64 {
+    let mut path = [0u8; 48];
+    let mut len = 0;
+    let mut push = |bytes: &[u8]| {
+        path[len..len + bytes.len()].copy_from_slice(bytes);
+        len += bytes.len();
+    };
+    let field: &[u8] = match target {
+        SignalTarget::Thread(tid) => {
+            push(b"/proc/self/task/");
+            let mut digits = [0u8; 10];
+            let mut n = tid.unsigned_abs();
+            let mut k = digits.len();
+            loop {
+                k -= 1;
+                digits[k] = b'0' + (n % 10) as u8;
+                n /= 10;
+                if n == 0 {
+                    break;
+                }
+            }
+            push(&digits[k..]);
+            push(b"/status\0");
+            b"\nSigPnd:"
+        }
+        _ => {
+            push(b"/proc/self/status\0");
+            b"\nShdPnd:"
+        }
+    };
+    let mut buf = [0u8; 4096];
+    // SAFETY: a NUL-terminated path in a live buffer; the descriptor is ours and closed below.
+    let fd = unsafe { libc::open(path.as_ptr().cast(), libc::O_RDONLY | libc::O_CLOEXEC) };
+    if fd < 0 {
+        return 0;
+    }
+    let mut filled = 0;
+    while filled < buf.len() {
+        // SAFETY: reads into the unfilled part of a live buffer.
+        let n = unsafe { libc::read(fd, buf[filled..].as_mut_ptr().cast(), buf.len() - filled) };
+        if n <= 0 {
+            break;
+        }
+        filled += n as usize;
+    }
+    // SAFETY: our own descriptor.
+    unsafe { libc::close(fd) };
+    let text = &buf[..filled];
+    let Some(at) = text.windows(field.len()).position(|w| w == field) else {
+        return 0;
+    };
+    let mut mask = 0u64;
+    for &c in text[at + field.len()..]
+        .iter()
+        .skip_while(|c| c.is_ascii_whitespace())
+    {
+        match (c as char).to_digit(16) {
+            Some(d) => mask = mask << 4 | u64::from(d),
+            None => break,
+        }
+    }
+    mask
+}
+
+/// Takes timer `id`'s pending signal `signo` out of the kernel, putting back any other signal
+/// of that number taken on the way. True if ours was found.
+pub fn take_from_kernel(pid: i32, signo: i32, id: i32) -> bool {
+    take_matching(pid, signo, |info| {
+        timer_abi::siginfo_code_and_timer(info) == (uipc::timers::SI_TIMER, id)
+    })
+}
+
+/// Takes the first pending signal `signo` whose siginfo `wanted` accepts (looking at 16 at
+/// most), putting back the others taken on the way. True if one was taken.
+fn take_matching(pid: i32, signo: i32, wanted: impl Fn(&[u8; timer_abi::SIGINFO]) -> bool) -> bool {
+    let set: u64 = 1 << (signo - 1);
+    let zero = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    let mut others = Vec::new();
+    let mut found = false;
+    for _ in 0..16 {
+        let mut info = [0u8; timer_abi::SIGINFO];
+        // SAFETY: a kernel sigset of 8 bytes, a siginfo buffer and a timespec, all live.
+        let r = unsafe {
+            libc::syscall(
+                libc::SYS_rt_sigtimedwait,
+                &set,
+                info.as_mut_ptr(),
+                &zero,
+                8usize,
+            )
+        };
+        if r != i64::from(signo) {
+            break;
+        }
+        if wanted(&info) {
+            found = true;
+            break;
+        }
+        others.push(info);
+    }
+    for info in others {
+        // SAFETY: queues the signal we took back to this process, with its own siginfo.
+        unsafe { libc::syscall(libc::SYS_rt_sigqueueinfo, pid, signo, info.as_ptr()) };
+    }
+    found
+}
