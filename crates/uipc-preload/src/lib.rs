@@ -106,6 +106,7 @@ mod shm;
 mod syscall;
 mod timer;
 mod timer_abi;
+mod timer_in_flight;
 mod timer_service;
 mod timer_signals;
 mod timer_thread;
