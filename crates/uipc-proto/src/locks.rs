@@ -23,7 +23,8 @@ pub enum LockRequest {
     /// The client is about to close the descriptor sent with this message (close, dup2 or
     /// dup3 over it, fclose): the process's POSIX locks on its file go, and the description's
     /// OFD and flock locks too if no process holds it open any more once the close is done.
-    Close,
+    /// `fd` is the descriptor's number in the client (not counted as a remaining reference).
+    Close { fd: i32 },
     /// Every lock and blocked request, for `uipc locks`.
     List,
 }
@@ -104,7 +105,10 @@ impl LockRequest {
                 w.u8(tag::FLOCK);
                 w.i32(*cmd);
             }
-            LockRequest::Close => w.u8(tag::CLOSE),
+            LockRequest::Close { fd } => {
+                w.u8(tag::CLOSE);
+                w.i32(*fd);
+            }
             LockRequest::List => w.u8(tag::LIST),
         }
     }
@@ -121,7 +125,7 @@ impl LockRequest {
                 },
             },
             tag::FLOCK => LockRequest::Flock { cmd: r.i32()? },
-            tag::CLOSE => LockRequest::Close,
+            tag::CLOSE => LockRequest::Close { fd: r.i32()? },
             tag::LIST => LockRequest::List,
             t => return Err(DecodeError::UnknownTag(t)),
         })
@@ -239,7 +243,7 @@ mod tests {
                 flock: None,
             },
             LockRequest::Flock { cmd: LOCK_EX },
-            LockRequest::Close,
+            LockRequest::Close { fd: 3 },
             LockRequest::List,
         ] {
             let req = Request::Lock(lr);
@@ -335,7 +339,7 @@ mod tests {
             cmd: LOCK_EX | LOCK_MAND
         }
         .may_block());
-        assert!(!LockRequest::Close.may_block());
+        assert!(!LockRequest::Close { fd: 0 }.may_block());
         assert!(!LockRequest::List.may_block());
     }
 }

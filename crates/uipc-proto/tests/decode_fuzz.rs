@@ -128,7 +128,7 @@ fn request() -> impl Strategy<Value = Request> {
         (any::<i32>(), proptest::option::of(flock()))
             .prop_map(|(cmd, flock)| Request::Lock(LockRequest::Fcntl { cmd, flock })),
         any::<i32>().prop_map(|cmd| Request::Lock(LockRequest::Flock { cmd })),
-        Just(Request::Lock(LockRequest::Close)),
+        any::<i32>().prop_map(|fd| Request::Lock(LockRequest::Close { fd })),
         Just(Request::Lock(LockRequest::List)),
         any::<i32>().prop_map(|semid| Request::SemNsems { semid }),
         (any::<i32>(), any::<i32>()).prop_map(|(key, flag)| Request::Msgget { key, flag }),

@@ -1,0 +1,161 @@
+//! File-lock requests, served on the daemon's [`LockManager`].
+//!
+//! The descriptor the client acted through arrives with the request; from the daemon's copy
+//! come the file (`st_dev`, `st_ino`), the access mode, the offset and the size
+//! ([`open_file_of`]), and for OFD and flock calls the description's identity
+//! ([`Descriptions`]). POSIX locks belong to the caller's tgid (the kernel-verified pid).
+//!
+//! Checks keep Linux's order: the engine gets `None` for a descriptor that was not open in the
+//! client (none arrived) or is `O_PATH`, and decides EBADF/EINVAL itself; an unreadable
+//! `struct flock` is EFAULT after the descriptor check (`do_fcntl` looks the descriptor up
+//! first, then `fcntl_getlk`/`fcntl_setlk` copy the structure).
+//!
+//! Closes and exits: [`close`] drops the process's POSIX locks on the file, and the
+//! description's OFD and flock locks if no other descriptor in any process refers to it;
+//! [`sweep`] (after a process exit or exec) drops the OFD and flock locks of every description
+//! nobody holds open any more. Entry and exit: no lock held; a blocking call sleeps in the
+//! engine with the session's interrupt.
+
+use crate::descriptions::{open_file_of, Descriptions};
+use std::os::fd::{AsRawFd, OwnedFd};
+use uipc::locks::{
+    LockInfo, LockKind, LockManager, OfdId, F_GETLK, F_OFD_GETLK, F_OFD_SETLK, F_OFD_SETLKW,
+    LOCK_MAND,
+};
+use uipc::{Cred, Errno, Interrupt, WaitCtx};
+use uipc_proto::{LockLine, LockRequest, LockResponse, Response};
+
+/// What a lock request needs.
+pub struct LockCtx<'a> {
+    /// The lock manager.
+    pub locks: &'a LockManager,
+    /// The descriptions that may own locks.
+    pub descriptions: &'a Descriptions,
+    /// The caller.
+    pub cred: &'a Cred,
+    /// Raised to end a blocking call with EINTR.
+    pub irq: &'a Interrupt,
+    /// The descriptor that came with the request.
+    pub fd: Option<&'a OwnedFd>,
+}
+
+fn err(e: Errno) -> Response {
+    Response::Error(e.raw())
+}
+
+fn line(l: &LockInfo) -> LockLine {
+    LockLine {
+        kind: match l.kind {
+            LockKind::Posix => 0,
+            LockKind::Ofd => 1,
+            LockKind::Flock => 2,
+        },
+        l_type: l.ty.raw(),
+        pid: l.pid,
+        dev: l.file.dev,
+        ino: l.file.ino,
+        start: l.start,
+        end: l.end,
+        blocked_behind: l.blocked_behind.map(|b| b as u32),
+    }
+}
+
+/// Runs `call` with the description of the request's descriptor entered in the table (for
+/// OFD and flock calls), released after.
+fn with_description(
+    cx: &LockCtx<'_>,
+    needs_description: bool,
+    call: impl FnOnce(Option<&uipc::locks::OpenFile>) -> Response,
+) -> Response {
+    let open = cx.fd.and_then(|fd| open_file_of(fd.as_raw_fd()));
+    let (Some(mut open), Some(fd), true) = (open, cx.fd, needs_description) else {
+        return call(open.as_ref());
+    };
+    match cx.descriptions.acquire(fd, open.file) {
+        Ok(ofd) => {
+            open.ofd = ofd;
+            let resp = call(Some(&open));
+            cx.descriptions.release(ofd, cx.locks);
+            resp
+        }
+        Err(e) => err(e),
+    }
+}
+
+/// Serves one lock request.
+pub fn serve(cx: &LockCtx<'_>, req: LockRequest) -> Response {
+    let wait = WaitCtx::FOREVER.interruptible(cx.irq);
+    match req {
+        LockRequest::Fcntl { cmd, flock } => {
+            let ofd_cmd = matches!(cmd, F_OFD_GETLK | F_OFD_SETLK | F_OFD_SETLKW);
+            with_description(cx, ofd_cmd, |open| {
+                let Some(mut fl) = flock else {
+                    return err(if open.is_none() {
+                        Errno::EBADF
+                    } else {
+                        Errno::EFAULT
+                    });
+                };
+                match cx.locks.fcntl(cx.cred, open, cmd, &mut fl, &wait) {
+                    Ok(()) if cmd == F_GETLK || cmd == F_OFD_GETLK => {
+                        Response::Lock(LockResponse::Flock(fl))
+                    }
+                    Ok(()) => Response::Ret(0),
+                    Err(e) => err(e),
+                }
+            })
+        }
+        LockRequest::Flock { cmd } => with_description(cx, cmd & LOCK_MAND == 0, |open| {
+            match cx.locks.flock(cx.cred, open, cmd, &wait) {
+                Ok(()) => Response::Ret(0),
+                Err(e) => err(e),
+            }
+        }),
+        LockRequest::Close { fd } => {
+            close(cx, fd);
+            Response::Ret(0)
+        }
+        LockRequest::List => Response::Lock(LockResponse::List(
+            cx.locks.list().iter().map(line).collect(),
+        )),
+    }
+}
+
+/// The client's descriptor `client_fd` (whose copy came with the request) is about to close.
+fn close(cx: &LockCtx<'_>, client_fd: i32) {
+    let Some(fd) = cx.fd else { return };
+    let Some(open) = open_file_of(fd.as_raw_fd()) else {
+        return;
+    };
+    let tgid = cx.cred.tgid;
+    // POSIX locks go whatever the description (id 0 is never given to one).
+    cx.locks.close(tgid, open.file, OfdId(0), false);
+    let Some(ofd) = cx.descriptions.find(fd.as_raw_fd()) else {
+        return;
+    };
+    let held_elsewhere = cx
+        .descriptions
+        .referenced(Some((tgid, client_fd)))
+        .into_iter()
+        .find(|(o, _, _)| *o == ofd)
+        .is_none_or(|(_, _, referenced)| referenced);
+    if !held_elsewhere {
+        cx.locks.close(tgid, open.file, ofd, true);
+        cx.descriptions.forget(ofd);
+    }
+}
+
+/// After process `tgid` exited or replaced its image: drops the OFD and flock locks of every
+/// description no process holds open any more (the kernel closed the process's descriptors).
+pub fn sweep(locks: &LockManager, descriptions: &Descriptions, tgid: i32) {
+    if descriptions.is_empty() {
+        return;
+    }
+    for (ofd, file, referenced) in descriptions.referenced(None) {
+        if !referenced {
+            locks.close(tgid, file, ofd, true);
+            descriptions.forget(ofd);
+        }
+    }
+    descriptions.prune(locks);
+}
