@@ -201,7 +201,7 @@ impl Shared {
     pub fn process_exit(&self, pid: i32) {
         self.ns.process_exit(pid);
         self.locks.process_exit(pid);
-        lockserve::sweep(&self.locks, &self.descriptions, pid);
+        lockserve::sweep(&self.locks, &self.descriptions);
     }
 }
 

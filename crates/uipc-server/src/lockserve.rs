@@ -12,8 +12,10 @@
 //!
 //! Closes and exits: [`close`] drops the process's POSIX locks on the file, and the
 //! description's OFD and flock locks if no other descriptor in any process refers to it;
-//! [`sweep`] (after a process exit or exec) drops the OFD and flock locks of every description
-//! nobody holds open any more. Entry and exit: no lock held; a blocking call sleeps in the
+//! [`sweep`] (after a process exit or exec, and when a call conflicts) drops the OFD and
+//! flock locks of every description nobody holds open any more. A call that conflicted is
+//! made once more if the sweep dropped anything (a request already asleep is not woken by a
+//! holder that goes silently; it is granted when a sweep drops that lock). Entry and exit: no lock held; a blocking call sleeps in the
 //! engine with the session's interrupt.
 
 use crate::descriptions::{open_file_of, Descriptions};
@@ -88,28 +90,32 @@ pub fn serve(cx: &LockCtx<'_>, req: LockRequest) -> Response {
     match req {
         LockRequest::Fcntl { cmd, flock } => {
             let ofd_cmd = matches!(cmd, F_OFD_GETLK | F_OFD_SETLK | F_OFD_SETLKW);
-            with_description(cx, ofd_cmd, |open| {
-                let Some(mut fl) = flock else {
-                    return err(if open.is_none() {
-                        Errno::EBADF
-                    } else {
-                        Errno::EFAULT
-                    });
-                };
-                match cx.locks.fcntl(cx.cred, open, cmd, &mut fl, &wait) {
-                    Ok(()) if cmd == F_GETLK || cmd == F_OFD_GETLK => {
-                        Response::Lock(LockResponse::Flock(fl))
+            retry_after_sweep(cx, || {
+                with_description(cx, ofd_cmd, |open| {
+                    let Some(mut fl) = flock else {
+                        return err(if open.is_none() {
+                            Errno::EBADF
+                        } else {
+                            Errno::EFAULT
+                        });
+                    };
+                    match cx.locks.fcntl(cx.cred, open, cmd, &mut fl, &wait) {
+                        Ok(()) if cmd == F_GETLK || cmd == F_OFD_GETLK => {
+                            Response::Lock(LockResponse::Flock(fl))
+                        }
+                        Ok(()) => Response::Ret(0),
+                        Err(e) => err(e),
                     }
+                })
+            })
+        }
+        LockRequest::Flock { cmd } => retry_after_sweep(cx, || {
+            with_description(cx, cmd & LOCK_MAND == 0, |open| {
+                match cx.locks.flock(cx.cred, open, cmd, &wait) {
                     Ok(()) => Response::Ret(0),
                     Err(e) => err(e),
                 }
             })
-        }
-        LockRequest::Flock { cmd } => with_description(cx, cmd & LOCK_MAND == 0, |open| {
-            match cx.locks.flock(cx.cred, open, cmd, &wait) {
-                Ok(()) => Response::Ret(0),
-                Err(e) => err(e),
-            }
         }),
         LockRequest::Close { fd } => {
             close(cx, fd);
@@ -145,17 +151,33 @@ fn close(cx: &LockCtx<'_>, client_fd: i32) {
     }
 }
 
-/// After process `tgid` exited or replaced its image: drops the OFD and flock locks of every
-/// description no process holds open any more (the kernel closed the process's descriptors).
-pub fn sweep(locks: &LockManager, descriptions: &Descriptions, tgid: i32) {
+/// Drops the OFD and flock locks of every description no process holds open any more (the
+/// kernel closed its descriptors without the daemon hearing: an exit, an exec, a process the
+/// daemon never served). Returns whether any went.
+pub fn sweep(locks: &LockManager, descriptions: &Descriptions) -> bool {
     if descriptions.is_empty() {
-        return;
+        return false;
     }
+    let mut dropped = false;
     for (ofd, file, referenced) in descriptions.referenced(None) {
         if !referenced {
-            locks.close(tgid, file, ofd, true);
+            // Owner::Process(0) is nobody: only the description's locks go.
+            locks.close(0, file, ofd, true);
             descriptions.forget(ofd);
+            dropped = true;
         }
     }
     descriptions.prune(locks);
+    dropped
+}
+
+/// Runs a lock call; if it conflicts (EAGAIN) and a sweep drops some unreferenced
+/// description's locks, runs it once more: a lock held by a description whose last holder
+/// went silently must not block anyone.
+fn retry_after_sweep(cx: &LockCtx<'_>, call: impl Fn() -> Response) -> Response {
+    let resp = call();
+    if resp == Response::Error(libc::EAGAIN) && sweep(cx.locks, cx.descriptions) {
+        return call();
+    }
+    resp
 }

@@ -78,7 +78,7 @@ pub fn run(shared: Arc<Shared>, stream: UnixStream, session: u64) {
         // The process ran execve since its last session: Linux drops its attachments, and
         // its close-on-exec descriptors are closed.
         shared.ns.process_exec(peer.pid);
-        crate::lockserve::sweep(&shared.locks, &shared.descriptions, peer.pid);
+        crate::lockserve::sweep(&shared.locks, &shared.descriptions);
     }
     drop(guard);
     if !reply(fd, &Response::Hello { version: VERSION }, None) {
