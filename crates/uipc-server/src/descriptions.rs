@@ -17,7 +17,9 @@
 //! Last close: Linux drops a description's OFD and flock locks when its last descriptor
 //! closes. The daemon holds a reference of its own, so it looks for the others: every
 //! process's `/proc/PID/fd` entries that are the same file (`stat` through the link) are
-//! compared with `kcmp` across processes. [`Descriptions::referenced`] does this for the
+//! compared with `kcmp` across processes, the daemon's own process included except for the
+//! table's copies (a descriptor received for a call in flight elsewhere in the daemon counts,
+//! which only keeps locks a little longer). [`Descriptions::referenced`] does this for the
 //! candidates of a close (minus the descriptor being closed), of a process exit, and of an
 //! exec. A process whose descriptors the daemon may not read (another user's, without
 //! privilege) is not seen; a `kcmp` refused for one that matched by file counts as a
@@ -197,23 +199,28 @@ impl Descriptions {
         self.table().entries.is_empty()
     }
 
-    /// For each description in the table not in use by a call: whether some process other
-    /// than the daemon holds it open, not counting descriptor `except` (pid, fd). Returns the
-    /// ids, files and answers.
-    pub fn referenced(&self, except: Option<(i32, RawFd)>) -> Vec<(OfdId, FileId, bool)> {
+    /// For each description in the table not in use by a call: whether a descriptor other
+    /// than the table's own copies refers to it, in any process (the daemon's included, so that
+    /// a daemon embedded in a client process counts that process's descriptors), not counting
+    /// the descriptors in `except` (pid, fd). Returns the ids, files and answers.
+    pub fn referenced(&self, except: &[(i32, RawFd)]) -> Vec<(OfdId, FileId, bool)> {
+        let me = std::process::id() as i32;
+        let mut own: Vec<RawFd> = Vec::new();
         let candidates: Vec<(OfdId, FileId, OwnedFd)> = {
             let t = self.table();
+            own.extend(t.entries.iter().map(|e| e.fd.as_raw_fd()));
             t.entries
                 .iter()
                 .filter(|e| e.users == 0)
                 .filter_map(|e| Some((e.ofd, e.file, e.fd.try_clone().ok()?)))
                 .collect()
         };
-        let mut found = vec![false; candidates.len()];
         if candidates.is_empty() {
             return Vec::new();
         }
-        let me = std::process::id() as i32;
+        // The copies made for this scan are the daemon's own too.
+        own.extend(candidates.iter().map(|(_, _, fd)| fd.as_raw_fd()));
+        let mut found = vec![false; candidates.len()];
         let Ok(procs) = std::fs::read_dir("/proc") else {
             return candidates
                 .into_iter()
@@ -224,9 +231,6 @@ impl Descriptions {
             let Some(pid) = p.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
                 continue;
             };
-            if pid == me {
-                continue;
-            }
             let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
                 continue;
             };
@@ -234,7 +238,7 @@ impl Descriptions {
                 let Some(n) = f.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
                     continue;
                 };
-                if except == Some((pid, n)) {
+                if except.contains(&(pid, n)) || (pid == me && own.contains(&n)) {
                     continue;
                 }
                 let Ok(st) = std::fs::metadata(f.path()) else {
@@ -369,8 +373,11 @@ mod tests {
             .acquire(&f.as_fd().try_clone_to_owned().unwrap(), file)
             .unwrap();
         d.users_zero_for_test(id);
-        // Only the daemon (this process) holds it: no reference elsewhere.
-        assert_eq!(d.referenced(None), vec![(id, file, false)]);
+        // This process holds it through `f`; without `f`, only the table's copy is left.
+        let me = std::process::id() as i32;
+        let mine = [(me, f.as_raw_fd())];
+        assert_eq!(d.referenced(&[]), vec![(id, file, true)]);
+        assert_eq!(d.referenced(&mine), vec![(id, file, false)]);
         // A child holding it (inherited across fork) is a reference.
         let mut child = std::process::Command::new("sleep")
             .arg("5")
@@ -380,11 +387,11 @@ mod tests {
             .spawn()
             .unwrap();
         let pid = child.id() as i32;
-        assert_eq!(d.referenced(None), vec![(id, file, true)]);
-        assert_eq!(d.referenced(Some((pid, 0))), vec![(id, file, false)]);
+        assert_eq!(d.referenced(&mine), vec![(id, file, true)]);
+        assert_eq!(d.referenced(&[mine[0], (pid, 0)]), vec![(id, file, false)]);
         child.kill().unwrap();
         child.wait().unwrap();
-        assert_eq!(d.referenced(None), vec![(id, file, false)]);
+        assert_eq!(d.referenced(&mine), vec![(id, file, false)]);
         d.forget(id);
         assert_eq!(d.len(), 0);
         drop(locks);

@@ -139,9 +139,10 @@ fn close(cx: &LockCtx<'_>, client_fd: i32) {
     let Some(ofd) = cx.descriptions.find(fd.as_raw_fd()) else {
         return;
     };
+    let me = std::process::id() as i32;
     let held_elsewhere = cx
         .descriptions
-        .referenced(Some((tgid, client_fd)))
+        .referenced(&[(tgid, client_fd), (me, fd.as_raw_fd())])
         .into_iter()
         .find(|(o, _, _)| *o == ofd)
         .is_none_or(|(_, _, referenced)| referenced);
@@ -159,7 +160,7 @@ pub fn sweep(locks: &LockManager, descriptions: &Descriptions) -> bool {
         return false;
     }
     let mut dropped = false;
-    for (ofd, file, referenced) in descriptions.referenced(None) {
+    for (ofd, file, referenced) in descriptions.referenced(&[]) {
         if !referenced {
             // Owner::Process(0) is nobody: only the description's locks go.
             locks.close(0, file, ofd, true);

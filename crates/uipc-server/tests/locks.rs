@@ -33,7 +33,7 @@ fn start() -> (PathBuf, Arc<Shared>) {
     (socket, shared)
 }
 
-/// A fresh file, already unlinked, opened read-write.
+/// A fresh file in the temporary directory, opened read-write.
 fn file() -> (File, PathBuf) {
     let path = std::env::temp_dir().join(format!(
         "uipc-locks-file-{}-{}",
@@ -195,7 +195,7 @@ fn a_blocking_flock_sleeps_until_the_holder_unlocks_and_a_cancel_gives_eintr() {
 fn closing_drops_posix_locks_at_once_and_flock_locks_at_the_last_close() {
     let (path, shared) = start();
     let c = Connection::connect(&path, true).unwrap();
-    let (a, _p) = file();
+    let (a, file_path) = file();
     let other = reopen(&a);
     let dup = a.try_clone().unwrap();
     assert_eq!(
@@ -216,22 +216,29 @@ fn closing_drops_posix_locks_at_once_and_flock_locks_at_the_last_close() {
     drop(other);
     let kinds: Vec<LockKind> = shared.locks.list().iter().map(|l| l.kind).collect();
     assert_eq!(kinds, vec![LockKind::Flock]);
-    // Another process holds the description (the daemon here shares the test's process, whose
-    // own descriptors it does not count): closing the dup leaves the flock lock.
+    // `a` still refers to the description: closing the dup leaves the flock lock.
+    assert_eq!(close(&dup), OK);
+    drop(dup);
+    assert_eq!(shared.locks.list().len(), 1);
+    // Another process holds it too: closing `a` leaves the lock.
     let mut holder = std::process::Command::new("sleep")
         .arg("30")
         .stdin(std::process::Stdio::from(a.try_clone().unwrap()))
         .spawn()
         .unwrap();
-    assert_eq!(close(&dup), OK);
-    drop(dup);
-    assert_eq!(shared.locks.list().len(), 1);
-    holder.kill().unwrap();
-    holder.wait().unwrap();
     assert_eq!(close(&a), OK);
     drop(a);
-    assert!(shared.locks.list().is_empty());
-    assert_eq!(shared.descriptions.len(), 0);
+    assert_eq!(shared.locks.list().len(), 1);
+    // The holder goes without a word to the daemon; the next conflicting call finds the
+    // description unreferenced, drops its lock and succeeds.
+    holder.kill().unwrap();
+    holder.wait().unwrap();
+    let fresh = File::open(&file_path).unwrap();
+    std::fs::remove_file(&file_path).unwrap();
+    assert_eq!(flock(&c, fresh.as_raw_fd(), LOCK_EX | LOCK_NB), OK);
+    let owners: Vec<LockKind> = shared.locks.list().iter().map(|l| l.kind).collect();
+    assert_eq!(owners, vec![LockKind::Flock]);
+    assert_eq!(shared.descriptions.len(), 1);
 }
 
 #[test]
