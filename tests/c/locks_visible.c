@@ -1,7 +1,8 @@
-/* Who took the locks: `locks_visible kernel` checks that its POSIX, OFD and flock locks are in
- * the host's /proc/locks (run natively); `locks_visible uipc CMD` checks that they are not
- * (the kernel never saw them under `uipc run --locks`) and runs the shell command CMD while
- * holding them, with $HOLDER set to its pid and $LOCKPATH to the file. */
+/* Who took the locks: `locks_visible kernel [CMD]` checks that its POSIX, OFD and flock locks
+ * are in the host's /proc/locks (run natively); `locks_visible uipc [CMD]` checks that they are
+ * not (the kernel never saw them under `uipc run --locks`). Either then runs the shell command
+ * CMD while holding them, with $HOLDER set to its pid and $LOCKPATH to the file (to list them
+ * with lslocks or `uipc locks`). */
 #include "check.h"
 #include <fcntl.h>
 #include <sys/file.h>
@@ -38,17 +39,13 @@ int main(int argc, char **argv) {
     struct stat st;
     CHECK(fstat(fd, &st) == 0);
     int n = kernel_lines(st.st_ino);
-    if (kernel) {
-        CHECK(n == 3);
-    } else {
-        CHECK(n == 0);
-        if (argc >= 3) {
-            char pid[16];
-            snprintf(pid, sizeof pid, "%d", getpid());
-            setenv("HOLDER", pid, 1);
-            setenv("LOCKPATH", path, 1);
-            CHECK(system(argv[2]) == 0);
-        }
+    CHECK(n == (kernel ? 3 : 0));
+    if (argc >= 3) {
+        char pid[16];
+        snprintf(pid, sizeof pid, "%d", getpid());
+        setenv("HOLDER", pid, 1);
+        setenv("LOCKPATH", path, 1);
+        CHECK(system(argv[2]) == 0);
     }
     unlink(path);
     puts("locks_visible: ok");
