@@ -159,6 +159,7 @@ fn guard_blocking(
 extern "C" fn init() {
     // SAFETY: registers a child handler that only bumps an atomic counter.
     unsafe { libc::pthread_atfork(None, None, Some(conn::after_fork_in_child)) };
+    locks::prepare();
 }
 
 /// Runs [`init`] when the library is loaded.

@@ -63,10 +63,45 @@ fn next(name: &std::ffi::CStr) -> usize {
     unsafe { libc::dlsym(libc::RTLD_NEXT, name.as_ptr()) as usize }
 }
 
+/// libc's definitions of the exports, looked up once: from the library's constructor
+/// ([`prepare`]), so that no lookup (which locks and allocates) happens later in a forked
+/// child or a signal handler.
+struct Libc {
+    fcntl: usize,
+    fcntl64: usize,
+    flock: usize,
+    lockf: usize,
+    lockf64: usize,
+    close: usize,
+    dup2: usize,
+    dup3: usize,
+    fclose: usize,
+}
+
+fn libc_fns() -> &'static Libc {
+    static LIBC: OnceLock<Libc> = OnceLock::new();
+    LIBC.get_or_init(|| Libc {
+        fcntl: next(c"fcntl"),
+        fcntl64: next(c"fcntl64"),
+        flock: next(c"flock"),
+        lockf: next(c"lockf"),
+        lockf64: next(c"lockf64"),
+        close: next(c"close"),
+        dup2: next(c"dup2"),
+        dup3: next(c"dup3"),
+        fclose: next(c"fclose"),
+    })
+}
+
+/// Reads `$UIPC_LOCKS` and looks up libc's definitions; called when the library is loaded.
+pub fn prepare() {
+    let _ = libc_fns();
+    let _ = routing();
+}
+
 macro_rules! real {
-    ($name:literal, $ty:ty) => {{
-        static P: OnceLock<usize> = OnceLock::new();
-        let p = *P.get_or_init(|| next($name));
+    ($field:ident, $ty:ty) => {{
+        let p = libc_fns().$field;
         // SAFETY: a non-null result is libc's definition of the symbol, of this type.
         (p != 0).then(|| unsafe { std::mem::transmute::<usize, $ty>(p) })
     }};
@@ -185,20 +220,20 @@ fn fcntl_any(fd: c_int, cmd: c_int, arg: usize, real: Option<FcntlFn>) -> c_int 
 /// fcntl(2); see the module doc for the third argument.
 #[no_mangle]
 pub extern "C-unwind" fn fcntl(fd: c_int, cmd: c_int, arg: usize) -> c_int {
-    fcntl_any(fd, cmd, arg, real!(c"fcntl", FcntlFn))
+    fcntl_any(fd, cmd, arg, real!(fcntl, FcntlFn))
 }
 
 /// fcntl64 (glibc's large-file name of fcntl; the same on 64-bit systems).
 #[no_mangle]
 pub extern "C-unwind" fn fcntl64(fd: c_int, cmd: c_int, arg: usize) -> c_int {
-    fcntl_any(fd, cmd, arg, real!(c"fcntl64", FcntlFn))
+    fcntl_any(fd, cmd, arg, real!(fcntl64, FcntlFn))
 }
 
 /// flock(2).
 #[no_mangle]
 pub extern "C-unwind" fn flock(fd: c_int, operation: c_int) -> c_int {
     if !routing() {
-        return match real!(c"flock", unsafe extern "C" fn(c_int, c_int) -> c_int) {
+        return match real!(flock, unsafe extern "C" fn(c_int, c_int) -> c_int) {
             // SAFETY: libc's flock with the caller's arguments.
             Some(f) => unsafe { f(fd, operation) },
             // SAFETY: the raw system call.
@@ -243,10 +278,11 @@ fn lockf_routed(fd: c_int, cmd: c_int, len: i64) -> Result<i64, Errno> {
 
 fn lockf_any(fd: c_int, cmd: c_int, len: i64, name: &std::ffi::CStr) -> c_int {
     if !routing() {
-        static P: OnceLock<usize> = OnceLock::new();
-        static P64: OnceLock<usize> = OnceLock::new();
-        let slot = if name == c"lockf" { &P } else { &P64 };
-        let p = *slot.get_or_init(|| next(name));
+        let p = if name == c"lockf" {
+            libc_fns().lockf
+        } else {
+            libc_fns().lockf64
+        };
         if p == 0 {
             set_errno(libc::ENOSYS);
             return -1;
@@ -290,7 +326,7 @@ fn before_close(fd: c_int) {
 #[no_mangle]
 pub extern "C-unwind" fn close(fd: c_int) -> c_int {
     before_close(fd);
-    match real!(c"close", unsafe extern "C" fn(c_int) -> c_int) {
+    match real!(close, unsafe extern "C" fn(c_int) -> c_int) {
         // SAFETY: libc's close.
         Some(f) => unsafe { f(fd) },
         // SAFETY: the raw system call.
@@ -304,7 +340,7 @@ pub extern "C-unwind" fn dup2(oldfd: c_int, newfd: c_int) -> c_int {
     if oldfd != newfd && is_open(oldfd) && is_open(newfd) {
         before_close(newfd);
     }
-    match real!(c"dup2", unsafe extern "C" fn(c_int, c_int) -> c_int) {
+    match real!(dup2, unsafe extern "C" fn(c_int, c_int) -> c_int) {
         // SAFETY: libc's dup2.
         Some(f) => unsafe { f(oldfd, newfd) },
         // SAFETY: the raw system call.
@@ -318,7 +354,7 @@ pub extern "C-unwind" fn dup3(oldfd: c_int, newfd: c_int, flags: c_int) -> c_int
     if oldfd != newfd && flags & !libc::O_CLOEXEC == 0 && is_open(oldfd) && is_open(newfd) {
         before_close(newfd);
     }
-    match real!(c"dup3", unsafe extern "C" fn(c_int, c_int, c_int) -> c_int) {
+    match real!(dup3, unsafe extern "C" fn(c_int, c_int, c_int) -> c_int) {
         // SAFETY: libc's dup3.
         Some(f) => unsafe { f(oldfd, newfd, flags) },
         // SAFETY: the raw system call.
@@ -336,7 +372,7 @@ pub extern "C-unwind" fn fclose(stream: *mut FILE) -> c_int {
             before_close(fd);
         }
     }
-    let Some(f) = real!(c"fclose", unsafe extern "C" fn(*mut FILE) -> c_int) else {
+    let Some(f) = real!(fclose, unsafe extern "C" fn(*mut FILE) -> c_int) else {
         set_errno(libc::ENOSYS);
         return -1;
     };
