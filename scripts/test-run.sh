@@ -51,6 +51,8 @@ chmod +x "$out/list-locks.sh"
 for t in "${lock_tests[@]}"; do timeout 60 "$out/$t"; done
 timeout 30 "$out/locks_visible" kernel "$out/list-locks.sh lslocks > $out/locks-host.txt"
 for t in "${lock_tests[@]}"; do timeout 120 "$uipc" run --locks -- "$out/$t"; done
+# Without --locks the library passes lock calls to the kernel.
+timeout 30 "$uipc" run -- "$out/locks_visible" kernel
 timeout 30 "$uipc" run --locks -- "$out/locks_visible" uipc \
     "$out/list-locks.sh $(realpath "$uipc") locks > $out/locks-uipc.txt"
 grep -qx 'locks_visible PID OFDLCK 10B READ 0 6 0 /tmp/uipc-locks-visible-PID' "$out/locks-uipc.txt"

@@ -4,6 +4,7 @@
 #include "check.h"
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/time.h>
 
 static char path[64];
 
@@ -27,6 +28,17 @@ static int flock_free(void) {
     if (r == 0) return 1;
     CHECK(e == EWOULDBLOCK);
     return 0;
+}
+
+static volatile sig_atomic_t fired;
+static void on_alarm(int sig) {
+    (void)sig;
+    fired++;
+}
+
+static void arm(int usec) {
+    struct itimerval t = {.it_value = {.tv_usec = usec}};
+    CHECK(setitimer(ITIMER_REAL, &t, NULL) == 0);
 }
 
 static int ofd_free(void) {
@@ -122,6 +134,43 @@ int main(void) {
     CHECK(write(q[1], "g", 1) == 1);
     expect_clean_exit(pid);
     CHECK(flock_free());
+
+    /* Signals: F_OFD_SETLKW and flock end with EINTR after a handler without SA_RESTART,
+     * and wait on after one with it. */
+    fd = reopen();
+    CHECK(ofd(fd, F_OFD_SETLK, F_WRLCK, 0, 0) == 0);
+    CHECK(flock(fd, LOCK_EX) == 0);
+    struct sigaction sa = {.sa_handler = on_alarm};
+    CHECK(sigaction(SIGALRM, &sa, NULL) == 0);
+    pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0) {
+        int other = reopen();
+        arm(100000);
+        errno = 0;
+        CHECK(ofd(other, F_OFD_SETLKW, F_RDLCK, 0, 1) == -1 && errno == EINTR);
+        arm(100000);
+        errno = 0;
+        CHECK(flock(other, LOCK_SH) == -1 && errno == EINTR);
+        CHECK(fired == 2);
+        sa.sa_flags = SA_RESTART;
+        CHECK(sigaction(SIGALRM, &sa, NULL) == 0);
+        CHECK(write(p[1], "r", 1) == 1);
+        arm(100000);
+        CHECK(flock(other, LOCK_SH) == 0); /* granted when the parent unlocks */
+        CHECK(fired == 3);
+        arm(100000);
+        CHECK(ofd(other, F_OFD_SETLKW, F_RDLCK, 0, 1) == 0);
+        CHECK(fired == 4);
+        _exit(0);
+    }
+    CHECK(read(p[0], &c, 1) == 1 && c == 'r');
+    usleep(300000);
+    CHECK(flock(fd, LOCK_UN) == 0);
+    usleep(300000);
+    CHECK(ofd(fd, F_OFD_SETLK, F_UNLCK, 0, 0) == 0);
+    expect_clean_exit(pid);
+    CHECK(close(fd) == 0);
 
     /* flock's errors. */
     fd = reopen();
