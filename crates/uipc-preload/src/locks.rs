@@ -310,16 +310,20 @@ pub extern "C-unwind" fn lockf64(fd: c_int, cmd: c_int, len: libc::off_t) -> c_i
     lockf_any(fd, cmd, len, c"lockf64")
 }
 
-/// Tells the daemon that `fd` is about to be closed (see the module doc). Keeps errno.
+/// Tells the daemon that `fd` is about to be closed (see the module doc). Keeps errno. Skipped
+/// inside another notification and while the thread's locals are being torn down.
 fn before_close(fd: c_int) {
-    if !routing() || IN_CLOSE.with(|c| c.get()) || !lockable(fd) {
+    if !routing() || !lockable(fd) {
         return;
     }
-    IN_CLOSE.with(|c| c.set(true));
+    let entered = IN_CLOSE.try_with(|c| !c.replace(true)).unwrap_or(false);
+    if !entered {
+        return;
+    }
     let saved = crate::errno_now();
     let _ = lock_call(fd, LockRequest::Close { fd }, false);
     set_errno(saved);
-    IN_CLOSE.with(|c| c.set(false));
+    let _ = IN_CLOSE.try_with(|c| c.set(false));
 }
 
 /// close(2).
