@@ -33,7 +33,15 @@
 //!   process whose descriptors the daemon may not read is not seen, and a descriptor closed
 //!   without the daemon hearing of it (a raw close system call, `close_range`, a process the
 //!   daemon never served) is found only at the next exit, exec or close sweep.
+//!   A request already asleep behind such a lock is granted only when one of these sweeps
+//!   runs (a new conflicting call runs one and is retried).
+//! - A process the daemon cannot inspect (another user's without privilege, or one that made
+//!   itself non-dumpable) is not seen holding a description: its closing peers may drop the
+//!   description's OFD and flock locks while it still has it open. A `kcmp` refused for a
+//!   descriptor that matched by file counts as a reference (locks are kept).
 //! - Without `kcmp` (a kernel built without CONFIG_KCMP) OFD and flock calls fail with ENOLCK.
+//! - The scans race with forks and dups happening at the same time: a description passed on
+//!   while the scan runs may be missed.
 //! - A frame's pid is the number the kernel reports at receive time; a process that died and
 //!   whose pid was reused at once could be confused with its successor (SCM_PIDFD would close
 //!   this gap).
