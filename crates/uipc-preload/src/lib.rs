@@ -6,7 +6,7 @@
 //! shmdt, shmctl, and fork (to hand inherited attachments to the daemon). Without
 //! `$UIPC_SOCKET` each call goes to the kernel unchanged.
 //!
-//! File locks ([`locks`]): fcntl and fcntl64 (lock commands only; every other command goes to
+//! File locks (`locks.rs`): fcntl and fcntl64 (lock commands only; every other command goes to
 //! libc's fcntl with its argument unchanged), flock, lockf, lockf64, and close, dup2, dup3 and
 //! fclose (which tell the daemon before a descriptor that may hold locks closes). They go to
 //! the daemon only with `$UIPC_LOCKS=1` (`uipc run --locks`); otherwise straight to libc.

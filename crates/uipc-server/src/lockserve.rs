@@ -10,7 +10,7 @@
 //! `struct flock` is EFAULT after the descriptor check (`do_fcntl` looks the descriptor up
 //! first, then `fcntl_getlk`/`fcntl_setlk` copy the structure).
 //!
-//! Closes and exits: [`close`] drops the process's POSIX locks on the file, and the
+//! Closes and exits: `close` drops the process's POSIX locks on the file, and the
 //! description's OFD and flock locks if no other descriptor in any process refers to it;
 //! [`sweep`] (after a process exit or exec, and when a call conflicts) drops the OFD and
 //! flock locks of every description nobody holds open any more. A call that conflicted is
