@@ -106,6 +106,13 @@ impl DeadlockGraph {
         Ok(Some(id))
     }
 
+    /// Whether sleeping requests' blockers must be recorded again after every change, also one
+    /// that only added a lock: a full search must see every edge at once, while Linux's walk
+    /// follows the one blocker each waiter had when it went to sleep.
+    pub fn wants_every_edge(&self) -> bool {
+        matches!(self.mode, DeadlockMode::Full)
+    }
+
     /// Records new blockers for a request that still sleeps.
     pub fn set_blockers(&self, id: u64, blockers: &[Owner]) {
         let mut g = lock(&self.inner);

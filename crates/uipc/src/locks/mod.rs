@@ -11,10 +11,10 @@
 //! - `files`: file -> context, sharded; the lock/unlock path touches a shard only to find the
 //!   file, and a context stays while the file has locks or until an idle close (no churn).
 //! - `file`: per file, the POSIX/OFD list (owners contiguous, each owner's ranges sorted and
-//!   merged by `range`), the flock list and the blocked requests. Whenever locks change while
-//!   requests wait, the waiters that no longer conflict are granted in arrival order by the
-//!   changer itself: a sleeper wakes only when its lock is already set (no thundering herd,
-//!   which seed 001 left open), and a released range goes to the oldest waiter that can use it.
+//!   merged by `range`), the flock list and the blocked requests. Whenever a change releases
+//!   bytes while requests wait, the waiters that no longer conflict are woken to retry, as on
+//!   Linux, except those nested behind an earlier woken waiter (one writer wakes per unlock of
+//!   a contended range, no thundering herd).
 //! - `deadlock`: the blocked-request graph, keyed by owner; Linux's bounded walk by default,
 //!   or a full search through every kind of owner ([`DeadlockMode::Full`]).
 //! - `procfs`: `/proc/locks` and [`LockInfo`] listings, built by visiting files one at a time;
@@ -33,11 +33,11 @@
 //! - Leases (F_SETLEASE / F_GETLEASE) and NFS delegations.
 //! - Mandatory locking (gone from Linux in 5.15) and `LOCK_MAND` (accepted and ignored, as on
 //!   Linux).
-//! - The waiter tree's history: Linux re-inserts a woken request that must wait again, so its
-//!   tree after wake-ups depends on which woken task ran first; uipc never wakes a request to
-//!   retry, and lists (and records for deadlock detection) the tree as if every request still
-//!   blocked had been inserted in arrival order. A request that waits on is never checked for
-//!   deadlock again (Linux checks again on each retry).
+//! - The waiter tree's history: Linux re-inserts a woken request that must wait again under
+//!   whatever blocks it then; uipc lists (and records for deadlock detection) the tree as if
+//!   every request still asleep had been inserted in arrival order. In Linux mode a sleeping
+//!   request's blockers are recorded again only after a release (Linux keeps the one blocker
+//!   it slept on), and, as on Linux, deadlock is checked again on each retry.
 //! - `CLONE_FILES` sharing between processes: the POSIX owner is always the caller's tgid.
 //! - The `fcntl`/`close` race Linux repairs by undoing a lock set through a descriptor closed
 //!   meanwhile: the engine sees no descriptors.
@@ -134,6 +134,11 @@ impl LockManager {
     /// Sets `req` on `file`, or queues it and sleeps if it conflicts and `wait`; EAGAIN if it
     /// conflicts and not `wait`. With `flock_conversion`, the owner's existing flock lock is
     /// first kept (same type asked: done) or dropped (flock's non-atomic conversion).
+    ///
+    /// A sleeper is woken to retry (`FileState::wake_unblocked`), as on Linux: it takes the
+    /// file's lock, leaves the queue and tries again, and may find the range taken again by a
+    /// task that was running meanwhile. Handing the range straight to the sleeper instead
+    /// would make every lock of a contended range cost a context switch (a convoy).
     fn request(
         &self,
         file: FileId,
@@ -142,65 +147,91 @@ impl LockManager {
         flock_conversion: bool,
         ctx: &WaitCtx<'_>,
     ) -> Result<()> {
-        let limit = self.config.max_locks_per_file;
-        let step = self.files.with(file, req.ty.is_some(), |fctx, mut st| {
-            if flock_conversion {
-                if let Some(h) = st.flocks.iter().find(|h| h.owner == req.owner) {
-                    if Some(h.ty) == req.ty {
-                        return Step::Done(Ok(()));
-                    }
-                    st.remove_flock(req.owner);
-                    st.after_change(limit, &self.graph);
+        let mut woken: Option<Arc<Waiter<()>>> = None;
+        loop {
+            let step = self.files.with(file, req.ty.is_some(), |fctx, mut st| {
+                let step = self.try_request(&mut st, fctx, &req, wait, flock_conversion);
+                if let Some(w) = woken.take() {
+                    // Leaving the queue may let requests that waited behind this one go.
+                    st.dequeue(&w, &self.graph);
+                    st.after_change(&self.graph);
                 }
-                if req.ty.is_none() {
-                    return Step::Done(Ok(()));
-                }
-            }
-            let blockers = st.blockers(&req);
-            if blockers.is_empty() {
-                return Step::Done(st.set(&req, limit, &self.graph));
-            }
-            if !wait {
-                return Step::Done(Err(Errno::EAGAIN));
-            }
-            let tree = st.waiter_tree();
-            // A request with blockers conflicts with a held lock, so it has a parent.
-            let parent_kind = st
-                .tree_parent(&req, &tree)
-                .map_or(req.kind, |p| st.node_kind(p));
-            let (check, record) = self.graph.policy(req.kind, parent_kind);
-            let graph_id = match self
-                .graph
-                .check_and_insert(req.owner, &blockers, check, record)
-            {
-                Ok(id) => id,
-                Err(e) => return Step::Done(Err(e)),
-            };
-            let waiter = Waiter::new();
-            st.blocked.push(Blocked {
-                req,
-                waiter: waiter.clone(),
-                graph_id,
-                blockers,
+                step
             });
-            Step::Sleep(fctx.clone(), waiter)
-        });
-        match step {
-            // An unlock on a file that has no locks.
-            None => Ok(()),
-            Some(Step::Done(r)) => r,
-            Some(Step::Sleep(fctx, waiter)) => match waiter.sleep(ctx) {
-                Ok(()) => Ok(()),
+            let (fctx, waiter) = match step {
+                // An unlock on a file that has no locks.
+                None => return Ok(()),
+                Some(Step::Done(r)) => return r,
+                Some(Step::Sleep(fctx, waiter)) => (fctx, waiter),
+            };
+            match waiter.sleep(ctx) {
+                Ok(()) => {}
                 Err(_) => {
                     let mut st = lock(&fctx.state);
-                    if waiter.abort().is_some() {
-                        return Ok(());
+                    if waiter.abort().is_none() {
+                        st.dequeue(&waiter, &self.graph);
+                        st.after_change(&self.graph);
+                        return Err(Errno::EINTR);
                     }
-                    st.dequeue(&waiter, &self.graph);
-                    Err(Errno::EINTR)
+                    // Woken at the same time: retry once more; a pending interrupt ends the
+                    // next sleep at once.
                 }
-            },
+            }
+            woken = Some(waiter);
         }
+    }
+
+    /// One attempt of [`LockManager::request`], under the file's lock.
+    fn try_request(
+        &self,
+        st: &mut file::FileState,
+        fctx: &Arc<file::FileLocks>,
+        req: &Request,
+        wait: bool,
+        flock_conversion: bool,
+    ) -> Step {
+        let limit = self.config.max_locks_per_file;
+        if flock_conversion {
+            if let Some(h) = st.flocks.iter().find(|h| h.owner == req.owner) {
+                if Some(h.ty) == req.ty {
+                    return Step::Done(Ok(()));
+                }
+                st.remove_flock(req.owner);
+                st.after_change(&self.graph);
+            }
+            if req.ty.is_none() {
+                return Step::Done(Ok(()));
+            }
+        }
+        let blockers = st.blockers(req);
+        if blockers.is_empty() {
+            return Step::Done(st.set(req, limit, &self.graph));
+        }
+        if !wait {
+            return Step::Done(Err(Errno::EAGAIN));
+        }
+        let tree = st.waiter_tree();
+        // A request with blockers conflicts with a held lock, so it has a parent.
+        let parent_kind = st
+            .tree_parent(req, &tree)
+            .map_or(req.kind, |p| st.node_kind(p));
+        let (check, record) = self.graph.policy(req.kind, parent_kind);
+        let graph_id = match self
+            .graph
+            .check_and_insert(req.owner, &blockers, check, record)
+        {
+            Ok(id) => id,
+            Err(e) => return Step::Done(Err(e)),
+        };
+        let waiter = Waiter::new();
+        st.blocked.push(Blocked {
+            req: *req,
+            waiter: waiter.clone(),
+            graph_id,
+            blockers,
+            woken: false,
+        });
+        Step::Sleep(fctx.clone(), waiter)
     }
 
     /// Every held lock and blocked request, file by file (files in [`FileId`] order).
@@ -234,7 +265,6 @@ impl LockManager {
     /// of the process's POSIX locks on the file go (whatever descriptor set them); if that was
     /// the description's last reference (`last_reference`), its OFD and flock locks go too.
     pub fn close(&self, tgid: i32, file: FileId, ofd: OfdId, last_reference: bool) {
-        let limit = self.config.max_locks_per_file;
         self.files.with(file, false, |_, mut st| {
             let mut changed = st.remove_posix_owner(Owner::Process(tgid));
             if last_reference {
@@ -242,7 +272,7 @@ impl LockManager {
                 changed |= st.remove_flock(Owner::Description(ofd));
             }
             if changed {
-                st.after_change(limit, &self.graph);
+                st.after_change(&self.graph);
             }
         });
         self.files.remove_if_idle(file);
@@ -251,11 +281,10 @@ impl LockManager {
     /// Process exit: every POSIX lock of `tgid`, on every file, goes. (The embedder reports the
     /// last closes of the process's descriptions with [`LockManager::close`].)
     pub fn process_exit(&self, tgid: i32) {
-        let limit = self.config.max_locks_per_file;
         for (id, _) in self.files.all() {
             self.files.with(id, false, |_, mut st| {
                 if st.remove_posix_owner(Owner::Process(tgid)) {
-                    st.after_change(limit, &self.graph);
+                    st.after_change(&self.graph);
                 }
             });
             self.files.remove_if_idle(id);
