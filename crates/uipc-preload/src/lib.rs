@@ -35,9 +35,10 @@
 //!   call) and descriptors closed by a process that never calls the library. POSIX locks then
 //!   stay until the process exits; OFD and flock locks until the daemon's next close, exit or
 //!   exec sweep finds the description unreferenced.
-//! - File locks: every close of a regular file or directory costs a round trip to the daemon
-//!   while routing is on. The lock calls themselves cost one round trip carrying the
-//!   descriptor (SCM_RIGHTS). `syscall(SYS_fcntl, ...)`/`syscall(SYS_flock, ...)` reach the
+//! - File locks: a close of a regular file or directory costs an fstat and a read of the
+//!   daemon's lock hints, and a round trip if the file was ever asked to be locked (hint
+//!   bytes are never cleared and may collide). The lock calls themselves cost one round trip
+//!   carrying the descriptor (SCM_RIGHTS). `syscall(SYS_fcntl, ...)`/`syscall(SYS_flock, ...)` reach the
 //!   kernel, whose locks do not see uipc's.
 //! - File locks: `struct flock` is read as x86-64 lays it out (32 bytes); F_GETLK/F_SETLK on
 //!   32-bit ABIs (the non-64 `struct flock`) are not handled. A restarted F_SETLKW (handler

@@ -27,18 +27,23 @@
 //! and the last descriptor of a description takes its OFD and flock locks along. Before
 //! libc closes a descriptor of a regular file or directory (close, fclose, dup2 or dup3 onto
 //! an open descriptor), the library sends it to the daemon with a `Close`; the daemon decides
-//! what goes ([`uipc_proto::LockRequest::Close`]). The library's own closes (and anything a
-//! close does inside it) pass straight through.
+//! what goes ([`uipc_proto::LockRequest::Close`]). Only files someone asked to lock need it:
+//! the daemon's lock hints (a read-only shared page set, mapped on the first close; see the
+//! server's `hints` module) say which files may have locks, and a close of any other file
+//! costs an fstat and one byte read. The library's own closes (and anything a close does
+//! inside it) pass straight through.
 
 use crate::conn::{call_passing, check, ret_value};
 use crate::user::{copy_in, copy_out};
 use crate::{finish, guarded};
 use libc::{c_int, FILE};
 use std::cell::Cell;
+use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 use std::sync::OnceLock;
 use uipc::locks::*;
 use uipc::Errno;
-use uipc_proto::{LockRequest, LockResponse, Request, Response};
+use uipc_proto::{hint_slot, LockRequest, LockResponse, Request, Response, HINT_SLOTS};
 
 /// `sizeof(struct flock)` on x86-64: l_type and l_whence (2 bytes each), 4 bytes of padding,
 /// l_start and l_len (8 each), l_pid (4), 4 bytes of padding.
@@ -125,13 +130,64 @@ fn is_open(fd: c_int) -> bool {
     unsafe { libc::syscall(libc::SYS_fcntl, fd, libc::F_GETFD) >= 0 }
 }
 
-/// Whether closing `fd` may drop locks the daemon holds: regular files and directories.
-fn lockable(fd: c_int) -> bool {
+/// The file (`st_dev`, `st_ino`) behind `fd` if closing it may drop locks the daemon holds:
+/// regular files and directories.
+fn lockable(fd: c_int) -> Option<(u64, u64)> {
     // SAFETY: zeroed stat is valid output space; fstat on any number reports failure.
     let mut st: libc::stat = unsafe { std::mem::zeroed() };
     // SAFETY: as above, a raw system call.
     let r = unsafe { libc::syscall(libc::SYS_fstat, fd, &mut st as *mut libc::stat) };
-    r == 0 && matches!(st.st_mode & libc::S_IFMT, libc::S_IFREG | libc::S_IFDIR)
+    (r == 0 && matches!(st.st_mode & libc::S_IFMT, libc::S_IFREG | libc::S_IFDIR))
+        .then_some((st.st_dev, st.st_ino))
+}
+
+/// The daemon's lock hints, mapped read-only: 0 not asked for yet, 1 unavailable (every close
+/// is reported), else the mapping's address. Inherited across fork with the mapping.
+static HINTS: AtomicUsize = AtomicUsize::new(0);
+
+fn map_hints() -> Option<usize> {
+    let (resp, fd) = call_passing(&Request::Lock(LockRequest::Hints), None, false).ok()?;
+    let fd = fd?;
+    if resp != Response::Ret(HINT_SLOTS as i64) {
+        return None;
+    }
+    // SAFETY: maps the daemon's read-only memfd; the result is checked.
+    let p = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            HINT_SLOTS,
+            libc::PROT_READ,
+            libc::MAP_SHARED,
+            fd.as_raw_fd(),
+            0,
+        )
+    };
+    (p != libc::MAP_FAILED).then_some(p as usize)
+}
+
+/// Whether the daemon may hold locks on the file (dev, ino): its hint byte is set, or the
+/// hints are unavailable.
+fn may_hold_locks((dev, ino): (u64, u64)) -> bool {
+    let mut base = HINTS.load(Ordering::Acquire);
+    if base == 0 {
+        let got = guarded(|| Ok(map_hints())).ok().flatten().unwrap_or(1);
+        base = match HINTS.compare_exchange(0, got, Ordering::AcqRel, Ordering::Acquire) {
+            Ok(_) => got,
+            Err(existing) => {
+                if got != 1 {
+                    // SAFETY: our own mapping, never published.
+                    unsafe { libc::munmap(got as *mut libc::c_void, HINT_SLOTS) };
+                }
+                existing
+            }
+        };
+    }
+    if base == 1 {
+        return true;
+    }
+    // SAFETY: the slot is inside the live read-only mapping; the daemon writes it atomically.
+    let byte = unsafe { &*(base as *const AtomicU8).add(hint_slot(dev, ino)) };
+    byte.load(Ordering::Acquire) != 0
 }
 
 fn is_lock_cmd(cmd: c_int) -> bool {
@@ -313,15 +369,18 @@ pub extern "C-unwind" fn lockf64(fd: c_int, cmd: c_int, len: libc::off_t) -> c_i
 /// Tells the daemon that `fd` is about to be closed (see the module doc). Keeps errno. Skipped
 /// inside another notification and while the thread's locals are being torn down.
 fn before_close(fd: c_int) {
-    if !routing() || !lockable(fd) {
+    if !routing() {
         return;
     }
+    let Some(file) = lockable(fd) else { return };
     let entered = IN_CLOSE.try_with(|c| !c.replace(true)).unwrap_or(false);
     if !entered {
         return;
     }
     let saved = crate::errno_now();
-    let _ = lock_call(fd, LockRequest::Close { fd }, false);
+    if may_hold_locks(file) {
+        let _ = lock_call(fd, LockRequest::Close { fd }, false);
+    }
     set_errno(saved);
     let _ = IN_CLOSE.try_with(|c| c.set(false));
 }

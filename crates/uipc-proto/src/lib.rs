@@ -23,7 +23,7 @@ pub mod response;
 pub mod transport;
 
 pub use codec::DecodeError;
-pub use locks::{LockLine, LockRequest, LockResponse};
+pub use locks::{hint_slot, LockLine, LockRequest, LockResponse, HINT_SLOTS};
 pub use request::{Request, SemArg, MAX_SOPS, MAX_TEXT};
 pub use response::Response;
 

@@ -22,6 +22,8 @@ pub struct Ctx<'a> {
     pub locks: &'a uipc::locks::LockManager,
     /// The descriptions that may own locks.
     pub descriptions: &'a crate::descriptions::Descriptions,
+    /// The lock hints.
+    pub hints: Option<&'a crate::hints::LockHints>,
     /// The descriptor that came with the request (file-lock calls).
     pub passed: Option<&'a OwnedFd>,
     /// Its segment memory.
@@ -248,16 +250,19 @@ pub fn serve(cx: &Ctx<'_>, req: Request) -> (Response, Option<OwnedFd>) {
             Ok(ShmctlOut::Usage(ret, usage)) => Response::ShmUsage { ret, usage },
             Err(e) => err(e),
         },
-        Request::Lock(lock) => crate::lockserve::serve(
-            &crate::lockserve::LockCtx {
-                locks: cx.locks,
-                descriptions: cx.descriptions,
-                cred,
-                irq: cx.irq,
-                fd: cx.passed,
-            },
-            lock,
-        ),
+        Request::Lock(lock) => {
+            return crate::lockserve::serve(
+                &crate::lockserve::LockCtx {
+                    locks: cx.locks,
+                    descriptions: cx.descriptions,
+                    hints: cx.hints,
+                    cred,
+                    irq: cx.irq,
+                    fd: cx.passed,
+                },
+                lock,
+            )
+        }
         Request::Hello { .. } | Request::Cancel | Request::ForkChild { .. } => err(Errno::EINVAL),
     };
     (resp, None)

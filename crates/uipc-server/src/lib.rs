@@ -52,6 +52,7 @@
 
 pub mod descriptions;
 pub mod dispatch;
+pub mod hints;
 pub mod lockserve;
 pub mod memfd;
 pub mod poller;
@@ -91,6 +92,8 @@ pub struct Shared {
     pub locks: LockManager,
     /// The open file descriptions that may own OFD or flock locks.
     pub descriptions: descriptions::Descriptions,
+    /// Which files may have locks, for clients to skip telling of closes that drop nothing.
+    pub hints: Option<hints::LockHints>,
     backing: Arc<MemfdBacking>,
     procs: Procs,
     poller: Arc<Poller>,
@@ -252,6 +255,7 @@ impl Server {
             ns,
             locks: LockManager::new(),
             descriptions: descriptions::Descriptions::new(),
+            hints: hints::LockHints::new(),
             backing,
             procs: Procs::new()?,
             poller: Poller::start()?,

@@ -19,13 +19,14 @@
 //! engine with the session's interrupt.
 
 use crate::descriptions::{open_file_of, Descriptions};
+use crate::hints::LockHints;
 use std::os::fd::{AsRawFd, OwnedFd};
 use uipc::locks::{
     LockInfo, LockKind, LockManager, OfdId, F_GETLK, F_OFD_GETLK, F_OFD_SETLK, F_OFD_SETLKW,
     LOCK_MAND,
 };
 use uipc::{Cred, Errno, Interrupt, WaitCtx};
-use uipc_proto::{LockLine, LockRequest, LockResponse, Response};
+use uipc_proto::{LockLine, LockRequest, LockResponse, Response, HINT_SLOTS};
 
 /// What a lock request needs.
 pub struct LockCtx<'a> {
@@ -33,6 +34,8 @@ pub struct LockCtx<'a> {
     pub locks: &'a LockManager,
     /// The descriptions that may own locks.
     pub descriptions: &'a Descriptions,
+    /// The lock hints, marked for every file a lock call acts on.
+    pub hints: Option<&'a LockHints>,
     /// The caller.
     pub cred: &'a Cred,
     /// Raised to end a blocking call with EINTR.
@@ -70,6 +73,9 @@ fn with_description(
     call: impl FnOnce(Option<&uipc::locks::OpenFile>) -> Response,
 ) -> Response {
     let open = cx.fd.and_then(|fd| open_file_of(fd.as_raw_fd()));
+    if let (Some(open), Some(hints)) = (&open, cx.hints) {
+        hints.mark(open.file);
+    }
     let (Some(mut open), Some(fd), true) = (open, cx.fd, needs_description) else {
         return call(open.as_ref());
     };
@@ -84,10 +90,10 @@ fn with_description(
     }
 }
 
-/// Serves one lock request.
-pub fn serve(cx: &LockCtx<'_>, req: LockRequest) -> Response {
+/// Serves one lock request; the lock hints' descriptor comes back with their answer.
+pub fn serve(cx: &LockCtx<'_>, req: LockRequest) -> (Response, Option<OwnedFd>) {
     let wait = WaitCtx::FOREVER.interruptible(cx.irq);
-    match req {
+    let resp = match req {
         LockRequest::Fcntl { cmd, flock } => {
             let ofd_cmd = matches!(cmd, F_OFD_GETLK | F_OFD_SETLK | F_OFD_SETLKW);
             retry_after_sweep(cx, || {
@@ -124,7 +130,15 @@ pub fn serve(cx: &LockCtx<'_>, req: LockRequest) -> Response {
         LockRequest::List => Response::Lock(LockResponse::List(
             cx.locks.list().iter().map(line).collect(),
         )),
-    }
+        LockRequest::Hints => {
+            return match cx.hints.map(LockHints::read_only_fd) {
+                Some(Ok(fd)) => (Response::Ret(HINT_SLOTS as i64), Some(fd)),
+                Some(Err(e)) => (err(e), None),
+                None => (err(Errno::ENOSYS), None),
+            }
+        }
+    };
+    (resp, None)
 }
 
 /// The client's descriptor `client_fd` (whose copy came with the request) is about to close.

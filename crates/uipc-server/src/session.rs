@@ -147,6 +147,7 @@ fn serve_one(
         ns: &shared.ns,
         locks: &shared.locks,
         descriptions: &shared.descriptions,
+        hints: shared.hints.as_ref(),
         passed: passed.as_ref(),
         backing: &shared.backing,
         cred: &cred,

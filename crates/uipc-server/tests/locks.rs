@@ -333,3 +333,52 @@ fn the_listing_shows_held_locks_and_blocked_requests() {
         ]
     );
 }
+
+#[test]
+fn a_lock_call_marks_its_file_in_the_hints_clients_map() {
+    let (path, shared) = start();
+    let c = Connection::connect(&path, true).unwrap();
+    let (a, file_path) = file();
+    // SAFETY: zeroed stat is valid output space.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: fstat into a live struct.
+    assert_eq!(unsafe { libc::fstat(a.as_raw_fd(), &mut st) }, 0);
+    let file = FileId {
+        dev: st.st_dev,
+        ino: st.st_ino,
+    };
+    let hints = shared.hints.as_ref().unwrap();
+    assert!(!hints.is_marked(file));
+    // Even a call that fails at the engine marks the file (the mark comes first).
+    assert_eq!(
+        flock(&c, a.as_raw_fd(), LOCK_SH | LOCK_UN),
+        Response::Error(libc::EINVAL)
+    );
+    assert!(hints.is_marked(file));
+    let (resp, fd) = c
+        .call_passing(&Request::Lock(LockRequest::Hints), None, false, false)
+        .unwrap();
+    assert_eq!(resp, Response::Ret(uipc_proto::HINT_SLOTS as i64));
+    let fd = fd.expect("the hints' memfd");
+    // SAFETY: maps the descriptor read-only; checked below.
+    let p = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            uipc_proto::HINT_SLOTS,
+            libc::PROT_READ,
+            libc::MAP_SHARED,
+            fd.as_raw_fd(),
+            0,
+        )
+    };
+    assert_ne!(p, libc::MAP_FAILED);
+    // SAFETY: one byte inside the mapping.
+    let byte = unsafe {
+        *p.cast::<u8>()
+            .add(uipc_proto::hint_slot(file.dev, file.ino))
+    };
+    assert_eq!(byte, 1);
+    // SAFETY: unmaps our mapping.
+    unsafe { libc::munmap(p, uipc_proto::HINT_SLOTS) };
+    std::fs::remove_file(file_path).unwrap();
+}
