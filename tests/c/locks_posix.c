@@ -4,6 +4,7 @@
  * drop the process's locks (close of another descriptor, dup2 over one, fclose). */
 #include "check.h"
 #include <fcntl.h>
+#include <linux/close_range.h>
 #include <sys/time.h>
 
 static char path[64];
@@ -54,6 +55,13 @@ static void child_sees_no_lock(void) {
     struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
     CHECK(fcntl(fd, F_GETLK, &fl) == 0);
     CHECK(fl.l_type == F_UNLCK);
+}
+
+static void child_sees_parents_whole_file_lock(void) {
+    int fd = reopen();
+    struct flock fl = {.l_type = F_RDLCK, .l_whence = SEEK_SET};
+    CHECK(fcntl(fd, F_GETLK, &fl) == 0);
+    CHECK(fl.l_type == F_WRLCK && fl.l_pid == getppid() && fl.l_len == 0);
 }
 
 static void child_lockf(void) {
@@ -200,6 +208,20 @@ int main(void) {
     CHECK(f != NULL);
     CHECK(lk(fd, F_SETLK, F_WRLCK, 0, 0) == 0);
     CHECK(fclose(f) == 0);
+    in_child(child_sees_no_lock);
+
+    /* closefrom and close_range close descriptors too. */
+    other = reopen();
+    CHECK(dup2(other, 900) == 900 && close(other) == 0);
+    CHECK(lk(fd, F_SETLK, F_WRLCK, 0, 0) == 0);
+    closefrom(900);
+    in_child(child_sees_no_lock);
+    other = reopen();
+    CHECK(dup2(other, 800) == 800 && close(other) == 0);
+    CHECK(lk(fd, F_SETLK, F_WRLCK, 0, 0) == 0);
+    CHECK(close_range(800, 800, CLOSE_RANGE_CLOEXEC) == 0); /* marks only */
+    in_child(child_sees_parents_whole_file_lock);
+    CHECK(close_range(800, 810, 0) == 0);
     in_child(child_sees_no_lock);
 
     /* Bad descriptors and commands. */

@@ -7,8 +7,9 @@
 //! `$UIPC_SOCKET` each call goes to the kernel unchanged.
 //!
 //! File locks (`locks.rs`): fcntl and fcntl64 (lock commands only; every other command goes to
-//! libc's fcntl with its argument unchanged), flock, lockf, lockf64, and close, dup2, dup3 and
-//! fclose (which tell the daemon before a descriptor that may hold locks closes). They go to
+//! libc's fcntl with its argument unchanged), flock, lockf, lockf64, and close, dup2, dup3,
+//! fclose, close_range and closefrom (which tell the daemon before a descriptor that may hold
+//! locks closes). They go to
 //! the daemon only with `$UIPC_LOCKS=1` (`uipc run --locks`); otherwise straight to libc.
 //!
 //! Every export catches panics (none crosses the C ABI: the call fails with EINVAL instead),
@@ -29,9 +30,9 @@
 //!
 //! ## Not supported yet
 //! - POSIX timers (timer_create and friends): not exported.
-//! - File locks: closes the library does not see drop nothing at once: `close_range`,
-//!   `closefrom`, raw `syscall(SYS_close)`, closes inside libc other than fclose's (freopen,
-//!   `posix_spawn` file actions), close-on-exec (the daemon sweeps at the new image's first
+//! - File locks: closes the library does not see drop nothing at once: raw
+//!   `syscall(SYS_close)` or `syscall(SYS_close_range)`, closes inside libc other than
+//!   fclose's (freopen, `posix_spawn` file actions), close-on-exec (the daemon sweeps at the new image's first
 //!   call) and descriptors closed by a process that never calls the library. POSIX locks then
 //!   stay until the process exits; OFD and flock locks until the daemon's next close, exit or
 //!   exec sweep finds the description unreferenced.

@@ -1,5 +1,5 @@
 //! File locks: fcntl/fcntl64's lock commands, flock, lockf/lockf64, and the closes that drop
-//! locks (close, dup2, dup3 over an open descriptor, fclose).
+//! locks (close, dup2, dup3 over an open descriptor, fclose, close_range, closefrom).
 //!
 //! Routing is on only when `$UIPC_LOCKS` is `1` (set by `uipc run --locks`) and a daemon is
 //! named (read once per program image); otherwise every export calls the next definition
@@ -26,7 +26,8 @@
 //! Closes: on Linux closing any descriptor of a file drops the process's POSIX locks on it,
 //! and the last descriptor of a description takes its OFD and flock locks along. Before
 //! libc closes a descriptor of a regular file or directory (close, fclose, dup2 or dup3 onto
-//! an open descriptor), the library sends it to the daemon with a `Close`; the daemon decides
+//! an open descriptor, close_range and closefrom, whose open descriptors are read from
+//! `/proc/self/fd`), the library sends it to the daemon with a `Close`; the daemon decides
 //! what goes ([`uipc_proto::LockRequest::Close`]). Only files someone asked to lock need it:
 //! the daemon's lock hints (a read-only shared page set, mapped on the first close; see the
 //! server's `hints` module) say which files may have locks, and a close of any other file
@@ -81,6 +82,8 @@ struct Libc {
     dup2: usize,
     dup3: usize,
     fclose: usize,
+    close_range: usize,
+    closefrom: usize,
 }
 
 fn libc_fns() -> &'static Libc {
@@ -95,6 +98,8 @@ fn libc_fns() -> &'static Libc {
         dup2: next(c"dup2"),
         dup3: next(c"dup3"),
         fclose: next(c"fclose"),
+        close_range: next(c"close_range"),
+        closefrom: next(c"closefrom"),
     })
 }
 
@@ -441,4 +446,72 @@ pub extern "C-unwind" fn fclose(stream: *mut FILE) -> c_int {
     };
     // SAFETY: libc's fclose with the caller's stream.
     unsafe { f(stream) }
+}
+
+/// Tells the daemon about every open descriptor in `first..=last` (see [`before_close`]).
+fn before_close_range(first: u32, last: u32) {
+    if !routing() {
+        return;
+    }
+    let Ok(dir) = std::fs::read_dir("/proc/self/fd") else {
+        return;
+    };
+    let fds: Vec<c_int> = dir
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|fd| (first..=last).contains(fd))
+        .map(|fd| fd as c_int)
+        .collect();
+    for fd in fds {
+        // The directory's own descriptor is closed by now: only open ones are reported.
+        if is_open(fd) {
+            before_close(fd);
+        }
+    }
+}
+
+/// `CLOSE_RANGE_CLOEXEC`: mark the range close-on-exec instead of closing it.
+const CLOSE_RANGE_CLOEXEC: libc::c_uint = 4;
+
+/// close_range(2).
+#[no_mangle]
+pub extern "C-unwind" fn close_range(
+    first: libc::c_uint,
+    last: libc::c_uint,
+    flags: c_int,
+) -> c_int {
+    if (flags as libc::c_uint) & CLOSE_RANGE_CLOEXEC == 0 && first <= last {
+        let _ = guarded(|| {
+            before_close_range(first, last);
+            Ok(())
+        });
+    }
+    match real!(
+        close_range,
+        unsafe extern "C" fn(libc::c_uint, libc::c_uint, c_int) -> c_int
+    ) {
+        // SAFETY: libc's close_range.
+        Some(f) => unsafe { f(first, last, flags) },
+        // SAFETY: the raw system call.
+        None => unsafe { libc::syscall(libc::SYS_close_range, first, last, flags) as c_int },
+    }
+}
+
+/// closefrom(3).
+#[no_mangle]
+pub extern "C-unwind" fn closefrom(lowfd: c_int) {
+    if lowfd >= 0 {
+        let _ = guarded(|| {
+            before_close_range(lowfd as u32, u32::MAX);
+            Ok(())
+        });
+    }
+    match real!(closefrom, unsafe extern "C" fn(c_int)) {
+        // SAFETY: libc's closefrom.
+        Some(f) => unsafe { f(lowfd) },
+        // SAFETY: the raw system call (what glibc's closefrom does first).
+        None => unsafe {
+            libc::syscall(libc::SYS_close_range, lowfd.max(0) as u32, u32::MAX, 0);
+        },
+    }
 }
