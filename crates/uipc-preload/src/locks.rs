@@ -449,25 +449,56 @@ pub extern "C-unwind" fn fclose(stream: *mut FILE) -> c_int {
 }
 
 /// Tells the daemon about every open descriptor in `first..=last` (see [`before_close`]).
+/// Runs in forked (even vforked) children before exec, as programs close descriptors there:
+/// the listing is read with raw system calls into a stack buffer, and only descriptors of
+/// files the hints mark go further.
 fn before_close_range(first: u32, last: u32) {
     if !routing() {
         return;
     }
-    let Ok(dir) = std::fs::read_dir("/proc/self/fd") else {
+    // SAFETY: opens a NUL-terminated path; the result is checked.
+    let dir = unsafe {
+        libc::syscall(
+            libc::SYS_openat,
+            libc::AT_FDCWD,
+            c"/proc/self/fd".as_ptr(),
+            libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC,
+        )
+    } as c_int;
+    if dir < 0 {
         return;
-    };
-    let fds: Vec<c_int> = dir
-        .flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|fd| (first..=last).contains(fd))
-        .map(|fd| fd as c_int)
-        .collect();
-    for fd in fds {
-        // The directory's own descriptor is closed by now: only open ones are reported.
-        if is_open(fd) {
-            before_close(fd);
+    }
+    let mut buf = [0u8; 4096];
+    loop {
+        // SAFETY: reads directory entries into a live buffer of the stated size.
+        let n = unsafe { libc::syscall(libc::SYS_getdents64, dir, buf.as_mut_ptr(), buf.len()) };
+        if n <= 0 {
+            break;
+        }
+        let mut at = 0usize;
+        while at + 19 < n as usize {
+            // struct linux_dirent64: d_ino (8), d_off (8), d_reclen (2), d_type (1), d_name.
+            let reclen = u16::from_ne_bytes([buf[at + 16], buf[at + 17]]) as usize;
+            if reclen == 0 || at + reclen > n as usize {
+                break;
+            }
+            let name = &buf[at + 19..at + reclen];
+            let name = &name[..name.iter().position(|&b| b == 0).unwrap_or(name.len())];
+            let fd = name.iter().try_fold(0u32, |v, &b| {
+                b.is_ascii_digit()
+                    .then(|| v.checked_mul(10)?.checked_add(u32::from(b - b'0')))
+                    .flatten()
+            });
+            if let Some(fd) = fd.filter(|fd| !name.is_empty() && (first..=last).contains(fd)) {
+                if fd as c_int != dir {
+                    before_close(fd as c_int);
+                }
+            }
+            at += reclen;
         }
     }
+    // SAFETY: closes our own directory descriptor (raw: not through the close wrapper).
+    unsafe { libc::syscall(libc::SYS_close, dir) };
 }
 
 /// `CLOSE_RANGE_CLOEXEC`: mark the range close-on-exec instead of closing it.
