@@ -41,6 +41,9 @@
 //!   bytes are never cleared and may collide). The lock calls themselves cost one round trip
 //!   carrying the descriptor (SCM_RIGHTS). `syscall(SYS_fcntl, ...)`/`syscall(SYS_flock, ...)` reach the
 //!   kernel, whose locks do not see uipc's.
+//! - File locks: the lock hints are mapped on the first close of a regular file or directory
+//!   in a program image; if that close happens in a vforked child before exec, the mapping
+//!   (a daemon call, which allocates) is made there.
 //! - File locks: `struct flock` is read as x86-64 lays it out (32 bytes); F_GETLK/F_SETLK on
 //!   32-bit ABIs (the non-64 `struct flock`) are not handled. A restarted F_SETLKW (handler
 //!   with SA_RESTART) keeps its place in the daemon's queue; Linux re-queues it at the end.
