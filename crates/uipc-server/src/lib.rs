@@ -39,7 +39,9 @@
 //!   itself non-dumpable) is not seen holding a description: its closing peers may drop the
 //!   description's OFD and flock locks while it still has it open. A `kcmp` refused for a
 //!   descriptor that matched by file counts as a reference (locks are kept).
-//! - Without `kcmp` (a kernel built without CONFIG_KCMP) OFD and flock calls fail with ENOLCK.
+//! - Without `kcmp` (a kernel built without CONFIG_KCMP, or a seccomp filter that forbids it,
+//!   as container runtimes' default profiles may without CAP_SYS_PTRACE) OFD and flock calls
+//!   fail with ENOLCK.
 //! - The scans race with forks and dups happening at the same time: a description passed on
 //!   while the scan runs may be missed.
 //! - A frame's pid is the number the kernel reports at receive time; a process that died and
