@@ -1,4 +1,4 @@
-//! `uipc run [--socket PATH] -- program args...`: runs a program with the preload library,
+//! `uipc run [--socket PATH] [--locks] -- program args...`: runs a program with the preload library,
 //! against the daemon on the socket, starting a private one if none answers there.
 //!
 //! Without `--socket`, a `uipc run` started under another one (`$UIPC_SOCKET` set and
@@ -8,6 +8,9 @@
 //! are gone (`uipc run` is their subreaper), or when `uipc run` itself dies
 //! (PR_SET_PDEATHSIG). The library is `libuipc_preload.so` next to the `uipc` binary (or
 //! `$UIPC_PRELOAD`); it is prepended to `LD_PRELOAD`, and `UIPC_SOCKET` names the socket.
+//! `--locks` also routes file locks (fcntl, flock, lockf) to the daemon: it sets
+//! `UIPC_LOCKS=1` for the program (without it, an inherited value is left as it is, so a
+//! nested `uipc run` keeps its parent's choice).
 //!
 //! While the program runs, `uipc run` ignores SIGINT and SIGQUIT (the terminal sends them to
 //! the program too, which decides) and passes SIGTERM and SIGHUP on to it, so the daemon stays
@@ -125,8 +128,8 @@ fn stop_forwarding() {
 }
 
 /// Runs `argv` under uipc; see the module doc.
-pub fn run(socket: Option<PathBuf>, argv: &[String]) -> ExitCode {
-    match run_inner(socket, argv) {
+pub fn run(socket: Option<PathBuf>, locks: bool, argv: &[String]) -> ExitCode {
+    match run_inner(socket, locks, argv) {
         Ok(code) => code,
         Err(e) => {
             eprintln!("uipc run: {e}");
@@ -163,7 +166,7 @@ fn wait_for_descendants(daemon: Option<i32>) {
     }
 }
 
-fn run_inner(socket: Option<PathBuf>, argv: &[String]) -> Result<ExitCode, String> {
+fn run_inner(socket: Option<PathBuf>, locks: bool, argv: &[String]) -> Result<ExitCode, String> {
     let (program, args) = argv.split_first().ok_or("no program given")?;
     // SAFETY: marks this process as the reaper of its orphaned descendants.
     unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1) };
@@ -189,17 +192,20 @@ fn run_inner(socket: Option<PathBuf>, argv: &[String]) -> Result<ExitCode, Strin
         preload.push(":");
         preload.push(old);
     }
-    let status = Command::new(program)
+    let mut command = Command::new(program);
+    command
         .args(args)
         .env("LD_PRELOAD", preload)
-        .env("UIPC_SOCKET", &socket)
-        .spawn()
-        .and_then(|mut child| {
-            forward_signals_to(child.id() as i32);
-            let status = child.wait();
-            stop_forwarding();
-            status
-        });
+        .env("UIPC_SOCKET", &socket);
+    if locks {
+        command.env("UIPC_LOCKS", "1");
+    }
+    let status = command.spawn().and_then(|mut child| {
+        forward_signals_to(child.id() as i32);
+        let status = child.wait();
+        stop_forwarding();
+        status
+    });
     if status.is_ok() {
         wait_for_descendants(daemon.as_ref().map(|d| d.id() as i32));
     }
