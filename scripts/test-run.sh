@@ -38,6 +38,27 @@ tests=(msg_sem_exchange sem_undo_kill shm_share shm_rdonly_segv semop_eintr thre
     calls_errno perm_setuid eintr_storm exec_rules cancel_thread closefrom syscall_ipc timers
     "load 64 100")
 
+# File locks: each program on the host kernel, then under `uipc run --locks`; the locks taken
+# under uipc are not in the host's /proc/locks, and `uipc locks` lists what lslocks lists on
+# the host (lslocks shows no OFD locks: that line is checked on its own).
+lock_tests=(locks_posix locks_ofd_flock)
+echo "-- file locks: on the host kernel, then under uipc run --locks"
+# Lists $HOLDER's locks with the lister given, its pid and path made comparable.
+printf '%s\n' '#!/bin/sh' \
+    '"$@" -n -p "$HOLDER" | sed "s/$HOLDER/PID/g" | awk '"'"'{$1=$1};1'"'"' | sort' \
+    > "$out/list-locks.sh"
+chmod +x "$out/list-locks.sh"
+for t in "${lock_tests[@]}"; do timeout 60 "$out/$t"; done
+timeout 30 "$out/locks_visible" kernel "$out/list-locks.sh lslocks > $out/locks-host.txt"
+for t in "${lock_tests[@]}"; do timeout 120 "$uipc" run --locks -- "$out/$t"; done
+# Without --locks the library passes lock calls to the kernel.
+timeout 30 "$uipc" run -- "$out/locks_visible" kernel
+timeout 30 "$uipc" run --locks -- "$out/locks_visible" uipc \
+    "$out/list-locks.sh $(realpath "$uipc") locks > $out/locks-uipc.txt"
+grep -qx 'locks_visible PID OFDLCK 10B READ 0 6 0 /tmp/uipc-locks-visible-PID' "$out/locks-uipc.txt"
+diff -u "$out/locks-host.txt" <(grep -v OFDLCK "$out/locks-uipc.txt")
+echo "file locks: ok (none in the host's /proc/locks under uipc; uipc locks = lslocks)"
+
 if [ "$(id -u)" = 0 ]; then
     echo "-- on the host kernel (each in a private IPC namespace)"
     for t in "${tests[@]}"; do

@@ -2,6 +2,7 @@
 
 mod ipcrm;
 mod ipcs;
+mod locks;
 mod run;
 
 use clap::{Args, Parser, Subcommand};
@@ -35,6 +36,21 @@ enum Command {
     Ipcs(IpcsArgs),
     /// Remove a daemon's SysV IPC objects by id or key (util-linux ipcrm's options).
     Ipcrm(IpcrmArgs),
+    /// List a daemon's file locks (util-linux lslocks's default columns).
+    Locks(LocksArgs),
+}
+
+#[derive(Args)]
+struct LocksArgs {
+    /// The daemon's socket (default: $UIPC_SOCKET, else the default socket).
+    #[arg(long, value_name = "PATH")]
+    socket: Option<std::path::PathBuf>,
+    /// Only the locks of this process.
+    #[arg(short = 'p', long = "pid", value_name = "PID")]
+    pid: Option<i32>,
+    /// No header line.
+    #[arg(short = 'n', long = "noheadings")]
+    noheadings: bool,
 }
 
 #[derive(Args)]
@@ -89,6 +105,9 @@ struct RunArgs {
     /// The daemon's socket; one is started there if none answers (default: a private daemon).
     #[arg(long, value_name = "PATH")]
     socket: Option<std::path::PathBuf>,
+    /// Route file locks (fcntl, flock, lockf) to the daemon too.
+    #[arg(long)]
+    locks: bool,
     /// Serve POSIX timers (timer_create and friends) in the program's own processes, not in
     /// the kernel (without it those calls reach the kernel unchanged).
     #[arg(long)]
@@ -295,7 +314,8 @@ fn main() -> ExitCode {
         Command::Bench(args) => bench(args),
         Command::Conform { what } => conform(what),
         Command::Serve(args) => serve(args),
-        Command::Run(args) => run::run(args.socket, args.timers, &args.argv),
+        Command::Run(args) => run::run(args.socket, args.locks, args.timers, &args.argv),
+        Command::Locks(a) => locks::locks(a.socket, a.pid, !a.noheadings),
         Command::Ipcs(a) => {
             let any = a.queues || a.shmems || a.semaphores;
             let t = ipcs::Types {

@@ -1,4 +1,4 @@
-//! `uipc run [--socket PATH] -- program args...`: runs a program with the preload library,
+//! `uipc run [--socket PATH] [--locks] -- program args...`: runs a program with the preload library,
 //! against the daemon on the socket, starting a private one if none answers there.
 //!
 //! Without `--socket`, a `uipc run` started under another one (`$UIPC_SOCKET` set and
@@ -8,6 +8,9 @@
 //! are gone (`uipc run` is their subreaper), or when `uipc run` itself dies
 //! (PR_SET_PDEATHSIG). The library is `libuipc_preload.so` next to the `uipc` binary (or
 //! `$UIPC_PRELOAD`); it is prepended to `LD_PRELOAD`, and `UIPC_SOCKET` names the socket.
+//! `--locks` also routes file locks (fcntl, flock, lockf) to the daemon: it sets
+//! `UIPC_LOCKS=1` for the program (without it, an inherited value is left as it is, so a
+//! nested `uipc run` keeps its parent's choice).
 //! `--timers` sets `UIPC_TIMERS=1`: the library then serves POSIX timers inside each process
 //! (no daemon involved); a nested `uipc run` without it keeps the inherited value.
 //!
@@ -127,8 +130,8 @@ fn stop_forwarding() {
 }
 
 /// Runs `argv` under uipc; see the module doc.
-pub fn run(socket: Option<PathBuf>, timers: bool, argv: &[String]) -> ExitCode {
-    match run_inner(socket, timers, argv) {
+pub fn run(socket: Option<PathBuf>, locks: bool, timers: bool, argv: &[String]) -> ExitCode {
+    match run_inner(socket, locks, timers, argv) {
         Ok(code) => code,
         Err(e) => {
             eprintln!("uipc run: {e}");
@@ -165,7 +168,12 @@ fn wait_for_descendants(daemon: Option<i32>) {
     }
 }
 
-fn run_inner(socket: Option<PathBuf>, timers: bool, argv: &[String]) -> Result<ExitCode, String> {
+fn run_inner(
+    socket: Option<PathBuf>,
+    locks: bool,
+    timers: bool,
+    argv: &[String],
+) -> Result<ExitCode, String> {
     let (program, args) = argv.split_first().ok_or("no program given")?;
     // SAFETY: marks this process as the reaper of its orphaned descendants.
     unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1) };
@@ -196,6 +204,9 @@ fn run_inner(socket: Option<PathBuf>, timers: bool, argv: &[String]) -> Result<E
         .args(args)
         .env("LD_PRELOAD", preload)
         .env("UIPC_SOCKET", &socket);
+    if locks {
+        command.env("UIPC_LOCKS", "1");
+    }
     if timers {
         command.env("UIPC_TIMERS", "1");
     }

@@ -85,6 +85,16 @@ fn connect() -> Result<Connection, Errno> {
 /// Sends `req` and returns the daemon's response and descriptor. A daemon that cannot be
 /// reached, or that drops the connection, gives ENOSYS (as a kernel without SysV IPC).
 pub fn call(req: &Request) -> Result<(Response, Option<OwnedFd>), Errno> {
+    call_passing(req, None, false)
+}
+
+/// [`call`], sending descriptor `pass` with the request; with `restartable`, a wait follows
+/// the interrupting handler's SA_RESTART (file-lock calls).
+pub fn call_passing(
+    req: &Request,
+    pass: Option<std::os::fd::RawFd>,
+    restartable: bool,
+) -> Result<(Response, Option<OwnedFd>), Errno> {
     let interruptible = req.may_block();
     let generation = GENERATION.load(Ordering::SeqCst);
     let done = CONN.try_with(|cell| {
@@ -117,7 +127,7 @@ pub fn call(req: &Request) -> Result<(Response, Option<OwnedFd>), Errno> {
             }
         }
         let conn = &slot.as_ref()?.conn;
-        match conn.call(req, interruptible) {
+        match conn.call_passing(req, pass, interruptible, restartable) {
             Ok(r) => Some(Ok(r)),
             Err(_) => {
                 *slot = None;
@@ -129,7 +139,7 @@ pub fn call(req: &Request) -> Result<(Response, Option<OwnedFd>), Errno> {
         Ok(Some(r)) => r,
         // Re-entered from a signal handler, or called while thread-locals are torn down.
         _ => connect()?
-            .call(req, interruptible)
+            .call_passing(req, pass, interruptible, restartable)
             .map_err(|_| Errno::ENOSYS),
     }
 }

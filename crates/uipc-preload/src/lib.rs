@@ -6,6 +6,12 @@
 //! shmdt, shmctl, and fork (to hand inherited attachments to the daemon). Without
 //! `$UIPC_SOCKET` each call goes to the kernel unchanged.
 //!
+//! File locks (`locks.rs`): fcntl and fcntl64 (lock commands only; every other command goes to
+//! libc's fcntl with its argument unchanged), flock, lockf, lockf64, and close, dup2, dup3,
+//! fclose, close_range and closefrom (which tell the daemon before a descriptor that may hold
+//! locks closes). They go to
+//! the daemon only with `$UIPC_LOCKS=1` (`uipc run --locks`); otherwise straight to libc.
+//!
 //! Also `syscall` (`syscall.rs`: the SysV IPC numbers reach the exports above, the timer
 //! numbers the timer service, the rest the C library's `syscall`), and timer_create,
 //! timer_settime, timer_gettime, timer_getoverrun, timer_delete: with `$UIPC_TIMERS=1`
@@ -29,8 +35,23 @@
 //! `uipc_proto::client`.
 //!
 //! ## Not supported yet
-//! - File locks (flock, fcntl/fcntl64 lock commands, lockf, and close/dup2/dup3 effects): not
-//!   exported; `uipc run --locks` does not exist yet, so these calls reach the kernel.
+//! - File locks: closes the library does not see drop nothing at once: raw
+//!   `syscall(SYS_close)` or `syscall(SYS_close_range)`, closes inside libc other than
+//!   fclose's (freopen, `posix_spawn` file actions), close-on-exec (the daemon sweeps at the new image's first
+//!   call) and descriptors closed by a process that never calls the library. POSIX locks then
+//!   stay until the process exits; OFD and flock locks until the daemon's next close, exit or
+//!   exec sweep finds the description unreferenced.
+//! - File locks: a close of a regular file or directory costs an fstat and a read of the
+//!   daemon's lock hints, and a round trip if the file was ever asked to be locked (hint
+//!   bytes are never cleared and may collide). The lock calls themselves cost one round trip
+//!   carrying the descriptor (SCM_RIGHTS). `syscall(SYS_fcntl, ...)`/`syscall(SYS_flock, ...)` reach the
+//!   kernel, whose locks do not see uipc's.
+//! - File locks: the lock hints are mapped on the first close of a regular file or directory
+//!   in a program image; if that close happens in a vforked child before exec, the mapping
+//!   (a daemon call, which allocates) is made there.
+//! - File locks: `struct flock` is read as x86-64 lays it out (32 bytes); F_GETLK/F_SETLK on
+//!   32-bit ABIs (the non-64 `struct flock`) are not handled. A restarted F_SETLKW (handler
+//!   with SA_RESTART) keeps its place in the daemon's queue; Linux re-queues it at the end.
 //! - `syscall()` takes its variadic arguments as seven `long`s, right on x86-64 and aarch64
 //!   only (`syscall.rs`). Raw system call instructions (not through `syscall()`) reach the
 //!   kernel, as do the 32-bit `ipc(2)` multiplexer and the time64 variants of other ABIs.
@@ -95,11 +116,11 @@
 //! - A fork while another thread is between the daemon's shmat reply and its mapping can give
 //!   the child a recorded attachment it does not have (nattch one too high until it exits).
 //! - The attachment table is one mutex, taken by shmat, shmdt and fork.
-//! - `uipc locks`: not yet (the daemon serves no lock manager).
 
 mod abi;
 mod conn;
 mod fork;
+mod locks;
 mod msg;
 mod sem;
 mod shm;
@@ -194,6 +215,7 @@ fn guard_blocking(
 extern "C" fn init() {
     // SAFETY: registers a child handler that only bumps an atomic counter.
     unsafe { libc::pthread_atfork(None, None, Some(conn::after_fork_in_child)) };
+    locks::prepare();
 }
 
 /// Runs [`init`] when the library is loaded.

@@ -42,6 +42,25 @@ impl Drop for Waiting {
     }
 }
 
+/// Long, but set: a receive timeout makes signal handlers interrupt reads.
+const READ_TIMEOUT: Duration = Duration::from_secs(3600);
+
+/// The socket's receive timeout lifted for a scope, and [`READ_TIMEOUT`] set again after.
+struct NoReadTimeout<'a>(&'a UnixStream);
+
+impl<'a> NoReadTimeout<'a> {
+    fn new(sock: &'a UnixStream) -> io::Result<NoReadTimeout<'a>> {
+        sock.set_read_timeout(None)?;
+        Ok(NoReadTimeout(sock))
+    }
+}
+
+impl Drop for NoReadTimeout<'_> {
+    fn drop(&mut self) {
+        let _ = self.0.set_read_timeout(Some(READ_TIMEOUT));
+    }
+}
+
 /// A session with the daemon.
 pub struct Connection {
     sock: UnixStream,
@@ -56,8 +75,7 @@ impl Connection {
     /// [`Request::Hello`].
     pub fn connect(path: &Path, new_image: bool) -> io::Result<Connection> {
         let sock = UnixStream::connect(path)?;
-        // Long, but set: a receive timeout makes signal handlers interrupt reads.
-        sock.set_read_timeout(Some(Duration::from_secs(3600)))?;
+        sock.set_read_timeout(Some(READ_TIMEOUT))?;
         let conn = Connection { sock };
         let (resp, _) = conn.call(
             &Request::Hello {
@@ -98,8 +116,28 @@ impl Connection {
         req: &Request,
         interruptible: bool,
     ) -> io::Result<(Response, Option<OwnedFd>)> {
+        self.call_passing(req, None, interruptible, false)
+    }
+
+    /// [`Connection::call`], sending descriptor `pass` with the request (file-lock calls).
+    /// With `restartable`, the wait follows the interrupting handler's SA_RESTART, as
+    /// F_SETLKW and flock do on Linux: the socket's receive timeout is lifted for the wait,
+    /// so the kernel restarts the read after a handler with SA_RESTART, and only a handler
+    /// without it interrupts the read (and cancels the call).
+    pub fn call_passing(
+        &self,
+        req: &Request,
+        pass: Option<std::os::fd::RawFd>,
+        interruptible: bool,
+        restartable: bool,
+    ) -> io::Result<(Response, Option<OwnedFd>)> {
         let fd = self.sock.as_raw_fd();
-        send_frame(fd, &req.encode(), true, None)?;
+        send_frame(fd, &req.encode(), true, pass)?;
+        // Declared first, dropped last: the timeout comes back however the wait ends (also
+        // when a thread cancellation unwinds through it).
+        let _timeout = (interruptible && restartable)
+            .then(|| NoReadTimeout::new(&self.sock))
+            .transpose()?;
         let mut waiting = Waiting { fd, done: false };
         let result = self.wait_reply(fd, interruptible);
         waiting.done = true;

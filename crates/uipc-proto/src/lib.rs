@@ -17,16 +17,19 @@
 
 pub mod client;
 pub mod codec;
+pub mod locks;
 pub mod request;
 pub mod response;
 pub mod transport;
 
 pub use codec::DecodeError;
+pub use locks::{hint_slot, LockLine, LockRequest, LockResponse, HINT_SLOTS};
 pub use request::{Request, SemArg, MAX_SOPS, MAX_TEXT};
 pub use response::Response;
 
-/// The protocol version; bumped on any incompatible change of a message.
-pub const VERSION: u32 = 1;
+/// The protocol version; bumped on any incompatible change of a message. 2: file locks
+/// ([`Request::Lock`], [`Response::Lock`]).
+pub const VERSION: u32 = 2;
 
 /// The largest payload a frame may carry.
 pub const MAX_FRAME: u32 = 16 << 20;

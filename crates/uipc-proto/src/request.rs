@@ -113,6 +113,8 @@ pub enum Request {
     /// Sent by a parent right after fork(2), before its child runs on: `child` inherits the
     /// parent's attachments.
     ForkChild { child: i32 },
+    /// A file-lock call ([`crate::locks`]); the descriptor travels beside it.
+    Lock(crate::locks::LockRequest),
 }
 
 mod tag {
@@ -132,6 +134,7 @@ mod tag {
     pub const SHMDT: u8 = 33;
     pub const SHMCTL: u8 = 34;
     pub const FORK_CHILD: u8 = 40;
+    pub const LOCK: u8 = 50;
 }
 
 fn put_option<T>(w: &mut Writer, v: &Option<T>, each: impl FnOnce(&mut Writer, &T)) {
@@ -302,6 +305,10 @@ impl Request {
                 w.u8(tag::FORK_CHILD);
                 w.i32(*child);
             }
+            Request::Lock(lock) => {
+                w.u8(tag::LOCK);
+                lock.encode_into(&mut w);
+            }
         }
         w.finish()
     }
@@ -406,6 +413,7 @@ impl Request {
                 })?,
             },
             tag::FORK_CHILD => Request::ForkChild { child: r.i32()? },
+            tag::LOCK => Request::Lock(crate::locks::LockRequest::decode_from(&mut r)?),
             t => return Err(DecodeError::UnknownTag(t)),
         };
         r.finish()?;
@@ -422,6 +430,7 @@ impl Request {
             Request::Msgsnd { flags, .. } | Request::Msgrcv { flags, .. } => {
                 flags & IPC_NOWAIT == 0
             }
+            Request::Lock(lock) => lock.may_block(),
             _ => false,
         }
     }

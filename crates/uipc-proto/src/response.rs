@@ -47,6 +47,8 @@ pub enum Response {
         len: u64,
         read_only: bool,
     },
+    /// A file-lock answer ([`crate::locks`]).
+    Lock(crate::locks::LockResponse),
 }
 
 mod tag {
@@ -63,6 +65,7 @@ mod tag {
     pub const SHM_INFO: u8 = 31;
     pub const SHM_USAGE: u8 = 32;
     pub const SHM_ATTACHED: u8 = 33;
+    pub const LOCK: u8 = 50;
 }
 
 fn put_perm(w: &mut Writer, p: &IpcPermStat) {
@@ -201,6 +204,10 @@ impl Response {
                 w.u64(*len);
                 w.bool(*read_only);
             }
+            Response::Lock(lock) => {
+                w.u8(tag::LOCK);
+                lock.encode_into(&mut w);
+            }
         }
         w.finish()
     }
@@ -309,6 +316,7 @@ impl Response {
                 len: r.u64()?,
                 read_only: r.bool()?,
             },
+            tag::LOCK => Response::Lock(crate::locks::LockResponse::decode_from(&mut r)?),
             t => return Err(DecodeError::UnknownTag(t)),
         };
         r.finish()?;

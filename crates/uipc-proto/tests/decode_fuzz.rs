@@ -6,10 +6,51 @@ use uipc::ipc::msg::{MsgInfo, MsqidDs, MsqidSet};
 use uipc::ipc::sem::{SemInfo, Sembuf, SemidDs, Timespec};
 use uipc::ipc::shm::{ShmInfo, ShmSet, ShmUsage, ShmidDs};
 use uipc::ipc::IpcPermStat;
-use uipc_proto::{Request, Response, SemArg};
+use uipc::locks::Flock;
+use uipc_proto::{LockLine, LockRequest, LockResponse, Request, Response, SemArg};
 
 fn sembuf() -> impl Strategy<Value = Sembuf> {
     (any::<u16>(), any::<i16>(), any::<i16>()).prop_map(|(n, o, f)| Sembuf::new(n, o, f))
+}
+
+fn flock() -> impl Strategy<Value = Flock> {
+    (
+        any::<i16>(),
+        any::<i16>(),
+        any::<i64>(),
+        any::<i64>(),
+        any::<i32>(),
+    )
+        .prop_map(|(l_type, l_whence, l_start, l_len, l_pid)| Flock {
+            l_type,
+            l_whence,
+            l_start,
+            l_len,
+            l_pid,
+        })
+}
+
+fn lock_line() -> impl Strategy<Value = LockLine> {
+    (
+        any::<u8>(),
+        any::<i16>(),
+        any::<i32>(),
+        any::<(u64, u64)>(),
+        any::<(i64, i64)>(),
+        proptest::option::of(any::<u32>()),
+    )
+        .prop_map(
+            |(kind, l_type, pid, (dev, ino), (start, end), blocked_behind)| LockLine {
+                kind,
+                l_type,
+                pid,
+                dev,
+                ino,
+                start,
+                end,
+                blocked_behind,
+            },
+        )
 }
 
 fn request() -> impl Strategy<Value = Request> {
@@ -84,6 +125,12 @@ fn request() -> impl Strategy<Value = Request> {
         (any::<i32>(), any::<u64>(), any::<i32>())
             .prop_map(|(shmid, addr, flags)| Request::Shmat { shmid, addr, flags }),
         any::<i32>().prop_map(|child| Request::ForkChild { child }),
+        (any::<i32>(), proptest::option::of(flock()))
+            .prop_map(|(cmd, flock)| Request::Lock(LockRequest::Fcntl { cmd, flock })),
+        any::<i32>().prop_map(|cmd| Request::Lock(LockRequest::Flock { cmd })),
+        any::<i32>().prop_map(|fd| Request::Lock(LockRequest::Close { fd })),
+        Just(Request::Lock(LockRequest::List)),
+        Just(Request::Lock(LockRequest::Hints)),
         any::<i32>().prop_map(|semid| Request::SemNsems { semid }),
         (any::<i32>(), any::<i32>()).prop_map(|(key, flag)| Request::Msgget { key, flag }),
         (any::<i32>(), any::<i64>(), any::<i64>(), any::<i32>()).prop_map(
@@ -122,6 +169,9 @@ fn response() -> impl Strategy<Value = Response> {
     prop_oneof![
         any::<i32>().prop_map(Response::Error),
         any::<i64>().prop_map(Response::Ret),
+        flock().prop_map(|f| Response::Lock(LockResponse::Flock(f))),
+        proptest::collection::vec(lock_line(), 0..5)
+            .prop_map(|l| Response::Lock(LockResponse::List(l))),
         proptest::collection::vec(any::<u16>(), 0..10).prop_map(Response::SemAll),
         (any::<i64>(), proptest::collection::vec(any::<u8>(), 0..64))
             .prop_map(|(mtype, text)| Response::Msg { mtype, text }),
@@ -211,7 +261,7 @@ proptest! {
     }
 
     #[test]
-    fn random_bytes_after_a_valid_tag_never_panic(tag in 0u8..50, bytes in proptest::collection::vec(any::<u8>(), 0..96)) {
+    fn random_bytes_after_a_valid_tag_never_panic(tag in 0u8..60, bytes in proptest::collection::vec(any::<u8>(), 0..96)) {
         let mut msg = vec![tag];
         msg.extend(bytes);
         let _ = Request::decode(&msg);

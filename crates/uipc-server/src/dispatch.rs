@@ -18,6 +18,14 @@ use uipc_proto::{Request, Response, SemArg};
 pub struct Ctx<'a> {
     /// The namespace.
     pub ns: &'a IpcNamespace,
+    /// The file locks.
+    pub locks: &'a uipc::locks::LockManager,
+    /// The descriptions that may own locks.
+    pub descriptions: &'a crate::descriptions::Descriptions,
+    /// The lock hints.
+    pub hints: Option<&'a crate::hints::LockHints>,
+    /// The descriptor that came with the request (file-lock calls).
+    pub passed: Option<&'a OwnedFd>,
     /// Its segment memory.
     pub backing: &'a MemfdBacking,
     /// The caller.
@@ -94,6 +102,9 @@ pub fn without_sleeping(req: &Request) -> Option<(Request, i32)> {
             },
             libc::ENOMSG,
         )),
+        Request::Lock(lock) => lock
+            .without_sleeping()
+            .map(|quick| (Request::Lock(quick), libc::EAGAIN)),
         _ => None,
     }
 }
@@ -239,6 +250,19 @@ pub fn serve(cx: &Ctx<'_>, req: Request) -> (Response, Option<OwnedFd>) {
             Ok(ShmctlOut::Usage(ret, usage)) => Response::ShmUsage { ret, usage },
             Err(e) => err(e),
         },
+        Request::Lock(lock) => {
+            return crate::lockserve::serve(
+                &crate::lockserve::LockCtx {
+                    locks: cx.locks,
+                    descriptions: cx.descriptions,
+                    hints: cx.hints,
+                    cred,
+                    irq: cx.irq,
+                    fd: cx.passed,
+                },
+                lock,
+            )
+        }
         Request::Hello { .. } | Request::Cancel | Request::ForkChild { .. } => err(Errno::EINVAL),
     };
     (resp, None)

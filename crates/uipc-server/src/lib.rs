@@ -7,6 +7,13 @@
 //! and the exit thread, which waits on the client pidfds and applies a dead process's exit
 //! rules ([`procs`]; sessions apply them too when they see an exit first).
 //!
+//! File locks: one [`LockManager`] beside the namespace. Lock calls carry the client's
+//! descriptor; the daemon reads the file's identity and access from its copy and tells open
+//! file descriptions apart with `kcmp` ([`descriptions`], [`lockserve`]). A blocking F_SETLKW
+//! or flock sleeps like semop (tried without sleeping first, then with the session's
+//! interrupt). Exits drop the process's POSIX locks, and the OFD and flock locks of
+//! descriptions no process holds open any more.
+//!
 //! Shared memory is memfd-backed ([`memfd`]): shmat sends the segment's memfd with the reply
 //! and the client maps it. With a state file the namespace survives a restart ([`state`]).
 //!
@@ -17,7 +24,26 @@
 //! every call by the caller's kernel-verified credentials either way.
 //!
 //! ## Not supported
-//! - File locks and POSIX timers (the lock manager and timer table are not served yet).
+//! - POSIX timers (the timer table is not served yet).
+//! - File locks are not saved in the state file (Linux's locks do not survive a reboot
+//!   either, but a restarted daemon forgets locks its clients still think they hold).
+//! - A description's last close is found by scanning every process's `/proc/PID/fd` (stat,
+//!   then kcmp) on a close through a description that owns OFD or flock locks, and after an
+//!   exit or exec while any description owns such locks: costly with many processes. A
+//!   process whose descriptors the daemon may not read is not seen, and a descriptor closed
+//!   without the daemon hearing of it (a raw close system call, `close_range`, a process the
+//!   daemon never served) is found only at the next exit, exec or close sweep.
+//!   A request already asleep behind such a lock is granted only when one of these sweeps
+//!   runs (a new conflicting call runs one and is retried).
+//! - A process the daemon cannot inspect (another user's without privilege, or one that made
+//!   itself non-dumpable) is not seen holding a description: its closing peers may drop the
+//!   description's OFD and flock locks while it still has it open. A `kcmp` refused for a
+//!   descriptor that matched by file counts as a reference (locks are kept).
+//! - Without `kcmp` (a kernel built without CONFIG_KCMP, or a seccomp filter that forbids it,
+//!   as container runtimes' default profiles may without CAP_SYS_PTRACE) OFD and flock calls
+//!   fail with ENOLCK.
+//! - The scans race with forks and dups happening at the same time: a description passed on
+//!   while the scan runs may be missed.
 //! - A frame's pid is the number the kernel reports at receive time; a process that died and
 //!   whose pid was reused at once could be confused with its successor (SCM_PIDFD would close
 //!   this gap).
@@ -26,7 +52,10 @@
 //!   `capset` that keeps the effective ids is not seen.
 //! - One thread per connection, also while a call sleeps.
 
+pub mod descriptions;
 pub mod dispatch;
+pub mod hints;
+pub mod lockserve;
 pub mod memfd;
 pub mod poller;
 pub mod procs;
@@ -43,6 +72,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use uipc::ipc::{IpcNamespace, NamespaceOptions};
+use uipc::locks::LockManager;
 
 /// How the daemon listens.
 #[derive(Clone, Debug)]
@@ -60,6 +90,12 @@ pub struct Options {
 pub struct Shared {
     /// The namespace served.
     pub ns: IpcNamespace,
+    /// The file locks served.
+    pub locks: LockManager,
+    /// The open file descriptions that may own OFD or flock locks.
+    pub descriptions: descriptions::Descriptions,
+    /// Which files may have locks, for clients to skip telling of closes that drop nothing.
+    pub hints: Option<hints::LockHints>,
     backing: Arc<MemfdBacking>,
     procs: Procs,
     poller: Arc<Poller>,
@@ -172,6 +208,16 @@ fn prepare_dir(dir: &Path, shared: bool) -> io::Result<()> {
     }
 }
 
+impl Shared {
+    /// A client process is gone: its SysV IPC exit rules, its POSIX locks, and the OFD and
+    /// flock locks of descriptions nobody holds open any more.
+    pub fn process_exit(&self, pid: i32) {
+        self.ns.process_exit(pid);
+        self.locks.process_exit(pid);
+        lockserve::sweep(&self.locks, &self.descriptions);
+    }
+}
+
 impl Server {
     /// Creates the namespace and binds the socket. Fails if a daemon already answers there.
     /// Raises the soft descriptor limit to the hard one: the daemon holds a descriptor per
@@ -209,6 +255,9 @@ impl Server {
         std::fs::set_permissions(&opts.socket, std::fs::Permissions::from_mode(mode))?;
         let shared = Arc::new(Shared {
             ns,
+            locks: LockManager::new(),
+            descriptions: descriptions::Descriptions::new(),
+            hints: hints::LockHints::new(),
             backing,
             procs: Procs::new()?,
             poller: Poller::start()?,
@@ -218,7 +267,7 @@ impl Server {
         std::thread::Builder::new()
             .name("uipc-exits".into())
             .spawn(move || loop {
-                s.procs.reap_ready(-1, &|pid| s.ns.process_exit(pid));
+                s.procs.reap_ready(-1, &|pid| s.process_exit(pid));
             })?;
         Ok(Server {
             shared,

@@ -69,16 +69,16 @@ pub fn run(shared: Arc<Shared>, stream: UnixStream, session: u64) {
         reply(fd, &Response::Error(libc::EPROTO), None);
         return;
     }
-    shared
-        .procs
-        .reap_ready(0, &|pid| shared.ns.process_exit(pid));
+    shared.procs.reap_ready(0, &|pid| shared.process_exit(pid));
     let known = shared.procs.get(peer.pid).is_some();
     let Ok(guard) = shared.procs.enter(peer.pid, session, &irq) else {
         return;
     };
     if new_image && known {
-        // The process ran execve since its last session: Linux drops its attachments.
+        // The process ran execve since its last session: Linux drops its attachments, and
+        // its close-on-exec descriptors are closed.
         shared.ns.process_exec(peer.pid);
+        crate::lockserve::sweep(&shared.locks, &shared.descriptions);
     }
     drop(guard);
     if !reply(fd, &Response::Hello { version: VERSION }, None) {
@@ -109,13 +109,11 @@ pub fn run(shared: Arc<Shared>, stream: UnixStream, session: u64) {
             _ => {}
         }
         irq.clear();
-        shared
-            .procs
-            .reap_ready(0, &|pid| shared.ns.process_exit(pid));
+        shared.procs.reap_ready(0, &|pid| shared.process_exit(pid));
         let Ok(guard) = shared.procs.enter(peer.pid, session, &irq) else {
             return;
         };
-        if !serve_one(&shared, fd, peer, &guard, &irq, session, req) {
+        if !serve_one(&shared, fd, peer, &guard, &irq, session, (req, frame.fd)) {
             return;
         }
     }
@@ -128,7 +126,7 @@ fn serve_one(
     guard: &ProcGuard,
     irq: &Interrupt,
     session: u64,
-    req: Request,
+    (req, passed): (Request, Option<std::os::fd::OwnedFd>),
 ) -> bool {
     let cred = guard.proc().cred(peer);
     if let Request::ForkChild { child } = req {
@@ -147,6 +145,10 @@ fn serve_one(
     }
     let cx = Ctx {
         ns: &shared.ns,
+        locks: &shared.locks,
+        descriptions: &shared.descriptions,
+        hints: shared.hints.as_ref(),
+        passed: passed.as_ref(),
         backing: &shared.backing,
         cred: &cred,
         irq,

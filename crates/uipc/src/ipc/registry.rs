@@ -7,8 +7,10 @@
 //! - Objects are found by id through an [`IdMap`] without any registry lock: the cost is the
 //!   same for every index, and memory follows the live objects.
 //!
-//! Locks: `state` is the kernel's `rwsem`. Creation, key lookup and removal hold it for
-//! writing; `*_INFO`, `*_STAT` by index and `/proc` listings hold it for reading. Operations
+//! Locks: `state` is the kernel's `rwsem`. Creation and removal hold it for writing; a `*get`
+//! that finds its key, `*_INFO`, `*_STAT` by index and `/proc` listings hold it for reading
+//! (Linux's `ipcget` takes it for writing even to open a key; readers in parallel give the
+//! same results, as any creation or removal still excludes them). Operations
 //! on an existing id (semop, msgsnd, shmat, the *ctl calls) take no registry lock at all.
 //! Lock order: `state` -> the object's own lock. Code holding an object lock must never take
 //! `state`.
@@ -145,7 +147,11 @@ impl<T: IpcObject> Registry<T> {
     /// with it creates; IPC_CREAT|IPC_EXCL on a present key is EEXIST; then `existing` runs the
     /// type's "more checks" and `ipcperms`, in that order. Returns the id.
     ///
-    /// `create` gets the writer-locked state and must call [`Registry::add`].
+    /// Opening an existing key takes the lock for reading only (Linux takes its rwsem for
+    /// writing every time), so `*get` calls that find their key run in parallel; a call that
+    /// may create takes it for writing and looks the key up again, so two creators of one key
+    /// still get one object. `create` gets the writer-locked state and must call
+    /// [`Registry::add`].
     pub fn get_or_create(
         &self,
         key: i32,
@@ -153,20 +159,32 @@ impl<T: IpcObject> Registry<T> {
         create: impl FnOnce(&mut RegistryState<T>) -> Result<Arc<T>>,
         existing: impl FnOnce(&T) -> Result<()>,
     ) -> Result<i32> {
+        if key == IPC_PRIVATE {
+            return create(&mut self.write()).map(|o| o.header().id());
+        }
+        let st = self.read();
+        if let Some(obj) = st.keys.get(&key) {
+            return Self::opened(obj, flag, existing);
+        }
+        if flag & IPC_CREAT == 0 {
+            return Err(Errno::ENOENT);
+        }
+        drop(st);
         let mut st = self.write();
-        if key != IPC_PRIVATE {
-            if let Some(obj) = st.keys.get(&key) {
-                if flag & IPC_CREAT != 0 && flag & IPC_EXCL != 0 {
-                    return Err(Errno::EEXIST);
-                }
-                existing(obj)?;
-                return Ok(obj.header().id());
-            }
-            if flag & IPC_CREAT == 0 {
-                return Err(Errno::ENOENT);
-            }
+        // Someone may have created it between the two locks.
+        if let Some(obj) = st.keys.get(&key) {
+            return Self::opened(obj, flag, existing);
         }
         create(&mut st).map(|o| o.header().id())
+    }
+
+    /// The tail of `ipcget` for a key that exists: EEXIST, then the type's checks.
+    fn opened(obj: &T, flag: i32, existing: impl FnOnce(&T) -> Result<()>) -> Result<i32> {
+        if flag & IPC_CREAT != 0 && flag & IPC_EXCL != 0 {
+            return Err(Errno::EEXIST);
+        }
+        existing(obj)?;
+        Ok(obj.header().id())
     }
 
     /// `ipc_addid`: ENOSPC at the count limit (`min(limit, IPCMNI)`); then the id, consuming a

@@ -1,0 +1,263 @@
+//! The closes that drop locks: close, dup2 and dup3 onto an open descriptor, fclose,
+//! close_range and closefrom.
+//!
+//! On Linux closing any descriptor of a file drops the process's POSIX locks on it, and the
+//! last descriptor of a description takes its OFD and flock locks along. Before libc closes a
+//! descriptor of a regular file or directory, the library sends it to the daemon with a
+//! `Close`; the daemon decides what goes ([`uipc_proto::LockRequest::Close`]). close_range
+//! and closefrom report each open descriptor of their range (read from `/proc/self/fd`).
+//!
+//! Only files someone asked to lock need it: the daemon's lock hints (a read-only shared page
+//! set, mapped on the first close; see the server's `hints` module) say which files may have
+//! locks, and a close of any other file costs an fstat and one byte read. The library's own
+//! closes (and anything a close does inside it) pass straight through.
+
+use super::{is_open, libc_fns, lock_call, routing, set_errno};
+use crate::conn::call_passing;
+use crate::guarded;
+use libc::{c_int, FILE};
+use std::cell::Cell;
+use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
+use uipc_proto::{hint_slot, LockRequest, Request, Response, HINT_SLOTS};
+
+thread_local! {
+    /// Set while a close notification is being made: closes inside it go straight to libc.
+    static IN_CLOSE: Cell<bool> = const { Cell::new(false) };
+}
+
+/// The file (`st_dev`, `st_ino`) behind `fd` if closing it may drop locks the daemon holds:
+/// regular files and directories.
+fn lockable(fd: c_int) -> Option<(u64, u64)> {
+    // SAFETY: zeroed stat is valid output space; fstat on any number reports failure.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: as above, a raw system call.
+    let r = unsafe { libc::syscall(libc::SYS_fstat, fd, &mut st as *mut libc::stat) };
+    (r == 0 && matches!(st.st_mode & libc::S_IFMT, libc::S_IFREG | libc::S_IFDIR))
+        .then_some((st.st_dev, st.st_ino))
+}
+
+/// The daemon's lock hints, mapped read-only: 0 not asked for yet, 1 unavailable (every close
+/// is reported), else the mapping's address. Inherited across fork with the mapping.
+static HINTS: AtomicUsize = AtomicUsize::new(0);
+
+fn map_hints() -> Option<usize> {
+    let (resp, fd) = call_passing(&Request::Lock(LockRequest::Hints), None, false).ok()?;
+    let fd = fd?;
+    if resp != Response::Ret(HINT_SLOTS as i64) {
+        return None;
+    }
+    // SAFETY: maps the daemon's read-only memfd; the result is checked.
+    let p = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            HINT_SLOTS,
+            libc::PROT_READ,
+            libc::MAP_SHARED,
+            fd.as_raw_fd(),
+            0,
+        )
+    };
+    (p != libc::MAP_FAILED).then_some(p as usize)
+}
+
+/// Whether the daemon may hold locks on the file (dev, ino): its hint byte is set, or the
+/// hints are unavailable.
+fn may_hold_locks((dev, ino): (u64, u64)) -> bool {
+    let mut base = HINTS.load(Ordering::Acquire);
+    if base == 0 {
+        let got = guarded(|| Ok(map_hints())).ok().flatten().unwrap_or(1);
+        base = match HINTS.compare_exchange(0, got, Ordering::AcqRel, Ordering::Acquire) {
+            Ok(_) => got,
+            Err(existing) => {
+                if got != 1 {
+                    // SAFETY: our own mapping, never published.
+                    unsafe { libc::munmap(got as *mut libc::c_void, HINT_SLOTS) };
+                }
+                existing
+            }
+        };
+    }
+    if base == 1 {
+        return true;
+    }
+    // SAFETY: the slot is inside the live read-only mapping; the daemon writes it atomically.
+    let byte = unsafe { &*(base as *const AtomicU8).add(hint_slot(dev, ino)) };
+    byte.load(Ordering::Acquire) != 0
+}
+
+/// Tells the daemon that `fd` is about to be closed (see the module doc). Keeps errno. Skipped
+/// inside another notification and while the thread's locals are being torn down.
+fn before_close(fd: c_int) {
+    if !routing() {
+        return;
+    }
+    let Some(file) = lockable(fd) else { return };
+    let entered = IN_CLOSE.try_with(|c| !c.replace(true)).unwrap_or(false);
+    if !entered {
+        return;
+    }
+    let saved = crate::errno_now();
+    if may_hold_locks(file) {
+        let _ = lock_call(fd, LockRequest::Close { fd }, false);
+    }
+    set_errno(saved);
+    let _ = IN_CLOSE.try_with(|c| c.set(false));
+}
+
+/// close(2).
+#[no_mangle]
+pub extern "C-unwind" fn close(fd: c_int) -> c_int {
+    before_close(fd);
+    match real!(close, unsafe extern "C" fn(c_int) -> c_int) {
+        // SAFETY: libc's close.
+        Some(f) => unsafe { f(fd) },
+        // SAFETY: the raw system call.
+        None => unsafe { libc::syscall(libc::SYS_close, fd) as c_int },
+    }
+}
+
+/// dup2(2): `newfd`, if open, is closed first (unless the call fails or is a no-op).
+#[no_mangle]
+pub extern "C-unwind" fn dup2(oldfd: c_int, newfd: c_int) -> c_int {
+    if oldfd != newfd && is_open(oldfd) && is_open(newfd) {
+        before_close(newfd);
+    }
+    match real!(dup2, unsafe extern "C" fn(c_int, c_int) -> c_int) {
+        // SAFETY: libc's dup2.
+        Some(f) => unsafe { f(oldfd, newfd) },
+        // SAFETY: the raw system call.
+        None => unsafe { libc::syscall(libc::SYS_dup2, oldfd, newfd) as c_int },
+    }
+}
+
+/// dup3(2): as dup2, for valid flags.
+#[no_mangle]
+pub extern "C-unwind" fn dup3(oldfd: c_int, newfd: c_int, flags: c_int) -> c_int {
+    if oldfd != newfd && flags & !libc::O_CLOEXEC == 0 && is_open(oldfd) && is_open(newfd) {
+        before_close(newfd);
+    }
+    match real!(dup3, unsafe extern "C" fn(c_int, c_int, c_int) -> c_int) {
+        // SAFETY: libc's dup3.
+        Some(f) => unsafe { f(oldfd, newfd, flags) },
+        // SAFETY: the raw system call.
+        None => unsafe { libc::syscall(libc::SYS_dup3, oldfd, newfd, flags) as c_int },
+    }
+}
+
+/// fclose(3): libc closes the stream's descriptor internally, out of the wrapper's reach.
+#[no_mangle]
+pub extern "C-unwind" fn fclose(stream: *mut FILE) -> c_int {
+    if routing() && !stream.is_null() {
+        // SAFETY: the caller passes an open stream (as libc's fclose requires).
+        let fd = unsafe { libc::fileno(stream) };
+        if fd >= 0 {
+            before_close(fd);
+        }
+    }
+    let Some(f) = real!(fclose, unsafe extern "C" fn(*mut FILE) -> c_int) else {
+        set_errno(libc::ENOSYS);
+        return -1;
+    };
+    // SAFETY: libc's fclose with the caller's stream.
+    unsafe { f(stream) }
+}
+
+/// Tells the daemon about every open descriptor in `first..=last` (see [`before_close`]).
+/// Runs in forked (even vforked) children before exec, as programs close descriptors there:
+/// the listing is read with raw system calls into a stack buffer, and only descriptors of
+/// files the hints mark go further.
+fn before_close_range(first: u32, last: u32) {
+    if !routing() {
+        return;
+    }
+    // SAFETY: opens a NUL-terminated path; the result is checked.
+    let dir = unsafe {
+        libc::syscall(
+            libc::SYS_openat,
+            libc::AT_FDCWD,
+            c"/proc/self/fd".as_ptr(),
+            libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC,
+        )
+    } as c_int;
+    if dir < 0 {
+        return;
+    }
+    let mut buf = [0u8; 4096];
+    loop {
+        // SAFETY: reads directory entries into a live buffer of the stated size.
+        let n = unsafe { libc::syscall(libc::SYS_getdents64, dir, buf.as_mut_ptr(), buf.len()) };
+        if n <= 0 {
+            break;
+        }
+        let mut at = 0usize;
+        while at + 19 < n as usize {
+            // struct linux_dirent64: d_ino (8), d_off (8), d_reclen (2), d_type (1), d_name.
+            let reclen = u16::from_ne_bytes([buf[at + 16], buf[at + 17]]) as usize;
+            if reclen == 0 || at + reclen > n as usize {
+                break;
+            }
+            let name = &buf[at + 19..at + reclen];
+            let name = &name[..name.iter().position(|&b| b == 0).unwrap_or(name.len())];
+            let fd = name.iter().try_fold(0u32, |v, &b| {
+                b.is_ascii_digit()
+                    .then(|| v.checked_mul(10)?.checked_add(u32::from(b - b'0')))
+                    .flatten()
+            });
+            if let Some(fd) = fd.filter(|fd| !name.is_empty() && (first..=last).contains(fd)) {
+                if fd as c_int != dir {
+                    before_close(fd as c_int);
+                }
+            }
+            at += reclen;
+        }
+    }
+    // SAFETY: closes our own directory descriptor (raw: not through the close wrapper).
+    unsafe { libc::syscall(libc::SYS_close, dir) };
+}
+
+/// `CLOSE_RANGE_CLOEXEC`: mark the range close-on-exec instead of closing it.
+const CLOSE_RANGE_CLOEXEC: libc::c_uint = 4;
+
+/// close_range(2).
+#[no_mangle]
+pub extern "C-unwind" fn close_range(
+    first: libc::c_uint,
+    last: libc::c_uint,
+    flags: c_int,
+) -> c_int {
+    if (flags as libc::c_uint) & CLOSE_RANGE_CLOEXEC == 0 && first <= last {
+        let _ = guarded(|| {
+            before_close_range(first, last);
+            Ok(())
+        });
+    }
+    match real!(
+        close_range,
+        unsafe extern "C" fn(libc::c_uint, libc::c_uint, c_int) -> c_int
+    ) {
+        // SAFETY: libc's close_range.
+        Some(f) => unsafe { f(first, last, flags) },
+        // SAFETY: the raw system call.
+        None => unsafe { libc::syscall(libc::SYS_close_range, first, last, flags) as c_int },
+    }
+}
+
+/// closefrom(3).
+#[no_mangle]
+pub extern "C-unwind" fn closefrom(lowfd: c_int) {
+    if lowfd >= 0 {
+        let _ = guarded(|| {
+            before_close_range(lowfd as u32, u32::MAX);
+            Ok(())
+        });
+    }
+    match real!(closefrom, unsafe extern "C" fn(c_int)) {
+        // SAFETY: libc's closefrom.
+        Some(f) => unsafe { f(lowfd) },
+        // SAFETY: the raw system call (what glibc's closefrom does first).
+        None => unsafe {
+            libc::syscall(libc::SYS_close_range, lowfd.max(0) as u32, u32::MAX, 0);
+        },
+    }
+}

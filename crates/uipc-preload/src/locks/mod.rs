@@ -1,0 +1,296 @@
+//! File locks: fcntl/fcntl64's lock commands, flock, lockf/lockf64 here; the closes that drop
+//! locks (close, dup2, dup3 over an open descriptor, fclose, close_range, closefrom) in
+//! [`close`].
+//!
+//! Routing is on only when `$UIPC_LOCKS` is `1` (set by `uipc run --locks`) and a daemon is
+//! named (read once per program image); otherwise every export calls the next definition
+//! (libc's) with its arguments unchanged.
+//!
+//! fcntl is variadic in C. On x86-64 (and aarch64) its third argument, an int or a pointer,
+//! travels in the register of a third fixed integer argument, so the export takes a `usize`;
+//! commands other than the six lock commands go to libc's `fcntl` through a variadic call
+//! with that same value, so an int argument reaches it as the caller passed it.
+//!
+//! A lock command sends the descriptor itself with the request (SCM_RIGHTS): the daemon
+//! reads the file, access mode, offset and size from its copy and recognises the open file
+//! description. A descriptor that is not open gets EBADF here (fcntl looks the descriptor up
+//! before anything else); an unreadable `struct flock` is sent as absent (EFAULT from the
+//! daemon, after its descriptor checks); GETLK's answer is written back over the caller's
+//! structure. F_SETLKW, F_OFD_SETLKW and a blocking flock follow SA_RESTART: a handler with
+//! it lets the wait go on, one without it ends the call with EINTR ([`conn::call_passing`]).
+//! F_SETLKW and F_OFD_SETLKW are cancellation points, as in glibc's fcntl; flock is not.
+//!
+//! lockf is glibc's, over these fcntl commands: F_LOCK / F_TLOCK set a write lock from the
+//! current offset over `len` bytes (waiting or not), F_ULOCK unlocks, F_TEST asks with a read
+//! lock and fails with EACCES if another process holds a conflicting lock.
+
+use crate::conn::{call_passing, check, ret_value};
+use crate::user::{copy_in, copy_out};
+use crate::{finish, guarded};
+use libc::c_int;
+use std::sync::OnceLock;
+use uipc::locks::*;
+use uipc::Errno;
+use uipc_proto::{LockRequest, LockResponse, Request, Response};
+
+/// `sizeof(struct flock)` on x86-64: l_type and l_whence (2 bytes each), 4 bytes of padding,
+/// l_start and l_len (8 each), l_pid (4), 4 bytes of padding.
+const FLOCK_SIZE: usize = 32;
+
+/// lockf's commands (`<unistd.h>`).
+const F_ULOCK: c_int = 0;
+const F_LOCK: c_int = 1;
+const F_TLOCK: c_int = 2;
+const F_TEST: c_int = 3;
+
+/// Whether lock calls go to the daemon.
+pub fn routing() -> bool {
+    static ON: OnceLock<bool> = OnceLock::new();
+    *ON.get_or_init(|| {
+        std::env::var_os("UIPC_LOCKS").is_some_and(|v| v == "1") && crate::conn::enabled()
+    })
+}
+
+fn next(name: &std::ffi::CStr) -> usize {
+    // SAFETY: looks up the next definition of a NUL-terminated symbol name.
+    unsafe { libc::dlsym(libc::RTLD_NEXT, name.as_ptr()) as usize }
+}
+
+/// libc's definitions of the exports, looked up once: from the library's constructor
+/// ([`prepare`]), so that no lookup (which locks and allocates) happens later in a forked
+/// child or a signal handler.
+struct Libc {
+    fcntl: usize,
+    fcntl64: usize,
+    flock: usize,
+    lockf: usize,
+    lockf64: usize,
+    close: usize,
+    dup2: usize,
+    dup3: usize,
+    fclose: usize,
+    close_range: usize,
+    closefrom: usize,
+}
+
+fn libc_fns() -> &'static Libc {
+    static LIBC: OnceLock<Libc> = OnceLock::new();
+    LIBC.get_or_init(|| Libc {
+        fcntl: next(c"fcntl"),
+        fcntl64: next(c"fcntl64"),
+        flock: next(c"flock"),
+        lockf: next(c"lockf"),
+        lockf64: next(c"lockf64"),
+        close: next(c"close"),
+        dup2: next(c"dup2"),
+        dup3: next(c"dup3"),
+        fclose: next(c"fclose"),
+        close_range: next(c"close_range"),
+        closefrom: next(c"closefrom"),
+    })
+}
+
+/// Reads `$UIPC_LOCKS` and looks up libc's definitions; called when the library is loaded.
+pub fn prepare() {
+    let _ = libc_fns();
+    let _ = routing();
+}
+
+macro_rules! real {
+    ($field:ident, $ty:ty) => {{
+        let p = libc_fns().$field;
+        // SAFETY: a non-null result is libc's definition of the symbol, of this type.
+        (p != 0).then(|| unsafe { std::mem::transmute::<usize, $ty>(p) })
+    }};
+}
+
+mod close;
+
+type FcntlFn = unsafe extern "C" fn(c_int, c_int, ...) -> c_int;
+
+fn set_errno(e: c_int) {
+    // SAFETY: writes this thread's errno.
+    unsafe { *libc::__errno_location() = e };
+}
+
+/// Whether `fd` is open (a raw system call, not libc's possibly wrapped fcntl).
+fn is_open(fd: c_int) -> bool {
+    // SAFETY: F_GETFD on any number is safe; failure is reported.
+    unsafe { libc::syscall(libc::SYS_fcntl, fd, libc::F_GETFD) >= 0 }
+}
+
+fn is_lock_cmd(cmd: c_int) -> bool {
+    matches!(
+        cmd,
+        F_GETLK | F_SETLK | F_SETLKW | F_OFD_GETLK | F_OFD_SETLK | F_OFD_SETLKW
+    )
+}
+
+fn flock_from(b: &[u8]) -> Flock {
+    let i16_at = |o: usize| i16::from_ne_bytes([b[o], b[o + 1]]);
+    let i64_at = |o: usize| i64::from_ne_bytes(b[o..o + 8].try_into().unwrap_or([0; 8]));
+    Flock {
+        l_type: i16_at(0),
+        l_whence: i16_at(2),
+        l_start: i64_at(8),
+        l_len: i64_at(16),
+        l_pid: i32::from_ne_bytes(b[24..28].try_into().unwrap_or([0; 4])),
+    }
+}
+
+fn flock_into(b: &mut [u8], f: &Flock) {
+    b[0..2].copy_from_slice(&f.l_type.to_ne_bytes());
+    b[2..4].copy_from_slice(&f.l_whence.to_ne_bytes());
+    b[8..16].copy_from_slice(&f.l_start.to_ne_bytes());
+    b[16..24].copy_from_slice(&f.l_len.to_ne_bytes());
+    b[24..28].copy_from_slice(&f.l_pid.to_ne_bytes());
+}
+
+/// Sends a lock request through `fd` (if open) and returns the daemon's response. Blocking
+/// requests wait with the caller's cancelability when `cancel_point`.
+fn lock_call(fd: c_int, req: LockRequest, cancel_point: bool) -> Result<Response, Errno> {
+    let req = Request::Lock(req);
+    let pass = is_open(fd).then_some(fd);
+    let restartable = req.may_block();
+    if cancel_point && restartable {
+        // The wait runs outside `guarded`, so pthread_cancel acts in it (see crate::guard_blocking).
+        return call_passing(&req, pass, true).map(|(r, _)| r);
+    }
+    guarded(|| call_passing(&req, pass, restartable).map(|(r, _)| r))
+}
+
+/// fcntl's lock commands through the daemon, on an already read `struct flock`.
+fn fcntl_lock(fd: c_int, cmd: c_int, fl: Option<Flock>) -> Result<Option<Flock>, Errno> {
+    if !is_open(fd) {
+        return Err(Errno::EBADF);
+    }
+    let resp = lock_call(fd, LockRequest::Fcntl { cmd, flock: fl }, true)?;
+    match check(resp)? {
+        Response::Ret(_) => Ok(None),
+        Response::Lock(LockResponse::Flock(f)) => Ok(Some(f)),
+        _ => Err(Errno::from_raw(libc::EIO)),
+    }
+}
+
+fn fcntl_routed(fd: c_int, cmd: c_int, arg: usize) -> i64 {
+    let saved = crate::errno_now();
+    let user = guarded(|| Ok(copy_in(arg, FLOCK_SIZE).ok()));
+    let result = user.and_then(|bytes| {
+        let fl = bytes.as_deref().map(flock_from);
+        match fcntl_lock(fd, cmd, fl)? {
+            Some(answer) => {
+                let mut b = bytes.unwrap_or_else(|| vec![0; FLOCK_SIZE]);
+                flock_into(&mut b, &answer);
+                guarded(|| copy_out(arg, &b))?;
+                Ok(0)
+            }
+            None => Ok(0),
+        }
+    });
+    finish(result, saved)
+}
+
+fn fcntl_any(fd: c_int, cmd: c_int, arg: usize, real: Option<FcntlFn>) -> c_int {
+    if routing() && is_lock_cmd(cmd) {
+        return fcntl_routed(fd, cmd, arg) as c_int;
+    }
+    match real {
+        // SAFETY: libc's fcntl with the caller's three arguments, the third as passed.
+        Some(f) => unsafe { f(fd, cmd, arg) },
+        // SAFETY: the raw system call with the same arguments.
+        None => unsafe { libc::syscall(libc::SYS_fcntl, fd, cmd, arg) as c_int },
+    }
+}
+
+/// fcntl(2); see the module doc for the third argument.
+#[no_mangle]
+pub extern "C-unwind" fn fcntl(fd: c_int, cmd: c_int, arg: usize) -> c_int {
+    fcntl_any(fd, cmd, arg, real!(fcntl, FcntlFn))
+}
+
+/// fcntl64 (glibc's large-file name of fcntl; the same on 64-bit systems).
+#[no_mangle]
+pub extern "C-unwind" fn fcntl64(fd: c_int, cmd: c_int, arg: usize) -> c_int {
+    fcntl_any(fd, cmd, arg, real!(fcntl64, FcntlFn))
+}
+
+/// flock(2).
+#[no_mangle]
+pub extern "C-unwind" fn flock(fd: c_int, operation: c_int) -> c_int {
+    if !routing() {
+        return match real!(flock, unsafe extern "C" fn(c_int, c_int) -> c_int) {
+            // SAFETY: libc's flock with the caller's arguments.
+            Some(f) => unsafe { f(fd, operation) },
+            // SAFETY: the raw system call.
+            None => unsafe { libc::syscall(libc::SYS_flock, fd, operation) as c_int },
+        };
+    }
+    let saved = crate::errno_now();
+    let result = lock_call(fd, LockRequest::Flock { cmd: operation }, false).and_then(ret_value);
+    finish(result.map(|_| 0), saved) as c_int
+}
+
+fn lockf_routed(fd: c_int, cmd: c_int, len: i64) -> Result<i64, Errno> {
+    let mut fl = Flock {
+        l_type: F_WRLCK,
+        l_whence: SEEK_CUR,
+        l_start: 0,
+        l_len: len,
+        l_pid: 0,
+    };
+    let setlk = match cmd {
+        F_TEST => {
+            fl.l_type = F_RDLCK;
+            let got = fcntl_lock(fd, F_GETLK, Some(fl))?.unwrap_or(fl);
+            // SAFETY: plain getter (raw: other preloads may wrap getpid).
+            let me = unsafe { libc::syscall(libc::SYS_getpid) } as i32;
+            return if got.l_type == F_UNLCK || got.l_pid == me {
+                Ok(0)
+            } else {
+                Err(Errno::EACCES)
+            };
+        }
+        F_ULOCK => {
+            fl.l_type = F_UNLCK;
+            F_SETLK
+        }
+        F_LOCK => F_SETLKW,
+        F_TLOCK => F_SETLK,
+        _ => return Err(Errno::EINVAL),
+    };
+    fcntl_lock(fd, setlk, Some(fl)).map(|_| 0)
+}
+
+fn lockf_any(fd: c_int, cmd: c_int, len: i64, name: &std::ffi::CStr) -> c_int {
+    if !routing() {
+        let p = if name == c"lockf" {
+            libc_fns().lockf
+        } else {
+            libc_fns().lockf64
+        };
+        if p == 0 {
+            set_errno(libc::ENOSYS);
+            return -1;
+        }
+        // SAFETY: libc's lockf/lockf64, `int (int, int, off_t)` on 64-bit systems.
+        let f = unsafe {
+            std::mem::transmute::<usize, unsafe extern "C" fn(c_int, c_int, i64) -> c_int>(p)
+        };
+        // SAFETY: the caller's arguments.
+        return unsafe { f(fd, cmd, len) };
+    }
+    let saved = crate::errno_now();
+    finish(lockf_routed(fd, cmd, len), saved) as c_int
+}
+
+/// lockf(3).
+#[no_mangle]
+pub extern "C-unwind" fn lockf(fd: c_int, cmd: c_int, len: libc::off_t) -> c_int {
+    lockf_any(fd, cmd, len, c"lockf")
+}
+
+/// lockf64 (the same as lockf on 64-bit systems).
+#[no_mangle]
+pub extern "C-unwind" fn lockf64(fd: c_int, cmd: c_int, len: libc::off_t) -> c_int {
+    lockf_any(fd, cmd, len, c"lockf64")
+}

@@ -1,0 +1,147 @@
+//! Lock hints: a shared page set the clients read before telling the daemon about a close.
+//!
+//! Closing a descriptor can drop locks only on a file someone asked to lock. The daemon keeps
+//! a memfd of [`HINT_SLOTS`] bytes, mapped shared; before it serves a lock call on a file it
+//! sets the file's byte ([`hint_slot`]) to 1, and bytes are never cleared. Clients map the
+//! memfd read-only ([`uipc_proto::LockRequest::Hints`]) and skip the round trip for a close
+//! whose byte is 0. Collisions and stale bytes only cost a round trip. The byte is set before
+//! the lock is taken and before the reply, so a process that closes after its own lock call
+//! returned, or after it got a description someone locked, sees it set.
+//!
+//! No lock: each byte is written with an atomic store.
+
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::sync::atomic::{AtomicU8, Ordering};
+use uipc::locks::FileId;
+use uipc::Errno;
+use uipc_proto::{hint_slot, HINT_SLOTS};
+
+/// The daemon's side of the lock hints.
+pub struct LockHints {
+    memfd: OwnedFd,
+    base: *mut AtomicU8,
+}
+
+// SAFETY: `base` points at a shared mapping that lives as long as the value and is only
+// accessed through atomics.
+unsafe impl Send for LockHints {}
+// SAFETY: as above.
+unsafe impl Sync for LockHints {}
+
+impl LockHints {
+    /// A fresh, all-zero page set; `None` if the memfd cannot be made or mapped (clients then
+    /// report every close).
+    pub fn new() -> Option<LockHints> {
+        // SAFETY: creates an anonymous file from a NUL-terminated name.
+        let raw = unsafe { libc::memfd_create(c"uipc-lock-hints".as_ptr(), libc::MFD_CLOEXEC) };
+        if raw < 0 {
+            return None;
+        }
+        // SAFETY: a fresh descriptor owned by nobody else.
+        let memfd = unsafe { OwnedFd::from_raw_fd(raw) };
+        // SAFETY: sizes our own memfd.
+        if unsafe { libc::ftruncate(memfd.as_raw_fd(), HINT_SLOTS as libc::off_t) } != 0 {
+            return None;
+        }
+        // SAFETY: maps the whole file shared; the result is checked.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                HINT_SLOTS,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                memfd.as_raw_fd(),
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return None;
+        }
+        Some(LockHints {
+            memfd,
+            base: p.cast(),
+        })
+    }
+
+    /// Marks `file` as possibly locked.
+    pub fn mark(&self, file: FileId) {
+        let slot = hint_slot(file.dev, file.ino);
+        // SAFETY: `slot < HINT_SLOTS`, inside the live mapping; bytes are only accessed
+        // atomically.
+        unsafe { (*self.base.add(slot)).store(1, Ordering::Release) };
+    }
+
+    /// Whether `file`'s byte is set (tests).
+    pub fn is_marked(&self, file: FileId) -> bool {
+        let slot = hint_slot(file.dev, file.ino);
+        // SAFETY: as in `mark`.
+        unsafe { (*self.base.add(slot)).load(Ordering::Acquire) != 0 }
+    }
+
+    /// A read-only descriptor of the page set for a client.
+    pub fn read_only_fd(&self) -> Result<OwnedFd, Errno> {
+        let path = std::ffi::CString::new(format!("/proc/self/fd/{}", self.memfd.as_raw_fd()))
+            .map_err(|_| Errno::ENOMEM)?;
+        // SAFETY: opens a NUL-terminated path read-only.
+        let raw = unsafe { libc::open(path.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) };
+        if raw < 0 {
+            return Err(Errno::ENOSYS);
+        }
+        // SAFETY: a fresh descriptor owned by nobody else.
+        Ok(unsafe { OwnedFd::from_raw_fd(raw) })
+    }
+}
+
+impl Drop for LockHints {
+    fn drop(&mut self) {
+        // SAFETY: unmaps the mapping made in `new`; no reference into it outlives `self`.
+        unsafe { libc::munmap(self.base.cast(), HINT_SLOTS) };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_marked_file_reads_set_through_a_clients_read_only_mapping() {
+        let h = LockHints::new().unwrap();
+        let file = FileId { dev: 7, ino: 42 };
+        let fd = h.read_only_fd().unwrap();
+        // SAFETY: maps the read-only descriptor; checked below.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                HINT_SLOTS,
+                libc::PROT_READ,
+                libc::MAP_SHARED,
+                fd.as_raw_fd(),
+                0,
+            )
+        };
+        assert_ne!(p, libc::MAP_FAILED);
+        let slot = hint_slot(7, 42);
+        // SAFETY: reads one byte inside the mapping.
+        let read = || unsafe { *p.cast::<u8>().add(slot) };
+        assert_eq!(read(), 0);
+        assert!(!h.is_marked(file));
+        h.mark(file);
+        assert_eq!(read(), 1);
+        assert!(h.is_marked(file));
+        // A read-only descriptor cannot be mapped writable.
+        // SAFETY: a mapping attempt that must fail.
+        let w = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                HINT_SLOTS,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                fd.as_raw_fd(),
+                0,
+            )
+        };
+        assert_eq!(w, libc::MAP_FAILED);
+        // SAFETY: unmaps our mapping.
+        unsafe { libc::munmap(p, HINT_SLOTS) };
+    }
+}

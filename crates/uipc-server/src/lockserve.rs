@@ -1,0 +1,198 @@
+//! File-lock requests, served on the daemon's [`LockManager`].
+//!
+//! The descriptor the client acted through arrives with the request; from the daemon's copy
+//! come the file (`st_dev`, `st_ino`), the access mode, the offset and the size
+//! ([`open_file_of`]), and for OFD and flock calls the description's identity
+//! ([`Descriptions`]). POSIX locks belong to the caller's tgid (the kernel-verified pid).
+//!
+//! Checks keep Linux's order: the engine gets `None` for a descriptor that was not open in the
+//! client (none arrived) or is `O_PATH`, and decides EBADF/EINVAL itself; an unreadable
+//! `struct flock` is EFAULT after the descriptor check (`do_fcntl` looks the descriptor up
+//! first, then `fcntl_getlk`/`fcntl_setlk` copy the structure).
+//!
+//! Closes and exits: `close` drops the process's POSIX locks on the file, and the
+//! description's OFD and flock locks if no other descriptor in any process refers to it;
+//! [`sweep`] (after a process exit or exec, and when a call conflicts) drops the OFD and
+//! flock locks of every description nobody holds open any more. A call that conflicted is
+//! made once more if the sweep dropped anything (a request already asleep is not woken by a
+//! holder that goes silently; it is granted when a sweep drops that lock). Entry and exit: no lock held; a blocking call sleeps in the
+//! engine with the session's interrupt.
+
+use crate::descriptions::{open_file_of, Descriptions};
+use crate::hints::LockHints;
+use std::os::fd::{AsRawFd, OwnedFd};
+use uipc::locks::{
+    LockInfo, LockKind, LockManager, OfdId, F_GETLK, F_OFD_GETLK, F_OFD_SETLK, F_OFD_SETLKW,
+    LOCK_MAND,
+};
+use uipc::{Cred, Errno, Interrupt, WaitCtx};
+use uipc_proto::{LockLine, LockRequest, LockResponse, Response, HINT_SLOTS};
+
+/// What a lock request needs.
+pub struct LockCtx<'a> {
+    /// The lock manager.
+    pub locks: &'a LockManager,
+    /// The descriptions that may own locks.
+    pub descriptions: &'a Descriptions,
+    /// The lock hints, marked for every file a lock call acts on.
+    pub hints: Option<&'a LockHints>,
+    /// The caller.
+    pub cred: &'a Cred,
+    /// Raised to end a blocking call with EINTR.
+    pub irq: &'a Interrupt,
+    /// The descriptor that came with the request.
+    pub fd: Option<&'a OwnedFd>,
+}
+
+fn err(e: Errno) -> Response {
+    Response::Error(e.raw())
+}
+
+fn line(l: &LockInfo) -> LockLine {
+    LockLine {
+        kind: match l.kind {
+            LockKind::Posix => 0,
+            LockKind::Ofd => 1,
+            LockKind::Flock => 2,
+        },
+        l_type: l.ty.raw(),
+        pid: l.pid,
+        dev: l.file.dev,
+        ino: l.file.ino,
+        start: l.start,
+        end: l.end,
+        blocked_behind: l.blocked_behind.map(|b| b as u32),
+    }
+}
+
+/// Runs `call` with the description of the request's descriptor entered in the table (for
+/// OFD and flock calls), released after.
+fn with_description(
+    cx: &LockCtx<'_>,
+    needs_description: bool,
+    call: impl FnOnce(Option<&uipc::locks::OpenFile>) -> Response,
+) -> Response {
+    let open = cx.fd.and_then(|fd| open_file_of(fd.as_raw_fd()));
+    if let (Some(open), Some(hints)) = (&open, cx.hints) {
+        hints.mark(open.file);
+    }
+    let (Some(mut open), Some(fd), true) = (open, cx.fd, needs_description) else {
+        return call(open.as_ref());
+    };
+    match cx.descriptions.acquire(fd, open.file) {
+        Ok(ofd) => {
+            open.ofd = ofd;
+            let resp = call(Some(&open));
+            cx.descriptions.release(ofd, cx.locks);
+            resp
+        }
+        Err(e) => err(e),
+    }
+}
+
+/// Serves one lock request; the lock hints' descriptor comes back with their answer.
+pub fn serve(cx: &LockCtx<'_>, req: LockRequest) -> (Response, Option<OwnedFd>) {
+    let wait = WaitCtx::FOREVER.interruptible(cx.irq);
+    let resp = match req {
+        LockRequest::Fcntl { cmd, flock } => {
+            let ofd_cmd = matches!(cmd, F_OFD_GETLK | F_OFD_SETLK | F_OFD_SETLKW);
+            retry_after_sweep(cx, || {
+                with_description(cx, ofd_cmd, |open| {
+                    let Some(mut fl) = flock else {
+                        return err(if open.is_none() {
+                            Errno::EBADF
+                        } else {
+                            Errno::EFAULT
+                        });
+                    };
+                    match cx.locks.fcntl(cx.cred, open, cmd, &mut fl, &wait) {
+                        Ok(()) if cmd == F_GETLK || cmd == F_OFD_GETLK => {
+                            Response::Lock(LockResponse::Flock(fl))
+                        }
+                        Ok(()) => Response::Ret(0),
+                        Err(e) => err(e),
+                    }
+                })
+            })
+        }
+        LockRequest::Flock { cmd } => retry_after_sweep(cx, || {
+            with_description(cx, cmd & LOCK_MAND == 0, |open| {
+                match cx.locks.flock(cx.cred, open, cmd, &wait) {
+                    Ok(()) => Response::Ret(0),
+                    Err(e) => err(e),
+                }
+            })
+        }),
+        LockRequest::Close { fd } => {
+            close(cx, fd);
+            Response::Ret(0)
+        }
+        LockRequest::List => Response::Lock(LockResponse::List(
+            cx.locks.list().iter().map(line).collect(),
+        )),
+        LockRequest::Hints => {
+            return match cx.hints.map(LockHints::read_only_fd) {
+                Some(Ok(fd)) => (Response::Ret(HINT_SLOTS as i64), Some(fd)),
+                Some(Err(e)) => (err(e), None),
+                None => (err(Errno::ENOSYS), None),
+            }
+        }
+    };
+    (resp, None)
+}
+
+/// The client's descriptor `client_fd` (whose copy came with the request) is about to close.
+fn close(cx: &LockCtx<'_>, client_fd: i32) {
+    let Some(fd) = cx.fd else { return };
+    let Some(open) = open_file_of(fd.as_raw_fd()) else {
+        return;
+    };
+    let tgid = cx.cred.tgid;
+    // POSIX locks go whatever the description (id 0 is never given to one).
+    cx.locks.close(tgid, open.file, OfdId(0), false);
+    let Some(ofd) = cx.descriptions.find(fd.as_raw_fd()) else {
+        return;
+    };
+    let me = std::process::id() as i32;
+    let held_elsewhere = cx
+        .descriptions
+        .referenced(&[(tgid, client_fd), (me, fd.as_raw_fd())])
+        .into_iter()
+        .find(|(o, _, _)| *o == ofd)
+        .is_none_or(|(_, _, referenced)| referenced);
+    if !held_elsewhere {
+        cx.locks.close(tgid, open.file, ofd, true);
+        cx.descriptions.forget(ofd);
+    }
+}
+
+/// Drops the OFD and flock locks of every description no process holds open any more (the
+/// kernel closed its descriptors without the daemon hearing: an exit, an exec, a process the
+/// daemon never served). Returns whether any went.
+pub fn sweep(locks: &LockManager, descriptions: &Descriptions) -> bool {
+    if descriptions.is_empty() {
+        return false;
+    }
+    let mut dropped = false;
+    for (ofd, file, referenced) in descriptions.referenced(&[]) {
+        if !referenced {
+            // Owner::Process(0) is nobody: only the description's locks go.
+            locks.close(0, file, ofd, true);
+            descriptions.forget(ofd);
+            dropped = true;
+        }
+    }
+    descriptions.prune(locks);
+    dropped
+}
+
+/// Runs a lock call; if it conflicts (EAGAIN) and a sweep drops some unreferenced
+/// description's locks, runs it once more: a lock held by a description whose last holder
+/// went silently must not block anyone.
+fn retry_after_sweep(cx: &LockCtx<'_>, call: impl Fn() -> Response) -> Response {
+    let resp = call();
+    if resp == Response::Error(libc::EAGAIN) && sweep(cx.locks, cx.descriptions) {
+        return call();
+    }
+    resp
+}
