@@ -55,6 +55,8 @@
 //! - `syscall()` takes its variadic arguments as seven `long`s, right on x86-64 and aarch64
 //!   only (`syscall.rs`). Raw system call instructions (not through `syscall()`) reach the
 //!   kernel, as do the 32-bit `ipc(2)` multiplexer and the time64 variants of other ABIs.
+//!   The file lock numbers (`SYS_fcntl`, `SYS_flock`, `SYS_close`, ...) are not routed: the
+//!   lock code makes those very calls through `syscall()` as its way to the kernel.
 //! - POSIX timers (`--timers`), where uipc differs from Linux:
 //!   - The kernel does not say when a signal is taken: the service looks at its pending sets
 //!     (by signal number) at growing gaps after sending and around each period boundary.
