@@ -203,7 +203,8 @@ pub fn run(b: &Bench) -> Vec<Table> {
             calls_g.add(&p, "kernel", &runs.iter().map(|r| r.1).collect::<Vec<_>>());
         } else {
             calls_c.absent.push(format!(
-                "kernel, {n} timers: timer_create failed (RLIMIT_SIGPENDING could not be raised?)"
+                "kernel, {n} timers: timer_create failed; {}",
+                sigpending_hard_limit_note(n)
             ));
         }
     }
@@ -308,4 +309,26 @@ pub fn run(b: &Bench) -> Vec<Table> {
     vec![
         create, lookup, calls_c, calls_g, t4c, t4g, t5c, t5g, lt, lp, mem,
     ]
+}
+
+/// Why the kernel could not hold `n` timers, as far as the limits tell: each timer is charged
+/// to RLIMIT_SIGPENDING, and raising its hard limit needs CAP_SYS_RESOURCE.
+fn sigpending_hard_limit_note(n: i32) -> String {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: `lim` is a valid rlimit for getrlimit to fill.
+    if unsafe { libc::getrlimit(libc::RLIMIT_SIGPENDING, &mut lim) } != 0 {
+        return "RLIMIT_SIGPENDING could not be read".into();
+    }
+    if lim.rlim_max != libc::RLIM_INFINITY && lim.rlim_max < n as u64 {
+        format!(
+            "RLIMIT_SIGPENDING's hard limit is {} and raising it needs CAP_SYS_RESOURCE, \
+             which this process lacks",
+            lim.rlim_max
+        )
+    } else {
+        "the kernel refused a timer below RLIMIT_SIGPENDING's hard limit".into()
+    }
 }
