@@ -41,8 +41,9 @@
 //! library forwards `timer_gettime` & co. from a handler as a message, which is safe.
 //!
 //! # Process lifecycle (§9)
-//! [`Timers::exit_process`] and [`Timers::exec_process`] delete the process's timers and forget
-//! its id counter and restore mode; [`Timers::fork_process`] gives the child nothing.
+//! [`Timers::exit_process`] and [`Timers::exec_process`] delete the process's timers; exit
+//! forgets its id counter and restore mode, exec keeps the counter (as Linux 6.18 does) and
+//! resets restore mode; [`Timers::fork_process`] gives the child nothing.
 //!
 //! # Not supported
 //! - CPU-time clocks without a [`CpuClocks`] source ([`TimersConfig::cpu_clocks`]): valid CPU
@@ -295,9 +296,15 @@ impl Timers {
         }
     }
 
-    /// `tgid` called execve: its timers are deleted, the counter and restore mode reset.
+    /// `tgid` called execve: its timers are deleted; the id counter carries on (Linux 6.18
+    /// keeps it in `signal_struct`, which survives exec: ids 0 and 1 before exec, 2 after,
+    /// as the host shows) and restore mode is reset.
     pub fn exec_process(&self, tgid: i32) {
+        let next = self.inner.procs.get(tgid).map(|p| p.next_id());
         self.exit_process(tgid);
+        if let Some(next) = next {
+            self.inner.procs.get_or_create(tgid).set_next_id(next);
+        }
     }
 
     /// `parent` forked `child`: the child inherits no timers and starts its ids at 0. Any state

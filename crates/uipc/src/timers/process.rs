@@ -47,6 +47,15 @@ impl ProcState {
         self.restore_ids.store(on, Ordering::Relaxed);
     }
 
+    /// The id counter's next value (kept across execve, as `signal_struct` is).
+    pub(crate) fn next_id(&self) -> u32 {
+        self.next_id.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn set_next_id(&self, next: u32) {
+        self.next_id.store(next, Ordering::Relaxed);
+    }
+
     /// Reserves the next free id in the table (`posix_timer_add`, normal mode).
     ///
     /// Entry/exit: no lock held; takes table stripe locks one at a time.
