@@ -228,8 +228,13 @@ fn bench(args: BenchArgs) -> ExitCode {
     let machine = uipc_bench::machine::Machine::detect();
     let runs = args.runs.max(1);
     println!("machine: {machine}");
+    let cells = if runs == 1 {
+        "one run (single runs are noisy: --runs K reports medians)".to_string()
+    } else {
+        format!("median of {runs} runs ± standard deviation")
+    };
     println!(
-        "each cell: median of {runs} runs ± standard deviation{}\n",
+        "each cell: {cells}{}\n",
         if args.quick { ", --quick sizes" } else { "" }
     );
     let b = uipc_bench::Bench::new(uipc_bench::Options {
@@ -309,8 +314,23 @@ fn serve(args: ServeArgs) -> ExitCode {
     }
 }
 
+/// Commands that print a report end quietly when their reader goes away (`uipc bench | head`),
+/// as C tools do: SIGPIPE back to its default action. The daemon and `uipc run` keep Rust's
+/// ignored SIGPIPE, so a client that hangs up cannot kill them.
+fn die_quietly_on_sigpipe() {
+    // SAFETY: installs the default disposition for one signal before any thread is started.
+    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
+}
+
 fn main() -> ExitCode {
-    match Cli::parse().command {
+    let command = Cli::parse().command;
+    if matches!(
+        command,
+        Command::Bench(_) | Command::Locks(_) | Command::Ipcs(_) | Command::Ipcrm(_)
+    ) {
+        die_quietly_on_sigpipe();
+    }
+    match command {
         Command::Bench(args) => bench(args),
         Command::Conform { what } => conform(what),
         Command::Serve(args) => serve(args),
