@@ -24,7 +24,8 @@
 //! every call by the caller's kernel-verified credentials either way.
 //!
 //! ## Not supported
-//! - POSIX timers (the timer table is not served yet).
+//! - POSIX timers are not served by the daemon: `uipc run --timers` serves them inside each
+//!   process (the preload library's own engine timer table), as a process's timers are its own.
 //! - File locks are not saved in the state file (Linux's locks do not survive a reboot
 //!   either, but a restarted daemon forgets locks its clients still think they hold).
 //! - A description's last close is found by scanning every process's `/proc/PID/fd` (stat,
