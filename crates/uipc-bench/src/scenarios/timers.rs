@@ -16,8 +16,8 @@
 //! `timer_getoverrun` with the host kernel's system calls (in a forked child, SIGEV_NONE timers,
 //! RLIMIT_SIGPENDING raised so the kernel can hold them).
 //!
-//! T is the machine's cores and 16 here (the seed used 63 on 64 CPUs; 63 threads on 2 cores
-//! would measure the scheduler).
+//! T is the machine's cores, 16 and the seed's 63 (it had 64 CPUs; on 2 cores the 63 row
+//! mostly measures the scheduler, which the seed's tables did not face).
 
 use crate::report::Table;
 use crate::Bench;
@@ -139,7 +139,15 @@ pub fn run(b: &Bench) -> Vec<Table> {
         &[20_000, 50_000, 100_000]
     };
     let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
-    let thread_counts: Vec<usize> = if quick { vec![cores] } else { vec![cores, 16] };
+    // The issue asks for T from the machine's cores up to the seed's 63.
+    let thread_counts: Vec<usize> = if quick {
+        vec![cores]
+    } else {
+        let mut t = vec![cores, 16, 63];
+        t.retain(|&n| n >= cores);
+        t.dedup();
+        t
+    };
     let per_thread = if quick { 5_000 } else { 20_000 };
     let loop_n = if quick { 20_000 } else { 100_000 };
     let cols: Vec<&str> = DESIGNS.iter().map(|d| d.0).collect();
