@@ -249,7 +249,12 @@ fn bench(args: BenchArgs) -> ExitCode {
         println!("== {}: {}\n", s.name, s.about);
         for t in &tables {
             println!("{}", t.render());
-            json_rows.extend(t.rows.iter().cloned());
+            // Each row says its scenario too, so `bench all` output can be told apart.
+            json_rows.extend(t.rows.iter().map(|r| {
+                let mut v = serde_json::to_value(r).expect("serializable");
+                v["scenario"] = serde_json::Value::from(s.name);
+                v
+            }));
             if !t.complete_or_explained() {
                 unexplained.extend(t.missing_cells());
             }
