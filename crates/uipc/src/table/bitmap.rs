@@ -1,8 +1,10 @@
 //! A sparse, hierarchical bitmap of used indices.
 //!
-//! Level 0 holds one bit per index; a bit at level k+1 says that word of level k is full. Only
-//! non-zero words are stored (in hash maps), so memory follows the number of set bits, not the
-//! largest index (an index at 15777204 costs a handful of words, not 2 MiB). Finding the first
+//! Level 0 holds one bit per index; a bit at level k+1 says that word of level k is full. A
+//! level of at most `DENSE_WORDS` words is a plain array (Linux's default 32768 indices: 512
+//! words, 4 KiB, indexed directly on every allocation); a larger one stores only its non-zero
+//! words, in a hash map, so memory follows the number of set bits, not the largest index (an
+//! index at 15777204 costs a few sparse words and the small top levels, not 2 MiB). Finding the first
 //! clear index at or after a position walks up past full words and back down: O(levels), at
 //! most 4 levels for 2^24 indices. An ordered set of the non-zero level-0 words gives the
 //! maximum and ordered walks; it changes only when a word becomes empty or non-empty, so
@@ -14,12 +16,65 @@ use super::hash::IntBuildHasher;
 use std::collections::{BTreeSet, HashMap};
 
 const BITS: u32 = 64;
+/// Levels of up to this many words are arrays; larger ones are sparse.
+const DENSE_WORDS: u32 = 1024;
+
+/// One level's words: an array when small, the non-zero words only when large.
+#[derive(Debug, Clone)]
+enum Words {
+    Dense(Vec<u64>),
+    Sparse(HashMap<u32, u64, IntBuildHasher>),
+}
+
+impl Words {
+    fn new(words: u32) -> Words {
+        if words <= DENSE_WORDS {
+            Words::Dense(vec![0; words as usize])
+        } else {
+            Words::Sparse(HashMap::default())
+        }
+    }
+
+    fn get(&self, w: u32) -> u64 {
+        match self {
+            Words::Dense(v) => v.get(w as usize).copied().unwrap_or(0),
+            Words::Sparse(m) => m.get(&w).copied().unwrap_or(0),
+        }
+    }
+
+    /// The word, to be set (`w` must be below the level's size).
+    fn get_mut(&mut self, w: u32) -> &mut u64 {
+        match self {
+            Words::Dense(v) => &mut v[w as usize],
+            Words::Sparse(m) => m.entry(w).or_insert(0),
+        }
+    }
+
+    /// Forgets a word that became zero.
+    fn clear(&mut self, w: u32) {
+        match self {
+            Words::Dense(v) => v[w as usize] = 0,
+            Words::Sparse(m) => {
+                m.remove(&w);
+            }
+        }
+    }
+
+    /// Words held in memory.
+    #[cfg(test)]
+    fn stored(&self) -> usize {
+        match self {
+            Words::Dense(v) => v.len(),
+            Words::Sparse(m) => m.len(),
+        }
+    }
+}
 
 /// A set of indices in `[0, capacity)`.
 #[derive(Debug, Clone)]
 pub struct SparseBitmap {
     /// `levels[0]`: index bits; `levels[k]`: full-word bits of `levels[k-1]`.
-    levels: Vec<HashMap<u32, u64, IntBuildHasher>>,
+    levels: Vec<Words>,
     /// The level-0 words that are not zero, in order.
     nonzero: BTreeSet<u32>,
     capacity: u32,
@@ -29,14 +84,14 @@ pub struct SparseBitmap {
 impl SparseBitmap {
     /// An empty set of indices below `capacity` (at most 2^31).
     pub fn new(capacity: u32) -> SparseBitmap {
-        let mut levels = 1;
+        let mut levels = vec![Words::new(capacity.div_ceil(BITS))];
         let mut positions = capacity.div_ceil(BITS);
         while positions > 1 {
-            levels += 1;
             positions = positions.div_ceil(BITS);
+            levels.push(Words::new(positions));
         }
         SparseBitmap {
-            levels: vec![HashMap::default(); levels],
+            levels,
             nonzero: BTreeSet::new(),
             capacity,
             count: 0,
@@ -54,7 +109,7 @@ impl SparseBitmap {
     }
 
     fn word(&self, level: usize, w: u32) -> u64 {
-        self.levels[level].get(&w).copied().unwrap_or(0)
+        self.levels[level].get(w)
     }
 
     /// Sets `idx` (`< capacity`). Returns `false` if it was already set.
@@ -70,7 +125,7 @@ impl SparseBitmap {
         self.count += 1;
         let mut pos = idx;
         for level in 0..self.levels.len() {
-            let word = self.levels[level].entry(pos / BITS).or_insert(0);
+            let word = self.levels[level].get_mut(pos / BITS);
             if level == 0 && *word == 0 {
                 self.nonzero.insert(pos / BITS);
             }
@@ -92,11 +147,11 @@ impl SparseBitmap {
         let mut pos = idx;
         for level in 0..self.levels.len() {
             let w = pos / BITS;
-            let word = self.levels[level].get_mut(&w).expect("set bit has a word");
+            let word = self.levels[level].get_mut(w);
             let was_full = *word == u64::MAX;
             *word &= !(1 << (pos % BITS));
             if *word == 0 {
-                self.levels[level].remove(&w);
+                self.levels[level].clear(w);
                 if level == 0 {
                     self.nonzero.remove(&w);
                 }
@@ -174,8 +229,10 @@ mod tests {
         let mut b = SparseBitmap::new(1 << 24);
         assert_eq!(b.levels.len(), 4);
         b.insert(15_777_204);
-        let words: usize = b.levels.iter().map(HashMap::len).sum();
-        assert_eq!(words, 1);
+        // Sparse level 0 holds one word, sparse level 1 none (no word is full), the dense top
+        // levels 64 and 1: 528 bytes where a flat bitmap would take 2 MiB.
+        let words: usize = b.levels.iter().map(Words::stored).sum();
+        assert_eq!(words, 1 + 64 + 1);
         assert_eq!(b.max(), Some(15_777_204));
         assert_eq!(b.first_clear_in(15_777_204, 1 << 24), Some(15_777_205));
     }
