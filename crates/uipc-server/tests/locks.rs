@@ -10,27 +10,15 @@ use std::time::Duration;
 use uipc::locks::*;
 use uipc_proto::client::Connection;
 use uipc_proto::{LockRequest, LockResponse, Request, Response};
-use uipc_server::{Options, Server, Shared};
+use uipc_server::Shared;
 
+mod common;
+
+/// Numbers the test files.
 static N: AtomicUsize = AtomicUsize::new(0);
 
 fn start() -> (PathBuf, Arc<Shared>) {
-    let dir = std::env::temp_dir().join(format!(
-        "uipc-locks-test-{}-{}",
-        std::process::id(),
-        N.fetch_add(1, Ordering::Relaxed)
-    ));
-    let _ = std::fs::remove_dir_all(&dir);
-    let socket = dir.join("socket");
-    let server = Server::bind(&Options {
-        socket: socket.clone(),
-        shared: false,
-        state: None,
-    })
-    .unwrap();
-    let shared = server.shared().clone();
-    std::thread::spawn(move || server.run());
-    (socket, shared)
+    common::start("locks")
 }
 
 /// A fresh file in the temporary directory, opened read-write.

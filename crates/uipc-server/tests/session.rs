@@ -4,7 +4,6 @@ use std::io::Write;
 use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::Duration;
 use uipc::ipc::consts::*;
@@ -12,27 +11,12 @@ use uipc::ipc::sem::Sembuf;
 use uipc_proto::client::Connection;
 use uipc_proto::transport::{recv_frame, send_frame};
 use uipc_proto::{Request, Response, SemArg};
-use uipc_server::{Options, Server, Shared};
+use uipc_server::Shared;
 
-static N: AtomicUsize = AtomicUsize::new(0);
+mod common;
 
 fn start() -> (PathBuf, Arc<Shared>) {
-    let dir = std::env::temp_dir().join(format!(
-        "uipc-server-test-{}-{}",
-        std::process::id(),
-        N.fetch_add(1, Ordering::Relaxed)
-    ));
-    let _ = std::fs::remove_dir_all(&dir);
-    let socket = dir.join("socket");
-    let server = Server::bind(&Options {
-        socket: socket.clone(),
-        shared: false,
-        state: None,
-    })
-    .unwrap();
-    let shared = server.shared().clone();
-    std::thread::spawn(move || server.run());
-    (socket, shared)
+    common::start("server")
 }
 
 fn ret(c: &Connection, req: Request) -> Response {

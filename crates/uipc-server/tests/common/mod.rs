@@ -1,0 +1,30 @@
+//! What the daemon's integration tests share: a daemon on a fresh socket, served by a thread.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use uipc_server::{Options, Server, Shared};
+
+static N: AtomicUsize = AtomicUsize::new(0);
+
+/// Binds a daemon on a socket of its own (under the temporary directory, named after `tag`,
+/// this process and a counter) and serves it from a new thread. Returns the socket's path and
+/// the daemon's shared state.
+pub fn start(tag: &str) -> (PathBuf, Arc<Shared>) {
+    let dir = std::env::temp_dir().join(format!(
+        "uipc-{tag}-test-{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    ));
+    let _ = std::fs::remove_dir_all(&dir);
+    let socket = dir.join("socket");
+    let server = Server::bind(&Options {
+        socket: socket.clone(),
+        shared: false,
+        state: None,
+    })
+    .unwrap();
+    let shared = server.shared().clone();
+    std::thread::spawn(move || server.run());
+    (socket, shared)
+}
