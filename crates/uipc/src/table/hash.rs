@@ -6,33 +6,43 @@
 
 use std::hash::{BuildHasherDefault, Hasher};
 
+/// The `Hasher` methods both integer hashers share: everything is fed through `write_u64`
+/// (bytes one at a time, narrower integers zero-extended), which chains the input into the
+/// state (`x`) and stores `$mix` of it.
+macro_rules! integer_hasher {
+    ($name:ident, |$x:ident| $mix:expr) => {
+        impl Hasher for $name {
+            fn finish(&self) -> u64 {
+                self.0
+            }
+
+            fn write(&mut self, bytes: &[u8]) {
+                for &b in bytes {
+                    self.write_u64(u64::from(b));
+                }
+            }
+
+            fn write_u32(&mut self, n: u32) {
+                self.write_u64(u64::from(n));
+            }
+
+            fn write_i32(&mut self, n: i32) {
+                self.write_u64(u64::from(n as u32));
+            }
+
+            fn write_u64(&mut self, n: u64) {
+                let $x = self.0.rotate_left(5) ^ n;
+                self.0 = $mix;
+            }
+        }
+    };
+}
+
 /// Multiplicative hashing of integers.
 #[derive(Default, Clone, Copy, Debug)]
 pub struct IntHasher(u64);
 
-impl Hasher for IntHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.write_u64(u64::from(b));
-        }
-    }
-
-    fn write_u32(&mut self, n: u32) {
-        self.write_u64(u64::from(n));
-    }
-
-    fn write_i32(&mut self, n: i32) {
-        self.write_u64(u64::from(n as u32));
-    }
-
-    fn write_u64(&mut self, n: u64) {
-        self.0 = (self.0.rotate_left(5) ^ n).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-    }
-}
+integer_hasher!(IntHasher, |x| x.wrapping_mul(GOLDEN));
 
 /// `HashMap<K, V, IntBuildHasher>` for integer keys.
 pub type IntBuildHasher = BuildHasherDefault<IntHasher>;
@@ -67,31 +77,8 @@ pub fn run_preserving(x: u64) -> u64 {
     x ^ ((run >> 29) & !((1 << RUN_BITS) - 1))
 }
 
-impl Hasher for KeyHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.write_u64(u64::from(b));
-        }
-    }
-
-    fn write_u32(&mut self, n: u32) {
-        self.write_u64(u64::from(n));
-    }
-
-    fn write_i32(&mut self, n: i32) {
-        self.write_u64(u64::from(n as u32));
-    }
-
-    fn write_u64(&mut self, n: u64) {
-        let x = self.0.rotate_left(5) ^ n;
-        let tag = x.wrapping_mul(GOLDEN) & TAG_BITS;
-        self.0 = tag | (run_preserving(x) & !TAG_BITS);
-    }
-}
+integer_hasher!(KeyHasher, |x| (x.wrapping_mul(GOLDEN) & TAG_BITS)
+    | (run_preserving(x) & !TAG_BITS));
 
 /// `HashMap<K, V, KeyBuildHasher>` for IPC keys.
 pub type KeyBuildHasher = BuildHasherDefault<KeyHasher>;
