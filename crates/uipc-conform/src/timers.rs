@@ -123,30 +123,6 @@ fn fmt<T: std::fmt::Debug>(r: &Result<T, Errno>) -> String {
     }
 }
 
-/// The engine reads CPU time from the host's CPU clocks, as a preload library would.
-struct HostCpuClocks;
-
-impl CpuClocks for HostCpuClocks {
-    fn cpu_time(&self, target: CpuTarget, kind: CpuClockKind) -> Option<i64> {
-        let kind = match kind {
-            CpuClockKind::Prof => 0,
-            CpuClockKind::Virt => 1,
-            CpuClockKind::Sched => 2,
-        };
-        let id = match target {
-            CpuTarget::Process(pid) => (!pid << 3) | kind,
-            CpuTarget::Thread(tid) => (!tid << 3) | 4 | kind,
-        };
-        let mut ts = libc::timespec {
-            tv_sec: 0,
-            tv_nsec: 0,
-        };
-        // SAFETY: `ts` is writable for the call; a bad clock id only makes it fail.
-        let r = unsafe { libc::clock_gettime(id, &mut ts) };
-        (r == 0).then(|| ts.tv_sec * SEC + ts.tv_nsec)
-    }
-}
-
 /// Runs in the forked child: both sides, every divergence written to `out`.
 fn child(opts: &Options, out: &mut impl Write) -> Result<(), String> {
     // The raw syscall, because glibc's sigprocmask silently keeps its own signals 32 and 33

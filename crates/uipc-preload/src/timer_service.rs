@@ -49,8 +49,8 @@ use std::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 use uipc::timers::{
-    CpuClockKind, CpuClocks, CpuTarget, ItimerSpec, Notifier, SigEvent, SignalTarget, TimerId,
-    TimerSignal, Timers, TimersConfig, UserPtr,
+    HostCpuClocks, ItimerSpec, Notifier, SigEvent, SignalTarget, TimerId, TimerSignal, Timers,
+    TimersConfig, UserPtr,
 };
 use uipc::{Cred, Errno};
 
@@ -79,31 +79,6 @@ impl Notifier for Outbox {
     fn same_thread_group(&self, tgid: i32, tid: i32) -> bool {
         // SAFETY: signal 0 only checks that `tid` is a thread of `tgid`.
         tid > 0 && unsafe { libc::syscall(libc::SYS_tgkill, tgid, tid, 0) } == 0
-    }
-}
-
-/// The host's CPU clocks of this process and its threads (the kernel's CPU clock ids).
-struct HostCpuClocks;
-
-impl CpuClocks for HostCpuClocks {
-    fn cpu_time(&self, target: CpuTarget, kind: CpuClockKind) -> Option<i64> {
-        let kind = match kind {
-            CpuClockKind::Prof => 0,
-            CpuClockKind::Virt => 1,
-            CpuClockKind::Sched => 2,
-        };
-        // MAKE_PROCESS_CPUCLOCK / MAKE_THREAD_CPUCLOCK: !pid << 3 | kind, bit 2 for a thread.
-        let clock = match target {
-            CpuTarget::Process(pid) => (!pid << 3) | kind,
-            CpuTarget::Thread(tid) => (!tid << 3) | 4 | kind,
-        };
-        let mut ts = libc::timespec {
-            tv_sec: 0,
-            tv_nsec: 0,
-        };
-        // SAFETY: writes a timespec into a live local.
-        let r = unsafe { libc::clock_gettime(clock, &mut ts) };
-        (r == 0).then(|| ts.tv_sec * 1_000_000_000 + ts.tv_nsec)
     }
 }
 

@@ -75,7 +75,7 @@ pub mod types;
 use std::sync::{Mutex, MutexGuard};
 use std::thread::JoinHandle;
 
-pub use cpu::{CpuClockKind, CpuClocks, CpuTarget};
+pub use cpu::{CpuClockKind, CpuClocks, CpuTarget, HostCpuClocks};
 pub use create::{
     PR_TIMER_CREATE_RESTORE_IDS, PR_TIMER_CREATE_RESTORE_IDS_GET, PR_TIMER_CREATE_RESTORE_IDS_OFF,
     PR_TIMER_CREATE_RESTORE_IDS_ON,
