@@ -12,23 +12,11 @@ use std::time::Duration;
 use uipc_proto::client::Connection;
 use uipc_proto::transport::{recv_frame, send_frame};
 use uipc_proto::{Request, Response, VERSION};
-use uipc_server::{Options, Server};
+mod common;
 
 fn daemon() -> &'static PathBuf {
     static PATH: OnceLock<PathBuf> = OnceLock::new();
-    PATH.get_or_init(|| {
-        let dir = std::env::temp_dir().join(format!("uipc-hostile-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        let socket = dir.join("socket");
-        let server = Server::bind(&Options {
-            socket: socket.clone(),
-            shared: false,
-            state: None,
-        })
-        .unwrap();
-        std::thread::spawn(move || server.run());
-        socket
-    })
+    PATH.get_or_init(|| common::start("hostile").0)
 }
 
 fn still_serves(path: &Path) {

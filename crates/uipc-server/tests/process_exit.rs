@@ -5,7 +5,7 @@ use uipc::ipc::consts::*;
 use uipc::ipc::sem::Sembuf;
 use uipc_proto::client::Connection;
 use uipc_proto::{Request, Response, SemArg};
-use uipc_server::{Options, Server};
+mod common;
 
 fn getval(c: &Connection, semid: i32, semnum: i32, cmd: i32) -> Response {
     let req = Request::Semctl {
@@ -19,16 +19,7 @@ fn getval(c: &Connection, semid: i32, semnum: i32, cmd: i32) -> Response {
 
 #[test]
 fn a_killed_clients_undo_is_applied_before_the_reaper_asks() {
-    let dir = std::env::temp_dir().join(format!("uipc-exit-test-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    let socket = dir.join("socket");
-    let server = Server::bind(&Options {
-        socket: socket.clone(),
-        shared: false,
-        state: None,
-    })
-    .unwrap();
-    std::thread::spawn(move || server.run());
+    let (socket, _) = common::start("exit");
     let c = Connection::connect(&socket, true).unwrap();
     let create = Request::Semget {
         key: IPC_PRIVATE,
