@@ -276,11 +276,17 @@ fn next_id(ctx: &mut Ctx) {
             ((seq << 15) + idx).to_string()
         }
     };
+    write_sysctl_both(ctx, name, which, &value);
+}
+
+/// Writes `value` to `/proc/sys/kernel/{name}` on the host and to the engine's tunable,
+/// compares the results, then compares what each reads back.
+pub(crate) fn write_sysctl_both(ctx: &mut Ctx, name: &str, which: uipc::ipc::Sysctl, value: &str) {
     let path = format!("/proc/sys/kernel/{name}");
-    let host = std::fs::write(&path, &value).map_err(|e| e.raw_os_error());
+    let host = std::fs::write(&path, value).map_err(|e| e.raw_os_error());
     let engine = ctx
         .ns
-        .sysctl_write(&ctx.root, which, &value)
+        .sysctl_write(&ctx.root, which, value)
         .map_err(|e| Some(e.raw()));
     ctx.check(&format!("write {path} {value:?}"), &host, &engine);
     let host_now = std::fs::read_to_string(&path).unwrap_or_default();

@@ -397,18 +397,5 @@ fn op_sysctl(ctx: &mut Ctx) {
             ("msgmni", Sysctl::MsgMni, v)
         }
     };
-    let path = format!("/proc/sys/kernel/{name}");
-    let host = std::fs::write(&path, value).map_err(|e| e.raw_os_error());
-    let engine = ctx
-        .ns
-        .sysctl_write(&ctx.root, which, value)
-        .map_err(|e| Some(e.raw()));
-    ctx.check(&format!("write {path} {value}"), &host, &engine);
-    let host_now = std::fs::read_to_string(&path).unwrap_or_default();
-    let engine_now = ctx.ns.sysctl_read(which);
-    ctx.check(
-        &format!("read {path}"),
-        &host_now.trim(),
-        &engine_now.as_str(),
-    );
+    super::write_sysctl_both(ctx, name, which, value);
 }

@@ -234,18 +234,7 @@ pub(super) fn op_sysctl(ctx: &mut Ctx, _st: &mut State) {
             *ctx.rng.pick(&["0", "1", "1 2", "2", " 0\n"]),
         ),
     };
-    let path = format!("/proc/sys/kernel/{name}");
-    let host =
-        std::fs::write(&path, value).map_err(|e| Errno::from_raw(e.raw_os_error().unwrap_or(0)));
-    let eng = ctx.ns.sysctl_write(&ctx.root, which, value);
-    ctx.check(&format!("sysctl {name} = {value:?}"), &host, &eng);
-    let host_now = std::fs::read_to_string(&path).unwrap_or_default();
-    let engine_now = ctx.ns.sysctl_read(which);
-    ctx.check(
-        &format!("read {path}"),
-        &host_now.trim(),
-        &engine_now.as_str(),
-    );
+    crate::ipc::write_sysctl_both(ctx, name, which, value);
 }
 
 /// A child process creates a segment (attaching and touching it sometimes) and exits: the
