@@ -179,14 +179,7 @@ fn semop(ctx: &mut Ctx, st: &State) {
         }
     };
     let user = ctx.pick_caller();
-    let mut hsops: Vec<libc::sembuf> = sops
-        .iter()
-        .map(|s| libc::sembuf {
-            sem_num: s.sem_num,
-            sem_op: s.sem_op,
-            sem_flg: s.sem_flg,
-        })
-        .collect();
+    let mut hsops = host_sembufs(&sops);
     let ts = timeout.map(|t| libc::timespec {
         tv_sec: t.tv_sec,
         tv_nsec: t.tv_nsec,
@@ -472,4 +465,15 @@ fn limits(ctx: &mut Ctx) {
     let host_now = std::fs::read_to_string("/proc/sys/kernel/sem").unwrap_or_default();
     let engine_now = ctx.ns.sysctl_read(uipc::ipc::Sysctl::Sem);
     ctx.check("read kernel.sem", &host_now.trim(), &engine_now.as_str());
+}
+
+/// The engine's semaphore operations as the host's `struct sembuf`s.
+pub(super) fn host_sembufs(sops: &[Sembuf]) -> Vec<libc::sembuf> {
+    sops.iter()
+        .map(|s| libc::sembuf {
+            sem_num: s.sem_num,
+            sem_op: s.sem_op,
+            sem_flg: s.sem_flg,
+        })
+        .collect()
 }

@@ -26,15 +26,8 @@ impl Run {
                 fl,
                 seek,
             } => {
-                let mut req = request(REQ_FCNTL, slot, cmd as i64);
+                let mut req = fcntl_request(slot, cmd, &fl);
                 req[4] = seek.unwrap_or(-1);
-                req[6..11].copy_from_slice(&[
-                    fl.l_type as i64,
-                    fl.l_whence as i64,
-                    fl.l_start,
-                    fl.l_len,
-                    fl.l_pid as i64,
-                ]);
                 let (reply, _) = self.worker(w)?.call(&req, None)?;
                 let host = host_result(&reply).map(|_| Flock {
                     l_type: reply[2] as i16,

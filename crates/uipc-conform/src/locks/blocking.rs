@@ -37,17 +37,7 @@ pub enum Call {
 impl Call {
     fn request(&self, alarm_ms: i64) -> Request {
         let mut req = match *self {
-            Call::Fcntl(cmd, fl) => {
-                let mut req = request(REQ_FCNTL, SCENARIO_SLOT, cmd as i64);
-                req[6..11].copy_from_slice(&[
-                    fl.l_type as i64,
-                    fl.l_whence as i64,
-                    fl.l_start,
-                    fl.l_len,
-                    fl.l_pid as i64,
-                ]);
-                req
-            }
+            Call::Fcntl(cmd, fl) => fcntl_request(SCENARIO_SLOT, cmd, &fl),
             Call::Flock(cmd) => request(REQ_FLOCK, SCENARIO_SLOT, cmd as i64),
         };
         req[5] = alarm_ms;

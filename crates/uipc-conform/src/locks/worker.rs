@@ -58,6 +58,19 @@ pub fn request(kind: i64, slot: usize, a: i64) -> Request {
     r
 }
 
+/// Builds an fcntl request on `slot`: the command and the `struct flock` in words 6..11.
+pub fn fcntl_request(slot: usize, cmd: i32, fl: &uipc::locks::Flock) -> Request {
+    let mut req = request(REQ_FCNTL, slot, cmd as i64);
+    req[6..11].copy_from_slice(&[
+        fl.l_type as i64,
+        fl.l_whence as i64,
+        fl.l_start,
+        fl.l_len,
+        fl.l_pid as i64,
+    ]);
+    req
+}
+
 fn errno() -> i32 {
     std::io::Error::last_os_error().raw_os_error().unwrap_or(0)
 }
