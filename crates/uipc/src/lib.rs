@@ -35,4 +35,4 @@ pub mod wait;
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use cred::{Cap, CapSet, Cred};
 pub use errno::{Errno, Result};
-pub use wait::{Interrupt, WaitCtx, Waiter, WakeReason};
+pub use wait::{Interrupt, Notifier, ParkCtx, Progress, WaitCtx, Waiter, WakeReason};

@@ -12,8 +12,21 @@
 //! meantime the completion stands (Linux returns the completed result, not EINTR), otherwise the
 //! request is marked aborted, so no waker can complete it, and the sleeper dequeues it.
 //!
+//! Parking instead of sleeping: an embedder that serves many callers from a few threads (the
+//! daemon) starts a blocking call with a [`ParkCtx`] instead of sleeping in it. The call's
+//! `*_start` form returns [`Progress::Done`] or [`Progress::Parked`] with a parked-call object
+//! that holds the queued request; the waiter then carries the context's [`Notifier`], run when
+//! a waker completes it or the context's interrupt is raised. The embedder answers a
+//! notification by polling the parked call (done, still parked, or cancelled because the
+//! interrupt is raised) and ends it early with its `cancel(reason)`, which does what a sleeper
+//! does after a timeout or an interrupt. The synchronous calls are the same start, followed by
+//! [`Waiter::sleep`] and the same resume code (`wait`).
+//!
 //! Lock order: object lock -> `Waiter::state`. `Interrupt::parked` is never held while taking a
 //! waiter's state lock from the sleeper's side, and the raiser takes `parked` then `state`.
+//! A notifier runs with no lock of this module held, but possibly under the object lock of the
+//! waker (a completion happens under it): it must only record that the call may go on, and
+//! take no engine lock.
 
 // Always std's primitives: sleeping is not part of the loom models (those cover the tables).
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -33,8 +46,106 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-trait Notify: Send + Sync {
+pub(crate) trait Notify: Send + Sync {
     fn notify(&self);
+}
+
+/// Told that a parked call may go on (its waiter was completed or its interrupt raised).
+/// Runs on the waker's thread, possibly under an engine object lock: it must only record the
+/// news (push to a queue, write an eventfd) and never call back into the engine.
+pub type Notifier = Arc<dyn Fn() + Send + Sync>;
+
+/// How a call started without sleeping is parked: whom to notify and what interrupts it.
+/// The default (no notifier, no interrupt) is what the synchronous calls use before sleeping.
+#[derive(Clone, Default)]
+pub struct ParkCtx {
+    /// Run when the parked call may go on.
+    pub notifier: Option<Notifier>,
+    /// Raised, it cancels the parked call with EINTR at its next poll (and notifies).
+    pub interrupt: Option<Interrupt>,
+}
+
+impl std::fmt::Debug for ParkCtx {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ParkCtx")
+            .field("notifier", &self.notifier.is_some())
+            .field("interrupt", &self.interrupt)
+            .finish()
+    }
+}
+
+impl ParkCtx {
+    /// Notifies through `notifier`, interrupted by `interrupt`.
+    pub fn new(notifier: Notifier, interrupt: Option<Interrupt>) -> ParkCtx {
+        ParkCtx {
+            notifier: Some(notifier),
+            interrupt,
+        }
+    }
+
+    /// A new waiter carrying this context's notifier.
+    pub(crate) fn waiter<T: Send + 'static>(&self) -> Arc<Waiter<T>> {
+        Waiter::with_notifier(self.notifier.clone())
+    }
+}
+
+/// The result of starting (or polling) a blocking call without sleeping.
+#[must_use = "a parked call stays queued until polled to completion or cancelled"]
+pub enum Progress<T, P> {
+    /// The call finished with this result.
+    Done(crate::Result<T>),
+    /// The call waits; `P` resumes or cancels it.
+    Parked(P),
+}
+
+impl<T: std::fmt::Debug, P> std::fmt::Debug for Progress<T, P> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Progress::Done(r) => f.debug_tuple("Done").field(r).finish(),
+            Progress::Parked(_) => f.write_str("Parked(..)"),
+        }
+    }
+}
+
+/// A parked waiter's registration with its interrupt, withdrawn when dropped.
+pub(crate) struct Registration {
+    interrupt: Option<Interrupt>,
+    notify: Option<Arc<dyn Notify>>,
+}
+
+impl Registration {
+    /// Registers `waiter` with `ctx`'s interrupt, so that raising it notifies the waiter's
+    /// notifier. If the interrupt is raised already, notifies at once.
+    pub(crate) fn new<T: Send + 'static>(waiter: &Arc<Waiter<T>>, ctx: &ParkCtx) -> Registration {
+        let Some(irq) = ctx.interrupt.clone() else {
+            return Registration {
+                interrupt: None,
+                notify: None,
+            };
+        };
+        let notify: Arc<dyn Notify> = waiter.clone();
+        irq.park(notify.clone());
+        if irq.is_raised() {
+            notify.notify();
+        }
+        Registration {
+            interrupt: Some(irq),
+            notify: Some(notify),
+        }
+    }
+
+    /// Whether the interrupt is raised.
+    pub(crate) fn interrupted(&self) -> bool {
+        self.interrupt.as_ref().is_some_and(Interrupt::is_raised)
+    }
+}
+
+impl Drop for Registration {
+    fn drop(&mut self) {
+        if let (Some(i), Some(n)) = (&self.interrupt, &self.notify) {
+            i.unpark(n);
+        }
+    }
 }
 
 /// A handle that interrupts the blocking calls of one caller (a thread, a client process).
@@ -144,34 +255,66 @@ enum State<T> {
 pub struct Waiter<T> {
     state: Mutex<State<T>>,
     cv: Condvar,
+    notifier: Option<Notifier>,
 }
 
 impl<T: Send + 'static> Notify for Waiter<T> {
     fn notify(&self) {
-        let _g = lock(&self.state);
-        self.cv.notify_all();
+        {
+            let _g = lock(&self.state);
+            self.cv.notify_all();
+        }
+        if let Some(n) = &self.notifier {
+            n();
+        }
     }
 }
 
 impl<T: Send + 'static> Waiter<T> {
     /// A new request, waiting.
     pub fn new() -> Arc<Waiter<T>> {
+        Waiter::with_notifier(None)
+    }
+
+    /// A new request whose completion (and whose interrupt, once registered) also runs
+    /// `notifier`.
+    pub fn with_notifier(notifier: Option<Notifier>) -> Arc<Waiter<T>> {
         Arc::new(Waiter {
             state: Mutex::new(State::Waiting),
             cv: Condvar::new(),
+            notifier,
         })
     }
 
-    /// Completes the request with `value` and wakes its sleeper. Returns `false`, and drops
-    /// `value`, if the request was already completed or aborted. Call with the object lock held.
+    /// Completes the request with `value`, wakes its sleeper and runs its notifier. Returns
+    /// `false`, and drops `value`, if the request was already completed or aborted. Call with
+    /// the object lock held.
     pub fn complete(&self, value: T) -> bool {
-        let mut st = lock(&self.state);
-        if !matches!(*st, State::Waiting) {
-            return false;
+        {
+            let mut st = lock(&self.state);
+            if !matches!(*st, State::Waiting) {
+                return false;
+            }
+            *st = State::Done(value);
+            self.cv.notify_all();
         }
-        *st = State::Done(value);
-        self.cv.notify_all();
+        if let Some(n) = &self.notifier {
+            n();
+        }
         true
+    }
+
+    /// The completion's value, if a waker completed the request (taken: a second call, a
+    /// sleep or an abort then find nothing).
+    pub fn take_done(&self) -> Option<T> {
+        let mut st = lock(&self.state);
+        if !matches!(*st, State::Done(_)) {
+            return None;
+        }
+        match std::mem::replace(&mut *st, State::Taken) {
+            State::Done(v) => Some(v),
+            _ => unreachable!("checked above"),
+        }
     }
 
     /// Whether the request still waits (neither completed nor aborted).
@@ -291,5 +434,48 @@ mod tests {
         );
         irq.clear();
         assert!(!WaitCtx::FOREVER.interruptible(&irq).interrupted());
+    }
+
+    #[test]
+    fn completion_runs_the_notifier_once_and_take_done_collects_the_value() {
+        let told = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let t2 = told.clone();
+        let notifier: Notifier = Arc::new(move || {
+            t2.fetch_add(1, Ordering::SeqCst);
+        });
+        let w = Waiter::<u32>::with_notifier(Some(notifier));
+        assert_eq!(w.take_done(), None);
+        assert!(w.complete(3));
+        assert!(!w.complete(4));
+        assert_eq!(told.load(Ordering::SeqCst), 1);
+        assert_eq!(w.take_done(), Some(3));
+        assert_eq!(w.take_done(), None, "taken once");
+        assert_eq!(w.abort(), None);
+    }
+
+    #[test]
+    fn a_registration_notifies_on_raise_until_dropped() {
+        let told = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let t2 = told.clone();
+        let irq = Interrupt::new();
+        let ctx = ParkCtx::new(
+            Arc::new(move || {
+                t2.fetch_add(1, Ordering::SeqCst);
+            }),
+            Some(irq.clone()),
+        );
+        let w = ctx.waiter::<()>();
+        let reg = Registration::new(&w, &ctx);
+        assert!(!reg.interrupted());
+        irq.raise();
+        assert!(reg.interrupted());
+        assert_eq!(told.load(Ordering::SeqCst), 1);
+        drop(reg);
+        irq.raise();
+        assert_eq!(
+            told.load(Ordering::SeqCst),
+            1,
+            "dropped registrations hear nothing"
+        );
     }
 }

@@ -12,9 +12,11 @@
 //! Entry: no lock held. The set commands take the file's lock (and, to sleep, release it).
 
 use super::file::{conflicts, Request};
+use super::parked::{LockCall, ParkedLock};
 use super::range::{flock_range, overlaps, reported_len};
 use super::types::*;
 use super::LockManager;
+use crate::wait::{ParkCtx, Progress};
 use crate::{Cred, Errno, Result, WaitCtx};
 
 fn lock_type(raw: i16) -> Result<Option<LockType>> {
@@ -39,17 +41,37 @@ impl LockManager {
         fl: &mut Flock,
         ctx: &WaitCtx<'_>,
     ) -> Result<()> {
+        match self.fcntl_start(cred, fd, cmd, fl, &ParkCtx::default()) {
+            Progress::Done(r) => r,
+            Progress::Parked(p) => p.wait(self, ctx),
+        }
+    }
+
+    /// [`LockManager::fcntl`] without sleeping: a SETLKW command that must wait is queued
+    /// and returned as a [`ParkedLock`], whose waiter runs `park`'s notifier when a release
+    /// wakes it to retry (or `park`'s interrupt is raised).
+    pub fn fcntl_start(
+        &self,
+        cred: &Cred,
+        fd: Option<&OpenFile>,
+        cmd: i32,
+        fl: &mut Flock,
+        park: &ParkCtx,
+    ) -> Progress<(), ParkedLock> {
         let Some(fd) = fd else {
-            return Err(Errno::EBADF);
+            return Progress::Done(Err(Errno::EBADF));
         };
         match cmd {
-            F_GETLK | F_OFD_GETLK => self.getlk(cred, fd, cmd == F_OFD_GETLK, fl),
+            F_GETLK | F_OFD_GETLK => Progress::Done(self.getlk(cred, fd, cmd == F_OFD_GETLK, fl)),
             F_SETLK | F_SETLKW | F_OFD_SETLK | F_OFD_SETLKW => {
                 let ofd = cmd == F_OFD_SETLK || cmd == F_OFD_SETLKW;
                 let wait = cmd == F_SETLKW || cmd == F_OFD_SETLKW;
-                self.setlk(cred, fd, ofd, wait, fl, ctx)
+                match self.setlk(cred, fd, ofd, fl) {
+                    Ok(call) => self.request_step(call, wait, None, park),
+                    Err(e) => Progress::Done(Err(e)),
+                }
             }
-            _ => Err(Errno::EINVAL),
+            _ => Progress::Done(Err(Errno::EINVAL)),
         }
     }
 
@@ -113,15 +135,8 @@ impl LockManager {
         Ok(())
     }
 
-    fn setlk(
-        &self,
-        cred: &Cred,
-        fd: &OpenFile,
-        ofd: bool,
-        wait: bool,
-        fl: &Flock,
-        ctx: &WaitCtx<'_>,
-    ) -> Result<()> {
+    /// The checks of a set command; the request to make.
+    fn setlk(&self, cred: &Cred, fd: &OpenFile, ofd: bool, fl: &Flock) -> Result<LockCall> {
         let (start, end) = flock_range(fl, fd)?;
         let ty = lock_type(fl.l_type)?;
         match ty {
@@ -132,7 +147,10 @@ impl LockManager {
         if ofd && fl.l_pid != 0 {
             return Err(Errno::EINVAL);
         }
-        let req = Self::fcntl_request(cred, fd, ofd, ty, (start, end));
-        self.request(fd.file, req, wait, false, ctx)
+        Ok(LockCall {
+            file: fd.file,
+            req: Self::fcntl_request(cred, fd, ofd, ty, (start, end)),
+            flock_conversion: false,
+        })
     }
 }

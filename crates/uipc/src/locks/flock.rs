@@ -10,8 +10,10 @@
 //! Entry: no lock held. Takes the file's lock (and, to sleep, releases it).
 
 use super::file::Request;
+use super::parked::{LockCall, ParkedLock};
 use super::types::*;
 use super::LockManager;
+use crate::wait::{ParkCtx, Progress};
 use crate::{Cred, Errno, Result, WaitCtx};
 
 impl LockManager {
@@ -24,8 +26,33 @@ impl LockManager {
         cmd: i32,
         ctx: &WaitCtx<'_>,
     ) -> Result<()> {
+        match self.flock_start(cred, fd, cmd, &ParkCtx::default()) {
+            Progress::Done(r) => r,
+            Progress::Parked(p) => p.wait(self, ctx),
+        }
+    }
+
+    /// [`LockManager::flock`] without sleeping: a request that must wait is queued and
+    /// returned as a [`ParkedLock`], whose waiter runs `park`'s notifier when a release wakes
+    /// it to retry (or `park`'s interrupt is raised).
+    pub fn flock_start(
+        &self,
+        cred: &Cred,
+        fd: Option<&OpenFile>,
+        cmd: i32,
+        park: &ParkCtx,
+    ) -> Progress<(), ParkedLock> {
+        match Self::flock_call(cred, fd, cmd) {
+            Ok(Some(call)) => self.request_step(call, cmd & LOCK_NB == 0, None, park),
+            Ok(None) => Progress::Done(Ok(())),
+            Err(e) => Progress::Done(Err(e)),
+        }
+    }
+
+    /// flock's checks: the request to make (`None`: nothing to do, LOCK_MAND).
+    fn flock_call(cred: &Cred, fd: Option<&OpenFile>, cmd: i32) -> Result<Option<LockCall>> {
         if cmd & LOCK_MAND != 0 {
-            return Ok(());
+            return Ok(None);
         }
         let ty = match cmd & !LOCK_NB {
             LOCK_SH => Some(LockType::Read),
@@ -47,6 +74,10 @@ impl LockManager {
             start: 0,
             end: OFFSET_MAX,
         };
-        self.request(fd.file, req, cmd & LOCK_NB == 0, true, ctx)
+        Ok(Some(LockCall {
+            file: fd.file,
+            req,
+            flock_conversion: true,
+        }))
     }
 }

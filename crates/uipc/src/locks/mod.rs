@@ -25,7 +25,8 @@
 //! two files' states are ever held at once, and nothing sleeps holding any of them.
 //!
 //! Blocking (F_SETLKW, F_OFD_SETLKW, flock without LOCK_NB) sleeps on the calling thread with
-//! the caller's [`WaitCtx`]. Linux has no timeout for these calls: a deadline is treated as a
+//! the caller's [`WaitCtx`], or, through the `*_start` forms, parks as a [`ParkedLock`] that
+//! the embedder polls when notified ([`parked`] has the protocol). Linux has no timeout for these calls: a deadline is treated as a
 //! signal arriving then, so both an interrupt and a deadline give EINTR (the embedder restarts
 //! the call itself where SA_RESTART applies).
 //!
@@ -51,18 +52,21 @@ mod fcntl;
 mod file;
 mod files;
 mod flock;
+mod parked;
 mod procfs;
 mod range;
 pub mod types;
 
 pub use deadlock::DeadlockMode;
+pub use parked::ParkedLock;
 pub use types::*;
 
 use crate::sync::lock;
-use crate::wait::Waiter;
-use crate::{Errno, Result, WaitCtx};
+use crate::wait::{ParkCtx, Progress, Waiter};
+use crate::{Errno, Result};
 use file::{Blocked, Request};
 use files::FileMap;
+use parked::LockCall;
 use std::sync::Arc;
 
 /// Tunables of a lock manager.
@@ -131,7 +135,7 @@ impl LockManager {
         self.config
     }
 
-    /// Sets `req` on `file`, or queues it and sleeps if it conflicts and `wait`; EAGAIN if it
+    /// A request: sets `req` on `file`, or queues it if it conflicts and `wait`; EAGAIN if it
     /// conflicts and not `wait`. With `flock_conversion`, the owner's existing flock lock is
     /// first kept (same type asked: done) or dropped (flock's non-atomic conversion).
     ///
@@ -139,45 +143,38 @@ impl LockManager {
     /// file's lock, leaves the queue and tries again, and may find the range taken again by a
     /// task that was running meanwhile. Handing the range straight to the sleeper instead
     /// would make every lock of a contended range cost a context switch (a convoy).
-    fn request(
+    ///
+    /// This is one attempt, under the file's lock; `woken` is the request's previous waiter
+    /// (woken to retry), which leaves the queue in the same critical section. If the request
+    /// must wait, its waiter (carrying `park`'s notifier) is queued and returned parked.
+    pub(crate) fn request_step(
         &self,
-        file: FileId,
-        req: Request,
+        call: LockCall,
         wait: bool,
-        flock_conversion: bool,
-        ctx: &WaitCtx<'_>,
-    ) -> Result<()> {
-        let mut woken: Option<Arc<Waiter<()>>> = None;
-        loop {
-            let step = self.files.with(file, req.ty.is_some(), |fctx, mut st| {
-                let step = self.try_request(&mut st, fctx, &req, wait, flock_conversion);
-                if let Some(w) = woken.take() {
-                    // Leaving the queue may let requests that waited behind this one go.
-                    st.dequeue(&w, &self.graph);
-                    st.after_change(&self.graph);
-                }
-                step
-            });
-            let (fctx, waiter) = match step {
-                // An unlock on a file that has no locks.
-                None => return Ok(()),
-                Some(Step::Done(r)) => return r,
-                Some(Step::Sleep(fctx, waiter)) => (fctx, waiter),
-            };
-            match waiter.sleep(ctx) {
-                Ok(()) => {}
-                Err(_) => {
-                    let mut st = lock(&fctx.state);
-                    if waiter.abort().is_none() {
-                        st.dequeue(&waiter, &self.graph);
-                        st.after_change(&self.graph);
-                        return Err(Errno::EINTR);
-                    }
-                    // Woken at the same time: retry once more; a pending interrupt ends the
-                    // next sleep at once.
-                }
+        mut woken: Option<Arc<Waiter<()>>>,
+        park: &ParkCtx,
+    ) -> Progress<(), ParkedLock> {
+        let LockCall {
+            file,
+            req,
+            flock_conversion,
+        } = call;
+        let step = self.files.with(file, req.ty.is_some(), |fctx, mut st| {
+            let step = self.try_request(&mut st, fctx, &req, wait, flock_conversion, park);
+            if let Some(w) = woken.take() {
+                // Leaving the queue may let requests that waited behind this one go.
+                st.dequeue(&w, &self.graph);
+                st.after_change(&self.graph);
             }
-            woken = Some(waiter);
+            step
+        });
+        match step {
+            // An unlock on a file that has no locks.
+            None => Progress::Done(Ok(())),
+            Some(Step::Done(r)) => Progress::Done(r),
+            Some(Step::Sleep(fctx, waiter)) => {
+                Progress::Parked(ParkedLock::new(fctx, waiter, park, call))
+            }
         }
     }
 
@@ -189,6 +186,7 @@ impl LockManager {
         req: &Request,
         wait: bool,
         flock_conversion: bool,
+        park: &ParkCtx,
     ) -> Step {
         let limit = self.config.max_locks_per_file;
         if flock_conversion {
@@ -223,7 +221,7 @@ impl LockManager {
             Ok(id) => id,
             Err(e) => return Step::Done(Err(e)),
         };
-        let waiter = Waiter::new();
+        let waiter = park.waiter();
         st.blocked.push(Blocked {
             req: *req,
             waiter: waiter.clone(),

@@ -33,6 +33,7 @@
 
 pub mod ctl;
 pub mod ops;
+mod parked;
 pub(crate) mod store;
 #[cfg(test)]
 mod tests;
@@ -50,6 +51,7 @@ use std::sync::Arc;
 use store::{MessageStore, Selector};
 
 pub use ctl::{MsgInfo, MsgctlArg, MsgctlOut, MsqidDs, MsqidSet};
+pub use parked::{ParkedMsgrcv, ParkedMsgsnd};
 
 /// What a sleeping receiver is woken with.
 #[derive(Debug)]

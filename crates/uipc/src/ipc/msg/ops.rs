@@ -11,17 +11,55 @@
 //!   queued), a sender finds its buffer too small (E2BIG), the queue is removed (EIDRM) or
 //!   IPC_SET asks it to look again. A delivered result wins over a racing interruption.
 //!
-//! Entry and exit: no lock held. The queue lock is held only between lookup and sleep, and
-//! again after waking to dequeue the sleeper.
+//! Each call is a start (`*_start`: checks, then one attempt that either finishes or queues a
+//! waiter) and a parked call ([`super::parked`]) that finishes it: the synchronous calls sleep
+//! on the waiter, an embedder that parks calls polls or cancels them after a notification.
+//!
+//! Entry and exit: no lock held. The queue lock is held only between lookup and queueing the
+//! waiter, and again after waking to dequeue it.
 
+use super::parked::{ParkedMsgrcv, ParkedMsgsnd};
 use super::store::{Message, Selector};
-use super::{QueueState, RecvWake, SleepingReceiver, SleepingSender};
+use super::{MsgQueue, QueueState, RecvWake, SleepingReceiver, SleepingSender};
 use crate::ipc::consts::{IPC_NOWAIT, MSG_COPY, MSG_EXCEPT, MSG_NOERROR};
 use crate::ipc::namespace::IpcNamespace;
 use crate::ipc::perm::{PERM_READ, PERM_WRITE};
-use crate::wait::{WaitCtx, Waiter};
+use crate::sync::MutexGuard;
+use crate::wait::{ParkCtx, Progress, WaitCtx, Waiter};
 use crate::{Cred, Errno, Result};
 use std::sync::Arc;
+
+/// What one attempt of msgsnd did.
+pub(super) enum SendStep {
+    Sent,
+    /// No room: this sender's waiter is queued.
+    Queued(Arc<Waiter<()>>),
+}
+
+/// What one attempt of msgrcv did.
+pub(super) enum RecvStep {
+    Got((i64, Vec<u8>)),
+    /// Nothing matches: this receiver's waiter is queued.
+    Queued(Arc<Waiter<RecvWake>>),
+}
+
+/// msgrcv's arguments once checked, kept by a parked receive to try again.
+#[derive(Clone, Copy)]
+pub(super) struct RecvArgs {
+    pub(super) maxsize: i64,
+    pub(super) flags: i32,
+    pub(super) selector: Selector,
+    /// MSG_COPY's buffer, capped at msgmax when the call started (`prepare_copy`).
+    pub(super) copy_cap: i64,
+}
+
+impl RecvArgs {
+    /// The text cut to the caller's buffer (MSG_NOERROR).
+    pub(super) fn truncate(&self, (mtype, mut text): (i64, Vec<u8>)) -> (i64, Vec<u8>) {
+        text.truncate(usize::try_from(self.maxsize).unwrap_or(usize::MAX));
+        (mtype, text)
+    }
+}
 
 impl IpcNamespace {
     /// msgsnd(2): queues `text` with type `mtype` on `msqid`, or hands it to a sleeping
@@ -37,41 +75,74 @@ impl IpcNamespace {
         flags: i32,
         ctx: &WaitCtx<'_>,
     ) -> Result<()> {
+        match self.msgsnd_start(cred, msqid, mtype, text, flags, &ParkCtx::default()) {
+            Progress::Done(r) => r,
+            Progress::Parked(p) => p.wait(self, ctx),
+        }
+    }
+
+    /// [`IpcNamespace::msgsnd`] without sleeping: if the queue has no room (and IPC_NOWAIT is
+    /// clear), the sender is queued and returned as a [`ParkedMsgsnd`] (holding a copy of the
+    /// text) whose waiter runs `park`'s notifier when there may be room.
+    pub fn msgsnd_start(
+        &self,
+        cred: &Cred,
+        msqid: i32,
+        mtype: i64,
+        text: &[u8],
+        flags: i32,
+        park: &ParkCtx,
+    ) -> Progress<(), ParkedMsgsnd> {
         let size = text.len() as u64;
         if size > self.limits.msgmax().max(0) as u64 || msqid < 0 {
-            return Err(Errno::EINVAL);
+            return Progress::Done(Err(Errno::EINVAL));
         }
         if mtype < 1 {
-            return Err(Errno::EINVAL);
+            return Progress::Done(Err(Errno::EINVAL));
         }
-        let q = self.msg.registry.lookup(msqid)?;
-        let mut st = q.lock();
-        loop {
-            st.perm.check(cred, PERM_WRITE)?;
-            if st.deleted {
-                return Err(Errno::EIDRM);
-            }
-            if st.fits(size) {
-                break;
-            }
+        let q = match self.msg.registry.lookup(msqid) {
+            Ok(q) => q,
+            Err(e) => return Progress::Done(Err(e)),
+        };
+        let st = q.lock();
+        match self.msgsnd_locked(st, cred, mtype, text, flags, park) {
+            Ok(SendStep::Sent) => Progress::Done(Ok(())),
+            Ok(SendStep::Queued(waiter)) => Progress::Parked(ParkedMsgsnd::new(
+                q.clone(),
+                waiter,
+                park,
+                (cred.clone(), mtype, text.to_vec(), flags),
+            )),
+            Err(e) => Progress::Done(Err(e)),
+        }
+    }
+
+    /// One pass of msgsnd's loop, with the queue locked (`st`): permission, removal, room;
+    /// then the send, or the sender's waiter queued. Releases the lock.
+    pub(super) fn msgsnd_locked(
+        &self,
+        mut st: MutexGuard<'_, QueueState>,
+        cred: &Cred,
+        mtype: i64,
+        text: &[u8],
+        flags: i32,
+        park: &ParkCtx,
+    ) -> Result<SendStep> {
+        let size = text.len() as u64;
+        st.perm.check(cred, PERM_WRITE)?;
+        if st.deleted {
+            return Err(Errno::EIDRM);
+        }
+        if !st.fits(size) {
             if flags & IPC_NOWAIT != 0 {
                 return Err(Errno::EAGAIN);
             }
-            let waiter = Waiter::new();
+            let waiter = park.waiter();
             st.senders.push_back(SleepingSender {
                 waiter: waiter.clone(),
                 size,
             });
-            drop(st);
-            let woke = waiter.sleep(ctx);
-            st = q.lock();
-            if woke.is_err() {
-                waiter.abort();
-            }
-            st.senders.retain(|s| !Arc::ptr_eq(&s.waiter, &waiter));
-            if woke.is_err() || ctx.interrupted() {
-                return Err(Errno::EINTR);
-            }
+            return Ok(SendStep::Queued(waiter));
         }
         st.lspid = cred.tgid;
         st.stime = self.now();
@@ -84,7 +155,7 @@ impl IpcNamespace {
             st.messages.push(msg);
             self.msg.account(1, size as i64);
         }
-        Ok(())
+        Ok(SendStep::Sent)
     }
 
     /// Offers `msg` to the sleeping receivers in FIFO order: a matching one whose buffer is
@@ -130,83 +201,103 @@ impl IpcNamespace {
         flags: i32,
         ctx: &WaitCtx<'_>,
     ) -> Result<(i64, Vec<u8>)> {
+        match self.msgrcv_start(cred, msqid, maxsize, msgtyp, flags, &ParkCtx::default()) {
+            Progress::Done(r) => r,
+            Progress::Parked(p) => p.wait(self, ctx),
+        }
+    }
+
+    /// [`IpcNamespace::msgrcv`] without sleeping: if nothing matches (and IPC_NOWAIT is clear),
+    /// the receiver is queued and returned as a [`ParkedMsgrcv`] whose waiter runs `park`'s
+    /// notifier when a sender hands it a message (or an error, or asks it to look again).
+    pub fn msgrcv_start(
+        &self,
+        cred: &Cred,
+        msqid: i32,
+        maxsize: i64,
+        msgtyp: i64,
+        flags: i32,
+        park: &ParkCtx,
+    ) -> Progress<(i64, Vec<u8>), ParkedMsgrcv> {
         if msqid < 0 || maxsize < 0 {
-            return Err(Errno::EINVAL);
+            return Progress::Done(Err(Errno::EINVAL));
         }
         let copy = flags & MSG_COPY != 0;
         if copy && (flags & MSG_EXCEPT != 0 || flags & IPC_NOWAIT == 0) {
-            return Err(Errno::EINVAL);
+            return Progress::Done(Err(Errno::EINVAL));
         }
-        // MSG_COPY's buffer is capped at msgmax when the call starts (`prepare_copy`).
-        let copy_cap = maxsize.min(i64::from(self.limits.msgmax()));
-        let selector = Selector::from_call(msgtyp, copy, flags & MSG_EXCEPT != 0);
-        let noerror = flags & MSG_NOERROR != 0;
-        let q = self.msg.registry.lookup(msqid)?;
-        let truncate = |(mtype, mut text): (i64, Vec<u8>)| {
-            text.truncate(usize::try_from(maxsize).unwrap_or(usize::MAX));
-            (mtype, text)
+        let args = RecvArgs {
+            maxsize,
+            flags,
+            selector: Selector::from_call(msgtyp, copy, flags & MSG_EXCEPT != 0),
+            copy_cap: maxsize.min(i64::from(self.limits.msgmax())),
         };
-        loop {
-            let mut st = q.lock();
-            st.perm.check(cred, PERM_READ)?;
-            if st.deleted {
-                return Err(Errno::EIDRM);
+        let q = match self.msg.registry.lookup(msqid) {
+            Ok(q) => q,
+            Err(e) => return Progress::Done(Err(e)),
+        };
+        match self.msgrcv_once(&q, cred, &args, park) {
+            Ok(RecvStep::Got(m)) => Progress::Done(Ok(m)),
+            Ok(RecvStep::Queued(w)) => {
+                Progress::Parked(ParkedMsgrcv::new(q, w, park, cred.clone(), args))
             }
-            if let Some(seq) = st.messages.select(selector) {
-                let msg = st.messages.get(seq).expect("selected message exists");
-                let len = msg.text.len() as i64;
-                if maxsize < len && !noerror {
-                    return Err(Errno::E2BIG);
-                }
-                if copy {
-                    // `copy_msg` refuses a message larger than the copy buffer with EINVAL
-                    // (reachable with MSG_NOERROR, or when msgmax shrank).
-                    if copy_cap < len {
-                        return Err(Errno::EINVAL);
-                    }
-                    return Ok((msg.mtype, msg.text.clone()));
-                }
-                let msg = st
-                    .messages
-                    .remove_head(seq)
-                    .expect("selected message exists");
-                st.cbytes -= msg.text.len() as u64;
-                st.rtime = self.now();
-                st.lrpid = cred.tgid;
-                self.msg.account(-1, -len);
-                st.wake_senders_that_fit();
-                return Ok(truncate((msg.mtype, msg.text)));
-            }
-            if flags & IPC_NOWAIT != 0 {
-                return Err(Errno::ENOMSG);
-            }
-            let waiter = Waiter::new();
-            st.receivers.push_back(SleepingReceiver {
-                waiter: waiter.clone(),
-                selector,
-                max_size: if noerror { i64::MAX } else { maxsize },
-                tid: cred.tid,
-            });
-            drop(st);
-            let woke = match waiter.sleep(ctx) {
-                Ok(w) => Some(w),
-                Err(_) => {
-                    let mut st = q.lock();
-                    let late = waiter.abort();
-                    st.receivers.retain(|r| !Arc::ptr_eq(&r.waiter, &waiter));
-                    late
-                }
-            };
-            match woke {
-                Some(RecvWake::Message(mtype, text)) => return Ok(truncate((mtype, text))),
-                Some(RecvWake::Fail(e)) => return Err(e),
-                Some(RecvWake::Retry) | None => {
-                    if ctx.interrupted() || woke.is_none() || deadline_passed(ctx) {
-                        return Err(Errno::EINTR);
-                    }
-                }
-            }
+            Err(e) => Progress::Done(Err(e)),
         }
+    }
+
+    /// One pass of msgrcv's loop: takes the queue's lock, checks permission and removal, then
+    /// takes (or copies) a matching message or queues the receiver's waiter. Releases the lock.
+    pub(super) fn msgrcv_once(
+        &self,
+        q: &MsgQueue,
+        cred: &Cred,
+        args: &RecvArgs,
+        park: &ParkCtx,
+    ) -> Result<RecvStep> {
+        let copy = args.flags & MSG_COPY != 0;
+        let noerror = args.flags & MSG_NOERROR != 0;
+        let maxsize = args.maxsize;
+        let mut st = q.lock();
+        st.perm.check(cred, PERM_READ)?;
+        if st.deleted {
+            return Err(Errno::EIDRM);
+        }
+        if let Some(seq) = st.messages.select(args.selector) {
+            let msg = st.messages.get(seq).expect("selected message exists");
+            let len = msg.text.len() as i64;
+            if maxsize < len && !noerror {
+                return Err(Errno::E2BIG);
+            }
+            if copy {
+                // `copy_msg` refuses a message larger than the copy buffer with EINVAL
+                // (reachable with MSG_NOERROR, or when msgmax shrank).
+                if args.copy_cap < len {
+                    return Err(Errno::EINVAL);
+                }
+                return Ok(RecvStep::Got((msg.mtype, msg.text.clone())));
+            }
+            let msg = st
+                .messages
+                .remove_head(seq)
+                .expect("selected message exists");
+            st.cbytes -= msg.text.len() as u64;
+            st.rtime = self.now();
+            st.lrpid = cred.tgid;
+            self.msg.account(-1, -len);
+            st.wake_senders_that_fit();
+            return Ok(RecvStep::Got(args.truncate((msg.mtype, msg.text))));
+        }
+        if args.flags & IPC_NOWAIT != 0 {
+            return Err(Errno::ENOMSG);
+        }
+        let waiter = park.waiter();
+        st.receivers.push_back(SleepingReceiver {
+            waiter: waiter.clone(),
+            selector: args.selector,
+            max_size: if noerror { i64::MAX } else { maxsize },
+            tid: cred.tid,
+        });
+        Ok(RecvStep::Queued(waiter))
     }
 
     /// The queue for `msqid`, for code outside this module (tests).
@@ -214,8 +305,4 @@ impl IpcNamespace {
     pub(crate) fn msg_queue(&self, msqid: i32) -> Result<Arc<super::MsgQueue>> {
         self.msg.registry.lookup(msqid)
     }
-}
-
-fn deadline_passed(ctx: &WaitCtx<'_>) -> bool {
-    ctx.deadline.is_some_and(|d| std::time::Instant::now() >= d)
 }

@@ -47,6 +47,7 @@
 mod ctl;
 mod lock;
 pub(crate) mod op;
+mod parked;
 mod types;
 pub(crate) mod undo;
 
@@ -58,6 +59,7 @@ use crate::table::IdLayout;
 use lock::{ArrayState, SemSlot, HYSTERESIS};
 use std::fmt::Write as _;
 
+pub use parked::ParkedSemop;
 pub use types::{SemInfo, Sembuf, SemctlArg, SemctlOut, SemidDs, Timespec};
 
 /// One semaphore set (`struct sem_array`).

@@ -18,6 +18,7 @@
 //! under it (their threads take no set lock after a completion).
 
 use super::lock::Locked;
+use super::parked::ParkedSemop;
 use super::types::{Sembuf, Timespec};
 use super::undo::UndoEntry;
 use crate::errno::Errno;
@@ -25,7 +26,7 @@ use crate::ipc::consts::{IPC_NOWAIT, SEMAEM, SEMVMX, SEM_UNDO};
 use crate::ipc::namespace::IpcNamespace;
 use crate::ipc::perm::{PERM_READ, PERM_WRITE};
 use crate::sync::{AtomicUsize, Ordering::Relaxed};
-use crate::wait::{WaitCtx, Waiter, WakeReason};
+use crate::wait::{ParkCtx, Progress, Registration, WaitCtx, Waiter};
 use crate::{Cred, Result};
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -221,7 +222,7 @@ impl Locked<'_> {
         }
     }
 
-    fn relock<'s>(self_set: &'s super::SemSet, q: &Pending) -> Locked<'s> {
+    pub(super) fn relock<'s>(self_set: &'s super::SemSet, q: &Pending) -> Locked<'s> {
         if q.sops.len() == 1 {
             self_set.lock_sem(q.sops[0].sem_num as usize)
         } else {
@@ -255,6 +256,39 @@ impl IpcNamespace {
         timeout: Option<Timespec>,
         wait: &WaitCtx<'_>,
     ) -> Result<()> {
+        match self.semtimedop_start(cred, semid, sops, timeout, &ParkCtx::default()) {
+            Progress::Done(r) => r,
+            Progress::Parked(p) => p.wait(wait),
+        }
+    }
+
+    /// [`IpcNamespace::semtimedop`] without sleeping: the same checks and attempt, and if the
+    /// operation must wait, its request queued and returned as a [`ParkedSemop`] whose waiter
+    /// runs `park`'s notifier when a waker completes it (or `park`'s interrupt is raised). The
+    /// timeout becomes the parked call's [`ParkedSemop::deadline`], which the embedder keeps
+    /// (cancelling with [`WakeReason::TimedOut`]).
+    pub fn semtimedop_start(
+        &self,
+        cred: &Cred,
+        semid: i32,
+        sops: &[Sembuf],
+        timeout: Option<Timespec>,
+        park: &ParkCtx,
+    ) -> Progress<(), ParkedSemop> {
+        match self.semop_enqueue(cred, semid, sops, timeout, park) {
+            Ok(p) => p,
+            Err(e) => Progress::Done(Err(e)),
+        }
+    }
+
+    fn semop_enqueue(
+        &self,
+        cred: &Cred,
+        semid: i32,
+        sops: &[Sembuf],
+        timeout: Option<Timespec>,
+        park: &ParkCtx,
+    ) -> Result<Progress<(), ParkedSemop>> {
         // Linux compares the unsigned nsops with semopm converted to unsigned.
         if sops.len() as u64 > u64::from(self.limits.semopm() as u32) {
             return Err(Errno::E2BIG);
@@ -262,15 +296,13 @@ impl IpcNamespace {
         if sops.is_empty() || semid < 0 {
             return Err(Errno::EINVAL);
         }
-        let mut ctx = *wait;
+        let mut deadline = None;
         if let Some(t) = timeout {
             if t.tv_sec < 0 || t.tv_nsec < 0 || t.tv_nsec >= 1_000_000_000 {
                 return Err(Errno::EINVAL);
             }
             let d = Duration::new(t.tv_sec as u64, t.tv_nsec as u32);
-            if let Some(at) = Instant::now().checked_add(d) {
-                ctx.deadline = Some(ctx.deadline.map_or(at, |w| w.min(at)));
-            }
+            deadline = Instant::now().checked_add(d);
         }
         let max = sops.iter().map(|s| s.sem_num).max().unwrap_or(0) as usize;
         let undos = sops.iter().any(|s| s.sem_flg & SEM_UNDO != 0);
@@ -302,7 +334,7 @@ impl IpcNamespace {
                     locked.update(sops.iter().map(|s| s.sem_num as usize));
                 }
                 locked.slot(sops[0].sem_num as usize).otime = self.now();
-                return Ok(());
+                return Ok(Progress::Done(Ok(())));
             }
             Attempt::Fail(e) => return Err(e),
             Attempt::Block(k) => k,
@@ -314,25 +346,16 @@ impl IpcNamespace {
             undo,
             alter,
             blocking: AtomicUsize::new(blocked_at),
-            waiter: Waiter::new(),
+            waiter: park.waiter(),
         });
         locked.enqueue(q.clone());
         drop(locked);
-        match q.waiter.sleep(&ctx) {
-            Ok(r) => r,
-            Err(reason) => {
-                let mut locked = Locked::relock(&set, &q);
-                match q.waiter.abort() {
-                    Some(r) => r,
-                    None => {
-                        locked.dequeue(&q);
-                        Err(match reason {
-                            WakeReason::Interrupted => Errno::EINTR,
-                            WakeReason::TimedOut => Errno::EAGAIN,
-                        })
-                    }
-                }
-            }
-        }
+        let registration = Registration::new(&q.waiter, park);
+        Ok(Progress::Parked(ParkedSemop {
+            set: set.clone(),
+            q,
+            deadline,
+            registration,
+        }))
     }
 }

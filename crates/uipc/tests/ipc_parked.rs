@@ -1,0 +1,321 @@
+//! Parked semop, msgsnd and msgrcv (the `*_start` forms): no thread sleeps; the waiter's
+//! notifier says when to poll. Each form: completed by a waker, cancelled by an interrupt,
+//! timed out, and a completion racing the cancel.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use uipc::ipc::consts::*;
+use uipc::ipc::msg::{MsgctlArg, MsqidSet, ParkedMsgrcv, ParkedMsgsnd};
+use uipc::ipc::sem::{ParkedSemop, Sembuf, SemctlArg, Timespec};
+use uipc::ipc::IpcNamespace;
+use uipc::{Cred, Errno, Interrupt, ParkCtx, Progress, WaitCtx, WakeReason};
+
+const F: WaitCtx<'static> = WaitCtx::FOREVER;
+
+fn root() -> Cred {
+    Cred::root(100)
+}
+
+/// A park context whose notifications are counted.
+fn counted(irq: Option<&Interrupt>) -> (ParkCtx, Arc<AtomicUsize>) {
+    let n = Arc::new(AtomicUsize::new(0));
+    let n2 = n.clone();
+    let ctx = ParkCtx::new(
+        Arc::new(move || {
+            n2.fetch_add(1, Ordering::SeqCst);
+        }),
+        irq.cloned(),
+    );
+    (ctx, n)
+}
+
+fn sem(ns: &IpcNamespace) -> i32 {
+    ns.semget(&root(), IPC_PRIVATE, 1, 0o600).unwrap()
+}
+
+fn get(ns: &IpcNamespace, id: i32, cmd: i32) -> i32 {
+    ns.semctl(&root(), id, 0, cmd, SemctlArg::None)
+        .unwrap()
+        .ret()
+}
+
+fn park_down(ns: &IpcNamespace, id: i32, t: Option<Timespec>, p: &ParkCtx) -> ParkedSemop {
+    match ns.semtimedop_start(&root(), id, &[Sembuf::new(0, -1, 0)], t, p) {
+        Progress::Parked(p) => p,
+        Progress::Done(r) => panic!("semop -1 on 0 finished: {r:?}"),
+    }
+}
+
+#[test]
+fn a_parked_semop_is_applied_by_the_waker_which_notifies() {
+    let ns = IpcNamespace::new();
+    let id = sem(&ns);
+    let (ctx, told) = counted(None);
+    let p = park_down(&ns, id, None, &ctx);
+    assert_eq!(get(&ns, id, GETNCNT), 1, "queued like a sleeper");
+    assert_eq!(told.load(Ordering::SeqCst), 0);
+    let p = match p.poll() {
+        Progress::Parked(p) => p,
+        Progress::Done(r) => panic!("finished before any waker: {r:?}"),
+    };
+    ns.semop(&root(), id, &[Sembuf::new(0, 2, 0)], &F).unwrap();
+    assert_eq!(told.load(Ordering::SeqCst), 1);
+    assert_eq!(get(&ns, id, GETVAL), 1, "the waker applied the -1");
+    assert!(matches!(p.poll(), Progress::Done(Ok(()))));
+    assert_eq!(get(&ns, id, GETNCNT), 0);
+}
+
+#[test]
+fn an_interrupt_notifies_and_the_poll_withdraws_the_semop_with_eintr() {
+    let ns = IpcNamespace::new();
+    let id = sem(&ns);
+    let irq = Interrupt::new();
+    let (ctx, told) = counted(Some(&irq));
+    let p = park_down(&ns, id, None, &ctx);
+    irq.raise();
+    assert_eq!(told.load(Ordering::SeqCst), 1);
+    assert!(matches!(p.poll(), Progress::Done(Err(Errno::EINTR))));
+    assert_eq!(get(&ns, id, GETNCNT), 0, "withdrawn");
+    ns.semop(&root(), id, &[Sembuf::new(0, 1, 0)], &F).unwrap();
+    assert_eq!(get(&ns, id, GETVAL), 1, "nothing consumed the +1");
+}
+
+#[test]
+fn an_interrupt_raised_before_parking_notifies_at_once() {
+    let ns = IpcNamespace::new();
+    let id = sem(&ns);
+    let irq = Interrupt::new();
+    irq.raise();
+    let (ctx, told) = counted(Some(&irq));
+    let p = park_down(&ns, id, None, &ctx);
+    assert_eq!(told.load(Ordering::SeqCst), 1);
+    assert!(matches!(p.poll(), Progress::Done(Err(Errno::EINTR))));
+}
+
+#[test]
+fn semtimedops_timeout_becomes_the_deadline_and_cancel_gives_eagain() {
+    let ns = IpcNamespace::new();
+    let id = sem(&ns);
+    let (ctx, _) = counted(None);
+    let before = Instant::now();
+    let t = Timespec {
+        tv_sec: 0,
+        tv_nsec: 20_000_000,
+    };
+    let p = park_down(&ns, id, Some(t), &ctx);
+    let at = p.deadline().expect("a timeout gives a deadline");
+    assert!(at >= before + Duration::from_millis(20));
+    assert!(at <= Instant::now() + Duration::from_millis(20));
+    assert_eq!(p.cancel(WakeReason::TimedOut), Err(Errno::EAGAIN));
+    assert_eq!(get(&ns, id, GETNCNT), 0);
+    let bad = Timespec {
+        tv_sec: 0,
+        tv_nsec: 1_000_000_000,
+    };
+    assert!(matches!(
+        ns.semtimedop_start(&root(), id, &[Sembuf::new(0, -1, 0)], Some(bad), &ctx),
+        Progress::Done(Err(Errno::EINVAL))
+    ));
+}
+
+#[test]
+fn a_semop_completed_before_its_cancel_keeps_its_success() {
+    let ns = IpcNamespace::new();
+    let id = sem(&ns);
+    let (ctx, _) = counted(None);
+    let p = park_down(&ns, id, None, &ctx);
+    ns.semop(&root(), id, &[Sembuf::new(0, 1, 0)], &F).unwrap();
+    assert_eq!(p.cancel(WakeReason::Interrupted), Ok(()));
+    assert_eq!(get(&ns, id, GETVAL), 0, "the -1 was applied, not undone");
+}
+
+fn queue(ns: &IpcNamespace) -> i32 {
+    ns.msgget(&root(), IPC_PRIVATE, IPC_CREAT | 0o600).unwrap()
+}
+
+fn park_rcv(ns: &IpcNamespace, id: i32, typ: i64, p: &ParkCtx) -> ParkedMsgrcv {
+    match ns.msgrcv_start(&root(), id, 100, typ, 0, p) {
+        Progress::Parked(p) => p,
+        Progress::Done(r) => panic!("msgrcv on an empty queue finished: {r:?}"),
+    }
+}
+
+#[test]
+fn a_parked_msgrcv_is_handed_the_message_by_the_sender() {
+    let ns = IpcNamespace::new();
+    let id = queue(&ns);
+    let (ctx, told) = counted(None);
+    let p = park_rcv(&ns, id, 7, &ctx);
+    ns.msgsnd(&root(), id, 3, b"other", 0, &F).unwrap();
+    assert_eq!(told.load(Ordering::SeqCst), 0, "not for this receiver");
+    let p = match p.poll(&ns) {
+        Progress::Parked(p) => p,
+        Progress::Done(r) => panic!("{r:?}"),
+    };
+    ns.msgsnd(&root(), id, 7, b"seven", 0, &F).unwrap();
+    assert_eq!(told.load(Ordering::SeqCst), 1);
+    match p.poll(&ns) {
+        Progress::Done(r) => assert_eq!(r, Ok((7, b"seven".to_vec()))),
+        Progress::Parked(_) => panic!("still parked after delivery"),
+    }
+    assert_eq!(
+        ns.msgrcv(&root(), id, 100, 7, IPC_NOWAIT, &F),
+        Err(Errno::ENOMSG),
+        "handed over, never queued"
+    );
+}
+
+#[test]
+fn an_interrupted_msgrcv_leaves_the_queue_and_later_messages_stay_queued() {
+    let ns = IpcNamespace::new();
+    let id = queue(&ns);
+    let irq = Interrupt::new();
+    let (ctx, told) = counted(Some(&irq));
+    let p = park_rcv(&ns, id, 0, &ctx);
+    irq.raise();
+    assert_eq!(told.load(Ordering::SeqCst), 1);
+    assert!(matches!(p.poll(&ns), Progress::Done(Err(Errno::EINTR))));
+    ns.msgsnd(&root(), id, 1, b"kept", 0, &F).unwrap();
+    assert_eq!(
+        ns.msgrcv(&root(), id, 100, 0, IPC_NOWAIT, &F),
+        Ok((1, b"kept".to_vec()))
+    );
+}
+
+#[test]
+fn a_msgrcv_delivered_before_its_cancel_keeps_the_message_and_a_deadline_gives_eintr() {
+    let ns = IpcNamespace::new();
+    let id = queue(&ns);
+    let (ctx, _) = counted(None);
+    let p = park_rcv(&ns, id, 0, &ctx);
+    ns.msgsnd(&root(), id, 5, b"raced", 0, &F).unwrap();
+    assert_eq!(
+        p.cancel(WakeReason::Interrupted),
+        Ok((5, b"raced".to_vec()))
+    );
+    let p = park_rcv(&ns, id, 0, &ctx);
+    assert_eq!(p.cancel(WakeReason::TimedOut), Err(Errno::EINTR));
+    ns.msgsnd(&root(), id, 6, b"x", 0, &F).unwrap();
+    assert_eq!(
+        ns.msgrcv(&root(), id, 100, 0, IPC_NOWAIT, &F).map(|m| m.0),
+        Ok(6),
+        "the cancelled receiver took nothing"
+    );
+}
+
+#[test]
+fn ipc_set_asks_a_parked_msgrcv_to_look_again_and_it_parks_again() {
+    let ns = IpcNamespace::new();
+    let id = queue(&ns);
+    let (ctx, told) = counted(None);
+    let p = park_rcv(&ns, id, 0, &ctx);
+    set_qbytes(&ns, id, 1000);
+    assert_eq!(told.load(Ordering::SeqCst), 1);
+    let p = match p.poll(&ns) {
+        Progress::Parked(p) => p,
+        Progress::Done(r) => panic!("{r:?}"),
+    };
+    ns.msgsnd(&root(), id, 2, b"after", 0, &F).unwrap();
+    assert_eq!(
+        told.load(Ordering::SeqCst),
+        2,
+        "the new waiter notifies too"
+    );
+    match p.poll(&ns) {
+        Progress::Done(r) => assert_eq!(r, Ok((2, b"after".to_vec()))),
+        Progress::Parked(_) => panic!("still parked"),
+    }
+}
+
+fn set_qbytes(ns: &IpcNamespace, id: i32, q: u64) {
+    let arg = MsgctlArg::Set(MsqidSet {
+        uid: 0,
+        gid: 0,
+        mode: 0o600,
+        qbytes: q,
+    });
+    ns.msgctl(&root(), id, IPC_SET, arg).unwrap();
+}
+
+/// A queue with room for one 4-byte message, holding it.
+fn full_queue(ns: &IpcNamespace) -> i32 {
+    let id = queue(ns);
+    set_qbytes(ns, id, 4);
+    ns.msgsnd(&root(), id, 1, b"full", 0, &F).unwrap();
+    id
+}
+
+fn park_snd(ns: &IpcNamespace, id: i32, p: &ParkCtx) -> ParkedMsgsnd {
+    match ns.msgsnd_start(&root(), id, 2, b"next", 0, p) {
+        Progress::Parked(p) => p,
+        Progress::Done(r) => panic!("msgsnd into a full queue finished: {r:?}"),
+    }
+}
+
+#[test]
+fn a_parked_msgsnd_is_woken_to_retry_and_sends_on_poll() {
+    let ns = IpcNamespace::new();
+    let id = full_queue(&ns);
+    let (ctx, told) = counted(None);
+    let p = park_snd(&ns, id, &ctx);
+    assert_eq!(
+        ns.msgrcv(&root(), id, 100, 0, 0, &F),
+        Ok((1, b"full".to_vec()))
+    );
+    assert_eq!(told.load(Ordering::SeqCst), 1);
+    assert_eq!(
+        ns.msgrcv(&root(), id, 100, 0, IPC_NOWAIT, &F),
+        Err(Errno::ENOMSG),
+        "woken, not sent: the sender retries when polled"
+    );
+    assert!(matches!(p.poll(&ns), Progress::Done(Ok(()))));
+    assert_eq!(
+        ns.msgrcv(&root(), id, 100, 0, IPC_NOWAIT, &F),
+        Ok((2, b"next".to_vec()))
+    );
+}
+
+#[test]
+fn a_woken_msgsnd_that_finds_the_queue_full_again_parks_again() {
+    let ns = IpcNamespace::new();
+    let id = full_queue(&ns);
+    let (ctx, told) = counted(None);
+    let p = park_snd(&ns, id, &ctx);
+    ns.msgrcv(&root(), id, 100, 0, 0, &F).unwrap();
+    ns.msgsnd(&root(), id, 3, b"took", IPC_NOWAIT, &F).unwrap();
+    let p = match p.poll(&ns) {
+        Progress::Parked(p) => p,
+        Progress::Done(r) => panic!("{r:?}"),
+    };
+    ns.msgrcv(&root(), id, 100, 0, 0, &F).unwrap();
+    assert_eq!(told.load(Ordering::SeqCst), 2);
+    assert!(matches!(p.poll(&ns), Progress::Done(Ok(()))));
+}
+
+#[test]
+fn a_msgsnd_cancelled_by_interrupt_or_deadline_gives_eintr_even_if_woken() {
+    let ns = IpcNamespace::new();
+    let id = full_queue(&ns);
+    let irq = Interrupt::new();
+    let (ctx, told) = counted(Some(&irq));
+    let p = park_snd(&ns, id, &ctx);
+    irq.raise();
+    assert_eq!(told.load(Ordering::SeqCst), 1);
+    assert!(matches!(p.poll(&ns), Progress::Done(Err(Errno::EINTR))));
+    let (ctx, _) = counted(None);
+    let p = park_snd(&ns, id, &ctx);
+    assert_eq!(p.cancel(WakeReason::TimedOut), Err(Errno::EINTR));
+    let p = park_snd(&ns, id, &ctx);
+    ns.msgrcv(&root(), id, 100, 0, 0, &F).unwrap();
+    assert_eq!(
+        p.cancel(WakeReason::Interrupted),
+        Err(Errno::EINTR),
+        "a wake-up only says there may be room"
+    );
+    assert_eq!(
+        ns.msgrcv(&root(), id, 100, 0, IPC_NOWAIT, &F),
+        Err(Errno::ENOMSG),
+        "nothing was sent"
+    );
+}

@@ -1,0 +1,156 @@
+//! Parked lock requests (`fcntl_start`, `flock_start`): woken to retry by a release and granted
+//! on poll, cancelled by an interrupt, and a wake-up racing the cancel.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use uipc::locks::*;
+use uipc::{Cred, Errno, Interrupt, ParkCtx, Progress, WaitCtx, WakeReason};
+
+const FILE: FileId = FileId { dev: 4, ino: 2 };
+
+fn fd(ofd: u64) -> OpenFile {
+    OpenFile {
+        file: FILE,
+        ofd: OfdId(ofd),
+        readable: true,
+        writable: true,
+        offset: 0,
+        size: 0,
+    }
+}
+
+fn counted(irq: Option<&Interrupt>) -> (ParkCtx, Arc<AtomicUsize>) {
+    let n = Arc::new(AtomicUsize::new(0));
+    let n2 = n.clone();
+    let ctx = ParkCtx::new(
+        Arc::new(move || {
+            n2.fetch_add(1, Ordering::SeqCst);
+        }),
+        irq.cloned(),
+    );
+    (ctx, n)
+}
+
+fn set(m: &LockManager, pid: i32, ty: i16) -> Result<(), Errno> {
+    m.fcntl(
+        &Cred::root(pid),
+        Some(&fd(pid as u64)),
+        F_SETLK,
+        &mut Flock::new(ty, 0, 10),
+        &WaitCtx::FOREVER,
+    )
+}
+
+fn park_setlkw(m: &LockManager, pid: i32, p: &ParkCtx) -> ParkedLock {
+    let mut fl = Flock::new(F_WRLCK, 0, 10);
+    match m.fcntl_start(
+        &Cred::root(pid),
+        Some(&fd(pid as u64)),
+        F_SETLKW,
+        &mut fl,
+        p,
+    ) {
+        Progress::Parked(p) => p,
+        Progress::Done(r) => panic!("a conflicting F_SETLKW finished: {r:?}"),
+    }
+}
+
+fn blocked(m: &LockManager) -> usize {
+    m.list_file(FILE)
+        .iter()
+        .filter(|l| l.blocked_behind.is_some())
+        .count()
+}
+
+#[test]
+fn a_parked_setlkw_is_woken_by_the_unlock_and_granted_on_poll() {
+    let m = LockManager::new();
+    set(&m, 1, F_WRLCK).unwrap();
+    let (ctx, told) = counted(None);
+    let p = park_setlkw(&m, 2, &ctx);
+    assert_eq!(blocked(&m), 1);
+    let p = match p.poll(&m) {
+        Progress::Parked(p) => p,
+        Progress::Done(r) => panic!("{r:?}"),
+    };
+    set(&m, 1, F_UNLCK).unwrap();
+    assert_eq!(told.load(Ordering::SeqCst), 1);
+    assert!(matches!(p.poll(&m), Progress::Done(Ok(()))));
+    assert_eq!(blocked(&m), 0);
+    assert_eq!(
+        set(&m, 1, F_RDLCK),
+        Err(Errno::EAGAIN),
+        "pid 2 holds it now"
+    );
+}
+
+#[test]
+fn a_woken_setlkw_that_lost_the_race_parks_again() {
+    let m = LockManager::new();
+    set(&m, 1, F_WRLCK).unwrap();
+    let (ctx, told) = counted(None);
+    let p = park_setlkw(&m, 2, &ctx);
+    set(&m, 1, F_UNLCK).unwrap();
+    set(&m, 3, F_WRLCK).unwrap();
+    let p = match p.poll(&m) {
+        Progress::Parked(p) => p,
+        Progress::Done(r) => panic!("granted over pid 3's lock: {r:?}"),
+    };
+    assert_eq!(blocked(&m), 1);
+    set(&m, 3, F_UNLCK).unwrap();
+    assert_eq!(told.load(Ordering::SeqCst), 2);
+    assert!(matches!(p.poll(&m), Progress::Done(Ok(()))));
+}
+
+#[test]
+fn an_interrupted_parked_lock_leaves_the_queue_with_eintr() {
+    let m = LockManager::new();
+    set(&m, 1, F_WRLCK).unwrap();
+    let irq = Interrupt::new();
+    let (ctx, told) = counted(Some(&irq));
+    let p = park_setlkw(&m, 2, &ctx);
+    irq.raise();
+    assert_eq!(told.load(Ordering::SeqCst), 1);
+    assert!(matches!(p.poll(&m), Progress::Done(Err(Errno::EINTR))));
+    assert_eq!(blocked(&m), 0);
+    let (ctx, _) = counted(None);
+    let p = park_setlkw(&m, 2, &ctx);
+    assert_eq!(p.cancel(&m, WakeReason::TimedOut), Err(Errno::EINTR));
+    assert_eq!(blocked(&m), 0);
+}
+
+#[test]
+fn a_wake_up_racing_the_cancel_takes_the_lock_if_it_is_free() {
+    let m = LockManager::new();
+    set(&m, 1, F_WRLCK).unwrap();
+    let (ctx, _) = counted(None);
+    let p = park_setlkw(&m, 2, &ctx);
+    set(&m, 1, F_UNLCK).unwrap();
+    assert_eq!(p.cancel(&m, WakeReason::Interrupted), Ok(()));
+    assert_eq!(set(&m, 1, F_RDLCK), Err(Errno::EAGAIN), "pid 2 holds it");
+    assert_eq!(blocked(&m), 0);
+}
+
+#[test]
+fn a_parked_flock_is_granted_after_the_holders_unlock() {
+    let m = LockManager::new();
+    let me = Cred::root(1);
+    let f = &WaitCtx::FOREVER;
+    m.flock(&me, Some(&fd(10)), LOCK_EX, f).unwrap();
+    let (ctx, told) = counted(None);
+    let p = match m.flock_start(&Cred::root(2), Some(&fd(20)), LOCK_SH, &ctx) {
+        Progress::Parked(p) => p,
+        Progress::Done(r) => panic!("{r:?}"),
+    };
+    assert!(matches!(
+        m.flock_start(&Cred::root(2), Some(&fd(30)), LOCK_SH | LOCK_NB, &ctx),
+        Progress::Done(Err(Errno::EAGAIN))
+    ));
+    m.flock(&me, Some(&fd(10)), LOCK_UN, f).unwrap();
+    assert_eq!(told.load(Ordering::SeqCst), 1);
+    assert!(matches!(p.poll(&m), Progress::Done(Ok(()))));
+    assert_eq!(
+        m.flock(&me, Some(&fd(10)), LOCK_EX | LOCK_NB, f),
+        Err(Errno::EAGAIN)
+    );
+}
