@@ -18,6 +18,7 @@
 pub mod client;
 pub mod codec;
 pub mod locks;
+pub mod reader;
 pub mod request;
 pub mod response;
 pub mod transport;

@@ -159,12 +159,14 @@ fn fill_control(msg: &mut libc::msghdr, cbuf: &mut CmsgBuf, cred: bool, fd: Opti
     }
 }
 
-/// One `recvmsg` into `buf`, collecting credentials and descriptors. Returns the byte count.
-fn recv_some(
+/// One `recvmsg` into `buf` with `flags` (MSG_CMSG_CLOEXEC is added), collecting credentials
+/// and descriptors. Returns the byte count.
+pub(crate) fn recv_some(
     sock: RawFd,
     buf: &mut [u8],
     cred: &mut Option<PeerCred>,
     fd: &mut Option<OwnedFd>,
+    flags: libc::c_int,
 ) -> io::Result<usize> {
     let mut iov = libc::iovec {
         iov_base: buf.as_mut_ptr().cast(),
@@ -178,7 +180,7 @@ fn recv_some(
     msg.msg_control = cbuf.0.as_mut_ptr().cast();
     msg.msg_controllen = CMSG_SPACE;
     // SAFETY: `msg` points at a live buffer and control buffer of the stated sizes.
-    let n = unsafe { libc::recvmsg(sock, &mut msg, libc::MSG_CMSG_CLOEXEC) };
+    let n = unsafe { libc::recvmsg(sock, &mut msg, flags | libc::MSG_CMSG_CLOEXEC) };
     if n < 0 {
         return Err(io::Error::last_os_error());
     }
@@ -228,7 +230,7 @@ fn fill(
 ) -> Result<(), RecvError> {
     let mut got = start;
     while got < buf.len() {
-        match recv_some(sock, &mut buf[got..], cred, fd) {
+        match recv_some(sock, &mut buf[got..], cred, fd, 0) {
             Ok(0) if got == 0 => return Err(RecvError::Closed),
             Ok(0) => return Err(RecvError::Bad(DecodeError::Truncated)),
             Ok(n) => got += n,

@@ -53,27 +53,30 @@
 //!   `capset` that keeps the effective ids is not seen.
 //! - One thread per connection, also while a call sleeps.
 
+pub mod conn;
 pub mod descriptions;
 pub mod dispatch;
 pub mod hints;
 pub mod lockserve;
 pub mod memfd;
-pub mod poller;
+pub mod parked;
 pub mod procs;
+pub mod reactor;
 pub mod session;
 pub mod state;
+pub mod workers;
 
 use memfd::MemfdBacking;
-use poller::Poller;
 use procs::Procs;
+use reactor::Reactor;
 use std::io;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use uipc::ipc::{IpcNamespace, NamespaceOptions};
 use uipc::locks::LockManager;
+use workers::Jobs;
 
 /// How the daemon listens.
 #[derive(Clone, Debug)]
@@ -99,8 +102,10 @@ pub struct Shared {
     pub hints: Option<hints::LockHints>,
     backing: Arc<MemfdBacking>,
     procs: Procs,
-    poller: Arc<Poller>,
-    next_session: AtomicU64,
+    /// The event loop's state: connections, deadlines.
+    pub reactor: Reactor,
+    jobs: Arc<Jobs>,
+    parked: std::sync::atomic::AtomicUsize,
 }
 
 /// A bound daemon, not yet accepting.
@@ -210,6 +215,11 @@ fn prepare_dir(dir: &Path, shared: bool) -> io::Result<()> {
 }
 
 impl Shared {
+    /// Calls parked now (waiting without a thread).
+    pub fn parked_calls(&self) -> usize {
+        self.parked.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
     /// A client process is gone: its SysV IPC exit rules, its POSIX locks, and the OFD and
     /// flock locks of descriptions nobody holds open any more.
     pub fn process_exit(&self, pid: i32) {
@@ -261,9 +271,11 @@ impl Server {
             hints: hints::LockHints::new(),
             backing,
             procs: Procs::new()?,
-            poller: Poller::start()?,
-            next_session: AtomicU64::new(1),
+            reactor: Reactor::new()?,
+            jobs: Arc::new(Jobs::default()),
+            parked: std::sync::atomic::AtomicUsize::new(0),
         });
+        workers::spawn(&shared, workers::default_count())?;
         let s = shared.clone();
         std::thread::Builder::new()
             .name("uipc-exits".into())
@@ -287,23 +299,9 @@ impl Server {
         &self.path
     }
 
-    /// Accepts connections forever, one thread each.
+    /// Runs the event loop on the calling thread: accepts connections and reads their
+    /// frames forever, the workers serving them.
     pub fn run(self) -> io::Result<()> {
-        for conn in self.listener.incoming() {
-            let stream = match conn {
-                Ok(s) => s,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => return Err(e),
-            };
-            let shared = self.shared.clone();
-            let id = shared.next_session.fetch_add(1, Ordering::Relaxed);
-            let spawned = std::thread::Builder::new()
-                .name(format!("uipc-session-{id}"))
-                .spawn(move || session::run(shared, stream, id));
-            if let Err(e) = spawned {
-                eprintln!("uipc serve: cannot start a session thread: {e}");
-            }
-        }
-        Ok(())
+        self.shared.reactor.run(self.listener, &self.shared)
     }
 }

@@ -15,17 +15,23 @@
 //! [`sweep`] (after a process exit or exec, and when a call conflicts) drops the OFD and
 //! flock locks of every description nobody holds open any more. A call that conflicted is
 //! made once more if the sweep dropped anything (a request already asleep is not woken by a
-//! holder that goes silently; it is granted when a sweep drops that lock). Entry and exit: no lock held; a blocking call sleeps in the
-//! engine with the session's interrupt.
+//! holder that goes silently; it is granted when a sweep drops that lock).
+//!
+//! Blocking calls ([`start`]): the daemon first makes the call without waiting (through
+//! [`serve`], so the sweep above applies); if it would wait, [`start`] queues it in the engine
+//! and returns a [`ParkedLockCall`], which keeps the description entered in the table until it
+//! finishes. Entry and exit: no lock held; nothing here sleeps (the synchronous [`serve`]
+//! would, on the connection's interrupt, if handed a blocking call the daemon did not park).
 
 use crate::descriptions::{open_file_of, Descriptions};
 use crate::hints::LockHints;
+use crate::parked::Outcome;
 use std::os::fd::{AsRawFd, OwnedFd};
 use uipc::locks::{
-    LockInfo, LockKind, LockManager, OfdId, F_GETLK, F_OFD_GETLK, F_OFD_SETLK, F_OFD_SETLKW,
-    LOCK_MAND,
+    LockInfo, LockKind, LockManager, OfdId, OpenFile, ParkedLock, F_GETLK, F_OFD_GETLK,
+    F_OFD_SETLK, F_OFD_SETLKW, F_SETLKW, LOCK_MAND, LOCK_NB,
 };
-use uipc::{Cred, Errno, Interrupt, WaitCtx};
+use uipc::{Cred, Errno, Interrupt, ParkCtx, Progress, WaitCtx, WakeReason};
 use uipc_proto::{LockLine, LockRequest, LockResponse, Response, HINT_SLOTS};
 
 /// What a lock request needs.
@@ -65,29 +71,119 @@ fn line(l: &LockInfo) -> LockLine {
     }
 }
 
-/// Runs `call` with the description of the request's descriptor entered in the table (for
-/// OFD and flock calls), released after.
-fn with_description(
+/// The request's descriptor as the engine sees it, with its description entered in the table
+/// (for OFD and flock calls: `needs_description`) and the id to release after the call.
+fn describe(
     cx: &LockCtx<'_>,
     needs_description: bool,
-    call: impl FnOnce(Option<&uipc::locks::OpenFile>) -> Response,
-) -> Response {
+) -> Result<(Option<OpenFile>, Option<OfdId>), Errno> {
     let open = cx.fd.and_then(|fd| open_file_of(fd.as_raw_fd()));
     if let (Some(open), Some(hints)) = (&open, cx.hints) {
         hints.mark(open.file);
     }
     let (Some(mut open), Some(fd), true) = (open, cx.fd, needs_description) else {
-        return call(open.as_ref());
+        return Ok((open, None));
     };
-    match cx.descriptions.acquire(fd, open.file) {
-        Ok(ofd) => {
-            open.ofd = ofd;
-            let resp = call(Some(&open));
-            cx.descriptions.release(ofd, cx.locks);
+    let ofd = cx.descriptions.acquire(fd, open.file)?;
+    open.ofd = ofd;
+    Ok((Some(open), Some(ofd)))
+}
+
+/// Runs `call` with the description of the request's descriptor entered in the table (for
+/// OFD and flock calls), released after.
+fn with_description(
+    cx: &LockCtx<'_>,
+    needs_description: bool,
+    call: impl FnOnce(Option<&OpenFile>) -> Response,
+) -> Response {
+    match describe(cx, needs_description) {
+        Ok((open, ofd)) => {
+            let resp = call(open.as_ref());
+            if let Some(ofd) = ofd {
+                cx.descriptions.release(ofd, cx.locks);
+            }
             resp
         }
         Err(e) => err(e),
     }
+}
+
+/// A blocking lock call that waits without a thread: the engine's parked request, and the
+/// description it holds entered in the table until it finishes.
+pub struct ParkedLockCall {
+    call: ParkedLock,
+    ofd: Option<OfdId>,
+}
+
+/// The response of a finished lock call; releases its description.
+fn finish_lock(
+    cx: (&LockManager, &Descriptions),
+    ofd: Option<OfdId>,
+    r: Result<(), Errno>,
+) -> Response {
+    if let Some(ofd) = ofd {
+        cx.1.release(ofd, cx.0);
+    }
+    match r {
+        Ok(()) => Response::Ret(0),
+        Err(e) => err(e),
+    }
+}
+
+impl ParkedLockCall {
+    /// After a notification: the response if the request finished, else still parked.
+    pub fn poll(self, locks: &LockManager, descriptions: &Descriptions) -> Outcome<Self> {
+        match self.call.poll(locks) {
+            Progress::Done(r) => Outcome::Answer(finish_lock((locks, descriptions), self.ofd, r)),
+            Progress::Parked(call) => Outcome::Waiting(ParkedLockCall { call, ..self }),
+        }
+    }
+
+    /// Ends the wait (EINTR unless a release raced it and the retry took the lock).
+    pub fn cancel(
+        self,
+        locks: &LockManager,
+        descriptions: &Descriptions,
+        reason: WakeReason,
+    ) -> Response {
+        let r = self.call.cancel(locks, reason);
+        finish_lock((locks, descriptions), self.ofd, r)
+    }
+}
+
+/// Starts a blocking lock call (F_SETLKW, F_OFD_SETLKW, flock without LOCK_NB) without
+/// sleeping: the response, or the parked call. `None` for any other request (never blocking).
+pub fn start(
+    cx: &LockCtx<'_>,
+    req: &LockRequest,
+    park: &ParkCtx,
+) -> Option<Outcome<ParkedLockCall>> {
+    let (needs_description, is_fcntl) = match *req {
+        LockRequest::Fcntl {
+            cmd: cmd @ (F_SETLKW | F_OFD_SETLKW),
+            flock: Some(_),
+        } => (cmd == F_OFD_SETLKW, true),
+        LockRequest::Flock { cmd } if cmd & (LOCK_NB | LOCK_MAND) == 0 => (true, false),
+        _ => return None,
+    };
+    let (open, ofd) = match describe(cx, needs_description) {
+        Ok(d) => d,
+        Err(e) => return Some(Outcome::Answer(err(e))),
+    };
+    let progress = match *req {
+        LockRequest::Fcntl {
+            cmd,
+            flock: Some(mut fl),
+        } if is_fcntl => cx
+            .locks
+            .fcntl_start(cx.cred, open.as_ref(), cmd, &mut fl, park),
+        LockRequest::Flock { cmd } => cx.locks.flock_start(cx.cred, open.as_ref(), cmd, park),
+        _ => unreachable!("matched above"),
+    };
+    Some(match progress {
+        Progress::Done(r) => Outcome::Answer(finish_lock((cx.locks, cx.descriptions), ofd, r)),
+        Progress::Parked(call) => Outcome::Waiting(ParkedLockCall { call, ofd }),
+    })
 }
 
 /// Serves one lock request; the lock hints' descriptor comes back with their answer.

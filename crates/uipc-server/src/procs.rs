@@ -10,9 +10,12 @@
 //! reap it.
 //!
 //! Handling an exit: mark the process exiting (no new request enters), raise the interrupts
-//! of its requests in flight (their blocking calls end with EINTR), wait for them to leave,
-//! and only then call the namespace's `process_exit`, so no request of the process can create
-//! SEM_UNDO state or an attachment after its exit was applied. Then the record is dropped;
+//! of its requests in flight, cancel its parked calls (each parked call registers a canceller
+//! with its guard, [`ProcGuard::set_canceller`]; the exit handler runs it itself, so ending a
+//! parked call never waits for a free worker), wait for the requests to leave, and only then
+//! call the namespace's `process_exit`, so no request of the process can create SEM_UNDO
+//! state or an attachment after its exit was applied. A call parked after the exit began
+//! registers its canceller while the handler waits, which wakes the handler to run it. Then the record is dropped;
 //! a thread that found the exit already claimed waits until it is done. A later frame
 //! carrying the same pid opens a new pidfd (ESRCH if nothing runs under it; a zombie's
 //! pidfd is ready at once, so its record is cleaned again right away).
@@ -25,7 +28,8 @@
 //! capabilities, no supplementary groups.
 //!
 //! Lock order: `Procs::map` -> one `ProcState::inner`. An exit is handled with no guard held
-//! by the handling thread.
+//! by the handling thread, and cancellers run with no lock of this module held (they take a
+//! connection's call slot, then drop a guard, which takes `inner`).
 
 use std::collections::HashMap;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
@@ -58,6 +62,8 @@ struct ProcInner {
     inflight: u32,
     /// Interrupts of the requests in flight, by session id.
     interrupts: HashMap<u64, Interrupt>,
+    /// How to end the parked calls among them, by session id.
+    cancellers: HashMap<u64, Canceller>,
     /// Credentials built for the last verified ids seen.
     cred: Option<(PeerCred, Cred)>,
 }
@@ -67,6 +73,9 @@ pub struct Procs {
     map: Mutex<HashMap<i32, Arc<ProcState>>>,
     epoll: OwnedFd,
 }
+
+/// Ends a parked call at once (EINTR) and answers it.
+pub type Canceller = Arc<dyn Fn() + Send + Sync>;
 
 /// A request in flight for a process; leaving drops it.
 pub struct ProcGuard {
@@ -79,6 +88,7 @@ impl Drop for ProcGuard {
         let mut g = lock(&self.proc.inner);
         g.inflight -= 1;
         g.interrupts.remove(&self.session);
+        g.cancellers.remove(&self.session);
         if g.inflight == 0 {
             self.proc.changed.notify_all();
         }
@@ -89,6 +99,16 @@ impl ProcGuard {
     /// The process.
     pub fn proc(&self) -> &Arc<ProcState> {
         &self.proc
+    }
+
+    /// The request is parked: an exit of the process runs `cancel` (with no lock held) to end
+    /// it. Dropping the guard withdraws it.
+    pub fn set_canceller(&self, cancel: Canceller) {
+        let mut g = lock(&self.proc.inner);
+        g.cancellers.insert(self.session, cancel);
+        if g.life == Life::Exiting {
+            self.proc.changed.notify_all();
+        }
     }
 }
 
@@ -151,6 +171,7 @@ impl Procs {
                             life: Life::Alive,
                             inflight: 0,
                             interrupts: HashMap::new(),
+                            cancellers: HashMap::new(),
                             cred: None,
                         }),
                         changed: Condvar::new(),
@@ -216,7 +237,19 @@ impl Procs {
         for irq in g.interrupts.values() {
             irq.raise();
         }
-        while g.inflight > 0 {
+        loop {
+            let cancel: Vec<Canceller> = g.cancellers.drain().map(|(_, c)| c).collect();
+            if !cancel.is_empty() {
+                drop(g);
+                for c in cancel {
+                    c();
+                }
+                g = lock(&proc.inner);
+                continue;
+            }
+            if g.inflight == 0 {
+                break;
+            }
             g = proc.changed.wait(g).unwrap_or_else(|e| e.into_inner());
         }
         drop(g);

@@ -1,48 +1,44 @@
-//! One client connection, served on its own thread.
+//! Serving a connection's frames on the workers, and its parked calls.
 //!
 //! The first frame must be a Hello of our [`VERSION`]; then each frame is decoded, checked to
 //! carry kernel-verified credentials, served inside the sender process's [`ProcGuard`] and
-//! answered, in order. A frame that fails to decode gets an EBADMSG reply and the connection
-//! is closed; a frame without credentials, or from a process that is gone, closes it.
+//! answered, in order (a connection has one call in flight, [`crate::conn`]). A frame that
+//! fails to decode gets an EBADMSG reply and the connection is closed; a frame without
+//! credentials, or from a process that is gone, closes it.
 //!
 //! Blocking calls: a call that may sleep is first made with IPC_NOWAIT, which is the same call
 //! when it can proceed at once (Linux, too, first tries the operation and sleeps only if it
-//! cannot proceed) and fails without side effects otherwise. Only then is it made again as
-//! asked, while the [`Poller`] watches the socket: anything readable (the client's Cancel, or
-//! its hang-up) raises the session's interrupt and the engine call ends with EINTR unless it
-//! already completed. The Cancel frame is then read as the next
-//! frame and ignored, as is a Cancel that arrives after its call was answered.
+//! cannot proceed) and fails without side effects otherwise. Only then is it started in its
+//! parked form ([`crate::parked`]): no thread waits. The parked call sits in the connection's
+//! call slot with its guard; its waiter's notifier queues a [`Job::Resume`] when a waker
+//! completes it or the connection's interrupt is raised (the client's Cancel or any other
+//! frame, its hang-up), and [`resume`] polls it: answered, or parked again. semtimedop's
+//! deadline comes back as a [`Job::Deadline`] and cancels it (EAGAIN). The process's exit
+//! cancels it through the canceller registered with its guard ([`crate::procs`]), run by
+//! whoever handles the exit.
 //!
 //! The guard is held until the reply is sent, so a process's exit rules (which wait for its
-//! requests in flight) never run between an attach and the sending of its memfd.
+//! requests in flight) never run between an attach and the sending of its memfd, nor while a
+//! call of the process is parked.
+//!
+//! Locks: exits are reaped ([`crate::procs::Procs::reap_ready`]) before the connection's call
+//! slot is taken (an exit may need to cancel a parked call of another connection, taking its
+//! slot); the slot is held across the engine call that may park, so a notification that comes
+//! at once waits for the call to be stored.
 
+use crate::conn::{lock, CallSlot, Conn, Parked};
 use crate::dispatch::{self, Ctx};
+use crate::parked::{self, Outcome, ParkedCall};
 use crate::procs::ProcGuard;
+use crate::workers::Job;
 use crate::Shared;
-use std::os::fd::{AsRawFd, RawFd};
-use std::os::unix::net::UnixStream;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use uipc::{Errno, Interrupt};
-use uipc_proto::transport::{recv_frame, send_frame, PeerCred};
+use std::time::Instant;
+use uipc::{Errno, WakeReason};
+use uipc_proto::transport::{PeerCred, Received};
 use uipc_proto::{Request, Response, VERSION};
-
-fn reply(fd: RawFd, resp: &Response, pass: Option<RawFd>) -> bool {
-    send_frame(fd, &resp.encode(), false, pass).is_ok()
-}
-
-fn set_passcred(fd: RawFd) {
-    let on: libc::c_int = 1;
-    // SAFETY: sets an int option from a live c_int.
-    unsafe {
-        libc::setsockopt(
-            fd,
-            libc::SOL_SOCKET,
-            libc::SO_PASSCRED,
-            (&on as *const libc::c_int).cast(),
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        )
-    };
-}
 
 /// The parent pid of `pid` from `/proc/PID/stat`.
 fn parent_of(pid: i32) -> Option<i32> {
@@ -51,28 +47,45 @@ fn parent_of(pid: i32) -> Option<i32> {
     after_comm.split_whitespace().nth(1)?.parse().ok()
 }
 
-/// Serves one connection until it closes.
-pub fn run(shared: Arc<Shared>, stream: UnixStream, session: u64) {
-    let fd = stream.as_raw_fd();
-    set_passcred(fd);
-    let irq = Interrupt::new();
-    let Ok(first) = recv_frame(fd, false) else {
-        return;
-    };
+/// Runs one job from the pool.
+pub fn run_job(shared: &Arc<Shared>, job: Job) {
+    match job {
+        Job::Frame(conn, frame) => serve_frame(shared, &conn, frame),
+        Job::Resume(conn) => resume(shared, &conn, None),
+        Job::Deadline(conn) => resume(shared, &conn, Some(WakeReason::TimedOut)),
+    }
+}
+
+fn close(shared: &Shared, conn: &Conn) {
+    conn.shut();
+    shared.reactor.remove(conn);
+}
+
+fn finish(shared: &Shared, conn: &Arc<Conn>) {
+    if conn.finish(&shared.jobs) {
+        shared.reactor.remove(conn);
+    }
+}
+
+fn reap_exits(shared: &Shared) {
+    shared.procs.reap_ready(0, &|pid| shared.process_exit(pid));
+}
+
+fn hello(shared: &Shared, conn: &Arc<Conn>, frame: Received) {
     let (Some(peer), Ok(Request::Hello { version, new_image })) =
-        (first.cred, Request::decode(&first.payload))
+        (frame.cred, Request::decode(&frame.payload))
     else {
-        reply(fd, &Response::Error(libc::EPROTO), None);
-        return;
+        conn.reply(&Response::Error(libc::EPROTO), None);
+        return close(shared, conn);
     };
     if version != VERSION {
-        reply(fd, &Response::Error(libc::EPROTO), None);
-        return;
+        conn.reply(&Response::Error(libc::EPROTO), None);
+        return close(shared, conn);
     }
-    shared.procs.reap_ready(0, &|pid| shared.process_exit(pid));
+    reap_exits(shared);
     let known = shared.procs.get(peer.pid).is_some();
-    let Ok(guard) = shared.procs.enter(peer.pid, session, &irq) else {
-        return;
+    let Ok(guard) = shared.procs.enter(peer.pid, conn.id, &conn.irq) else {
+        return close(shared, conn);
     };
     if new_image && known {
         // The process ran execve since its last session: Linux drops its attachments, and
@@ -81,59 +94,128 @@ pub fn run(shared: Arc<Shared>, stream: UnixStream, session: u64) {
         crate::lockserve::sweep(&shared.locks, &shared.descriptions);
     }
     drop(guard);
-    if !reply(fd, &Response::Hello { version: VERSION }, None) {
+    lock(&conn.call).greeted = true;
+    if !conn.reply(&Response::Hello { version: VERSION }, None) {
+        return close(shared, conn);
+    }
+    finish(shared, conn);
+}
+
+fn serve_frame(shared: &Arc<Shared>, conn: &Arc<Conn>, frame: Received) {
+    if !lock(&conn.call).greeted {
+        return hello(shared, conn, frame);
+    }
+    let Some(peer) = frame.cred else {
+        return close(shared, conn);
+    };
+    let req = match Request::decode(&frame.payload) {
+        Ok(r) => r,
+        Err(_) => {
+            conn.reply(&Response::Error(libc::EBADMSG), None);
+            return close(shared, conn);
+        }
+    };
+    match req {
+        // A Cancel for a call already answered.
+        Request::Cancel => return finish(shared, conn),
+        Request::Hello { .. } => {
+            if !conn.reply(&Response::Hello { version: VERSION }, None) {
+                return close(shared, conn);
+            }
+            return finish(shared, conn);
+        }
+        _ => {}
+    }
+    reap_exits(shared);
+    let Ok(guard) = shared.procs.enter(peer.pid, conn.id, &conn.irq) else {
+        return close(shared, conn);
+    };
+    let mut slot = lock(&conn.call);
+    match serve_one(shared, conn, peer, &guard, (req, frame.fd)) {
+        Served::Reply(resp, pass) => {
+            let sent = conn.reply(&resp, pass.as_ref().map(|p| p.as_raw_fd()));
+            drop(guard);
+            drop(slot);
+            if !sent {
+                return close(shared, conn);
+            }
+            finish(shared, conn);
+        }
+        Served::Parked(call) => park(shared, conn, &mut slot, call, guard),
+    }
+}
+
+/// Stores a parked call: its deadline with the event loop, its canceller with its process.
+fn park(
+    shared: &Arc<Shared>,
+    conn: &Arc<Conn>,
+    slot: &mut CallSlot,
+    call: ParkedCall,
+    guard: ProcGuard,
+) {
+    if let Some(at) = call.deadline() {
+        shared.reactor.add_deadline(at, conn.id);
+    }
+    let (s, c) = (Arc::downgrade(shared), Arc::downgrade(conn));
+    guard.set_canceller(Arc::new(move || {
+        if let (Some(s), Some(c)) = (s.upgrade(), c.upgrade()) {
+            resume(&s, &c, Some(WakeReason::Interrupted));
+        }
+    }));
+    slot.parked = Some(Parked { call, guard });
+    shared.parked.fetch_add(1, Ordering::Relaxed);
+}
+
+/// Polls the connection's parked call (`force: None`), or ends it: `TimedOut` if its deadline
+/// passed (else it stays parked), `Interrupted` unconditionally. Answers it if it finished.
+fn resume(shared: &Shared, conn: &Arc<Conn>, force: Option<WakeReason>) {
+    let mut slot = lock(&conn.call);
+    let Some(Parked { call, guard }) = slot.parked.take() else {
         return;
-    }
-    loop {
-        let Ok(frame) = recv_frame(fd, false) else {
-            return;
-        };
-        let Some(peer) = frame.cred else {
-            return;
-        };
-        let req = match Request::decode(&frame.payload) {
-            Ok(r) => r,
-            Err(_) => {
-                reply(fd, &Response::Error(libc::EBADMSG), None);
-                return;
-            }
-        };
-        match req {
-            Request::Cancel => continue,
-            Request::Hello { .. } => {
-                if !reply(fd, &Response::Hello { version: VERSION }, None) {
-                    return;
-                }
-                continue;
-            }
-            _ => {}
+    };
+    let outcome = match force {
+        None => call.poll(shared),
+        Some(WakeReason::TimedOut) if call.deadline().is_some_and(|d| d <= Instant::now()) => {
+            Outcome::Answer(call.cancel(shared, WakeReason::TimedOut))
         }
-        irq.clear();
-        shared.procs.reap_ready(0, &|pid| shared.process_exit(pid));
-        let Ok(guard) = shared.procs.enter(peer.pid, session, &irq) else {
-            return;
-        };
-        if !serve_one(&shared, fd, peer, &guard, &irq, session, (req, frame.fd)) {
-            return;
+        Some(WakeReason::TimedOut) => Outcome::Waiting(call),
+        Some(WakeReason::Interrupted) => {
+            Outcome::Answer(call.cancel(shared, WakeReason::Interrupted))
         }
+    };
+    match outcome {
+        Outcome::Answer(resp) => {
+            shared.parked.fetch_sub(1, Ordering::Relaxed);
+            let sent = conn.reply(&resp, None);
+            drop(guard);
+            drop(slot);
+            if !sent {
+                return close(shared, conn);
+            }
+            finish(shared, conn);
+        }
+        Outcome::Waiting(call) => slot.parked = Some(Parked { call, guard }),
     }
+}
+
+enum Served {
+    Reply(Response, Option<OwnedFd>),
+    Parked(ParkedCall),
 }
 
 fn serve_one(
     shared: &Shared,
-    fd: RawFd,
+    conn: &Conn,
     peer: PeerCred,
     guard: &ProcGuard,
-    irq: &Interrupt,
-    session: u64,
-    (req, passed): (Request, Option<std::os::fd::OwnedFd>),
-) -> bool {
+    (req, passed): (Request, Option<OwnedFd>),
+) -> Served {
     let cred = guard.proc().cred(peer);
     if let Request::ForkChild { child } = req {
         let resp = if parent_of(child) != Some(peer.pid) {
             Response::Error(Errno::EPERM.raw())
         } else {
-            match shared.procs.enter(child, session, irq) {
+            match shared.procs.enter(child, conn.id, &conn.irq) {
                 Ok(_child_guard) => {
                     shared.ns.process_fork(peer.pid, child);
                     Response::Ret(0)
@@ -141,7 +223,7 @@ fn serve_one(
                 Err(e) => Response::Error(e.raw()),
             }
         };
-        return reply(fd, &resp, None);
+        return Served::Reply(resp, None);
     }
     let cx = Ctx {
         ns: &shared.ns,
@@ -151,28 +233,25 @@ fn serve_one(
         passed: passed.as_ref(),
         backing: &shared.backing,
         cred: &cred,
-        irq,
+        irq: &conn.irq,
     };
-    // A call that may sleep is first tried without sleeping; only if it would sleep is the
-    // socket watched for a Cancel (arming the watcher costs two wake-ups of its thread).
-    let attempt = req
+    // A call that may sleep is first tried without sleeping; only if it would sleep is it
+    // started again in its parked form.
+    if let Some((quick, would_block)) = req
         .may_block()
         .then(|| dispatch::without_sleeping(&req))
-        .flatten();
-    let first = attempt.map(|(quick, would_block)| {
-        let (resp, pass) = dispatch::serve(&cx, quick);
-        (resp, pass, would_block)
-    });
-    let (resp, pass) = match first {
-        Some((Response::Error(e), _, would_block)) if e == would_block => {
-            let i = irq.clone();
-            let watch = shared.poller.watch(fd, move || i.raise());
-            let out = dispatch::serve(&cx, req);
-            shared.poller.unwatch(watch);
-            out
+        .flatten()
+    {
+        match dispatch::serve(&cx, quick) {
+            (Response::Error(e), _) if e == would_block => {}
+            (resp, pass) => return Served::Reply(resp, pass),
         }
-        Some((resp, pass, _)) => (resp, pass),
-        None => dispatch::serve(&cx, req),
-    };
-    reply(fd, &resp, pass.as_ref().map(|p| p.as_raw_fd()))
+        match parked::start(&cx, &req, &conn.park) {
+            Some(Outcome::Answer(resp)) => return Served::Reply(resp, None),
+            Some(Outcome::Waiting(call)) => return Served::Parked(call),
+            None => {}
+        }
+    }
+    let (resp, pass) = dispatch::serve(&cx, req);
+    Served::Reply(resp, pass)
 }

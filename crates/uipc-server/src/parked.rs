@@ -1,0 +1,153 @@
+//! A call that waits on the daemon without a thread: the engine's parked request, plus what
+//! the daemon must keep until it is answered.
+//!
+//! [`start`] turns a request that would sleep into the engine's parked form
+//! (`semtimedop_start`, `msgsnd_start`, `msgrcv_start`, the lock manager's `fcntl_start` and
+//! `flock_start`). Its waiter notifies the connection (a job for a worker) when a waker
+//! completes it or the connection's interrupt is raised; [`ParkedCall::poll`] then yields the
+//! response or leaves it parked, and [`ParkedCall::cancel`] ends it early (semtimedop's
+//! deadline: EAGAIN; an exit or a hang-up: EINTR; a completion that raced it stands).
+//!
+//! Entry and exit: no lock held; the engine takes its object locks inside each step.
+
+use crate::dispatch::Ctx;
+use crate::lockserve::{self, LockCtx, ParkedLockCall};
+use crate::Shared;
+use std::time::Instant;
+use uipc::ipc::msg::{ParkedMsgrcv, ParkedMsgsnd};
+use uipc::ipc::sem::ParkedSemop;
+use uipc::{Errno, ParkCtx, Progress, WakeReason};
+use uipc_proto::{Request, Response};
+
+/// One parked engine call.
+pub enum ParkedCall {
+    /// semop / semtimedop: completed by the waker.
+    Semop(ParkedSemop),
+    /// msgsnd: woken to retry.
+    Msgsnd(ParkedMsgsnd),
+    /// msgrcv: completed by the sender (or told to look again).
+    Msgrcv(ParkedMsgrcv),
+    /// F_SETLKW, F_OFD_SETLKW, blocking flock: woken to retry.
+    Lock(ParkedLockCall),
+}
+
+/// A step of a call that may wait: answered, or still waiting as `P`.
+pub enum Outcome<P> {
+    /// The call finished with this response.
+    Answer(Response),
+    /// The call waits.
+    Waiting(P),
+}
+
+impl<P> Outcome<P> {
+    fn map<Q>(self, f: impl FnOnce(P) -> Q) -> Outcome<Q> {
+        match self {
+            Outcome::Answer(r) => Outcome::Answer(r),
+            Outcome::Waiting(p) => Outcome::Waiting(f(p)),
+        }
+    }
+}
+
+fn done(r: Result<(), Errno>) -> Response {
+    match r {
+        Ok(()) => Response::Ret(0),
+        Err(e) => Response::Error(e.raw()),
+    }
+}
+
+fn message(r: Result<(i64, Vec<u8>), Errno>) -> Response {
+    match r {
+        Ok((mtype, text)) => Response::Msg { mtype, text },
+        Err(e) => Response::Error(e.raw()),
+    }
+}
+
+/// Starts `req`, a call that may sleep, without sleeping: the response if it finished, else
+/// the parked call. `None` for requests that never sleep (or whose arguments were unreadable:
+/// those fail before any wait), which the caller serves as usual.
+pub fn start(cx: &Ctx<'_>, req: &Request, park: &ParkCtx) -> Option<Outcome<ParkedCall>> {
+    let Ctx { ns, cred, .. } = *cx;
+    Some(match req {
+        Request::Semtimedop {
+            semid,
+            sops: Some(sops),
+            timeout,
+            ..
+        } => match ns.semtimedop_start(cred, *semid, sops, *timeout, park) {
+            Progress::Done(r) => Outcome::Answer(done(r)),
+            Progress::Parked(p) => Outcome::Waiting(ParkedCall::Semop(p)),
+        },
+        Request::Msgsnd {
+            msqid,
+            mtype,
+            text: Some(text),
+            flags,
+            ..
+        } => match ns.msgsnd_start(cred, *msqid, *mtype, text, *flags, park) {
+            Progress::Done(r) => Outcome::Answer(done(r)),
+            Progress::Parked(p) => Outcome::Waiting(ParkedCall::Msgsnd(p)),
+        },
+        Request::Msgrcv {
+            msqid,
+            maxsize,
+            msgtyp,
+            flags,
+        } => match ns.msgrcv_start(cred, *msqid, *maxsize, *msgtyp, *flags, park) {
+            Progress::Done(r) => Outcome::Answer(message(r)),
+            Progress::Parked(p) => Outcome::Waiting(ParkedCall::Msgrcv(p)),
+        },
+        Request::Lock(lock) => {
+            let lcx = LockCtx {
+                locks: cx.locks,
+                descriptions: cx.descriptions,
+                hints: cx.hints,
+                cred,
+                irq: cx.irq,
+                fd: cx.passed,
+            };
+            lockserve::start(&lcx, lock, park)?.map(ParkedCall::Lock)
+        }
+        _ => return None,
+    })
+}
+
+impl ParkedCall {
+    /// When the call must be cancelled with [`WakeReason::TimedOut`] (semtimedop's timeout).
+    pub fn deadline(&self) -> Option<Instant> {
+        match self {
+            ParkedCall::Semop(p) => p.deadline(),
+            _ => None,
+        }
+    }
+
+    /// After a notification: the response, or the call still parked.
+    pub fn poll(self, shared: &Shared) -> Outcome<ParkedCall> {
+        match self {
+            ParkedCall::Semop(p) => match p.poll() {
+                Progress::Done(r) => Outcome::Answer(done(r)),
+                Progress::Parked(p) => Outcome::Waiting(ParkedCall::Semop(p)),
+            },
+            ParkedCall::Msgsnd(p) => match p.poll(&shared.ns) {
+                Progress::Done(r) => Outcome::Answer(done(r)),
+                Progress::Parked(p) => Outcome::Waiting(ParkedCall::Msgsnd(p)),
+            },
+            ParkedCall::Msgrcv(p) => match p.poll(&shared.ns) {
+                Progress::Done(r) => Outcome::Answer(message(r)),
+                Progress::Parked(p) => Outcome::Waiting(ParkedCall::Msgrcv(p)),
+            },
+            ParkedCall::Lock(p) => p
+                .poll(&shared.locks, &shared.descriptions)
+                .map(ParkedCall::Lock),
+        }
+    }
+
+    /// Ends the call now, as a sleeper woken by `reason` would end.
+    pub fn cancel(self, shared: &Shared, reason: WakeReason) -> Response {
+        match self {
+            ParkedCall::Semop(p) => done(p.cancel(reason)),
+            ParkedCall::Msgsnd(p) => done(p.cancel(reason)),
+            ParkedCall::Msgrcv(p) => message(p.cancel(reason)),
+            ParkedCall::Lock(p) => p.cancel(&shared.locks, &shared.descriptions, reason),
+        }
+    }
+}

@@ -1,0 +1,263 @@
+//! The event loop: one thread that accepts connections, reads frames from every socket and
+//! fires semtimedop deadlines, handing the work to the [`workers`](crate::workers).
+//!
+//! One epoll set holds the listening socket, an eventfd (written to wake the loop when a
+//! nearer deadline is added) and every connection's socket, each registered under its
+//! connection id (never its descriptor number, so a number reused after a close cannot be
+//! confused with the old connection). Sockets stay in blocking mode for the workers' replies;
+//! the loop reads with MSG_DONTWAIT through each connection's [`FrameReader`]
+//! (`uipc_proto::reader`), a whole frame at a time, and passes frames to
+//! [`Conn::incoming`]. A hang-up, a broken stream or a malformed length takes the socket out of
+//! the set at once (so level-triggered readiness cannot spin) and ends the connection once its
+//! call in flight is answered.
+//!
+//! Deadlines: a min-heap of (instant, connection id); `epoll_wait` sleeps until the nearest
+//! (rounded up to the millisecond, so a deadline is due when it fires), then each due entry
+//! becomes a [`Job::Deadline`]. Stale entries (the call finished) cost a job that finds
+//! nothing to do.
+//!
+//! Lock order: `conns`, `deadlines` are leaves (a connection's own locks are taken with
+//! neither held).
+//!
+//! [`FrameReader`]: uipc_proto::reader::FrameReader
+
+use crate::conn::{lock, Conn};
+use crate::workers::Job;
+use crate::Shared;
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+const LISTENER: u64 = 0;
+const WAKE: u64 = 1;
+/// Frames read from one socket per readiness report, so one chatty client cannot starve the
+/// others (level-triggered epoll reports it again).
+const FRAMES_PER_TURN: usize = 16;
+
+/// The loop's shared state.
+pub struct Reactor {
+    epoll: OwnedFd,
+    wake: OwnedFd,
+    conns: Mutex<HashMap<u64, Arc<Conn>>>,
+    deadlines: Mutex<BinaryHeap<Reverse<(Instant, u64)>>>,
+    next_id: AtomicU64,
+}
+
+fn cvt(r: libc::c_int) -> io::Result<libc::c_int> {
+    if r < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(r)
+    }
+}
+
+fn set_passcred(fd: RawFd) {
+    let on: libc::c_int = 1;
+    // SAFETY: sets an int option from a live c_int.
+    unsafe {
+        libc::setsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_PASSCRED,
+            (&on as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+}
+
+impl Reactor {
+    /// An epoll set with the wake-up eventfd in it.
+    pub fn new() -> io::Result<Reactor> {
+        // SAFETY: plain syscalls; each result is checked and owned below.
+        let epoll = unsafe { OwnedFd::from_raw_fd(cvt(libc::epoll_create1(libc::EPOLL_CLOEXEC))?) };
+        // SAFETY: as above.
+        let wake = unsafe {
+            OwnedFd::from_raw_fd(cvt(libc::eventfd(
+                0,
+                libc::EFD_CLOEXEC | libc::EFD_NONBLOCK,
+            ))?)
+        };
+        let r = Reactor {
+            epoll,
+            wake,
+            conns: Mutex::new(HashMap::new()),
+            deadlines: Mutex::new(BinaryHeap::new()),
+            next_id: AtomicU64::new(WAKE + 1),
+        };
+        r.add(r.wake.as_raw_fd(), WAKE, libc::EPOLLIN as u32)?;
+        Ok(r)
+    }
+
+    fn add(&self, fd: RawFd, token: u64, events: u32) -> io::Result<()> {
+        let mut ev = libc::epoll_event { events, u64: token };
+        // SAFETY: registers a live descriptor with our live epoll set.
+        cvt(unsafe { libc::epoll_ctl(self.epoll.as_raw_fd(), libc::EPOLL_CTL_ADD, fd, &mut ev) })?;
+        Ok(())
+    }
+
+    fn stop_watching(&self, conn: &Conn) {
+        // SAFETY: removes a descriptor (still open: `conn` owns it) from our epoll set; ENOENT
+        // if it was removed already, which is fine.
+        unsafe {
+            libc::epoll_ctl(
+                self.epoll.as_raw_fd(),
+                libc::EPOLL_CTL_DEL,
+                conn.fd(),
+                std::ptr::null_mut(),
+            )
+        };
+    }
+
+    /// Forgets a connection; its socket closes when the last reference goes.
+    pub fn remove(&self, conn: &Conn) {
+        self.stop_watching(conn);
+        lock(&self.conns).remove(&conn.id);
+    }
+
+    /// Connections open now.
+    pub fn connections(&self) -> usize {
+        lock(&self.conns).len()
+    }
+
+    /// Asks for a [`Job::Deadline`] for connection `id` at `at`.
+    pub fn add_deadline(&self, at: Instant, id: u64) {
+        lock(&self.deadlines).push(Reverse((at, id)));
+        let one: u64 = 1;
+        // SAFETY: writes 8 bytes from a live u64 to our eventfd.
+        unsafe { libc::write(self.wake.as_raw_fd(), (&one as *const u64).cast(), 8) };
+    }
+
+    fn timeout_ms(&self) -> i32 {
+        let Some(Reverse((at, _))) = lock(&self.deadlines).peek().copied() else {
+            return -1;
+        };
+        let left = at.saturating_duration_since(Instant::now());
+        left.as_nanos().div_ceil(1_000_000).min(i32::MAX as u128) as i32
+    }
+
+    fn fire_deadlines(&self, shared: &Shared) {
+        let now = Instant::now();
+        let mut due = Vec::new();
+        {
+            let mut heap = lock(&self.deadlines);
+            while let Some(Reverse((at, id))) = heap.peek().copied() {
+                if at > now {
+                    break;
+                }
+                heap.pop();
+                due.push(id);
+            }
+        }
+        for id in due {
+            let conn = lock(&self.conns).get(&id).cloned();
+            if let Some(c) = conn {
+                shared.jobs.push(Job::Deadline(c));
+            }
+        }
+    }
+
+    /// Serves `listener` forever on the calling thread.
+    pub fn run(&self, listener: UnixListener, shared: &Arc<Shared>) -> io::Result<()> {
+        listener.set_nonblocking(true)?;
+        self.add(listener.as_raw_fd(), LISTENER, libc::EPOLLIN as u32)?;
+        let mut evs = vec![libc::epoll_event { events: 0, u64: 0 }; 256];
+        loop {
+            let timeout = self.timeout_ms();
+            // SAFETY: `evs` is a live array of `evs.len()` events.
+            let n = unsafe {
+                libc::epoll_wait(
+                    self.epoll.as_raw_fd(),
+                    evs.as_mut_ptr(),
+                    evs.len() as i32,
+                    timeout,
+                )
+            };
+            if n < 0 {
+                let e = io::Error::last_os_error();
+                if e.kind() == io::ErrorKind::Interrupted {
+                    continue;
+                }
+                return Err(e);
+            }
+            for ev in &evs[..n as usize] {
+                match ev.u64 {
+                    LISTENER => self.accept_all(&listener, shared),
+                    WAKE => {
+                        let mut v = 0u64;
+                        // SAFETY: reads 8 bytes into a live u64 (clears the eventfd).
+                        unsafe {
+                            libc::read(self.wake.as_raw_fd(), (&mut v as *mut u64).cast(), 8)
+                        };
+                    }
+                    id => {
+                        let conn = lock(&self.conns).get(&id).cloned();
+                        if let Some(c) = conn {
+                            self.read_from(&c, shared);
+                        }
+                    }
+                }
+            }
+            self.fire_deadlines(shared);
+        }
+    }
+
+    fn accept_all(&self, listener: &UnixListener, shared: &Arc<Shared>) {
+        loop {
+            // SAFETY: accepts on our live listening socket; no address is asked for.
+            let raw = unsafe {
+                libc::accept4(
+                    listener.as_raw_fd(),
+                    std::ptr::null_mut(),
+                    std::ptr::null_mut(),
+                    libc::SOCK_CLOEXEC,
+                )
+            };
+            if raw < 0 {
+                match io::Error::last_os_error().raw_os_error() {
+                    Some(libc::EAGAIN) => return,
+                    Some(libc::EINTR) | Some(libc::ECONNABORTED) => continue,
+                    _ => {
+                        // Out of descriptors (or memory): let clients wait in the backlog
+                        // rather than spin on the still-readable listener.
+                        eprintln!("uipc serve: accept: {}", io::Error::last_os_error());
+                        std::thread::sleep(Duration::from_millis(50));
+                        return;
+                    }
+                }
+            }
+            // SAFETY: a fresh connected socket owned by nobody else.
+            let stream = unsafe { UnixStream::from_raw_fd(raw) };
+            set_passcred(raw);
+            let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+            let conn = Conn::new(id, stream, &shared.jobs);
+            lock(&self.conns).insert(id, conn.clone());
+            let events = (libc::EPOLLIN | libc::EPOLLRDHUP) as u32;
+            if self.add(conn.fd(), id, events).is_err() {
+                lock(&self.conns).remove(&id);
+            }
+        }
+    }
+
+    fn read_from(&self, conn: &Arc<Conn>, shared: &Shared) {
+        let mut reader = lock(&conn.reader);
+        for _ in 0..FRAMES_PER_TURN {
+            let keep_reading = match reader.read(conn.fd()) {
+                Ok(Some(frame)) => conn.incoming(frame, &shared.jobs),
+                Ok(None) => return,
+                Err(_) => false,
+            };
+            if !keep_reading {
+                self.stop_watching(conn);
+                if conn.hang_up() {
+                    self.remove(conn);
+                }
+                return;
+            }
+        }
+    }
+}

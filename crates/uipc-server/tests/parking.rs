@@ -1,0 +1,213 @@
+//! A call parked on the daemon still ends as a sleeping one did: on the client's Cancel, on
+//! its hang-up, at semtimedop's deadline (`parking_scale.rs` shows it costs no thread).
+
+use std::os::fd::AsRawFd;
+use std::os::unix::net::UnixStream;
+use std::path::Path;
+use std::time::{Duration, Instant};
+use uipc::ipc::consts::*;
+use uipc::ipc::sem::{Sembuf, Timespec};
+use uipc_proto::client::Connection;
+use uipc_proto::transport::{recv_frame, send_frame};
+use uipc_proto::{Request, Response, SemArg};
+mod common;
+
+fn call(c: &Connection, req: Request) -> Response {
+    c.call(&req, false).unwrap().0
+}
+
+/// A session after its Hello, as a bare socket (to send without waiting for the reply).
+fn session(path: &Path) -> UnixStream {
+    let s = Connection::connect(path, false).unwrap().into_stream();
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    s
+}
+
+fn send(s: &UnixStream, req: &Request) {
+    send_frame(s.as_raw_fd(), &req.encode(), true, None).unwrap();
+}
+
+fn reply(s: &UnixStream) -> Response {
+    Response::decode(&recv_frame(s.as_raw_fd(), false).unwrap().payload).unwrap()
+}
+
+fn semop(semid: i32, op: i16, timeout: Option<Timespec>) -> Request {
+    Request::Semtimedop {
+        semid,
+        nsops: 1,
+        sops: Some(vec![Sembuf::new(0, op, 0)]),
+        timeout,
+    }
+}
+
+fn sem_count(c: &Connection, semid: i32, cmd: i32) -> Response {
+    call(
+        c,
+        Request::Semctl {
+            semid,
+            semnum: 0,
+            cmd,
+            arg: SemArg::None,
+        },
+    )
+}
+
+fn until(what: &str, mut ok: impl FnMut() -> bool) {
+    let t0 = Instant::now();
+    while !ok() {
+        assert!(t0.elapsed() < Duration::from_secs(30), "never: {what}");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+fn new_sem(c: &Connection) -> i32 {
+    let Response::Ret(id) = call(
+        c,
+        Request::Semget {
+            key: IPC_PRIVATE,
+            nsems: 1,
+            flag: 0o600,
+        },
+    ) else {
+        panic!("semget")
+    };
+    id as i32
+}
+
+fn new_queue(c: &Connection) -> i32 {
+    let Response::Ret(id) = call(
+        c,
+        Request::Msgget {
+            key: IPC_PRIVATE,
+            flag: 0o600,
+        },
+    ) else {
+        panic!("msgget")
+    };
+    id as i32
+}
+
+#[test]
+fn cancel_ends_a_parked_semop_and_msgrcv_with_eintr() {
+    let (path, _) = common::start("parking");
+    let c = Connection::connect(&path, false).unwrap();
+    let semid = new_sem(&c);
+    let msqid = new_queue(&c);
+    let s = session(&path);
+    send(&s, &semop(semid, -1, None));
+    until("queued", || {
+        sem_count(&c, semid, GETNCNT) == Response::Ret(1)
+    });
+    send(&s, &Request::Cancel);
+    assert_eq!(reply(&s), Response::Error(libc::EINTR));
+    assert_eq!(sem_count(&c, semid, GETNCNT), Response::Ret(0));
+    let rcv = Request::Msgrcv {
+        msqid,
+        maxsize: 10,
+        msgtyp: 0,
+        flags: 0,
+    };
+    send(&s, &rcv);
+    std::thread::sleep(Duration::from_millis(50));
+    send(&s, &Request::Cancel);
+    assert_eq!(reply(&s), Response::Error(libc::EINTR));
+    let snd = Request::Msgsnd {
+        msqid,
+        mtype: 1,
+        msgsz: 2,
+        text: Some(b"ok".to_vec()),
+        flags: 0,
+    };
+    assert_eq!(call(&c, snd), Response::Ret(0));
+    let nowait = Request::Msgrcv {
+        msqid,
+        maxsize: 10,
+        msgtyp: 0,
+        flags: IPC_NOWAIT,
+    };
+    assert_eq!(
+        call(&c, nowait),
+        Response::Msg {
+            mtype: 1,
+            text: b"ok".to_vec()
+        },
+        "the cancelled receiver took nothing"
+    );
+    send(&s, &semop(semid, 1, None));
+    assert_eq!(
+        reply(&s),
+        Response::Ret(0),
+        "the session goes on after a Cancel"
+    );
+}
+
+#[test]
+fn a_hang_up_withdraws_the_parked_call() {
+    let (path, shared) = common::start("parking");
+    let c = Connection::connect(&path, false).unwrap();
+    let semid = new_sem(&c);
+    let s = session(&path);
+    send(&s, &semop(semid, -1, None));
+    until("queued", || {
+        sem_count(&c, semid, GETNCNT) == Response::Ret(1)
+    });
+    let open = shared.reactor.connections();
+    drop(s);
+    until("withdrawn", || {
+        sem_count(&c, semid, GETNCNT) == Response::Ret(0)
+    });
+    until("connection gone", || {
+        shared.reactor.connections() == open - 1
+    });
+    assert_eq!(call(&c, semop(semid, 1, None)), Response::Ret(0));
+    assert_eq!(
+        sem_count(&c, semid, GETVAL),
+        Response::Ret(1),
+        "nothing consumed it"
+    );
+}
+
+#[test]
+fn semtimedops_timeout_ends_a_parked_call_with_eagain() {
+    let (path, _) = common::start("parking");
+    let c = Connection::connect(&path, false).unwrap();
+    let semid = new_sem(&c);
+    let s = session(&path);
+    let t0 = Instant::now();
+    let t = Timespec {
+        tv_sec: 0,
+        tv_nsec: 80_000_000,
+    };
+    send(&s, &semop(semid, -1, Some(t)));
+    assert_eq!(reply(&s), Response::Error(libc::EAGAIN));
+    let took = t0.elapsed();
+    assert!(took >= Duration::from_millis(80), "answered after {took:?}");
+    assert!(took < Duration::from_secs(5), "answered after {took:?}");
+    assert_eq!(sem_count(&c, semid, GETNCNT), Response::Ret(0));
+    // A nearer deadline queued after a farther one fires first.
+    let far = session(&path);
+    send(
+        &far,
+        &semop(
+            semid,
+            -1,
+            Some(Timespec {
+                tv_sec: 10,
+                tv_nsec: 0,
+            }),
+        ),
+    );
+    until("far queued", || {
+        sem_count(&c, semid, GETNCNT) == Response::Ret(1)
+    });
+    let t0 = Instant::now();
+    send(&s, &semop(semid, -1, Some(t)));
+    assert_eq!(reply(&s), Response::Error(libc::EAGAIN));
+    assert!(t0.elapsed() < Duration::from_secs(5));
+    assert_eq!(call(&c, semop(semid, 1, None)), Response::Ret(0));
+    assert_eq!(
+        reply(&far),
+        Response::Ret(0),
+        "completed before its deadline"
+    );
+}
