@@ -2,7 +2,9 @@
 //!
 //! Arguments the client could not read arrive as `None`; the daemon answers with the errno
 //! Linux gives at the point where the kernel would have copied them (see each arm). Entry and
-//! exit: no lock held; blocking calls sleep in the engine with the session's interrupt.
+//! exit: no lock held. The session hands blocking calls here only in their IPC_NOWAIT form
+//! ([`without_sleeping`]); the form that waits is started parked ([`crate::parked`]). Were a
+//! blocking call served here, it would sleep on the worker with the connection's interrupt.
 
 use crate::memfd::MemfdBacking;
 use std::os::fd::{FromRawFd, OwnedFd, RawFd};
@@ -14,7 +16,7 @@ use uipc::ipc::IpcNamespace;
 use uipc::{Cred, Errno, Interrupt, WaitCtx};
 use uipc_proto::{Request, Response, SemArg};
 
-/// What the session needs to serve a request.
+/// What a worker needs to serve a request.
 pub struct Ctx<'a> {
     /// The namespace.
     pub ns: &'a IpcNamespace,
@@ -30,7 +32,7 @@ pub struct Ctx<'a> {
     pub backing: &'a MemfdBacking,
     /// The caller.
     pub cred: &'a Cred,
-    /// Raised to end a blocking call with EINTR.
+    /// The connection's interrupt: raised to end a blocking call with EINTR.
     pub irq: &'a Interrupt,
 }
 

@@ -1,17 +1,22 @@
 //! The uipc daemon: one IPC namespace served to client processes over a Unix socket
 //! (`uipc serve`).
 //!
-//! Threads: the accept loop; one thread per connection ([`session`]), where the preload
-//! library opens one connection per client thread, so a blocking call parks only its own
-//! session; the [`poller`] thread, which watches the sockets of sessions in a blocking call;
-//! and the exit thread, which waits on the client pidfds and applies a dead process's exit
-//! rules ([`procs`]; sessions apply them too when they see an exit first).
+//! Threads, a fixed number whatever the number of clients: the event loop ([`reactor`]: accepts
+//! connections, reads frames from every socket without blocking, fires semtimedop deadlines);
+//! a pool of workers ([`workers`], one per core, 4 to 16) that serve frames ([`session`]); and
+//! the exit thread, which waits on the client pidfds and applies a dead process's exit rules
+//! ([`procs`]; workers apply them too when they see an exit first). The preload library opens
+//! one connection per client thread; a connection has one call in flight ([`conn`]). A call
+//! that must wait (semop, semtimedop, msgsnd, msgrcv, F_SETLKW, F_OFD_SETLKW, a blocking
+//! flock) is parked ([`parked`]): the engine's request stays queued on its object, and the
+//! waker's notification, the client's Cancel or hang-up, the process's exit or the deadline
+//! brings it back to a worker, which answers it. A sleeping call costs its queued request
+//! and a few hundred bytes, not a thread.
 //!
 //! File locks: one [`LockManager`] beside the namespace. Lock calls carry the client's
 //! descriptor; the daemon reads the file's identity and access from its copy and tells open
 //! file descriptions apart with `kcmp` ([`descriptions`], [`lockserve`]). A blocking F_SETLKW
-//! or flock sleeps like semop (tried without sleeping first, then with the session's
-//! interrupt). Exits drop the process's POSIX locks, and the OFD and flock locks of
+//! or flock is parked like semop (tried without waiting first). Exits drop the process's POSIX locks, and the OFD and flock locks of
 //! descriptions no process holds open any more.
 //!
 //! Shared memory is memfd-backed ([`memfd`]): shmat sends the segment's memfd with the reply
@@ -51,7 +56,12 @@
 //! - Credentials other than the verified pid, euid and egid come from `/proc/PID/status`
 //!   (the main thread's view) and are cached until the verified ids change: a `setgroups` or
 //!   `capset` that keeps the effective ids is not seen.
-//! - One thread per connection, also while a call sleeps.
+//! - What still holds a worker while it runs (never while a call waits for a waker): the
+//!   `/proc/*/fd` scans of lock closes and sweeps, the reading of `/proc/PID/status` for new
+//!   credentials, a reply to a client that does not read it (sends block; a client with a
+//!   full receive buffer holds its worker until it reads or dies), and an exit handled by a
+//!   worker, which waits for the process's requests that are being served at that moment.
+//!   With every worker held so, other connections wait; parked calls never hold one.
 
 pub mod conn;
 pub mod descriptions;

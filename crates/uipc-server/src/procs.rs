@@ -2,9 +2,10 @@
 //!
 //! The first request from a pid opens a pidfd for it (`pidfd_open`) and adds it to an epoll
 //! set. Each request is served inside [`Procs::enter`] / [`ProcGuard`]: it counts as in flight
-//! and registers the session's [`Interrupt`]. A process's exit is handled by whoever first sees
-//! its pidfd ready: the exit thread (blocked on the epoll set) or a session, which checks the
-//! set without waiting ([`Procs::reap_ready`]) before serving each request. The latter gives
+//! and registers the connection's (session's) [`Interrupt`]. A process's exit is handled by
+//! whoever first sees its pidfd ready: the exit thread (blocked on the epoll set) or a worker,
+//! which checks the set without waiting ([`Procs::reap_ready`]) before serving each request.
+//! The latter gives
 //! Linux's ordering: a process that learns of an exit (its child was reaped, say) and then
 //! calls finds the exit's effects applied, because its pidfd is ready before the parent can
 //! reap it.

@@ -12,7 +12,7 @@
 //! parked form ([`crate::parked`]): no thread waits. The parked call sits in the connection's
 //! call slot with its guard; its waiter's notifier queues a [`Job::Resume`] when a waker
 //! completes it or the connection's interrupt is raised (the client's Cancel or any other
-//! frame, its hang-up), and [`resume`] polls it: answered, or parked again. semtimedop's
+//! frame, its hang-up), and `resume` polls it: answered, or parked again. semtimedop's
 //! deadline comes back as a [`Job::Deadline`] and cancels it (EAGAIN). The process's exit
 //! cancels it through the canceller registered with its guard ([`crate::procs`]), run by
 //! whoever handles the exit.

@@ -3,7 +3,8 @@
 //! The engine: no sockets, no processes, no global state. Each Linux call is one method taking
 //! the caller's identity ([`Cred`]) and returning `Result<_, Errno>` with exactly the errno
 //! Linux gives, checked in Linux's order. Anything that blocks takes a [`WaitCtx`] so the caller
-//! can time it out or interrupt it.
+//! can time it out or interrupt it, or is started without sleeping (`*_start`, with a
+//! [`ParkCtx`]) and finished later by polling the parked call it returns ([`wait`]).
 //!
 //! - [`ipc`]: SysV semaphores, message queues and shared memory, in any number of isolated
 //!   [`ipc::IpcNamespace`]s.

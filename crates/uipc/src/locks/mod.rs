@@ -25,10 +25,11 @@
 //! two files' states are ever held at once, and nothing sleeps holding any of them.
 //!
 //! Blocking (F_SETLKW, F_OFD_SETLKW, flock without LOCK_NB) sleeps on the calling thread with
-//! the caller's [`WaitCtx`], or, through the `*_start` forms, parks as a [`ParkedLock`] that
-//! the embedder polls when notified ([`parked`] has the protocol). Linux has no timeout for these calls: a deadline is treated as a
-//! signal arriving then, so both an interrupt and a deadline give EINTR (the embedder restarts
-//! the call itself where SA_RESTART applies).
+//! the caller's [`crate::WaitCtx`], or, through the `*_start` forms, parks as a
+//! [`ParkedLock`] that the embedder polls when notified (its module has the protocol). Linux
+//! has no timeout for these calls: a deadline is treated as a signal arriving then, so both
+//! an interrupt and a deadline give EINTR (the embedder restarts the call itself where
+//! SA_RESTART applies).
 //!
 //! ## Not supported
 //! - Leases (F_SETLEASE / F_GETLEASE) and NFS delegations.

@@ -12,7 +12,7 @@
 //!   IPC_SET asks it to look again. A delivered result wins over a racing interruption.
 //!
 //! Each call is a start (`*_start`: checks, then one attempt that either finishes or queues a
-//! waiter) and a parked call ([`super::parked`]) that finishes it: the synchronous calls sleep
+//! waiter) and a parked call ([`super::ParkedMsgsnd`], [`super::ParkedMsgrcv`]) that finishes it: the synchronous calls sleep
 //! on the waiter, an embedder that parks calls polls or cancels them after a notification.
 //!
 //! Entry and exit: no lock held. The queue lock is held only between lookup and queueing the

@@ -266,7 +266,7 @@ impl IpcNamespace {
     /// operation must wait, its request queued and returned as a [`ParkedSemop`] whose waiter
     /// runs `park`'s notifier when a waker completes it (or `park`'s interrupt is raised). The
     /// timeout becomes the parked call's [`ParkedSemop::deadline`], which the embedder keeps
-    /// (cancelling with [`WakeReason::TimedOut`]).
+    /// (cancelling with [`crate::WakeReason::TimedOut`]).
     pub fn semtimedop_start(
         &self,
         cred: &Cred,

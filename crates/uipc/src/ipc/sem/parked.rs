@@ -20,7 +20,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 /// A semop queued on its set, waiting for a waker to complete it (Linux's `sem_queue` whose
-/// task is not asleep). Made by [`IpcNamespace::semtimedop_start`].
+/// task is not asleep). Made by [`crate::ipc::IpcNamespace::semtimedop_start`].
 ///
 /// Finish it with [`ParkedSemop::poll`] after a notification or with [`ParkedSemop::cancel`];
 /// dropping it unfinished leaves the operation queued (a later waker would still apply it).
