@@ -370,3 +370,54 @@ fn a_lock_call_marks_its_file_in_the_hints_clients_map() {
     unsafe { libc::munmap(p, uipc_proto::HINT_SLOTS) };
     std::fs::remove_file(file_path).unwrap();
 }
+
+#[test]
+fn a_killed_client_parked_in_setlkw_leaves_the_queue_before_the_next_request() {
+    let (path, shared) = start();
+    let c = Connection::connect(&path, true).unwrap();
+    let (a, _p) = file();
+    assert_eq!(
+        fcntl(&c, a.as_raw_fd(), F_SETLK, Flock::new(F_WRLCK, 0, 10)),
+        OK
+    );
+    // SAFETY: the child makes system calls and allocations only, and leaves with _exit.
+    let child = unsafe { libc::fork() };
+    assert!(child >= 0);
+    if child == 0 {
+        let code = Connection::connect(&path, false)
+            .map(|c| fcntl(&c, a.as_raw_fd(), F_SETLKW, Flock::new(F_WRLCK, 0, 10)))
+            .is_ok();
+        // SAFETY: leaves the child without running the test harness's exit path.
+        unsafe { libc::_exit(i32::from(!code)) };
+    }
+    let t0 = std::time::Instant::now();
+    while !shared
+        .locks
+        .list()
+        .iter()
+        .any(|l| l.pid == child && l.blocked_behind.is_some())
+    {
+        assert!(t0.elapsed() < Duration::from_secs(10), "never blocked");
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    assert_eq!(shared.parked_calls(), 1, "waiting without a thread");
+    // SAFETY: kills and reaps our own child.
+    unsafe {
+        libc::kill(child, libc::SIGKILL);
+        libc::waitpid(child, std::ptr::null_mut(), 0);
+    }
+    // The next request is served after the exit was applied: the request is gone.
+    let Response::Lock(LockResponse::List(lines)) = call(&c, None, LockRequest::List) else {
+        panic!("no listing")
+    };
+    assert!(lines.iter().all(|l| l.pid != child), "{lines:?}");
+    assert_eq!(shared.parked_calls(), 0);
+    assert_eq!(
+        fcntl(&c, a.as_raw_fd(), F_SETLK, Flock::new(F_UNLCK, 0, 10)),
+        OK
+    );
+    assert!(
+        shared.locks.list().is_empty(),
+        "nothing granted to the dead"
+    );
+}
