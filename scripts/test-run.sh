@@ -57,6 +57,12 @@ timeout 30 "$uipc" run --locks -- "$out/locks_visible" uipc \
     "$out/list-locks.sh $(realpath "$uipc") locks > $out/locks-uipc.txt"
 grep -qx 'locks_visible PID OFDLCK 10B READ 0 6 0 /tmp/uipc-locks-visible-PID' "$out/locks-uipc.txt"
 diff -u "$out/locks-host.txt" <(grep -v OFDLCK "$out/locks-uipc.txt")
+# Locks through syscall(SYS_fcntl / SYS_flock) and closes through syscall(SYS_close, ...):
+# the kernel's without --locks, the daemon's with it (listed by `uipc locks`).
+timeout 60 "$out/locks_syscall" kernel
+timeout 60 "$uipc" run -- "$out/locks_syscall" kernel
+timeout 60 "$uipc" run --locks -- "$out/locks_syscall" uipc \
+    "test \"\$($(realpath "$uipc") locks -n -p \$HOLDER | awk '{print \$3}' | sort | paste -sd' ')\" = 'FLOCK OFDLCK POSIX POSIX'"
 echo "file locks: ok (none in the host's /proc/locks under uipc; uipc locks = lslocks)"
 
 if [ "$(id -u)" = 0 ]; then

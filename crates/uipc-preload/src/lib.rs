@@ -12,8 +12,9 @@
 //! locks closes). They go to
 //! the daemon only with `$UIPC_LOCKS=1` (`uipc run --locks`); otherwise straight to libc.
 //!
-//! Also `syscall` (`syscall.rs`: the SysV IPC numbers reach the exports above, the timer
-//! numbers the timer service, the rest the C library's `syscall`), and timer_create,
+//! Also `syscall` (`syscall.rs`: the SysV IPC numbers reach the exports above, the file lock
+//! numbers the lock code, the timer numbers the timer service, the rest the C library's
+//! `syscall`, which is also the library's own way to the kernel: `kernel.rs`), and timer_create,
 //! timer_settime, timer_gettime, timer_getoverrun, timer_delete: with `$UIPC_TIMERS=1`
 //! (`uipc run --timers`) served in the process by the engine's timer table
 //! (`timer_service.rs`), otherwise the C library's own functions.
@@ -35,8 +36,8 @@
 //! `uipc_proto::client`.
 //!
 //! ## Not supported yet
-//! - File locks: closes the library does not see drop nothing at once: raw
-//!   `syscall(SYS_close)` or `syscall(SYS_close_range)`, closes inside libc other than
+//! - File locks: closes the library does not see drop nothing at once: raw system call
+//!   instructions, closes inside libc other than
 //!   fclose's (freopen, `posix_spawn` file actions), close-on-exec (the daemon sweeps at the new image's first
 //!   call) and descriptors closed by a process that never calls the library. POSIX locks then
 //!   stay until the process exits; OFD and flock locks until the daemon's next close, exit or
@@ -44,8 +45,7 @@
 //! - File locks: a close of a regular file or directory costs an fstat and a read of the
 //!   daemon's lock hints, and a round trip if the file was ever asked to be locked (hint
 //!   bytes are never cleared and may collide). The lock calls themselves cost one round trip
-//!   carrying the descriptor (SCM_RIGHTS). `syscall(SYS_fcntl, ...)`/`syscall(SYS_flock, ...)` reach the
-//!   kernel, whose locks do not see uipc's.
+//!   carrying the descriptor (SCM_RIGHTS).
 //! - File locks: the lock hints are mapped on the first close of a regular file or directory
 //!   in a program image; if that close happens in a vforked child before exec, the mapping
 //!   (a daemon call, which allocates) is made there.
@@ -55,8 +55,6 @@
 //! - `syscall()` takes its variadic arguments as seven `long`s, right on x86-64 and aarch64
 //!   only (`syscall.rs`). Raw system call instructions (not through `syscall()`) reach the
 //!   kernel, as do the 32-bit `ipc(2)` multiplexer and the time64 variants of other ABIs.
-//!   The file lock numbers (`SYS_fcntl`, `SYS_flock`, `SYS_close`, ...) are not routed: the
-//!   lock code makes those very calls through `syscall()` as its way to the kernel.
 //! - POSIX timers (`--timers`), where uipc differs from Linux:
 //!   - The kernel does not say when a signal is taken: the service looks at its pending sets
 //!     (by signal number) at growing gaps after sending and around each period boundary.
@@ -122,6 +120,7 @@
 mod abi;
 mod conn;
 mod fork;
+mod kernel;
 mod locks;
 mod msg;
 mod sem;
@@ -217,6 +216,7 @@ fn guard_blocking(
 extern "C" fn init() {
     // SAFETY: registers a child handler that only bumps an atomic counter.
     unsafe { libc::pthread_atfork(None, None, Some(conn::after_fork_in_child)) };
+    kernel::prepare();
     locks::prepare();
 }
 
