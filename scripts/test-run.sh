@@ -36,7 +36,7 @@ export -f shared_daemon
 
 tests=(msg_sem_exchange sem_undo_kill shm_share shm_rdonly_segv semop_eintr threads_block
     calls_errno perm_setuid eintr_storm exec_rules cancel_thread closefrom syscall_ipc timers
-    "load 64 100")
+    timer_ids_exec "load 64 100")
 
 # File locks: each program on the host kernel, then under `uipc run --locks`; the locks taken
 # under uipc are not in the host's /proc/locks, and `uipc locks` lists what lslocks lists on
@@ -78,6 +78,8 @@ if [ "$(id -u)" = 0 ]; then
         for t in "$@"; do timeout 60 "$uipc" run -- $out/$t; done
         # POSIX timers served in the process; timers checks /proc/self/timers stays empty.
         timeout 60 "$uipc" run --timers -- "$out/timers"
+        # The id counter carried across exec by every exec function, as Linux keeps it.
+        timeout 60 "$uipc" run --timers -- "$out/timer_ids_exec"
         shared_daemon "$uipc" "$out"
         # The daemon outlives the program while a descendant still runs (uipc run reaps
         # orphans); the exit status is that of the program.
@@ -189,6 +191,7 @@ else
         timeout 60 "$uipc" run -- $out/$t
     done
     timeout 60 "$uipc" run --timers -- "$out/timers"
+    timeout 60 "$uipc" run --timers -- "$out/timer_ids_exec"
     shared_daemon "$uipc" "$out"
     after=$(cat /proc/sysvipc/sem /proc/sysvipc/msg /proc/sysvipc/shm)
     if [ "$before" != "$after" ]; then

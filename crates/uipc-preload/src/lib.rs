@@ -17,7 +17,9 @@
 //! `syscall`, which is also the library's own way to the kernel: `kernel.rs`), and timer_create,
 //! timer_settime, timer_gettime, timer_getoverrun, timer_delete: with `$UIPC_TIMERS=1`
 //! (`uipc run --timers`) served in the process by the engine's timer table
-//! (`timer_service.rs`), otherwise the C library's own functions.
+//! (`timer_service.rs`), otherwise the C library's own functions. The exec functions (execve,
+//! execv, execvp, execvpe, execl, execle, execlp, fexecve, execveat: `exec.rs`) carry the
+//! timer id counter to the new program image under `--timers`.
 //!
 //! Every export catches panics (none crosses the C ABI: the call fails with EINVAL instead),
 //! sets errno through `__errno_location` on failure and leaves it untouched on success. Thread
@@ -74,10 +76,15 @@
 //!   - settime and delete take a still-pending process signal of the timer out of the kernel
 //!     (Linux leaves it visible to `sigpending()` and drops it at dequeue); a pending
 //!     SIGEV_THREAD_ID signal of a deleted or re-set timer is delivered.
-//!   - exec: Linux 6.18 keeps the process's id counter across execve (observed: ids 0 and 1
-//!     before it, 2 after); a new image under uipc starts its table at 0. (The signals the
-//!     service queued, being SI_TIMER, are dropped by the kernel at execve, as Linux drops its
-//!     own.) A vfork child that calls the timer functions replaces its parent's service.
+//!   - exec: the id counter, which Linux keeps across execve, reaches the new image only
+//!     through the library's exec functions (`exec.rs`), in its environment: an exec by a raw
+//!     system call instruction, or a new image without the library, starts at 0. The
+//!     variable (`UIPC_TIMER_NEXT_ID`) is removed from `environ` at load, but
+//!     `/proc/PID/environ` shows it, and an image started without the library keeps it. A
+//!     timer another thread creates while exec builds the environment is not counted. (The
+//!     signals the service queued, being SI_TIMER, are dropped by the kernel at execve, as
+//!     Linux drops its own.) A vfork child that calls the timer functions replaces its
+//!     parent's service.
 //!   - RLIMIT_SIGPENDING counts this process's timers only (Linux: every process of the real
 //!     uid, and queued signals); while pending, the signals the service queues count as the
 //!     kernel's ordinary queued signals (Linux preallocates them), and one refused at the
@@ -119,6 +126,8 @@
 
 mod abi;
 mod conn;
+mod exec;
+mod exec_env;
 mod fork;
 mod kernel;
 mod locks;
@@ -218,6 +227,7 @@ extern "C" fn init() {
     unsafe { libc::pthread_atfork(None, None, Some(conn::after_fork_in_child)) };
     kernel::prepare();
     locks::prepare();
+    exec::prepare();
 }
 
 /// Runs [`init`] when the library is loaded.

@@ -4,7 +4,8 @@
 //! SysV IPC numbers (semget, semop, semtimedop, semctl, msgget, msgsnd, msgrcv, msgctl, shmget,
 //! shmat, shmdt, shmctl) go to the same exports as the C calls when `$UIPC_SOCKET` is set; the
 //! timer numbers go to the timer service with the kernel's ABI (an `int` id, SIGEV_THREAD as a
-//! plain signal) when `$UIPC_TIMERS` is `1`; the file lock numbers (fcntl, flock, close, dup2,
+//! plain signal) when `$UIPC_TIMERS` is `1`, as do execve and execveat (which carry the timer
+//! id counter to the new image, `exec.rs`); the file lock numbers (fcntl, flock, close, dup2,
 //! dup3, close_range) go to the lock code (`locks/by_syscall.rs`) when `$UIPC_LOCKS` is `1`.
 //! Each returns as syscall(3) does: the result, or -1 with errno. Every other number, and
 //! these ones when not routed, goes to the C library's `syscall` with all six arguments
@@ -107,6 +108,9 @@ pub extern "C-unwind" fn syscall(
     }
     if is_timer(nr) && timer::routed() {
         return timers(nr, args);
+    }
+    if crate::exec::is_exec_number(nr) && timer::routed() {
+        return crate::exec::syscall_routed(nr, args);
     }
     if crate::locks::is_lock_number(nr) && crate::locks::routing() {
         return crate::locks::syscall_routed(nr, args);
