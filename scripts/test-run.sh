@@ -36,7 +36,7 @@ export -f shared_daemon
 
 tests=(msg_sem_exchange sem_undo_kill shm_share shm_rdonly_segv semop_eintr threads_block
     calls_errno perm_setuid eintr_storm exec_rules cancel_thread closefrom syscall_ipc timers
-    timer_ids_exec "load 64 100")
+    timer_ids_exec vfork_spawn "load 64 100")
 
 # File locks: each program on the host kernel, then under `uipc run --locks`; the locks taken
 # under uipc are not in the host's /proc/locks, and `uipc locks` lists what lslocks lists on
@@ -80,6 +80,8 @@ if [ "$(id -u)" = 0 ]; then
         timeout 60 "$uipc" run --timers -- "$out/timers"
         # The id counter carried across exec by every exec function, as Linux keeps it.
         timeout 60 "$uipc" run --timers -- "$out/timer_ids_exec"
+        # vfork / posix_spawn / raw fork children with file locks and timers routed too.
+        timeout 60 "$uipc" run --locks --timers -- "$out/vfork_spawn"
         shared_daemon "$uipc" "$out"
         # The daemon outlives the program while a descendant still runs (uipc run reaps
         # orphans); the exit status is that of the program.
@@ -192,6 +194,7 @@ else
     done
     timeout 60 "$uipc" run --timers -- "$out/timers"
     timeout 60 "$uipc" run --timers -- "$out/timer_ids_exec"
+    timeout 60 "$uipc" run --locks --timers -- "$out/vfork_spawn"
     shared_daemon "$uipc" "$out"
     after=$(cat /proc/sysvipc/sem /proc/sysvipc/msg /proc/sysvipc/shm)
     if [ "$before" != "$after" ]; then

@@ -83,8 +83,8 @@
 //!     `/proc/PID/environ` shows it, and an image started without the library keeps it. A
 //!     timer another thread creates while exec builds the environment is not counted. (The
 //!     signals the service queued, being SI_TIMER, are dropped by the kernel at execve, as
-//!     Linux drops its own.) A vfork child that calls the timer functions replaces its
-//!     parent's service.
+//!     Linux drops its own.) timer_create in a vforked child fails with EAGAIN (Linux gives
+//!     the child a timer of its own; a service made there would live in its parent's memory).
 //!   - RLIMIT_SIGPENDING counts this process's timers only (Linux: every process of the real
 //!     uid, and queued signals); while pending, the signals the service queues count as the
 //!     kernel's ordinary queued signals (Linux preallocates them), and one refused at the
@@ -99,10 +99,17 @@
 //!   - The exports block signals while they run (a handler calling them cannot deadlock on
 //!     its own thread) but may allocate in rare paths (the engine's heap growing), so a call
 //!     from a handler that interrupted `malloc` is not safe.
-//! - vfork, clone and posix_spawn children are not announced to the daemon; as they exec
-//!   (dropping attachments) or share the parent's memory, only nattch during that window
-//!   differs. A fork by raw syscall, or inside libc (daemon(3) calls its internal fork), is
-//!   not announced either: the child's inherited attachments are mapped but not counted.
+//! - vfork and posix_spawn children (`vfork.rs`; tests/c/vfork_spawn.c compares with the
+//!   host): as on Linux they are processes of their own (pid, SEM_UNDO, POSIX lock owner,
+//!   exit) that share the parent's attachments (nattch unchanged); a vforked child's calls
+//!   use connections of their own. Where uipc differs: shmat and shmdt in a vforked child
+//!   (undefined in POSIX; Linux maps into or unmaps from the shared memory, the parent's
+//!   afterwards) are refused with ENOMEM and EINVAL, and a vforked child that makes the first
+//!   call of a new program image still sees the old image's attachments counted (the exec
+//!   is applied at the parent's first call). A fork by raw syscall, or inside libc
+//!   (daemon(3) calls its internal fork), is not announced: the child's inherited
+//!   attachments are mapped but not counted (a raw-forked child gets sessions of its own at
+//!   its first call).
 //! - execve is seen when the new image makes its first call (its `Hello` says it is new): an
 //!   image that never calls keeps its old attachments counted until it exits, and one started
 //!   without the library keeps them too.
@@ -142,6 +149,7 @@ mod timer_service;
 mod timer_signals;
 mod timer_thread;
 mod user;
+mod vfork;
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use uipc::Errno;
@@ -226,6 +234,7 @@ extern "C" fn init() {
     // SAFETY: registers a child handler that only bumps an atomic counter.
     unsafe { libc::pthread_atfork(None, None, Some(conn::after_fork_in_child)) };
     kernel::prepare();
+    vfork::prepare();
     locks::prepare();
     exec::prepare();
 }
