@@ -71,6 +71,64 @@ pub(crate) use kernel_sys;
 mod tests {
     use super::*;
 
+    /// The numbers `syscall.rs` routes while the library itself may be making them.
+    const ROUTED: [&str; 13] = [
+        "SYS_fcntl",
+        "SYS_flock",
+        "SYS_close",
+        "SYS_dup2",
+        "SYS_dup3",
+        "SYS_close_range",
+        "SYS_execve",
+        "SYS_execveat",
+        "SYS_timer_create",
+        "SYS_timer_settime",
+        "SYS_timer_gettime",
+        "SYS_timer_getoverrun",
+        "SYS_timer_delete",
+    ];
+
+    fn sources(dir: &std::path::Path, out: &mut Vec<(std::path::PathBuf, String)>) {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                sources(&path, out);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                let text = std::fs::read_to_string(&path).unwrap();
+                out.push((path, text));
+            }
+        }
+    }
+
+    #[test]
+    fn the_library_never_makes_a_routed_number_through_libc_syscall() {
+        let mut files = Vec::new();
+        sources(
+            &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src"),
+            &mut files,
+        );
+        assert!(files.len() > 10, "the sources were not found");
+        for (path, text) in files {
+            // Code only (comments may name such calls); a call's first argument follows
+            // `libc::syscall(` and whitespace.
+            let code: String = text
+                .lines()
+                .filter(|l| !l.trim_start().starts_with("//"))
+                .collect::<Vec<_>>()
+                .join("\n");
+            for (at, _) in code.match_indices("libc::syscall(") {
+                let rest = code[at + "libc::syscall(".len()..].trim_start();
+                let number = rest.split([',', ')']).next().unwrap_or("").trim();
+                let name = number.trim_start_matches("libc::");
+                assert!(
+                    !ROUTED.contains(&name),
+                    "{}: libc::syscall({number}) reaches our own export; use kernel_sys!",
+                    path.display()
+                );
+            }
+        }
+    }
+
     #[test]
     fn sys_reaches_the_kernel_with_syscall3_results() {
         let me = kernel_sys!(libc::SYS_getpid);
