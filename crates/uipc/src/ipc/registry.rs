@@ -150,17 +150,17 @@ impl<T: IpcObject> Registry<T> {
     /// Opening an existing key takes the lock for reading only (Linux takes its rwsem for
     /// writing every time), so `*get` calls that find their key run in parallel; a call that
     /// may create takes it for writing and looks the key up again, so two creators of one key
-    /// still get one object. `create` gets the writer-locked state and must call
-    /// [`Registry::add`].
+    /// still get one object. `create` gets the writer-locked state, must call
+    /// [`Registry::add`] or [`Registry::add_then`] and returns the new id.
     pub fn get_or_create(
         &self,
         key: i32,
         flag: i32,
-        create: impl FnOnce(&mut RegistryState<T>) -> Result<Arc<T>>,
+        create: impl FnOnce(&mut RegistryState<T>) -> Result<i32>,
         existing: impl FnOnce(&T) -> Result<()>,
     ) -> Result<i32> {
         if key == IPC_PRIVATE {
-            return create(&mut self.write()).map(|o| o.header().id());
+            return create(&mut self.write());
         }
         let st = self.read();
         if let Some(obj) = st.keys.get(&key) {
@@ -175,7 +175,7 @@ impl<T: IpcObject> Registry<T> {
         if let Some(obj) = st.keys.get(&key) {
             return Self::opened(obj, flag, existing);
         }
-        create(&mut st).map(|o| o.header().id())
+        create(&mut st)
     }
 
     /// The tail of `ipcget` for a key that exists: EEXIST, then the type's checks.
@@ -198,6 +198,20 @@ impl<T: IpcObject> Registry<T> {
         limit: i32,
         build: impl FnOnce(i32) -> T,
     ) -> Result<Arc<T>> {
+        self.add_then(st, key, limit, build, Arc::clone)
+    }
+
+    /// [`Registry::add`], returning `then(&object)` instead of a new reference to the object
+    /// (a creation that only needs the id then costs no reference count traffic beyond the
+    /// two references the registry keeps).
+    pub fn add_then<R>(
+        &self,
+        st: &mut RegistryState<T>,
+        key: i32,
+        limit: i32,
+        build: impl FnOnce(i32) -> T,
+        then: impl FnOnce(&Arc<T>) -> R,
+    ) -> Result<R> {
         let limit = (limit.max(0) as u32).min(self.layout.ipcmni());
         if st.alloc.in_use() >= limit {
             return Err(Errno::ENOSPC);
@@ -210,12 +224,13 @@ impl<T: IpcObject> Registry<T> {
         };
         let obj = Arc::new(build(id));
         debug_assert_eq!(obj.header().id(), id);
+        let out = then(&obj);
         let idx = self.layout.idx(id);
-        self.objects.insert(idx, obj.clone());
         if key != IPC_PRIVATE {
             st.keys.insert(key, obj.clone());
         }
-        Ok(obj)
+        self.objects.insert(idx, obj);
+        Ok(out)
     }
 
     /// `ipc_rmid`: unhashes the key, frees the index and unpublishes the object. Lookups after
@@ -287,7 +302,14 @@ mod tests {
     #[test]
     fn get_follows_linux_decision_order() {
         let r = Registry::<Obj>::new(IdLayout::DEFAULT);
-        let get = |key, flag| r.get_or_create(key, flag, |st| create(&r, st, key), |_| Ok(()));
+        let get = |key, flag| {
+            r.get_or_create(
+                key,
+                flag,
+                |st| create(&r, st, key).map(|o| o.header().id()),
+                |_| Ok(()),
+            )
+        };
         assert_eq!(get(5, 0), Err(Errno::ENOENT));
         let id = get(5, IPC_CREAT).unwrap();
         assert_eq!(get(5, 0), Ok(id));
@@ -325,7 +347,10 @@ mod tests {
             r.get_or_create(
                 key,
                 IPC_CREAT,
-                |st| r.add(st, key, 2, |id| Obj(IpcHeader::new(id, key))),
+                |st| {
+                    let obj = |id| Obj(IpcHeader::new(id, key));
+                    r.add_then(st, key, 2, obj, |o| o.header().id())
+                },
                 |_| Ok(()),
             )
         };
