@@ -13,7 +13,8 @@
 //! the daemon only with `$UIPC_LOCKS=1` (`uipc run --locks`); otherwise straight to libc.
 //!
 //! Also `syscall` (`syscall.rs`: the SysV IPC numbers reach the exports above, the file lock
-//! numbers the lock code, the timer numbers the timer service, the rest the C library's
+//! numbers the lock code, the timer numbers the timer service (and execve and execveat the
+//! exec code below), the rest the C library's
 //! `syscall`, which is also the library's own way to the kernel: `kernel.rs`), and timer_create,
 //! timer_settime, timer_gettime, timer_getoverrun, timer_delete: with `$UIPC_TIMERS=1`
 //! (`uipc run --timers`) served in the process by the engine's timer table
