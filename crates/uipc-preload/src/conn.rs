@@ -11,7 +11,8 @@
 //! it is a new program image ([`uipc_proto::Request::Hello`]).
 //!
 //! A call from a signal handler that interrupted a call on the same thread finds the
-//! thread's connection busy and uses a one-off connection.
+//! thread's connection busy and uses a one-off connection; so does every call of a vforked
+//! child, which runs on its parent's memory ([`crate::vfork`]).
 //!
 //! Before each call the descriptor is checked to still be the socket (same inode): a program
 //! may close descriptors it does not know about, and the number may then name its own file.
@@ -96,6 +97,14 @@ pub fn call_passing(
     restartable: bool,
 ) -> Result<(Response, Option<OwnedFd>), Errno> {
     let interruptible = req.may_block();
+    if crate::vfork::on_borrowed_memory() {
+        // A vforked child: this thread's session and the image's hello are its parent's
+        // (`crate::vfork`). A connection of its own, which dies with its descriptors.
+        let path = socket_path().ok_or(Errno::ENOSYS)?;
+        return Connection::connect(path, false)
+            .and_then(|conn| conn.call_passing(req, pass, interruptible, restartable))
+            .map_err(|_| Errno::ENOSYS);
+    }
     let generation = GENERATION.load(Ordering::SeqCst);
     let done = CONN.try_with(|cell| {
         let Ok(mut slot) = cell.try_borrow_mut() else {

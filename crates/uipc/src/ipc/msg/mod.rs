@@ -207,6 +207,7 @@ impl IpcNamespace {
                         receivers: VecDeque::new(),
                     }),
                 })
+                .map(|q| q.header().id())
             },
             |q| q.lock().perm.check(cred, flag),
         )

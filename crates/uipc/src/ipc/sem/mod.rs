@@ -56,7 +56,7 @@ use super::perm::{IpcPerm, IpcPermStat};
 use super::registry::{IpcHeader, IpcObject, Registry};
 use crate::sync::{AtomicBool, AtomicI32, AtomicI64, AtomicU64, Mutex, Ordering::Relaxed};
 use crate::table::IdLayout;
-use lock::{ArrayState, SemSlot, HYSTERESIS};
+use lock::{ArrayState, SemSlots, HYSTERESIS};
 use std::fmt::Write as _;
 
 pub use parked::ParkedSemop;
@@ -70,7 +70,7 @@ pub struct SemSet {
     /// Global mode (Linux's `use_global_lock > 0`): see the module doc.
     global: AtomicBool,
     array: Mutex<ArrayState>,
-    sems: Box<[Mutex<SemSlot>]>,
+    sems: SemSlots,
     /// Arrival numbers for sleeping operations.
     next_seq: AtomicU64,
     undos: Mutex<undo::SetUndos>,
@@ -95,7 +95,7 @@ impl SemSet {
                 complex: Default::default(),
                 hysteresis: HYSTERESIS,
             }),
-            sems: (0..nsems).map(|_| Mutex::new(SemSlot::default())).collect(),
+            sems: SemSlots::new(nsems),
             next_seq: AtomicU64::new(0),
             undos: Mutex::new(undo::SetUndos::default()),
         }
