@@ -42,6 +42,8 @@ pub struct Parked {
     pub call: ParkedCall,
     /// The request's entry in its process's record.
     pub guard: ProcGuard,
+    /// Tells this call from the connection's later ones (a canceller ends only its own).
+    pub serial: u64,
 }
 
 /// What the worker serving the connection keeps.
@@ -51,6 +53,8 @@ pub struct CallSlot {
     pub greeted: bool,
     /// The call waiting without a thread, if any.
     pub parked: Option<Parked>,
+    /// The serial of the next parked call.
+    pub next_serial: u64,
 }
 
 #[derive(Default)]

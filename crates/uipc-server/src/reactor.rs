@@ -11,10 +11,10 @@
 //! the set at once (so level-triggered readiness cannot spin) and ends the connection once its
 //! call in flight is answered.
 //!
-//! Deadlines: a min-heap of (instant, connection id); `epoll_wait` sleeps until the nearest
-//! (rounded up to the millisecond, so a deadline is due when it fires), then each due entry
-//! becomes a [`Job::Deadline`]. Stale entries (the call finished) cost a job that finds
-//! nothing to do.
+//! Deadlines: an ordered set of (instant, connection id); `epoll_wait` sleeps until the
+//! nearest (rounded up to the millisecond, so a deadline is due when it fires), then each due
+//! entry becomes a [`Job::Deadline`]. A call answered before its deadline takes its entry out
+//! ([`Reactor::remove_deadline`]), so the set holds only calls still waiting.
 //!
 //! Lock order: `conns`, `deadlines` are leaves (a connection's own locks are taken with
 //! neither held).
@@ -24,8 +24,7 @@
 use crate::conn::{lock, Conn};
 use crate::workers::Job;
 use crate::Shared;
-use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap};
+use std::collections::{BTreeSet, HashMap};
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::net::{UnixListener, UnixStream};
@@ -44,7 +43,7 @@ pub struct Reactor {
     epoll: OwnedFd,
     wake: OwnedFd,
     conns: Mutex<HashMap<u64, Arc<Conn>>>,
-    deadlines: Mutex<BinaryHeap<Reverse<(Instant, u64)>>>,
+    deadlines: Mutex<BTreeSet<(Instant, u64)>>,
     next_id: AtomicU64,
 }
 
@@ -86,7 +85,7 @@ impl Reactor {
             epoll,
             wake,
             conns: Mutex::new(HashMap::new()),
-            deadlines: Mutex::new(BinaryHeap::new()),
+            deadlines: Mutex::new(BTreeSet::new()),
             next_id: AtomicU64::new(WAKE + 1),
         };
         r.add(r.wake.as_raw_fd(), WAKE, libc::EPOLLIN as u32)?;
@@ -126,14 +125,24 @@ impl Reactor {
 
     /// Asks for a [`Job::Deadline`] for connection `id` at `at`.
     pub fn add_deadline(&self, at: Instant, id: u64) {
-        lock(&self.deadlines).push(Reverse((at, id)));
+        lock(&self.deadlines).insert((at, id));
         let one: u64 = 1;
         // SAFETY: writes 8 bytes from a live u64 to our eventfd.
         unsafe { libc::write(self.wake.as_raw_fd(), (&one as *const u64).cast(), 8) };
     }
 
+    /// Withdraws a deadline added with [`Reactor::add_deadline`] (its call was answered).
+    pub fn remove_deadline(&self, at: Instant, id: u64) {
+        lock(&self.deadlines).remove(&(at, id));
+    }
+
+    /// Deadlines not yet fired nor withdrawn.
+    pub fn deadlines(&self) -> usize {
+        lock(&self.deadlines).len()
+    }
+
     fn timeout_ms(&self) -> i32 {
-        let Some(Reverse((at, _))) = lock(&self.deadlines).peek().copied() else {
+        let Some((at, _)) = lock(&self.deadlines).first().copied() else {
             return -1;
         };
         let left = at.saturating_duration_since(Instant::now());
@@ -144,12 +153,12 @@ impl Reactor {
         let now = Instant::now();
         let mut due = Vec::new();
         {
-            let mut heap = lock(&self.deadlines);
-            while let Some(Reverse((at, id))) = heap.peek().copied() {
+            let mut set = lock(&self.deadlines);
+            while let Some((at, id)) = set.first().copied() {
                 if at > now {
                     break;
                 }
-                heap.pop();
+                set.pop_first();
                 due.push(id);
             }
         }

@@ -52,7 +52,7 @@ pub fn run_job(shared: &Arc<Shared>, job: Job) {
     match job {
         Job::Frame(conn, frame) => serve_frame(shared, &conn, frame),
         Job::Resume(conn) => resume(shared, &conn, None),
-        Job::Deadline(conn) => resume(shared, &conn, Some(WakeReason::TimedOut)),
+        Job::Deadline(conn) => resume(shared, &conn, Some((WakeReason::TimedOut, None))),
     }
 }
 
@@ -156,36 +156,53 @@ fn park(
     if let Some(at) = call.deadline() {
         shared.reactor.add_deadline(at, conn.id);
     }
+    let serial = slot.next_serial;
+    slot.next_serial += 1;
     let (s, c) = (Arc::downgrade(shared), Arc::downgrade(conn));
     guard.set_canceller(Arc::new(move || {
         if let (Some(s), Some(c)) = (s.upgrade(), c.upgrade()) {
-            resume(&s, &c, Some(WakeReason::Interrupted));
+            resume(&s, &c, Some((WakeReason::Interrupted, Some(serial))));
         }
     }));
-    slot.parked = Some(Parked { call, guard });
+    slot.parked = Some(Parked {
+        call,
+        guard,
+        serial,
+    });
     shared.parked.fetch_add(1, Ordering::Relaxed);
 }
 
 /// Polls the connection's parked call (`force: None`), or ends it: `TimedOut` if its deadline
-/// passed (else it stays parked), `Interrupted` unconditionally. Answers it if it finished.
-fn resume(shared: &Shared, conn: &Arc<Conn>, force: Option<WakeReason>) {
+/// passed (else it stays parked), `Interrupted` unconditionally (only the call with the given
+/// serial, if one is given). Answers it if it finished.
+fn resume(shared: &Shared, conn: &Arc<Conn>, force: Option<(WakeReason, Option<u64>)>) {
     let mut slot = lock(&conn.call);
-    let Some(Parked { call, guard }) = slot.parked.take() else {
+    let Some(Parked {
+        call,
+        guard,
+        serial,
+    }) = slot.parked.take()
+    else {
         return;
     };
+    let deadline = call.deadline();
     let outcome = match force {
         None => call.poll(shared),
-        Some(WakeReason::TimedOut) if call.deadline().is_some_and(|d| d <= Instant::now()) => {
+        Some((_, Some(only))) if only != serial => Outcome::Waiting(call),
+        Some((WakeReason::TimedOut, _)) if deadline.is_some_and(|d| d <= Instant::now()) => {
             Outcome::Answer(call.cancel(shared, WakeReason::TimedOut))
         }
-        Some(WakeReason::TimedOut) => Outcome::Waiting(call),
-        Some(WakeReason::Interrupted) => {
+        Some((WakeReason::TimedOut, _)) => Outcome::Waiting(call),
+        Some((WakeReason::Interrupted, _)) => {
             Outcome::Answer(call.cancel(shared, WakeReason::Interrupted))
         }
     };
     match outcome {
         Outcome::Answer(resp) => {
             shared.parked.fetch_sub(1, Ordering::Relaxed);
+            if let Some(at) = deadline {
+                shared.reactor.remove_deadline(at, conn.id);
+            }
             let sent = conn.reply(&resp, None);
             drop(guard);
             drop(slot);
@@ -194,7 +211,13 @@ fn resume(shared: &Shared, conn: &Arc<Conn>, force: Option<WakeReason>) {
             }
             finish(shared, conn);
         }
-        Outcome::Waiting(call) => slot.parked = Some(Parked { call, guard }),
+        Outcome::Waiting(call) => {
+            slot.parked = Some(Parked {
+                call,
+                guard,
+                serial,
+            })
+        }
     }
 }
 

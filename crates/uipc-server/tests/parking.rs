@@ -169,7 +169,7 @@ fn a_hang_up_withdraws_the_parked_call() {
 
 #[test]
 fn semtimedops_timeout_ends_a_parked_call_with_eagain() {
-    let (path, _) = common::start("parking");
+    let (path, shared) = common::start("parking");
     let c = Connection::connect(&path, false).unwrap();
     let semid = new_sem(&c);
     let s = session(&path);
@@ -210,4 +210,5 @@ fn semtimedops_timeout_ends_a_parked_call_with_eagain() {
         Response::Ret(0),
         "completed before its deadline"
     );
+    until("no deadline left", || shared.reactor.deadlines() == 0);
 }
