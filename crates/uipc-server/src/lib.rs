@@ -58,8 +58,9 @@
 //!   `capset` that keeps the effective ids is not seen.
 //! - What still holds a worker while it runs (never while a call waits for a waker): the
 //!   `/proc/*/fd` scans of lock closes and sweeps, the reading of `/proc/PID/status` for new
-//!   credentials, a reply to a client that does not read it (sends block; a client with a
-//!   full receive buffer holds its worker until it reads or dies), and an exit handled by a
+//!   credentials, a reply to a client that does not read it (a client whose receive buffer is
+//!   full holds its worker until it reads, for at most 10 seconds: then the connection is
+//!   closed), and an exit handled by a
 //!   worker, which waits for the process's requests that are being served at that moment.
 //!   With every worker held so, other connections wait; parked calls never hold one.
 

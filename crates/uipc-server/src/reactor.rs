@@ -55,9 +55,17 @@ fn cvt(r: libc::c_int) -> io::Result<libc::c_int> {
     }
 }
 
-fn set_passcred(fd: RawFd) {
+/// How long a worker may wait for a client to make room for its reply before the connection
+/// is given up (a client that sends without reading would otherwise hold workers).
+const SEND_TIMEOUT: libc::timeval = libc::timeval {
+    tv_sec: 10,
+    tv_usec: 0,
+};
+
+/// Credentials on every frame, and the send timeout.
+fn prepare_socket(fd: RawFd) {
     let on: libc::c_int = 1;
-    // SAFETY: sets an int option from a live c_int.
+    // SAFETY: sets an int option and a timeval option from live values of the right sizes.
     unsafe {
         libc::setsockopt(
             fd,
@@ -65,8 +73,15 @@ fn set_passcred(fd: RawFd) {
             libc::SO_PASSCRED,
             (&on as *const libc::c_int).cast(),
             std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        )
-    };
+        );
+        libc::setsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_SNDTIMEO,
+            (&SEND_TIMEOUT as *const libc::timeval).cast(),
+            std::mem::size_of::<libc::timeval>() as libc::socklen_t,
+        );
+    }
 }
 
 impl Reactor {
@@ -241,7 +256,7 @@ impl Reactor {
             }
             // SAFETY: a fresh connected socket owned by nobody else.
             let stream = unsafe { UnixStream::from_raw_fd(raw) };
-            set_passcred(raw);
+            prepare_socket(raw);
             let id = self.next_id.fetch_add(1, Ordering::Relaxed);
             let conn = Conn::new(id, stream, &shared.jobs);
             lock(&self.conns).insert(id, conn.clone());

@@ -110,3 +110,36 @@ fn a_frame_cut_short_by_a_hang_up_is_dropped() {
     drop(s);
     still_serves(path);
 }
+
+#[test]
+fn a_client_that_sends_without_waiting_for_replies_is_cut_off_after_a_few() {
+    let path = daemon();
+    let s = UnixStream::connect(path).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    hello(&s);
+    let get = Request::Msgget {
+        key: 0,
+        flag: 0o600,
+    };
+    // Two hundred requests in one write: they are all waiting when the daemon reads the first.
+    let payload = get.encode();
+    let mut burst = Vec::new();
+    for _ in 0..200 {
+        burst.extend_from_slice(&(payload.len() as u32).to_le_bytes());
+        burst.extend_from_slice(&payload);
+    }
+    (&s).write_all(&burst).unwrap();
+    let mut replies = 0;
+    while let Ok(frame) = recv_frame(s.as_raw_fd(), false) {
+        assert!(matches!(
+            Response::decode(&frame.payload),
+            Ok(Response::Ret(_))
+        ));
+        replies += 1;
+    }
+    assert!(
+        (1..200).contains(&replies),
+        "{replies} replies: the daemon queues only a few frames behind a call"
+    );
+    still_serves(path);
+}
