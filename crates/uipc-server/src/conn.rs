@@ -110,8 +110,19 @@ impl Conn {
         self.stream.as_raw_fd()
     }
 
-    /// Sends a reply (with a descriptor); false if the client is gone.
-    pub fn reply(&self, resp: &Response, pass: Option<RawFd>) -> bool {
+    /// Sends a reply (with a descriptor); false if the client is gone. If the client has not
+    /// made room for it, `jobs` first gets another worker to watch the sockets, as the send
+    /// may wait (up to the socket's send timeout).
+    pub fn reply(&self, resp: &Response, pass: Option<RawFd>, jobs: &Jobs) -> bool {
+        let mut p = libc::pollfd {
+            fd: self.fd(),
+            events: libc::POLLOUT,
+            revents: 0,
+        };
+        // SAFETY: one live pollfd, zero timeout.
+        if unsafe { libc::poll(&mut p, 1, 0) } != 1 {
+            jobs.promote();
+        }
         send_frame(self.fd(), &resp.encode(), false, pass).is_ok()
     }
 

@@ -1,10 +1,11 @@
 //! The uipc daemon: one IPC namespace served to client processes over a Unix socket
 //! (`uipc serve`).
 //!
-//! Threads, a fixed number whatever the number of clients: the event loop ([`reactor`]: accepts
-//! connections, reads frames from every socket without blocking, fires semtimedop deadlines);
-//! a pool of workers ([`workers`], one per core, 4 to 16) that serve frames ([`session`]); and
-//! the exit thread, which waits on the client pidfds and applies a dead process's exit rules
+//! Threads, a fixed number whatever the number of clients: a pool of workers ([`workers`],
+//! one per core, 4 to 16, plus the thread that calls [`Server::run`]) that take turns running
+//! the event loop ([`reactor`]: accepts connections, reads frames from every socket without
+//! blocking, fires semtimedop deadlines) and serve what it finds ([`session`]); and the exit
+//! thread, which waits on the client pidfds and applies a dead process's exit rules
 //! ([`procs`]; workers apply them too when they see an exit first). The preload library opens
 //! one connection per client thread; a connection has one call in flight ([`conn`]). A call
 //! that must wait (semop, semtimedop, msgsnd, msgrcv, F_SETLKW, F_OFD_SETLKW, a blocking
@@ -12,7 +13,7 @@
 //! waker's notification, the client's Cancel or hang-up, the process's exit or the deadline
 //! brings it back to a worker, which answers it. A sleeping call costs its queued request
 //! and a few hundred bytes, not a thread.
-//!
+
 //! File locks: one [`LockManager`] beside the namespace. Lock calls carry the client's
 //! descriptor; the daemon reads the file's identity and access from its copy and tells open
 //! file descriptions apart with `kcmp` ([`descriptions`], [`lockserve`]). A blocking F_SETLKW
@@ -62,7 +63,10 @@
 //!   full holds its worker until it reads, for at most 10 seconds: then the connection is
 //!   closed), and an exit handled by a
 //!   worker, which waits for the process's requests that are being served at that moment.
-//!   With every worker held so, other connections wait; parked calls never hold one.
+//!   With every worker held so, other connections wait; parked calls never hold one. While
+//!   the worker that read a frame serves it, nobody watches the sockets unless it found more
+//!   work or reached one of the slow steps above (it then wakes an idle worker to lead):
+//!   frames that arrive meanwhile wait for that one call.
 
 pub mod conn;
 pub mod descriptions;
@@ -275,6 +279,7 @@ impl Server {
         let listener = UnixListener::bind(&opts.socket)?;
         let mode = if opts.shared { 0o666 } else { 0o600 };
         std::fs::set_permissions(&opts.socket, std::fs::Permissions::from_mode(mode))?;
+        let reactor = Reactor::new()?;
         let shared = Arc::new(Shared {
             ns,
             locks: LockManager::new(),
@@ -282,8 +287,8 @@ impl Server {
             hints: hints::LockHints::new(),
             backing,
             procs: Procs::new()?,
-            reactor: Reactor::new()?,
-            jobs: Arc::new(Jobs::default()),
+            jobs: Arc::new(Jobs::new(reactor.wake_handle()?)),
+            reactor,
             parked: std::sync::atomic::AtomicUsize::new(0),
         });
         workers::spawn(&shared, workers::default_count())?;
@@ -291,7 +296,7 @@ impl Server {
         std::thread::Builder::new()
             .name("uipc-exits".into())
             .spawn(move || loop {
-                s.procs.reap_ready(-1, &|pid| s.process_exit(pid));
+                s.procs.reap_ready(-1, &|| {}, &|pid| s.process_exit(pid));
             })?;
         Ok(Server {
             shared,
@@ -310,9 +315,9 @@ impl Server {
         &self.path
     }
 
-    /// Runs the event loop on the calling thread: accepts connections and reads their
-    /// frames forever, the workers serving them.
+    /// Accepts connections and serves them forever (the calling thread joins the workers).
     pub fn run(self) -> io::Result<()> {
-        self.shared.reactor.run(self.listener, &self.shared)
+        self.shared.reactor.listen(self.listener)?;
+        workers::work(&self.shared)
     }
 }

@@ -209,12 +209,17 @@ impl Procs {
     }
 
     /// Waits up to `timeout_ms` (-1: forever, 0: not at all) for exits and handles them with
-    /// `on_exit` (the namespace's exit rules). Call with no [`ProcGuard`] held.
-    pub fn reap_ready(&self, timeout_ms: i32, on_exit: &dyn Fn(i32)) {
+    /// `on_exit` (the namespace's exit rules), after calling `before` once if there is any
+    /// (handling one may wait for the process's requests in flight). Call with no
+    /// [`ProcGuard`] held.
+    pub fn reap_ready(&self, timeout_ms: i32, before: &dyn Fn(), on_exit: &dyn Fn(i32)) {
         let mut evs = [libc::epoll_event { events: 0, u64: 0 }; 16];
         // SAFETY: `evs` is a live array of 16 events.
         let n =
             unsafe { libc::epoll_wait(self.epoll.as_raw_fd(), evs.as_mut_ptr(), 16, timeout_ms) };
+        if n > 0 {
+            before();
+        }
         for ev in evs.iter().take(n.max(0) as usize) {
             let pid = ev.u64 as u32 as i32;
             let proc = lock(&self.map).get(&pid).cloned();

@@ -1,5 +1,6 @@
-//! The event loop: one thread that accepts connections, reads frames from every socket and
-//! fires semtimedop deadlines, handing the work to the [`workers`](crate::workers).
+//! The event loop: accepts connections, reads frames from every socket and fires semtimedop
+//! deadlines, turning what it finds into jobs. It has no thread of its own: the leading
+//! [`worker`](crate::workers) runs one turn ([`Reactor::poll_once`]) at a time.
 //!
 //! One epoll set holds the listening socket, an eventfd (written to wake the loop when a
 //! nearer deadline is added) and every connection's socket, each registered under its
@@ -29,14 +30,15 @@ use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 const LISTENER: u64 = 0;
 const WAKE: u64 = 1;
-/// Frames read from one socket per readiness report, so one chatty client cannot starve the
-/// others (level-triggered epoll reports it again).
-const FRAMES_PER_TURN: usize = 16;
+/// Frames read from one socket per readiness report: one, as a client has at most one call in
+/// flight (another read would mostly find nothing, a wasted system call per request); what
+/// else is there is reported again (level-triggered), so a chatty client cannot starve others.
+const FRAMES_PER_TURN: usize = 1;
 
 /// The loop's shared state.
 pub struct Reactor {
@@ -45,6 +47,14 @@ pub struct Reactor {
     conns: Mutex<HashMap<u64, Arc<Conn>>>,
     deadlines: Mutex<BTreeSet<(Instant, u64)>>,
     next_id: AtomicU64,
+    listener: OnceLock<UnixListener>,
+}
+
+/// Wakes the leader from `epoll_wait` through the eventfd `wake`.
+pub(crate) fn kick(wake: &OwnedFd) {
+    let one: u64 = 1;
+    // SAFETY: writes 8 bytes from a live u64 to a live eventfd.
+    unsafe { libc::write(wake.as_raw_fd(), (&one as *const u64).cast(), 8) };
 }
 
 fn cvt(r: libc::c_int) -> io::Result<libc::c_int> {
@@ -102,6 +112,7 @@ impl Reactor {
             conns: Mutex::new(HashMap::new()),
             deadlines: Mutex::new(BTreeSet::new()),
             next_id: AtomicU64::new(WAKE + 1),
+            listener: OnceLock::new(),
         };
         r.add(r.wake.as_raw_fd(), WAKE, libc::EPOLLIN as u32)?;
         Ok(r)
@@ -141,9 +152,7 @@ impl Reactor {
     /// Asks for a [`Job::Deadline`] for connection `id` at `at`.
     pub fn add_deadline(&self, at: Instant, id: u64) {
         lock(&self.deadlines).insert((at, id));
-        let one: u64 = 1;
-        // SAFETY: writes 8 bytes from a live u64 to our eventfd.
-        unsafe { libc::write(self.wake.as_raw_fd(), (&one as *const u64).cast(), 8) };
+        kick(&self.wake);
     }
 
     /// Withdraws a deadline added with [`Reactor::add_deadline`] (its call was answered).
@@ -185,52 +194,59 @@ impl Reactor {
         }
     }
 
-    /// Serves `listener` forever on the calling thread.
-    pub fn run(&self, listener: UnixListener, shared: &Arc<Shared>) -> io::Result<()> {
+    /// Starts accepting connections on `listener`.
+    pub fn listen(&self, listener: UnixListener) -> io::Result<()> {
         listener.set_nonblocking(true)?;
-        self.add(listener.as_raw_fd(), LISTENER, libc::EPOLLIN as u32)?;
-        let mut evs = vec![libc::epoll_event { events: 0, u64: 0 }; 256];
-        loop {
-            let timeout = self.timeout_ms();
-            // SAFETY: `evs` is a live array of `evs.len()` events.
-            let n = unsafe {
-                libc::epoll_wait(
-                    self.epoll.as_raw_fd(),
-                    evs.as_mut_ptr(),
-                    evs.len() as i32,
-                    timeout,
-                )
-            };
-            if n < 0 {
-                let e = io::Error::last_os_error();
-                if e.kind() == io::ErrorKind::Interrupted {
-                    continue;
-                }
-                return Err(e);
-            }
-            for ev in &evs[..n as usize] {
-                match ev.u64 {
-                    LISTENER => self.accept_all(&listener, shared),
-                    WAKE => {
-                        let mut v = 0u64;
-                        // SAFETY: reads 8 bytes into a live u64 (clears the eventfd).
-                        unsafe {
-                            libc::read(self.wake.as_raw_fd(), (&mut v as *mut u64).cast(), 8)
-                        };
-                    }
-                    id => {
-                        let conn = lock(&self.conns).get(&id).cloned();
-                        if let Some(c) = conn {
-                            self.read_from(&c, shared);
-                        }
-                    }
-                }
-            }
-            self.fire_deadlines(shared);
+        let fd = listener.as_raw_fd();
+        if self.listener.set(listener).is_err() {
+            return Err(io::Error::other("already listening"));
         }
+        self.add(fd, LISTENER, libc::EPOLLIN as u32)
     }
 
-    fn accept_all(&self, listener: &UnixListener, shared: &Arc<Shared>) {
+    /// A second descriptor for the wake-up eventfd (for [`crate::workers::Jobs`]).
+    pub fn wake_handle(&self) -> io::Result<OwnedFd> {
+        self.wake.try_clone()
+    }
+
+    /// One turn of the loop, by the leading worker: waits for readiness or the nearest
+    /// deadline (or a wake-up), then accepts, reads frames and fires due deadlines. The work
+    /// found is pushed as jobs.
+    pub fn poll_once(&self, shared: &Arc<Shared>) {
+        let mut evs = [libc::epoll_event { events: 0, u64: 0 }; 64];
+        let timeout = self.timeout_ms();
+        // SAFETY: `evs` is a live array of `evs.len()` events.
+        let n = unsafe {
+            libc::epoll_wait(
+                self.epoll.as_raw_fd(),
+                evs.as_mut_ptr(),
+                evs.len() as i32,
+                timeout,
+            )
+        };
+        for ev in &evs[..n.max(0) as usize] {
+            match ev.u64 {
+                LISTENER => self.accept_all(shared),
+                WAKE => {
+                    let mut v = 0u64;
+                    // SAFETY: reads 8 bytes into a live u64 (clears the eventfd).
+                    unsafe { libc::read(self.wake.as_raw_fd(), (&mut v as *mut u64).cast(), 8) };
+                }
+                id => {
+                    let conn = lock(&self.conns).get(&id).cloned();
+                    if let Some(c) = conn {
+                        self.read_from(&c, shared);
+                    }
+                }
+            }
+        }
+        self.fire_deadlines(shared);
+    }
+
+    fn accept_all(&self, shared: &Arc<Shared>) {
+        let Some(listener) = self.listener.get() else {
+            return;
+        };
         loop {
             // SAFETY: accepts on our live listening socket; no address is asked for.
             let raw = unsafe {

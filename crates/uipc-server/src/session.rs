@@ -68,20 +68,26 @@ fn finish(shared: &Shared, conn: &Arc<Conn>) {
 }
 
 fn reap_exits(shared: &Shared) {
-    shared.procs.reap_ready(0, &|pid| shared.process_exit(pid));
+    shared
+        .procs
+        .reap_ready(0, &|| shared.jobs.promote(), &|pid| {
+            shared.process_exit(pid)
+        });
 }
 
 fn hello(shared: &Shared, conn: &Arc<Conn>, frame: Received) {
     let (Some(peer), Ok(Request::Hello { version, new_image })) =
         (frame.cred, Request::decode(&frame.payload))
     else {
-        conn.reply(&Response::Error(libc::EPROTO), None);
+        conn.reply(&Response::Error(libc::EPROTO), None, &shared.jobs);
         return close(shared, conn);
     };
     if version != VERSION {
-        conn.reply(&Response::Error(libc::EPROTO), None);
+        conn.reply(&Response::Error(libc::EPROTO), None, &shared.jobs);
         return close(shared, conn);
     }
+    // An exec's sweep scans /proc: let another worker watch the sockets meanwhile.
+    shared.jobs.promote();
     reap_exits(shared);
     let known = shared.procs.get(peer.pid).is_some();
     let Ok(guard) = shared.procs.enter(peer.pid, conn.id, &conn.irq) else {
@@ -95,7 +101,7 @@ fn hello(shared: &Shared, conn: &Arc<Conn>, frame: Received) {
     }
     drop(guard);
     lock(&conn.call).greeted = true;
-    if !conn.reply(&Response::Hello { version: VERSION }, None) {
+    if !conn.reply(&Response::Hello { version: VERSION }, None, &shared.jobs) {
         return close(shared, conn);
     }
     finish(shared, conn);
@@ -111,7 +117,7 @@ fn serve_frame(shared: &Arc<Shared>, conn: &Arc<Conn>, frame: Received) {
     let req = match Request::decode(&frame.payload) {
         Ok(r) => r,
         Err(_) => {
-            conn.reply(&Response::Error(libc::EBADMSG), None);
+            conn.reply(&Response::Error(libc::EBADMSG), None, &shared.jobs);
             return close(shared, conn);
         }
     };
@@ -119,11 +125,13 @@ fn serve_frame(shared: &Arc<Shared>, conn: &Arc<Conn>, frame: Received) {
         // A Cancel for a call already answered.
         Request::Cancel => return finish(shared, conn),
         Request::Hello { .. } => {
-            if !conn.reply(&Response::Hello { version: VERSION }, None) {
+            if !conn.reply(&Response::Hello { version: VERSION }, None, &shared.jobs) {
                 return close(shared, conn);
             }
             return finish(shared, conn);
         }
+        // Lock calls may scan /proc (closes, sweeps): let another worker watch the sockets.
+        Request::Lock(_) => shared.jobs.promote(),
         _ => {}
     }
     reap_exits(shared);
@@ -133,7 +141,7 @@ fn serve_frame(shared: &Arc<Shared>, conn: &Arc<Conn>, frame: Received) {
     let mut slot = lock(&conn.call);
     match serve_one(shared, conn, peer, &guard, (req, frame.fd)) {
         Served::Reply(resp, pass) => {
-            let sent = conn.reply(&resp, pass.as_ref().map(|p| p.as_raw_fd()));
+            let sent = conn.reply(&resp, pass.as_ref().map(|p| p.as_raw_fd()), &shared.jobs);
             drop(guard);
             drop(slot);
             if !sent {
@@ -203,7 +211,7 @@ fn resume(shared: &Shared, conn: &Arc<Conn>, force: Option<(WakeReason, Option<u
             if let Some(at) = deadline {
                 shared.reactor.remove_deadline(at, conn.id);
             }
-            let sent = conn.reply(&resp, None);
+            let sent = conn.reply(&resp, None, &shared.jobs);
             drop(guard);
             drop(slot);
             if !sent {

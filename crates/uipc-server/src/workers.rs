@@ -1,16 +1,29 @@
-//! The worker pool: a fixed number of threads serving jobs from one queue.
+//! The worker pool: a fixed number of threads that take turns watching the sockets and serve
+//! what they find (leader/follower).
 //!
-//! Jobs come from the event loop (a whole frame read from a connection, a semtimedop deadline
-//! that passed) and from engine notifiers (a parked call's waiter was completed or its
-//! connection's interrupt raised). A worker runs one job at a time with [`crate::session`];
-//! nothing a worker runs waits for another job, so a fixed pool cannot deadlock: calls that
-//! must wait are parked, not slept on.
+//! At most one worker, the leader, runs the event loop ([`Reactor::poll_once`]: waits in
+//! `epoll_wait`, accepts, reads frames, fires deadlines); the others wait for jobs. What one
+//! turn of the loop finds is kept by the leader (a thread-local list, not the shared queue):
+//! it gives up the lead and serves the first job itself, so a request is served by the thread
+//! that read it, with no hand-off between threads on the way. It wakes an idle worker (to take
+//! the other jobs, then the lead) only if it found more than one; otherwise the next worker to
+//! be free leads, and a step that may take long (a lock call's `/proc` scans, an exit that
+//! waits for requests in flight, a reply the client has no room for) first wakes an idle
+//! worker to lead ([`Jobs::promote`]). Jobs from elsewhere (an engine notifier: a parked
+//! call's waiter was completed or its interrupt raised; a connection's next queued frame) go
+//! to the shared queue; if no worker is idle, the leader is woken (the loop's eventfd) to serve
+//! them. Nothing a worker runs waits for another job, so a fixed pool cannot deadlock: calls
+//! that must wait are parked, not slept on.
 //!
-//! Lock: `Jobs::queue` is a leaf, taken by notifiers under engine object locks.
+//! Lock: `Jobs::state` is a leaf, taken by notifiers under engine object locks.
+//!
+//! [`Reactor::poll_once`]: crate::reactor::Reactor::poll_once
 
 use crate::conn::Conn;
 use crate::Shared;
+use std::cell::RefCell;
 use std::collections::VecDeque;
+use std::os::fd::OwnedFd;
 use std::sync::{Arc, Condvar, Mutex};
 use uipc_proto::transport::Received;
 
@@ -24,11 +37,25 @@ pub enum Job {
     Deadline(Arc<Conn>),
 }
 
-/// The queue of jobs.
-#[derive(Default)]
+struct PoolState {
+    queue: VecDeque<Job>,
+    /// A worker runs the event loop.
+    leader: bool,
+    /// Workers waiting for a job.
+    idle: usize,
+}
+
+/// The queue of jobs, and who leads.
 pub struct Jobs {
-    queue: Mutex<VecDeque<Job>>,
+    state: Mutex<PoolState>,
     ready: Condvar,
+    /// The event loop's eventfd: wakes the leader.
+    wake_leader: OwnedFd,
+}
+
+thread_local! {
+    /// While this thread runs a turn of the event loop: the jobs it found, kept for itself.
+    static FOUND: RefCell<Option<Vec<Job>>> = const { RefCell::new(None) };
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -36,19 +63,95 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 impl Jobs {
-    /// Queues `job` and wakes a worker.
-    pub fn push(&self, job: Job) {
-        lock(&self.queue).push_back(job);
-        self.ready.notify_one();
+    /// An empty queue; `wake_leader` is the event loop's eventfd.
+    pub fn new(wake_leader: OwnedFd) -> Jobs {
+        Jobs {
+            state: Mutex::new(PoolState {
+                queue: VecDeque::new(),
+                leader: false,
+                idle: 0,
+            }),
+            ready: Condvar::new(),
+            wake_leader,
+        }
     }
 
-    fn pop(&self) -> Job {
-        let mut q = lock(&self.queue);
+    /// Queues `job` (kept by the leader if it found it) and makes sure a worker takes it.
+    pub fn push(&self, job: Job) {
+        let job = FOUND.with(|f| match f.borrow_mut().as_mut() {
+            Some(found) => {
+                found.push(job);
+                None
+            }
+            None => Some(job),
+        });
+        let Some(job) = job else {
+            return;
+        };
+        let mut st = lock(&self.state);
+        st.queue.push_back(job);
+        if st.idle > 0 {
+            self.ready.notify_one();
+        } else if st.leader {
+            drop(st);
+            crate::reactor::kick(&self.wake_leader);
+        }
+    }
+
+    /// Before a step that may take long (a `/proc` scan, a wait for an exit, a send that may
+    /// block): if nobody leads, wakes an idle worker to lead, so the sockets stay watched.
+    pub fn promote(&self) {
+        let st = lock(&self.state);
+        if !st.leader && st.idle > 0 {
+            self.ready.notify_one();
+        }
+    }
+
+    /// The next job: from the queue, or found by leading the event loop.
+    fn next(&self, shared: &Arc<Shared>) -> Job {
+        let mut st = lock(&self.state);
         loop {
-            if let Some(job) = q.pop_front() {
+            if let Some(job) = st.queue.pop_front() {
                 return job;
             }
-            q = self.ready.wait(q).unwrap_or_else(|e| e.into_inner());
+            if !st.leader {
+                st.leader = true;
+                drop(st);
+                let found = Self::lead(shared);
+                st = lock(&self.state);
+                st.leader = false;
+                let mut found = found.into_iter();
+                let mine = found.next().or_else(|| st.queue.pop_front());
+                st.queue.extend(found);
+                // An idle worker takes the rest (and then the lead). With nothing else to do,
+                // nobody leads while this worker serves its job: waking another worker to
+                // lead costs a wake-up per request, which on a few cores costs more than the
+                // wait of the frames that arrive meanwhile. Steps that may take long hand the
+                // lead on first (`promote`).
+                if st.idle > 0 && !st.queue.is_empty() {
+                    self.ready.notify_one();
+                }
+                match mine {
+                    Some(job) => return job,
+                    None => continue,
+                }
+            }
+            st.idle += 1;
+            st = self.ready.wait(st).unwrap_or_else(|e| e.into_inner());
+            st.idle -= 1;
+        }
+    }
+
+    /// Runs turns of the event loop until one finds work or a job was queued meanwhile.
+    fn lead(shared: &Arc<Shared>) -> Vec<Job> {
+        FOUND.with(|f| *f.borrow_mut() = Some(Vec::new()));
+        loop {
+            shared.reactor.poll_once(shared);
+            let found = FOUND.with(|f| std::mem::take(f.borrow_mut().as_mut().expect("leading")));
+            if !found.is_empty() || !lock(&shared.jobs.state).queue.is_empty() {
+                FOUND.with(|f| *f.borrow_mut() = None);
+                return found;
+            }
         }
     }
 }
@@ -59,16 +162,21 @@ pub fn default_count() -> usize {
     std::thread::available_parallelism().map_or(4, |n| n.get().clamp(4, 16))
 }
 
+/// Serves jobs forever on the calling thread.
+pub fn work(shared: &Arc<Shared>) -> ! {
+    loop {
+        let job = shared.jobs.next(shared);
+        crate::session::run_job(shared, job);
+    }
+}
+
 /// Starts `count` workers serving `shared`'s jobs.
 pub fn spawn(shared: &Arc<Shared>, count: usize) -> std::io::Result<()> {
     for i in 0..count {
         let s = shared.clone();
         std::thread::Builder::new()
             .name(format!("uipc-worker-{i}"))
-            .spawn(move || loop {
-                let job = s.jobs.pop();
-                crate::session::run_job(&s, job);
-            })?;
+            .spawn(move || work(&s))?;
     }
     Ok(())
 }
