@@ -128,8 +128,10 @@ impl Jobs {
                 // lead costs a wake-up per request, which on a few cores costs more than the
                 // wait of the frames that arrive meanwhile. Steps that may take long hand the
                 // lead on first (`promote`).
-                if st.idle > 0 && !st.queue.is_empty() {
-                    self.ready.notify_one();
+                match st.queue.len().min(st.idle) {
+                    0 => {}
+                    1 => self.ready.notify_one(),
+                    _ => self.ready.notify_all(),
                 }
                 match mine {
                     Some(job) => return job,
