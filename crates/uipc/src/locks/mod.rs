@@ -44,7 +44,8 @@
 //! - The `fcntl`/`close` race Linux repairs by undoing a lock set through a descriptor closed
 //!   meanwhile: the engine sees no descriptors.
 //! - Process exit does not end a sleeping request of the exiting process: the embedder raises
-//!   that thread's [`crate::Interrupt`], as a dying task's wait ends on Linux.
+//!   that thread's [`crate::Interrupt`] (or cancels its [`ParkedLock`]), as a dying task's
+//!   wait ends on Linux.
 //! - ENOLCK comes from a per-file record limit ([`LockConfig::max_locks_per_file`]), not from
 //!   memory pressure.
 

@@ -16,7 +16,8 @@
 //!
 //! Process lifecycle (§9): queues belong to the namespace and survive fork, exec and exit.
 //! A process that exits while asleep in msgsnd/msgrcv is dequeued by the embedder raising
-//! its [`crate::Interrupt`]; there is no per-process msg state to clean up.
+//! its [`crate::Interrupt`] (or cancelling its parked call); there is no per-process msg state
+//! to clean up.
 //!
 //! Pids: `lspid` is the sender's tgid; `lrpid` is the receiver's tgid, except that a
 //! message handed directly to a sleeping receiver records that receiver's thread id, as
