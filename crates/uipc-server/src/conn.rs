@@ -15,7 +15,8 @@
 //!
 //! Lock order: `call` (held by the worker that starts, polls or cancels the parked call,
 //! across the engine call) -> engine locks; `call` -> a process's record (a guard dropped);
-//! `io` and `reader` are leaves except for pushing a job (`Jobs::queue`).
+//! `io` -> raising the interrupt (a waiter's state, then the job queue through its notifier);
+//! `reader` is the leader's alone.
 
 use crate::parked::ParkedCall;
 use crate::procs::ProcGuard;
