@@ -33,6 +33,10 @@ use uipc_proto::{Request, Response};
 /// Frames a busy connection may have waiting before it counts as hung up.
 const MAX_QUEUED: usize = 4;
 
+/// Replies up to this size go without waiting to a writable socket (its default send buffer
+/// is over 200 KiB, and a client reads each reply before its next call).
+const SURE_REPLY: usize = 16 << 10;
+
 pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
@@ -111,20 +115,23 @@ impl Conn {
         self.stream.as_raw_fd()
     }
 
-    /// Sends a reply (with a descriptor); false if the client is gone. If the client has not
-    /// made room for it, `jobs` first gets another worker to watch the sockets, as the send
-    /// may wait (up to the socket's send timeout).
+    /// Sends a reply (with a descriptor); false if the client is gone. If the send may wait
+    /// (a large reply, or a client that has not made room), `jobs` first gets another worker
+    /// to watch the sockets, as the send may take up to the socket's send timeout.
     pub fn reply(&self, resp: &Response, pass: Option<RawFd>, jobs: &Jobs) -> bool {
+        let payload = resp.encode();
         let mut p = libc::pollfd {
             fd: self.fd(),
             events: libc::POLLOUT,
             revents: 0,
         };
+        // A socket reports POLLOUT while a quarter of its send buffer is free, so only small
+        // replies are sure to go at once.
         // SAFETY: one live pollfd, zero timeout.
-        if unsafe { libc::poll(&mut p, 1, 0) } != 1 {
+        if payload.len() > SURE_REPLY || unsafe { libc::poll(&mut p, 1, 0) } != 1 {
             jobs.promote();
         }
-        send_frame(self.fd(), &resp.encode(), false, pass).is_ok()
+        send_frame(self.fd(), &payload, false, pass).is_ok()
     }
 
     fn dispatch(self: &Arc<Self>, io: &mut IoState, frame: Received, jobs: &Jobs) {
