@@ -212,3 +212,57 @@ fn semtimedops_timeout_ends_a_parked_call_with_eagain() {
     );
     until("no deadline left", || shared.reactor.deadlines() == 0);
 }
+
+fn msgsnd(msqid: i32, mtype: i64, text: &[u8]) -> Request {
+    Request::Msgsnd {
+        msqid,
+        mtype,
+        msgsz: text.len() as u64,
+        text: Some(text.to_vec()),
+        flags: 0,
+    }
+}
+
+#[test]
+fn a_parked_msgsnd_is_woken_by_a_receive_and_sends_then() {
+    let (path, shared) = common::start("parking");
+    let c = Connection::connect(&path, false).unwrap();
+    let msqid = new_queue(&c);
+    let set = Request::Msgctl {
+        msqid,
+        cmd: IPC_SET,
+        set: Some(uipc::ipc::msg::MsqidSet {
+            uid: 0,
+            gid: 0,
+            mode: 0o600,
+            qbytes: 4,
+        }),
+    };
+    assert_eq!(call(&c, set), Response::Ret(0));
+    assert_eq!(call(&c, msgsnd(msqid, 1, b"full")), Response::Ret(0));
+    let s = session(&path);
+    send(&s, &msgsnd(msqid, 2, b"next"));
+    until("the sender parked", || shared.parked_calls() == 1);
+    let rcv = |flags| Request::Msgrcv {
+        msqid,
+        maxsize: 10,
+        msgtyp: 0,
+        flags,
+    };
+    assert_eq!(
+        call(&c, rcv(0)),
+        Response::Msg {
+            mtype: 1,
+            text: b"full".to_vec()
+        }
+    );
+    assert_eq!(reply(&s), Response::Ret(0), "woken, it retried and sent");
+    assert_eq!(
+        call(&c, rcv(IPC_NOWAIT)),
+        Response::Msg {
+            mtype: 2,
+            text: b"next".to_vec()
+        }
+    );
+    assert_eq!(shared.parked_calls(), 0);
+}
