@@ -5,18 +5,24 @@
 //! timeout, so the kernel never restarts the read, whatever SA_RESTART says) makes the client
 //! send [`Request::Cancel`] and wait again: the reply is then EINTR, or the call's result if it
 //! completed first, as Linux lets a completion race a signal.
+//!
+//! Two ways in: [`Connection`] (a `UnixStream`, requests and replies as owned messages), and
+//! the pieces it is made of, which allocate nothing ([`connect_raw`], [`hello`], [`exchange`]
+//! into a caller's [`ReplySpace`]), for the preload library, whose calls may come from a
+//! signal handler that interrupted `malloc`.
 
-use crate::transport::{recv_frame, send_frame, RecvError};
-use crate::{DecodeError, Request, Response, VERSION};
+use crate::codec::Writer;
+use crate::transport::{recv_head, recv_payload, send_frame, FrameHead, RecvError};
+use crate::{Request, Response, VERSION};
 use std::io;
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::net::UnixStream;
 use std::path::Path;
 use std::time::Duration;
 
 /// The inode behind descriptor `fd`. A raw system call: a preloaded library such as fakeroot
 /// wraps libc's `fstat` (and would call back into uipc from inside it).
-pub fn inode_of(fd: std::os::fd::RawFd) -> Option<u64> {
+pub fn inode_of(fd: RawFd) -> Option<u64> {
     // SAFETY: zeroed stat is valid output space.
     let mut st: libc::stat = unsafe { std::mem::zeroed() };
     // SAFETY: fstat on any descriptor number is safe; failure is reported.
@@ -24,20 +30,102 @@ pub fn inode_of(fd: std::os::fd::RawFd) -> Option<u64> {
     (r == 0).then_some(st.st_ino)
 }
 
+/// How a call waits for its reply.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WaitMode {
+    /// The daemon answers without sleeping: signals during the wait are retried.
+    Immediate,
+    /// semop, msgsnd, msgrcv: a signal handler ends the wait (the call is cancelled and
+    /// fails with EINTR unless it completed), whatever SA_RESTART says.
+    Interruptible,
+    /// F_SETLKW, flock: the socket's receive timeout is lifted for the wait, so the kernel
+    /// restarts the read after a handler with SA_RESTART, and only a handler without it
+    /// interrupts the read (and cancels the call).
+    Restartable,
+}
+
+impl WaitMode {
+    /// The mode of a call that may sleep (`interruptible`) and follows SA_RESTART
+    /// (`restartable`).
+    pub fn of(interruptible: bool, restartable: bool) -> WaitMode {
+        match (interruptible, restartable) {
+            (false, _) => WaitMode::Immediate,
+            (true, false) => WaitMode::Interruptible,
+            (true, true) => WaitMode::Restartable,
+        }
+    }
+}
+
+/// Where a reply's payload goes.
+pub trait ReplySpace {
+    /// A buffer of exactly `len` bytes for a payload of that length, or `None` if there is no
+    /// room for it (the payload is then read and dropped, and the exchange fails with ENOMEM).
+    fn space(&mut self, len: usize) -> Option<&mut [u8]>;
+}
+
+impl ReplySpace for Vec<u8> {
+    fn space(&mut self, len: usize) -> Option<&mut [u8]> {
+        self.clear();
+        self.resize(len, 0);
+        Some(self)
+    }
+}
+
+impl ReplySpace for [u8] {
+    fn space(&mut self, len: usize) -> Option<&mut [u8]> {
+        self.get_mut(..len)
+    }
+}
+
+/// A reply received: the payload's length (in the [`ReplySpace`]) and a descriptor sent
+/// with it.
+#[derive(Debug)]
+pub struct Reply {
+    /// The payload's length.
+    pub len: usize,
+    /// A descriptor that came with the reply (a segment's memfd).
+    pub fd: Option<OwnedFd>,
+}
+
+fn send_cancel(fd: RawFd) -> io::Result<()> {
+    let mut frame = [0u8; 8];
+    let mut w = Writer::fixed(&mut frame);
+    Request::Cancel.encode_into(&mut w);
+    let len = w.written().unwrap_or(0);
+    send_frame(fd, &frame[..len], true, None)
+}
+
+/// Reads one frame and drops it, in pieces through a small buffer on the stack.
+pub fn discard_frame(fd: RawFd) -> Result<(), RecvError> {
+    let mut head = recv_head(fd, false)?;
+    discard_payload(fd, &mut head)
+}
+
+fn discard_payload(fd: RawFd, head: &mut FrameHead) -> Result<(), RecvError> {
+    let mut chunk = [0u8; 256];
+    let mut left = head.len;
+    while left > 0 {
+        let n = left.min(chunk.len());
+        recv_payload(fd, head, &mut chunk[..n])?;
+        left -= n;
+    }
+    Ok(())
+}
+
 /// A request sent and not yet answered. If the wait is left by unwinding (the thread was
 /// cancelled with `pthread_cancel` in the read, a cancellation point), the request is
 /// withdrawn before the unwinding goes on: Cancel, then the reply is read and dropped, so the
 /// daemon holds no sleeping request of a thread that is gone.
 struct Waiting {
-    fd: std::os::fd::RawFd,
+    fd: RawFd,
     done: bool,
 }
 
 impl Drop for Waiting {
     fn drop(&mut self) {
         if !self.done {
-            let _ = send_frame(self.fd, &Request::Cancel.encode(), true, None);
-            let _ = recv_frame(self.fd, false);
+            let _ = send_cancel(self.fd);
+            let _ = discard_frame(self.fd);
         }
     }
 }
@@ -45,19 +133,168 @@ impl Drop for Waiting {
 /// Long, but set: a receive timeout makes signal handlers interrupt reads.
 const READ_TIMEOUT: Duration = Duration::from_secs(3600);
 
-/// The socket's receive timeout lifted for a scope, and [`READ_TIMEOUT`] set again after.
-struct NoReadTimeout<'a>(&'a UnixStream);
-
-impl<'a> NoReadTimeout<'a> {
-    fn new(sock: &'a UnixStream) -> io::Result<NoReadTimeout<'a>> {
-        sock.set_read_timeout(None)?;
-        Ok(NoReadTimeout(sock))
+/// Sets (or with `None` lifts) socket `fd`'s receive timeout (SO_RCVTIMEO).
+pub fn set_read_timeout(fd: RawFd, timeout: Option<Duration>) -> io::Result<()> {
+    let t = timeout.unwrap_or(Duration::ZERO);
+    let tv = libc::timeval {
+        tv_sec: t.as_secs() as libc::time_t,
+        tv_usec: t.subsec_micros() as libc::suseconds_t,
+    };
+    // SAFETY: passes a live timeval of the size given.
+    let r = unsafe {
+        libc::setsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_RCVTIMEO,
+            (&tv as *const libc::timeval).cast(),
+            std::mem::size_of::<libc::timeval>() as libc::socklen_t,
+        )
+    };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
     }
 }
 
-impl Drop for NoReadTimeout<'_> {
+/// The socket's receive timeout lifted for a scope, and [`READ_TIMEOUT`] set again after.
+struct NoReadTimeout(RawFd);
+
+impl NoReadTimeout {
+    fn new(fd: RawFd) -> io::Result<NoReadTimeout> {
+        set_read_timeout(fd, None)?;
+        Ok(NoReadTimeout(fd))
+    }
+}
+
+impl Drop for NoReadTimeout {
     fn drop(&mut self) {
-        let _ = self.0.set_read_timeout(Some(READ_TIMEOUT));
+        let _ = set_read_timeout(self.0, Some(READ_TIMEOUT));
+    }
+}
+
+/// Sends one request frame (`request`: its encoded payload) on socket `fd` with the caller's
+/// credentials and descriptor `pass`, and reads the reply into `reply`. A signal during an
+/// `Interruptible` or `Restartable` wait sends [`Request::Cancel`] and waits again (see the
+/// module doc). Allocates nothing itself (`reply` decides where the payload goes).
+pub fn exchange<S: ReplySpace + ?Sized>(
+    fd: RawFd,
+    request: &[u8],
+    pass: Option<RawFd>,
+    mode: WaitMode,
+    reply: &mut S,
+) -> io::Result<Reply> {
+    send_frame(fd, request, true, pass)?;
+    // Declared first, dropped last: the timeout comes back however the wait ends (also
+    // when a thread cancellation unwinds through it).
+    let _timeout = (mode == WaitMode::Restartable)
+        .then(|| NoReadTimeout::new(fd))
+        .transpose()?;
+    let mut waiting = Waiting { fd, done: false };
+    let result = wait_reply(fd, mode != WaitMode::Immediate, reply);
+    waiting.done = true;
+    result
+}
+
+fn wait_reply<S: ReplySpace + ?Sized>(
+    fd: RawFd,
+    interruptible: bool,
+    reply: &mut S,
+) -> io::Result<Reply> {
+    let mut cancelled = false;
+    loop {
+        let mut head = match recv_head(fd, interruptible && !cancelled) {
+            Ok(head) => head,
+            Err(RecvError::Io(e)) if e.raw_os_error() == Some(libc::EINTR) => {
+                send_cancel(fd)?;
+                cancelled = true;
+                continue;
+            }
+            Err(e) => return Err(recv_error(e)),
+        };
+        let Some(buf) = reply.space(head.len) else {
+            discard_payload(fd, &mut head).map_err(recv_error)?;
+            return Err(io::Error::from_raw_os_error(libc::ENOMEM));
+        };
+        recv_payload(fd, &mut head, buf).map_err(recv_error)?;
+        return Ok(Reply {
+            len: head.len,
+            fd: head.fd,
+        });
+    }
+}
+
+/// An io::Error for a failed read, made without allocating.
+fn recv_error(e: RecvError) -> io::Error {
+    match e {
+        RecvError::Io(e) => e,
+        RecvError::Closed => io::Error::from(io::ErrorKind::ConnectionAborted),
+        RecvError::Bad(_) => io::Error::from(io::ErrorKind::InvalidData),
+    }
+}
+
+/// Opens a connection to the daemon's socket at `path` (bytes, without a NUL) with plain
+/// system calls, and gives it the clients' receive timeout. Allocates nothing; says no hello
+/// ([`hello`] does).
+pub fn connect_raw(path: &[u8]) -> io::Result<OwnedFd> {
+    // SAFETY: sockaddr_un is plain data; zeroed is a valid empty address.
+    let mut addr: libc::sockaddr_un = unsafe { std::mem::zeroed() };
+    if path.is_empty() || path.len() >= addr.sun_path.len() || path.contains(&0) {
+        return Err(io::Error::from_raw_os_error(libc::EINVAL));
+    }
+    addr.sun_family = libc::AF_UNIX as libc::sa_family_t;
+    for (dst, &b) in addr.sun_path.iter_mut().zip(path) {
+        *dst = b as libc::c_char;
+    }
+    // SAFETY: creates a socket; the result is checked.
+    let raw = unsafe { libc::socket(libc::AF_UNIX, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0) };
+    if raw < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `raw` is a new descriptor nobody else owns.
+    let sock = unsafe { OwnedFd::from_raw_fd(raw) };
+    let len = std::mem::size_of::<libc::sa_family_t>() + path.len() + 1;
+    loop {
+        // SAFETY: `addr` is a live sockaddr_un of at least `len` bytes.
+        let r = unsafe {
+            libc::connect(
+                raw,
+                (&addr as *const libc::sockaddr_un).cast(),
+                len as libc::socklen_t,
+            )
+        };
+        if r == 0 {
+            break;
+        }
+        let e = io::Error::last_os_error();
+        if e.raw_os_error() != Some(libc::EINTR) {
+            return Err(e);
+        }
+    }
+    set_read_timeout(raw, Some(READ_TIMEOUT))?;
+    Ok(sock)
+}
+
+/// The session's first exchange on a new connection `fd`: [`Request::Hello`], answered by
+/// the daemon's Hello of the same version (else `InvalidData`, or the daemon's errno).
+/// Allocates nothing.
+pub fn hello(fd: RawFd, new_image: bool) -> io::Result<()> {
+    let mut frame = [0u8; 16];
+    let mut w = Writer::fixed(&mut frame);
+    Request::Hello {
+        version: VERSION,
+        new_image,
+    }
+    .encode_into(&mut w);
+    let len = w
+        .written()
+        .map_err(|_| io::Error::from(io::ErrorKind::InvalidData))?;
+    let mut space = [0u8; 64];
+    let reply = exchange(fd, &frame[..len], None, WaitMode::Immediate, &mut space[..])?;
+    match Response::decode(&space[..reply.len]) {
+        Ok(Response::Hello { version }) if version == VERSION => Ok(()),
+        Ok(Response::Error(e)) => Err(io::Error::from_raw_os_error(e)),
+        _ => Err(io::Error::from(io::ErrorKind::InvalidData)),
     }
 }
 
@@ -66,32 +303,23 @@ pub struct Connection {
     sock: UnixStream,
 }
 
-fn proto_error(e: DecodeError) -> io::Error {
-    io::Error::new(io::ErrorKind::InvalidData, e)
-}
-
 impl Connection {
     /// Connects to the daemon at `path` and says hello. `new_image`: see
     /// [`Request::Hello`].
     pub fn connect(path: &Path, new_image: bool) -> io::Result<Connection> {
         let sock = UnixStream::connect(path)?;
         sock.set_read_timeout(Some(READ_TIMEOUT))?;
-        let conn = Connection { sock };
-        let (resp, _) = conn.call(
-            &Request::Hello {
-                version: VERSION,
-                new_image,
-            },
-            false,
-        )?;
-        match resp {
-            Response::Hello { version } if version == VERSION => Ok(conn),
-            Response::Error(e) => Err(io::Error::from_raw_os_error(e)),
-            _ => Err(io::Error::new(
-                io::ErrorKind::InvalidData,
-                "daemon speaks another protocol version",
-            )),
-        }
+        hello(sock.as_raw_fd(), new_image).map_err(|e| {
+            if e.kind() == io::ErrorKind::InvalidData {
+                io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    "daemon speaks another protocol version",
+                )
+            } else {
+                e
+            }
+        })?;
+        Ok(Connection { sock })
     }
 
     /// The inode of the socket (to recognise the descriptor later).
@@ -100,7 +328,7 @@ impl Connection {
     }
 
     /// The socket's descriptor number.
-    pub fn raw_fd(&self) -> std::os::fd::RawFd {
+    pub fn raw_fd(&self) -> RawFd {
         self.sock.as_raw_fd()
     }
 
@@ -121,51 +349,24 @@ impl Connection {
 
     /// [`Connection::call`], sending descriptor `pass` with the request (file-lock calls).
     /// With `restartable`, the wait follows the interrupting handler's SA_RESTART, as
-    /// F_SETLKW and flock do on Linux: the socket's receive timeout is lifted for the wait,
-    /// so the kernel restarts the read after a handler with SA_RESTART, and only a handler
-    /// without it interrupts the read (and cancels the call).
+    /// F_SETLKW and flock do on Linux ([`WaitMode::Restartable`]).
     pub fn call_passing(
         &self,
         req: &Request,
-        pass: Option<std::os::fd::RawFd>,
+        pass: Option<RawFd>,
         interruptible: bool,
         restartable: bool,
     ) -> io::Result<(Response, Option<OwnedFd>)> {
-        let fd = self.sock.as_raw_fd();
-        send_frame(fd, &req.encode(), true, pass)?;
-        // Declared first, dropped last: the timeout comes back however the wait ends (also
-        // when a thread cancellation unwinds through it).
-        let _timeout = (interruptible && restartable)
-            .then(|| NoReadTimeout::new(&self.sock))
-            .transpose()?;
-        let mut waiting = Waiting { fd, done: false };
-        let result = self.wait_reply(fd, interruptible);
-        waiting.done = true;
-        result
-    }
-
-    fn wait_reply(
-        &self,
-        fd: std::os::fd::RawFd,
-        interruptible: bool,
-    ) -> io::Result<(Response, Option<OwnedFd>)> {
-        let mut cancelled = false;
-        loop {
-            match recv_frame(fd, interruptible && !cancelled) {
-                Ok(got) => {
-                    let resp = Response::decode(&got.payload).map_err(proto_error)?;
-                    return Ok((resp, got.fd));
-                }
-                Err(RecvError::Io(e)) if e.raw_os_error() == Some(libc::EINTR) => {
-                    send_frame(fd, &Request::Cancel.encode(), true, None)?;
-                    cancelled = true;
-                }
-                Err(RecvError::Io(e)) => return Err(e),
-                Err(RecvError::Closed) => {
-                    return Err(io::Error::from(io::ErrorKind::ConnectionAborted))
-                }
-                Err(RecvError::Bad(e)) => return Err(proto_error(e)),
-            }
-        }
+        let mut payload = Vec::new();
+        let reply = exchange(
+            self.sock.as_raw_fd(),
+            &req.encode(),
+            pass,
+            WaitMode::of(interruptible, restartable),
+            &mut payload,
+        )?;
+        let resp = Response::decode(&payload[..reply.len])
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
+        Ok((resp, reply.fd))
     }
 }
