@@ -12,7 +12,9 @@
  * with the daemon; a watchdog thread (all signals blocked, so a deadlock that blocks signals
  * is caught too: an alarm() would not be) ends the program with status 3 after WATCHDOG_S.
  *
- * Usage: handler_ipc [alarm runs] [usr1 runs]  (defaults 3000 and 1000) */
+ * Usage: handler_ipc [alarm runs] [usr1 runs] [alarm period us] [usr1 period us]
+ * (defaults 2000, 600, 1500, 2300: under uipc a handler's eight round trips take some
+ * hundreds of microseconds, and a period shorter than that would starve the main thread). */
 #include "check.h"
 #include <pthread.h>
 #include <stdint.h>
@@ -171,8 +173,10 @@ static void *watchdog(void *arg) {
 }
 
 int main(int argc, char **argv) {
-    int alarm_target = argc > 1 ? atoi(argv[1]) : 3000;
-    int usr1_target = argc > 2 ? atoi(argv[2]) : 1000;
+    int alarm_target = argc > 1 ? atoi(argv[1]) : 2000;
+    int usr1_target = argc > 2 ? atoi(argv[2]) : 600;
+    long alarm_us = argc > 3 ? atol(argv[3]) : 1500;
+    long usr1_us = argc > 4 ? atol(argv[4]) : 2300;
 
     sigset_t all, old;
     sigfillset(&all);
@@ -193,9 +197,11 @@ int main(int argc, char **argv) {
     struct sigevent ev = {.sigev_notify = SIGEV_SIGNAL, .sigev_signo = SIGUSR1};
     timer_t usr1_timer;
     CHECK(timer_create(CLOCK_MONOTONIC, &ev, &usr1_timer) == 0);
-    struct itimerspec its = {.it_interval = {.tv_nsec = 1300000}, .it_value = {.tv_nsec = 1300000}};
+    struct timespec usr1_period = {.tv_sec = usr1_us / 1000000, .tv_nsec = usr1_us % 1000000 * 1000};
+    struct itimerspec its = {.it_interval = usr1_period, .it_value = usr1_period};
     CHECK(timer_settime(usr1_timer, 0, &its, NULL) == 0);
-    struct itimerval t = {.it_interval = {.tv_usec = 400}, .it_value = {.tv_usec = 400}};
+    struct timeval alarm_period = {.tv_sec = alarm_us / 1000000, .tv_usec = alarm_us % 1000000};
+    struct itimerval t = {.it_interval = alarm_period, .it_value = alarm_period};
     CHECK(setitimer(ITIMER_REAL, &t, NULL) == 0);
 
     unsigned seed = 1;

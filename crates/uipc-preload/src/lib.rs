@@ -120,12 +120,15 @@
 //! - The attachment table is one mutex, taken by shmat, shmdt and fork.
 
 mod abi;
+mod attach;
 mod conn;
 mod fork;
 mod locks;
+mod mapbuf;
 mod msg;
 mod sem;
 mod shm;
+mod sigmask;
 mod syscall;
 mod timer;
 mod timer_abi;
@@ -199,24 +202,24 @@ fn guard(f: impl FnOnce() -> Result<i64, Errno>) -> i64 {
     finish(guarded(f), saved)
 }
 
-/// Runs an export that is a cancellation point (semop, semtimedop, msgsnd, msgrcv): `prepare`
-/// and `done` are guarded, but the wait for the daemon runs with the caller's cancelability,
-/// so `pthread_cancel` acts during it as during the system call (the export is `C-unwind`, and
-/// that part of the library does not panic).
-fn guard_blocking(
-    prepare: impl FnOnce() -> Result<uipc_proto::Request, Errno>,
-    done: impl FnOnce(uipc_proto::Response) -> Result<i64, Errno>,
-) -> i64 {
+/// Runs an export that is a cancellation point (semop, semtimedop, msgsnd, msgrcv): `call`
+/// runs with the caller's cancelability, so `pthread_cancel` acts during the wait for the
+/// daemon as during the system call (the export is `C-unwind`, and that part of the library
+/// does not panic). `call` holds cancellation off and catches panics around everything else
+/// itself ([`guarded`]; [`conn::call_with`] does so around encoding, connecting and decoding).
+fn guard_blocking(call: impl FnOnce() -> Result<i64, Errno>) -> i64 {
     let saved = errno_now();
-    let result = guarded(prepare)
-        .and_then(|req| conn::call(&req))
-        .and_then(|(resp, _)| guarded(|| done(resp)));
-    finish(result, saved)
+    finish(call(), saved)
 }
 
+/// The library's constructor: everything that may allocate or take a lock happens here, once,
+/// rather than in a first call that might come from a signal handler.
 extern "C" fn init() {
     // SAFETY: registers a child handler that only bumps an atomic counter.
     unsafe { libc::pthread_atfork(None, None, Some(conn::after_fork_in_child)) };
+    conn::prepare();
+    syscall::prepare();
+    fork::prepare();
     locks::prepare();
 }
 

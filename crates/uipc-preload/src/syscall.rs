@@ -136,3 +136,10 @@ pub extern "C-unwind" fn syscall(
     }
     pass(nr, args)
 }
+
+/// Looks up the C library's `syscall` now (from the library's constructor): the SysV IPC
+/// paths make raw calls through it, and a first lookup (dlsym) must not happen in a signal
+/// handler.
+pub(crate) fn prepare() {
+    real();
+}

@@ -185,6 +185,16 @@ pub fn exchange<S: ReplySpace + ?Sized>(
     reply: &mut S,
 ) -> io::Result<Reply> {
     send_frame(fd, request, true, pass)?;
+    await_reply(fd, mode, reply)
+}
+
+/// The second half of [`exchange`], for a caller that sent the request itself with
+/// [`send_frame`] (from a buffer the reply then goes into).
+pub fn await_reply<S: ReplySpace + ?Sized>(
+    fd: RawFd,
+    mode: WaitMode,
+    reply: &mut S,
+) -> io::Result<Reply> {
     // Declared first, dropped last: the timeout comes back however the wait ends (also
     // when a thread cancellation unwinds through it).
     let _timeout = (mode == WaitMode::Restartable)
