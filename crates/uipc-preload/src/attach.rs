@@ -112,27 +112,44 @@ impl Attachments {
         }
     }
 
+    /// Makes room for one more entry, so that the next [`Attachments::insert_reserved`]
+    /// cannot fail.
+    pub fn reserve(&mut self) -> Result<(), Errno> {
+        if self.len == self.cap {
+            self.grow()?;
+        }
+        Ok(())
+    }
+
     /// Records an attachment at `start` of `len` bytes (the caller removed any overlap).
-    pub fn insert(&mut self, start: usize, len: usize) -> Result<(), Errno> {
+    #[cfg(test)]
+    fn insert(&mut self, start: usize, len: usize) -> Result<(), Errno> {
+        self.reserve()?;
+        self.insert_reserved(start, len);
+        Ok(())
+    }
+
+    /// Records an attachment at `start` of `len` bytes (the caller removed any overlap and
+    /// made room with [`Attachments::reserve`]; without room the entry is not recorded).
+    pub fn insert_reserved(&mut self, start: usize, len: usize) {
         let i = match self.search(start) {
             Ok(i) => {
                 // SAFETY: `i < self.len`: replaces a written entry.
                 unsafe { *self.entries.add(i) = Entry { start, len } };
-                return Ok(());
+                return;
             }
             Err(i) => i,
         };
         if self.len == self.cap {
-            self.grow()?;
+            return;
         }
-        // SAFETY: `len < cap` after growing: shifts entries `i..len` up by one within the
-        // mapping and writes the new one at `i`.
+        // SAFETY: `len < cap`: shifts entries `i..len` up by one within the mapping and
+        // writes the new one at `i`.
         unsafe {
             std::ptr::copy(self.entries.add(i), self.entries.add(i + 1), self.len - i);
             *self.entries.add(i) = Entry { start, len };
         }
         self.len += 1;
-        Ok(())
     }
 
     fn grow(&mut self) -> Result<(), Errno> {

@@ -142,10 +142,20 @@ fn not_reached(new_image: bool) -> Errno {
     Errno::ENOSYS
 }
 
-/// close(2) by number: not through the C library's `close`, which this library wraps.
+/// close(2) by number: not through the C library's `close`, which this library wraps (for
+/// file locks, and a close there may ask the daemon).
 fn sys_close(fd: RawFd) {
     // SAFETY: closes a descriptor this library opened.
     unsafe { libc::syscall(libc::SYS_close, fd) };
+}
+
+/// A descriptor the library owns, closed by number when dropped (see [`sys_close`]).
+pub struct ClosedQuietly(pub RawFd);
+
+impl Drop for ClosedQuietly {
+    fn drop(&mut self) {
+        sys_close(self.0);
+    }
 }
 
 thread_local! {

@@ -25,7 +25,7 @@ use crate::conn::{call, check, enabled, ret_of};
 use crate::user::{copy_in_to, copy_out, u32_at};
 use crate::{abi, guard};
 use libc::{c_int, c_void, size_t};
-use std::os::fd::AsRawFd;
+use std::os::fd::IntoRawFd;
 use uipc::ipc::consts::*;
 use uipc::ipc::shm::ShmSet;
 use uipc::Errno;
@@ -81,6 +81,9 @@ fn shmat_uipc(shmid: c_int, wanted: usize, flags: c_int) -> Result<i64, Errno> {
     let Some(fd) = fd else {
         return undo(Errno::ENOMEM);
     };
+    // Closed by number at the end, not through the C library's `close` (which this library
+    // wraps for file locks: the daemon has nothing to learn about this descriptor).
+    let fd = crate::conn::ClosedQuietly(fd.into_raw_fd());
     let mut prot = libc::PROT_READ;
     if !read_only {
         prot |= libc::PROT_WRITE;
@@ -98,18 +101,14 @@ fn shmat_uipc(shmid: c_int, wanted: usize, flags: c_int) -> Result<i64, Errno> {
     }
     let hint = if wanted != 0 { addr as usize } else { 0 };
     let mut table = attached();
+    // Room for the entry first: once mapped and reported, the attachment must be recorded.
+    if let Err(e) = table.reserve() {
+        drop(table);
+        return undo(e);
+    }
     // SAFETY: maps the segment's memfd; with MAP_FIXED only where the caller asked for
     // SHM_REMAP at that address, as shmat itself would replace the mapping there.
-    let p = unsafe {
-        libc::mmap(
-            hint as *mut c_void,
-            len as usize,
-            prot,
-            map_flags,
-            fd.as_raw_fd(),
-            0,
-        )
-    };
+    let p = unsafe { libc::mmap(hint as *mut c_void, len as usize, prot, map_flags, fd.0, 0) };
     if p == libc::MAP_FAILED {
         let e = std::io::Error::last_os_error()
             .raw_os_error()
@@ -134,13 +133,7 @@ fn shmat_uipc(shmid: c_int, wanted: usize, flags: c_int) -> Result<i64, Errno> {
         }
     }
     table.remove_overlapping(at, at + len as usize);
-    if table.insert(at, len as usize).is_err() {
-        // No memory for the table's entry: the attachment cannot be detached later.
-        // SAFETY: unmaps the mapping made just above.
-        unsafe { libc::munmap(p, len as usize) };
-        drop(table);
-        return undo(Errno::ENOMEM);
-    }
+    table.insert_reserved(at, len as usize);
     Ok(at as i64)
 }
 
