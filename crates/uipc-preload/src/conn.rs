@@ -444,3 +444,54 @@ pub fn ret_view(view: ResponseView<'_>) -> Result<i64, Errno> {
         _ => Err(Errno::from_raw(libc::EIO)),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn which(lease: &Lease<'_>, slots: &[Slot]) -> Option<usize> {
+        match lease {
+            Lease::Cached(s) => slots.iter().position(|x| std::ptr::eq(x, *s)),
+            Lease::OneOff(_) => None,
+        }
+    }
+
+    #[test]
+    fn a_busy_slot_sends_a_nested_call_to_the_next_slot_and_deeper_ones_to_one_offs() {
+        SLOTS.with(|slots| {
+            let outer = Lease::take(slots);
+            assert_eq!(which(&outer, slots), Some(0));
+            let handler = Lease::take(slots);
+            assert_eq!(which(&handler, slots), Some(1));
+            let nested = Lease::take(slots);
+            assert_eq!(which(&nested, slots), None);
+            drop(nested);
+            drop(handler);
+            let again = Lease::take(slots);
+            assert_eq!(which(&again, slots), Some(1), "slot 0 is still busy");
+            drop(again);
+            drop(outer);
+            assert!(slots.iter().all(|s| !s.busy.get()));
+            assert_eq!(which(&Lease::take(slots), slots), Some(0));
+        });
+    }
+
+    #[test]
+    fn a_reply_larger_than_the_slot_buffer_gets_a_mapping_of_its_own() {
+        let slot = Slot::empty();
+        let mut space = Space::with_room(&slot, 100).unwrap();
+        assert_eq!(space.bytes().len(), SLOT_BUF);
+        assert_eq!(space.space(10).map(|b| b.len()), Some(10));
+        assert!(space.own.is_none());
+        let big = space.space(SLOT_BUF + 1).unwrap();
+        big[SLOT_BUF] = 1;
+        assert_eq!(space.bytes().len(), SLOT_BUF + 1);
+        assert_eq!(space.bytes()[SLOT_BUF], 1);
+        drop(space);
+        let room = Space::with_room(&slot, 3 * SLOT_BUF).unwrap();
+        assert!(room.own.is_some());
+        drop(room);
+        slot.free_buffer();
+        assert!(slot.buf.get().is_null());
+    }
+}
