@@ -36,8 +36,7 @@ export -f shared_daemon
 
 tests=(msg_sem_exchange sem_undo_kill shm_share shm_rdonly_segv semop_eintr threads_block
     calls_errno perm_setuid eintr_storm exec_rules cancel_thread closefrom syscall_ipc timers
-    handler_ipc ipc_no_malloc
-    "load 64 100")
+    timer_ids_exec vfork_spawn handler_ipc ipc_no_malloc "load 64 100")
 
 # File locks: each program on the host kernel, then under `uipc run --locks`; the locks taken
 # under uipc are not in the host's /proc/locks, and `uipc locks` lists what lslocks lists on
@@ -58,6 +57,12 @@ timeout 30 "$uipc" run --locks -- "$out/locks_visible" uipc \
     "$out/list-locks.sh $(realpath "$uipc") locks > $out/locks-uipc.txt"
 grep -qx 'locks_visible PID OFDLCK 10B READ 0 6 0 /tmp/uipc-locks-visible-PID' "$out/locks-uipc.txt"
 diff -u "$out/locks-host.txt" <(grep -v OFDLCK "$out/locks-uipc.txt")
+# Locks through syscall(SYS_fcntl / SYS_flock) and closes through syscall(SYS_close, ...):
+# the kernel's without --locks, the daemon's with it (listed by `uipc locks`).
+timeout 60 "$out/locks_syscall" kernel
+timeout 60 "$uipc" run -- "$out/locks_syscall" kernel
+timeout 60 "$uipc" run --locks -- "$out/locks_syscall" uipc \
+    "test \"\$($(realpath "$uipc") locks -n -p \$HOLDER | awk '{print \$3}' | sort | paste -sd' ')\" = 'FLOCK OFDLCK POSIX POSIX'"
 echo "file locks: ok (none in the host's /proc/locks under uipc; uipc locks = lslocks)"
 
 if [ "$(id -u)" = 0 ]; then
@@ -73,6 +78,10 @@ if [ "$(id -u)" = 0 ]; then
         for t in "$@"; do timeout 60 "$uipc" run -- $out/$t; done
         # POSIX timers served in the process; timers checks /proc/self/timers stays empty.
         timeout 60 "$uipc" run --timers -- "$out/timers"
+        # The id counter carried across exec by every exec function, as Linux keeps it.
+        timeout 60 "$uipc" run --timers -- "$out/timer_ids_exec"
+        # vfork / posix_spawn / raw fork children with file locks and timers routed too.
+        timeout 60 "$uipc" run --locks --timers -- "$out/vfork_spawn"
         shared_daemon "$uipc" "$out"
         # The daemon outlives the program while a descendant still runs (uipc run reaps
         # orphans); the exit status is that of the program.
@@ -184,6 +193,8 @@ else
         timeout 60 "$uipc" run -- $out/$t
     done
     timeout 60 "$uipc" run --timers -- "$out/timers"
+    timeout 60 "$uipc" run --timers -- "$out/timer_ids_exec"
+    timeout 60 "$uipc" run --locks --timers -- "$out/vfork_spawn"
     shared_daemon "$uipc" "$out"
     after=$(cat /proc/sysvipc/sem /proc/sysvipc/msg /proc/sysvipc/shm)
     if [ "$before" != "$after" ]; then

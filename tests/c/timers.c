@@ -460,9 +460,8 @@ static int after_exec(void) {
     struct sigevent ev = {.sigev_notify = SIGEV_NONE};
     CHECK(timer_create(CLOCK_MONOTONIC, &ev, &t) == 0);
     /* Linux 6.18 keeps the process's id counter across execve (ids 0 and 1 were used before
-     * it): the first id is 2. uipc's new image starts a new table at 0 (a known divergence,
-     * listed in the preload's Not supported list). */
-    CHECK((intptr_t)t == (under_uipc_timers() ? 0 : 2));
+     * it): the first id is 2 (under uipc the library's execv carries the counter over). */
+    CHECK((intptr_t)t == 2);
     return 0;
 }
 

@@ -28,7 +28,9 @@
 //! safe right after fork); a connection made under an older generation is closed without a
 //! word (if its descriptor number still names the socket) and replaced. Exec: the first
 //! connection after the library is loaded tells the daemon it is a new program image
-//! ([`Request::Hello`]).
+//! ([`Request::Hello`]). A vforked child, which runs on its parent's memory (its thread-local
+//! slots are its parent's thread's), talks on a one-off connection for each call and never
+//! announces a new image ([`crate::vfork`]).
 //!
 //! Before each call the descriptor is checked to still be the socket (same inode): a program
 //! may close descriptors it does not know about, and the number may then name its own file.
@@ -109,8 +111,8 @@ impl Slot {
     }
 
     /// The slot's socket, connected (and hello said) if it had none or one from before a
-    /// fork.
-    fn connection(&self, generation: u64) -> Result<RawFd, Errno> {
+    /// fork. Only with `may_announce` can the hello say that the image is new.
+    fn connection(&self, generation: u64, may_announce: bool) -> Result<RawFd, Errno> {
         let fd = self.fd.get();
         if fd >= 0 {
             if self.generation.get() == generation && inode_of(fd) == Some(self.inode.get()) {
@@ -119,7 +121,7 @@ impl Slot {
             self.drop_connection();
         }
         let path = socket_path().ok_or(Errno::ENOSYS)?;
-        let new_image = NEW_IMAGE.swap(false, Ordering::SeqCst);
+        let new_image = may_announce && NEW_IMAGE.swap(false, Ordering::SeqCst);
         let fd = match client::connect_raw(&path.bytes[..path.len]) {
             Ok(sock) => sock.into_raw_fd(),
             Err(_) => return Err(not_reached(new_image)),
@@ -142,11 +144,10 @@ fn not_reached(new_image: bool) -> Errno {
     Errno::ENOSYS
 }
 
-/// close(2) by number: not through the C library's `close`, which this library wraps (for
-/// file locks, and a close there may ask the daemon).
+/// close(2) straight to the kernel: not through the C library's `close` nor `syscall`, which
+/// this library wraps (for file locks, and a close there may ask the daemon).
 fn sys_close(fd: RawFd) {
-    // SAFETY: closes a descriptor this library opened.
-    unsafe { libc::syscall(libc::SYS_close, fd) };
+    crate::kernel::kernel_sys!(libc::SYS_close, fd);
 }
 
 /// A descriptor the library owns, closed by number when dropped (see [`sys_close`]).
@@ -163,10 +164,12 @@ thread_local! {
     static EXIT_HOOKED: Cell<bool> = const { Cell::new(false) };
 }
 
-/// A slot held for one call: one of the thread's, or a one-off.
+/// A slot held for one call: one of the thread's, or a one-off (for a call nested in
+/// handlers deeper than the thread's slots, or from a vforked child).
 enum Lease<'t> {
     Cached(&'t Slot),
     OneOff(Slot),
+    Vforked(Slot),
 }
 
 impl<'t> Lease<'t> {
@@ -184,12 +187,14 @@ impl<'t> Lease<'t> {
     fn slot(&self) -> &Slot {
         match self {
             Lease::Cached(slot) => slot,
-            Lease::OneOff(slot) => slot,
+            Lease::OneOff(slot) | Lease::Vforked(slot) => slot,
         }
     }
 
     fn connection(&self, generation: u64) -> Result<RawFd, Errno> {
-        let fd = self.slot().connection(generation)?;
+        // A vforked child leaves the image's hello to its parent.
+        let may_announce = !matches!(self, Lease::Vforked(_));
+        let fd = self.slot().connection(generation, may_announce)?;
         if let Lease::Cached(_) = self {
             hook_thread_exit();
         }
@@ -204,7 +209,7 @@ impl Drop for Lease<'_> {
                 compiler_fence(Ordering::SeqCst);
                 slot.busy.set(false);
             }
-            Lease::OneOff(slot) => {
+            Lease::OneOff(slot) | Lease::Vforked(slot) => {
                 slot.drop_connection();
                 slot.free_buffer();
             }
@@ -260,8 +265,13 @@ pub fn call_with<T>(
     decode: impl FnOnce(ResponseView<'_>, Option<OwnedFd>) -> Result<T, Errno>,
 ) -> Result<T, Errno> {
     let generation = GENERATION.load(Ordering::SeqCst);
+    let vforked = crate::vfork::on_borrowed_memory();
     SLOTS.with(|slots| {
-        let lease = Lease::take(slots);
+        let lease = if vforked {
+            Lease::Vforked(Slot::empty())
+        } else {
+            Lease::take(slots)
+        };
         let slot = lease.slot();
         let mut room = scratch.saturating_mul(2).saturating_add(FRAME_ROOM);
         let (mut space, frame_len, mode) = loop {
@@ -452,7 +462,7 @@ mod tests {
     fn which(lease: &Lease<'_>, slots: &[Slot]) -> Option<usize> {
         match lease {
             Lease::Cached(s) => slots.iter().position(|x| std::ptr::eq(x, *s)),
-            Lease::OneOff(_) => None,
+            Lease::OneOff(_) | Lease::Vforked(_) => None,
         }
     }
 

@@ -12,11 +12,15 @@
 //! locks closes). They go to
 //! the daemon only with `$UIPC_LOCKS=1` (`uipc run --locks`); otherwise straight to libc.
 //!
-//! Also `syscall` (`syscall.rs`: the SysV IPC numbers reach the exports above, the timer
-//! numbers the timer service, the rest the C library's `syscall`), and timer_create,
+//! Also `syscall` (`syscall.rs`: the SysV IPC numbers reach the exports above, the file lock
+//! numbers the lock code, the timer numbers the timer service (and execve and execveat the
+//! exec code below), the rest the C library's
+//! `syscall`, which is also the library's own way to the kernel: `kernel.rs`), and timer_create,
 //! timer_settime, timer_gettime, timer_getoverrun, timer_delete: with `$UIPC_TIMERS=1`
 //! (`uipc run --timers`) served in the process by the engine's timer table
-//! (`timer_service.rs`), otherwise the C library's own functions.
+//! (`timer_service.rs`), otherwise the C library's own functions. The exec functions (execve,
+//! execv, execvp, execvpe, execl, execle, execlp, fexecve, execveat: `exec.rs`) carry the
+//! timer id counter to the new program image under `--timers`.
 //!
 //! Every export catches panics (none crosses the C ABI: the call fails with EINVAL instead),
 //! sets errno through `__errno_location` on failure and leaves it untouched on success. Thread
@@ -56,8 +60,8 @@
 //! program whose own malloc counts calls made inside each SysV IPC call) check this.
 //!
 //! ## Not supported yet
-//! - File locks: closes the library does not see drop nothing at once: raw
-//!   `syscall(SYS_close)` or `syscall(SYS_close_range)`, closes inside libc other than
+//! - File locks: closes the library does not see drop nothing at once: raw system call
+//!   instructions, closes inside libc other than
 //!   fclose's (freopen, `posix_spawn` file actions), close-on-exec (the daemon sweeps at the new image's first
 //!   call) and descriptors closed by a process that never calls the library. POSIX locks then
 //!   stay until the process exits; OFD and flock locks until the daemon's next close, exit or
@@ -65,8 +69,7 @@
 //! - File locks: a close of a regular file or directory costs an fstat and a read of the
 //!   daemon's lock hints, and a round trip if the file was ever asked to be locked (hint
 //!   bytes are never cleared and may collide). The lock calls themselves cost one round trip
-//!   carrying the descriptor (SCM_RIGHTS). `syscall(SYS_fcntl, ...)`/`syscall(SYS_flock, ...)` reach the
-//!   kernel, whose locks do not see uipc's.
+//!   carrying the descriptor (SCM_RIGHTS).
 //! - File locks: the lock hints are mapped on the first close of a regular file or directory
 //!   in a program image; if that close happens in a vforked child before exec, the mapping
 //!   (a daemon call, which allocates) is made there.
@@ -76,8 +79,6 @@
 //! - `syscall()` takes its variadic arguments as seven `long`s, right on x86-64 and aarch64
 //!   only (`syscall.rs`). Raw system call instructions (not through `syscall()`) reach the
 //!   kernel, as do the 32-bit `ipc(2)` multiplexer and the time64 variants of other ABIs.
-//!   The file lock numbers (`SYS_fcntl`, `SYS_flock`, `SYS_close`, ...) are not routed: the
-//!   lock code makes those very calls through `syscall()` as its way to the kernel.
 //! - POSIX timers (`--timers`), where uipc differs from Linux:
 //!   - The kernel does not say when a signal is taken: the service looks at its pending sets
 //!     (by signal number) at growing gaps after sending and around each period boundary.
@@ -97,10 +98,15 @@
 //!   - settime and delete take a still-pending process signal of the timer out of the kernel
 //!     (Linux leaves it visible to `sigpending()` and drops it at dequeue); a pending
 //!     SIGEV_THREAD_ID signal of a deleted or re-set timer is delivered.
-//!   - exec: Linux 6.18 keeps the process's id counter across execve (observed: ids 0 and 1
-//!     before it, 2 after); a new image under uipc starts its table at 0. (The signals the
-//!     service queued, being SI_TIMER, are dropped by the kernel at execve, as Linux drops its
-//!     own.) A vfork child that calls the timer functions replaces its parent's service.
+//!   - exec: the id counter, which Linux keeps across execve, reaches the new image only
+//!     through the library's exec functions (`exec.rs`), in its environment: an exec by a raw
+//!     system call instruction, or a new image without the library, starts at 0. The
+//!     variable (`UIPC_TIMER_NEXT_ID`) is removed from `environ` at load, but
+//!     `/proc/PID/environ` shows it, and an image started without the library keeps it. A
+//!     timer another thread creates while exec builds the environment is not counted. (The
+//!     signals the service queued, being SI_TIMER, are dropped by the kernel at execve, as
+//!     Linux drops its own.) timer_create in a vforked child fails with EAGAIN (Linux gives
+//!     the child a timer of its own; a service made there would live in its parent's memory).
 //!   - RLIMIT_SIGPENDING counts this process's timers only (Linux: every process of the real
 //!     uid, and queued signals); while pending, the signals the service queues count as the
 //!     kernel's ordinary queued signals (Linux preallocates them), and one refused at the
@@ -115,10 +121,17 @@
 //!   - The exports block signals while they run (a handler calling them cannot deadlock on
 //!     its own thread) but may allocate in rare paths (the engine's heap growing), so a call
 //!     from a handler that interrupted `malloc` is not safe.
-//! - vfork, clone and posix_spawn children are not announced to the daemon; as they exec
-//!   (dropping attachments) or share the parent's memory, only nattch during that window
-//!   differs. A fork by raw syscall, or inside libc (daemon(3) calls its internal fork), is
-//!   not announced either: the child's inherited attachments are mapped but not counted.
+//! - vfork and posix_spawn children (`vfork.rs`; tests/c/vfork_spawn.c compares with the
+//!   host): as on Linux they are processes of their own (pid, SEM_UNDO, POSIX lock owner,
+//!   exit) that share the parent's attachments (nattch unchanged); a vforked child's calls
+//!   use connections of their own. Where uipc differs: shmat and shmdt in a vforked child
+//!   (undefined in POSIX; Linux maps into or unmaps from the shared memory, the parent's
+//!   afterwards) are refused with ENOMEM and EINVAL, and a vforked child that makes the first
+//!   call of a new program image still sees the old image's attachments counted (the exec
+//!   is applied at the parent's first call). A fork by raw syscall, or inside libc
+//!   (daemon(3) calls its internal fork), is not announced: the child's inherited
+//!   attachments are mapped but not counted (a raw-forked child gets sessions of its own at
+//!   its first call).
 //! - execve is seen when the new image makes its first call (its `Hello` says it is new): an
 //!   image that never calls keeps its old attachments counted until it exits, and one started
 //!   without the library keeps them too.
@@ -139,7 +152,8 @@
 //!   hints with a daemon call) and the timer exports under `--timers` (see above). They use
 //!   the same per-thread connections, so a handler's call never shares the socket of the
 //!   exchange it interrupted, but they are not free of allocation. Without `--locks` the
-//!   close family goes straight to the C library's.
+//!   close family goes straight to the C library's. Nor are the exec functions under
+//!   `--timers` (they build the new image's environment).
 //! - semctl's variadic argument is read as x86-64 and aarch64 pass it; other ABIs are not
 //!   handled. The structure layouts are x86-64's.
 //! - A shmat at a given address checks only the daemon's record and the kernel's
@@ -161,7 +175,10 @@
 mod abi;
 mod attach;
 mod conn;
+mod exec;
+mod exec_env;
 mod fork;
+mod kernel;
 mod locks;
 mod mapbuf;
 mod msg;
@@ -176,6 +193,7 @@ mod timer_service;
 mod timer_signals;
 mod timer_thread;
 mod user;
+mod vfork;
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use uipc::Errno;
@@ -257,9 +275,11 @@ extern "C" fn init() {
     // SAFETY: registers a child handler that only bumps an atomic counter.
     unsafe { libc::pthread_atfork(None, None, Some(conn::after_fork_in_child)) };
     conn::prepare();
-    syscall::prepare();
+    kernel::prepare();
+    vfork::prepare();
     fork::prepare();
     locks::prepare();
+    exec::prepare();
 }
 
 /// Runs [`init`] when the library is loaded.

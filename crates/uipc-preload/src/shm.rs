@@ -59,6 +59,11 @@ pub extern "C-unwind" fn shmat(shmid: c_int, shmaddr: *const c_void, shmflg: c_i
 }
 
 fn shmat_uipc(shmid: c_int, wanted: usize, flags: c_int) -> Result<i64, Errno> {
+    if crate::vfork::on_borrowed_memory() {
+        // A vforked child: the daemon would count the attachment as the child's, while it
+        // lands in the memory it shares with its parent (`crate::vfork`).
+        return Err(Errno::ENOMEM);
+    }
     let req = Request::Shmat {
         shmid,
         addr: wanted as u64,
@@ -146,6 +151,11 @@ pub extern "C-unwind" fn shmdt(shmaddr: *const c_void) -> c_int {
     }
     let addr = shmaddr as usize;
     guard(move || {
+        if crate::vfork::on_borrowed_memory() {
+            // A vforked child: the attachments in the memory it shares are its parent's in
+            // the daemon's books; refused before anything is unmapped (`crate::vfork`).
+            return Err(Errno::EINVAL);
+        }
         // The table stays held until the daemon has dropped its record too: else another
         // thread's (or a handler's) shmat could map at the address just freed and find the
         // daemon's record of the old attachment still there.

@@ -4,9 +4,12 @@
 //! SysV IPC numbers (semget, semop, semtimedop, semctl, msgget, msgsnd, msgrcv, msgctl, shmget,
 //! shmat, shmdt, shmctl) go to the same exports as the C calls when `$UIPC_SOCKET` is set; the
 //! timer numbers go to the timer service with the kernel's ABI (an `int` id, SIGEV_THREAD as a
-//! plain signal) when `$UIPC_TIMERS` is `1`. Each returns as syscall(3) does: the result, or -1
-//! with errno. Every other number, and these ones when not routed, goes to the C library's
-//! `syscall` with all six arguments unchanged.
+//! plain signal) when `$UIPC_TIMERS` is `1`, as do execve and execveat (which carry the timer
+//! id counter to the new image, `exec.rs`); the file lock numbers (fcntl, flock, close, dup2,
+//! dup3, close_range) go to the lock code (`locks/by_syscall.rs`) when `$UIPC_LOCKS` is `1`.
+//! Each returns as syscall(3) does: the result, or -1 with errno. Every other number, and
+//! these ones when not routed, goes to the C library's `syscall` with all six arguments
+//! unchanged ([`crate::kernel`], which is also the library's own way to the kernel).
 //!
 //! The number is matched before anything else is looked at: Rust's own locks call
 //! `syscall(SYS_futex, ...)`, and that path must take no lock and allocate nothing.
@@ -19,37 +22,9 @@
 //! values, as 32-bit ARM and MIPS o32) would need a real variadic definition
 //! (`c_variadic`, unstable) or an assembly trampoline.
 
+use crate::kernel::sys as pass;
 use crate::timer::{self, Abi};
 use libc::{c_int, c_long, c_void};
-use std::sync::atomic::{AtomicUsize, Ordering};
-
-type SyscallFn = unsafe extern "C" fn(c_long, ...) -> c_long;
-
-/// The C library's `syscall`.
-fn real() -> Option<SyscallFn> {
-    static REAL: AtomicUsize = AtomicUsize::new(0);
-    let mut p = REAL.load(Ordering::Relaxed);
-    if p == 0 {
-        // SAFETY: looks up the next definition of `syscall` by its NUL-terminated name.
-        p = unsafe { libc::dlsym(libc::RTLD_NEXT, c"syscall".as_ptr()) } as usize;
-        REAL.store(p, Ordering::Relaxed);
-    }
-    // SAFETY: a non-null result is the C library's `long syscall(long, ...)`.
-    (p != 0).then(|| unsafe { std::mem::transmute::<usize, SyscallFn>(p) })
-}
-
-/// The kernel's call, as the C library makes it.
-fn pass(nr: c_long, a: [c_long; 6]) -> c_long {
-    match real() {
-        // SAFETY: the C library's syscall with the caller's number and arguments.
-        Some(f) => unsafe { f(nr, a[0], a[1], a[2], a[3], a[4], a[5]) },
-        None => {
-            // SAFETY: writes this thread's errno.
-            unsafe { *libc::__errno_location() = libc::ENOSYS };
-            -1
-        }
-    }
-}
 
 fn is_ipc(nr: c_long) -> bool {
     matches!(
@@ -134,12 +109,11 @@ pub extern "C-unwind" fn syscall(
     if is_timer(nr) && timer::routed() {
         return timers(nr, args);
     }
+    if crate::exec::is_exec_number(nr) && timer::routed() {
+        return crate::exec::syscall_routed(nr, args);
+    }
+    if crate::locks::is_lock_number(nr) && crate::locks::routing() {
+        return crate::locks::syscall_routed(nr, args);
+    }
     pass(nr, args)
-}
-
-/// Looks up the C library's `syscall` now (from the library's constructor): the SysV IPC
-/// paths make raw calls through it, and a first lookup (dlsym) must not happen in a signal
-/// handler.
-pub(crate) fn prepare() {
-    real();
 }

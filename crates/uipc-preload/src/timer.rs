@@ -70,6 +70,10 @@ impl Drop for SignalsHeld {
 /// `timer_create` for either ABI; the id is written to `out`, the result is 0.
 pub fn create(clock: i32, evp: usize, out: usize, abi: Abi) -> Result<i64, Errno> {
     let _held = SignalsHeld::new();
+    if crate::vfork::on_borrowed_memory() {
+        // A vforked child: a service made here would replace its parent's (`crate::vfork`).
+        return Err(Errno::EAGAIN);
+    }
     let (event, callback) = match read_sigevent(evp) {
         UserPtr::Valid(raw) if abi == Abi::Libc && raw.event.notify == SIGEV_THREAD => {
             let callback = Callback {

@@ -41,8 +41,9 @@
 //! child, and its thread does not exist either); the child's first `timer_create` starts a new
 //! one. A child forked without the handler (a raw `fork` system call) is recognised by its pid.
 //! Exec: the service dies with the image, the kernel holds no timer of ours, and it drops the
-//! SI_TIMER signals we queued (`timer_signals`). The new image's ids start at 0, where Linux
-//! continues the process's counter (see the crate's Not supported list).
+//! SI_TIMER signals we queued (`timer_signals`). The id counter carries on, as Linux keeps it
+//! across execve: the library's exec functions hand it to the new image (`exec_env`), whose
+//! service starts its table there.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
@@ -122,9 +123,15 @@ pub fn get_or_make() -> &'static Service {
         cpu_clocks: Some(Arc::new(HostCpuClocks)),
         ..TimersConfig::default()
     };
+    let pid = raw_id(libc::SYS_getpid);
+    let engine = Timers::with_config(Arc::new(uipc::SystemClock), outbox.clone(), config);
+    let next_id = crate::exec_env::inherited_next_id(pid);
+    if next_id != 0 {
+        engine.resume_timer_ids(pid, next_id);
+    }
     let fresh = Box::into_raw(Box::new(Service {
-        engine: Timers::with_config(Arc::new(uipc::SystemClock), outbox.clone(), config),
-        pid: raw_id(libc::SYS_getpid),
+        engine,
+        pid,
         outbox,
         in_flight: Mutex::new(HashMap::new()),
         callbacks: Mutex::new(HashMap::new()),
@@ -203,6 +210,11 @@ impl Service {
             lock(&self.callbacks).insert(id, cb);
         }
         Ok(id)
+    }
+
+    /// The process's id counter, for the next program image (`exec_env`).
+    pub fn next_id(&self) -> u32 {
+        self.engine.next_timer_id(self.pid)
     }
 
     /// `timer_settime`: returns the old setting.

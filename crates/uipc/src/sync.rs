@@ -44,6 +44,15 @@ pub(crate) fn write<T>(l: &RwLock<T>) -> RwLockWriteGuard<'_, T> {
     l.write().unwrap_or_else(|e| e.into_inner())
 }
 
+/// Takes `l` for writing if nobody holds it, ignoring poisoning.
+pub(crate) fn try_write<T>(l: &RwLock<T>) -> Option<RwLockWriteGuard<'_, T>> {
+    match l.try_write() {
+        Ok(g) => Some(g),
+        Err(std::sync::TryLockError::Poisoned(e)) => Some(e.into_inner()),
+        Err(std::sync::TryLockError::WouldBlock) => None,
+    }
+}
+
 /// One step of a bounded busy-wait: a CPU hint, and a yield every so often so that a waiter
 /// never starves the thread it waits for on a machine with few cores.
 pub(crate) fn spin_wait(round: &mut u32) {

@@ -77,6 +77,41 @@ fn exec_deletes_timers_and_the_id_counter_carries_on() {
 }
 
 #[test]
+fn a_new_engine_resumes_the_counter_an_exec_carried_over() {
+    let (_, _, before) = setup();
+    let c = Cred::root(100);
+    assert_eq!(before.next_timer_id(100), 0);
+    for _ in 0..3 {
+        create(&before, &c, SigEvent::NONE).unwrap();
+    }
+    before.timer_delete(&c, TimerId::from_raw(2)).unwrap();
+    // The counter, not the highest live id: 2 was deleted and is not handed out again.
+    assert_eq!(before.next_timer_id(100), 3);
+    assert_eq!(before.next_timer_id(101), 0);
+
+    let (_, _, after) = setup();
+    after.resume_timer_ids(100, before.next_timer_id(100));
+    assert_eq!(create(&after, &c, SigEvent::NONE), Ok(TimerId::from_raw(3)));
+    assert_eq!(after.next_timer_id(100), 4);
+    // Other processes of the new engine start at 0.
+    assert_eq!(
+        create(&after, &Cred::root(101), SigEvent::NONE),
+        Ok(TimerId::from_raw(0))
+    );
+    // The counter wraps at INT_MAX as Linux's does.
+    after.resume_timer_ids(102, i32::MAX as u32);
+    let c102 = Cred::root(102);
+    assert_eq!(
+        create(&after, &c102, SigEvent::NONE),
+        Ok(TimerId::from_raw(i32::MAX))
+    );
+    assert_eq!(
+        create(&after, &c102, SigEvent::NONE),
+        Ok(TimerId::from_raw(0))
+    );
+}
+
+#[test]
 fn fork_child_inherits_no_timers_restore_mode_or_counter() {
     let (_, _, t) = setup();
     let parent = Cred::root(100);

@@ -15,6 +15,7 @@
 use super::{is_open, libc_fns, lock_call, routing, set_errno};
 use crate::conn::call_passing;
 use crate::guarded;
+use crate::kernel::kernel_sys;
 use libc::{c_int, FILE};
 use std::cell::Cell;
 use std::os::fd::AsRawFd;
@@ -88,7 +89,7 @@ fn may_hold_locks((dev, ino): (u64, u64)) -> bool {
 
 /// Tells the daemon that `fd` is about to be closed (see the module doc). Keeps errno. Skipped
 /// inside another notification and while the thread's locals are being torn down.
-fn before_close(fd: c_int) {
+pub(super) fn before_close(fd: c_int) {
     if !routing() {
         return;
     }
@@ -112,36 +113,37 @@ pub extern "C-unwind" fn close(fd: c_int) -> c_int {
     match real!(close, unsafe extern "C" fn(c_int) -> c_int) {
         // SAFETY: libc's close.
         Some(f) => unsafe { f(fd) },
-        // SAFETY: the raw system call.
-        None => unsafe { libc::syscall(libc::SYS_close, fd) as c_int },
+        None => kernel_sys!(libc::SYS_close, fd) as c_int,
+    }
+}
+
+/// What dup2 (`flags` 0) and dup3 do first: `newfd`, if open, is closed by the call unless
+/// it fails or is a no-op (the same descriptor, which dup3 refuses and dup2 leaves alone).
+pub(super) fn before_dup(oldfd: c_int, newfd: c_int, flags: c_int) {
+    if oldfd != newfd && flags & !libc::O_CLOEXEC == 0 && is_open(oldfd) && is_open(newfd) {
+        before_close(newfd);
     }
 }
 
 /// dup2(2): `newfd`, if open, is closed first (unless the call fails or is a no-op).
 #[no_mangle]
 pub extern "C-unwind" fn dup2(oldfd: c_int, newfd: c_int) -> c_int {
-    if oldfd != newfd && is_open(oldfd) && is_open(newfd) {
-        before_close(newfd);
-    }
+    before_dup(oldfd, newfd, 0);
     match real!(dup2, unsafe extern "C" fn(c_int, c_int) -> c_int) {
         // SAFETY: libc's dup2.
         Some(f) => unsafe { f(oldfd, newfd) },
-        // SAFETY: the raw system call.
-        None => unsafe { libc::syscall(libc::SYS_dup2, oldfd, newfd) as c_int },
+        None => kernel_sys!(libc::SYS_dup2, oldfd, newfd) as c_int,
     }
 }
 
 /// dup3(2): as dup2, for valid flags.
 #[no_mangle]
 pub extern "C-unwind" fn dup3(oldfd: c_int, newfd: c_int, flags: c_int) -> c_int {
-    if oldfd != newfd && flags & !libc::O_CLOEXEC == 0 && is_open(oldfd) && is_open(newfd) {
-        before_close(newfd);
-    }
+    before_dup(oldfd, newfd, flags);
     match real!(dup3, unsafe extern "C" fn(c_int, c_int, c_int) -> c_int) {
         // SAFETY: libc's dup3.
         Some(f) => unsafe { f(oldfd, newfd, flags) },
-        // SAFETY: the raw system call.
-        None => unsafe { libc::syscall(libc::SYS_dup3, oldfd, newfd, flags) as c_int },
+        None => kernel_sys!(libc::SYS_dup3, oldfd, newfd, flags) as c_int,
     }
 }
 
@@ -212,12 +214,30 @@ fn before_close_range(first: u32, last: u32) {
             at += reclen;
         }
     }
-    // SAFETY: closes our own directory descriptor (raw: not through the close wrapper).
-    unsafe { libc::syscall(libc::SYS_close, dir) };
+    // Our own directory descriptor, closed by the kernel (not through the close wrapper).
+    kernel_sys!(libc::SYS_close, dir);
 }
 
+/// `CLOSE_RANGE_UNSHARE`: unshare the descriptor table first (closes as usual).
+const CLOSE_RANGE_UNSHARE: libc::c_uint = 2;
 /// `CLOSE_RANGE_CLOEXEC`: mark the range close-on-exec instead of closing it.
 const CLOSE_RANGE_CLOEXEC: libc::c_uint = 4;
+
+/// What close_range does first: reports the descriptors it will close, if it will close any
+/// (valid flags without CLOSE_RANGE_CLOEXEC, `first <= last`; the kernel's EINVAL cases
+/// report nothing).
+pub(super) fn before_close_range_call(first: libc::c_uint, last: libc::c_uint, flags: c_int) {
+    let flags = flags as libc::c_uint;
+    if flags & !(CLOSE_RANGE_UNSHARE | CLOSE_RANGE_CLOEXEC) == 0
+        && flags & CLOSE_RANGE_CLOEXEC == 0
+        && first <= last
+    {
+        let _ = guarded(|| {
+            before_close_range(first, last);
+            Ok(())
+        });
+    }
+}
 
 /// close_range(2).
 #[no_mangle]
@@ -226,20 +246,14 @@ pub extern "C-unwind" fn close_range(
     last: libc::c_uint,
     flags: c_int,
 ) -> c_int {
-    if (flags as libc::c_uint) & CLOSE_RANGE_CLOEXEC == 0 && first <= last {
-        let _ = guarded(|| {
-            before_close_range(first, last);
-            Ok(())
-        });
-    }
+    before_close_range_call(first, last, flags);
     match real!(
         close_range,
         unsafe extern "C" fn(libc::c_uint, libc::c_uint, c_int) -> c_int
     ) {
         // SAFETY: libc's close_range.
         Some(f) => unsafe { f(first, last, flags) },
-        // SAFETY: the raw system call.
-        None => unsafe { libc::syscall(libc::SYS_close_range, first, last, flags) as c_int },
+        None => kernel_sys!(libc::SYS_close_range, first, last, flags) as c_int,
     }
 }
 
@@ -255,9 +269,9 @@ pub extern "C-unwind" fn closefrom(lowfd: c_int) {
     match real!(closefrom, unsafe extern "C" fn(c_int)) {
         // SAFETY: libc's closefrom.
         Some(f) => unsafe { f(lowfd) },
-        // SAFETY: the raw system call (what glibc's closefrom does first).
-        None => unsafe {
-            libc::syscall(libc::SYS_close_range, lowfd.max(0) as u32, u32::MAX, 0);
-        },
+        // What glibc's closefrom does first.
+        None => {
+            kernel_sys!(libc::SYS_close_range, lowfd.max(0) as u32, u32::MAX, 0);
+        }
     }
 }

@@ -25,6 +25,7 @@
 //! lock and fails with EACCES if another process holds a conflicting lock.
 
 use crate::conn::{call_passing, check, ret_value};
+use crate::kernel::kernel_sys;
 use crate::user::{copy_in, copy_out};
 use crate::{finish, guarded};
 use libc::c_int;
@@ -104,7 +105,10 @@ macro_rules! real {
     }};
 }
 
+mod by_syscall;
 mod close;
+
+pub use by_syscall::{is_lock_number, syscall_routed};
 
 type FcntlFn = unsafe extern "C" fn(c_int, c_int, ...) -> c_int;
 
@@ -113,10 +117,9 @@ fn set_errno(e: c_int) {
     unsafe { *libc::__errno_location() = e };
 }
 
-/// Whether `fd` is open (a raw system call, not libc's possibly wrapped fcntl).
+/// Whether `fd` is open (the kernel's answer, not libc's possibly wrapped fcntl).
 fn is_open(fd: c_int) -> bool {
-    // SAFETY: F_GETFD on any number is safe; failure is reported.
-    unsafe { libc::syscall(libc::SYS_fcntl, fd, libc::F_GETFD) >= 0 }
+    kernel_sys!(libc::SYS_fcntl, fd, libc::F_GETFD) >= 0
 }
 
 fn is_lock_cmd(cmd: c_int) -> bool {
@@ -159,12 +162,18 @@ fn lock_call(fd: c_int, req: LockRequest, cancel_point: bool) -> Result<Response
     guarded(|| call_passing(&req, pass, restartable).map(|(r, _)| r))
 }
 
-/// fcntl's lock commands through the daemon, on an already read `struct flock`.
-fn fcntl_lock(fd: c_int, cmd: c_int, fl: Option<Flock>) -> Result<Option<Flock>, Errno> {
+/// fcntl's lock commands through the daemon, on an already read `struct flock`; a blocking
+/// one is a cancellation point if `cancel_point`.
+fn fcntl_lock(
+    fd: c_int,
+    cmd: c_int,
+    fl: Option<Flock>,
+    cancel_point: bool,
+) -> Result<Option<Flock>, Errno> {
     if !is_open(fd) {
         return Err(Errno::EBADF);
     }
-    let resp = lock_call(fd, LockRequest::Fcntl { cmd, flock: fl }, true)?;
+    let resp = lock_call(fd, LockRequest::Fcntl { cmd, flock: fl }, cancel_point)?;
     match check(resp)? {
         Response::Ret(_) => Ok(None),
         Response::Lock(LockResponse::Flock(f)) => Ok(Some(f)),
@@ -172,12 +181,14 @@ fn fcntl_lock(fd: c_int, cmd: c_int, fl: Option<Flock>) -> Result<Option<Flock>,
     }
 }
 
-fn fcntl_routed(fd: c_int, cmd: c_int, arg: usize) -> i64 {
+/// A lock command of fcntl (glibc's, a cancellation point, or syscall(2)'s, not one): the
+/// result, or -1 with errno set.
+fn fcntl_routed(fd: c_int, cmd: c_int, arg: usize, cancel_point: bool) -> i64 {
     let saved = crate::errno_now();
     let user = guarded(|| Ok(copy_in(arg, FLOCK_SIZE).ok()));
     let result = user.and_then(|bytes| {
         let fl = bytes.as_deref().map(flock_from);
-        match fcntl_lock(fd, cmd, fl)? {
+        match fcntl_lock(fd, cmd, fl, cancel_point)? {
             Some(answer) => {
                 let mut b = bytes.unwrap_or_else(|| vec![0; FLOCK_SIZE]);
                 flock_into(&mut b, &answer);
@@ -192,13 +203,12 @@ fn fcntl_routed(fd: c_int, cmd: c_int, arg: usize) -> i64 {
 
 fn fcntl_any(fd: c_int, cmd: c_int, arg: usize, real: Option<FcntlFn>) -> c_int {
     if routing() && is_lock_cmd(cmd) {
-        return fcntl_routed(fd, cmd, arg) as c_int;
+        return fcntl_routed(fd, cmd, arg, true) as c_int;
     }
     match real {
         // SAFETY: libc's fcntl with the caller's three arguments, the third as passed.
         Some(f) => unsafe { f(fd, cmd, arg) },
-        // SAFETY: the raw system call with the same arguments.
-        None => unsafe { libc::syscall(libc::SYS_fcntl, fd, cmd, arg) as c_int },
+        None => kernel_sys!(libc::SYS_fcntl, fd, cmd, arg) as c_int,
     }
 }
 
@@ -221,8 +231,7 @@ pub extern "C-unwind" fn flock(fd: c_int, operation: c_int) -> c_int {
         return match real!(flock, unsafe extern "C" fn(c_int, c_int) -> c_int) {
             // SAFETY: libc's flock with the caller's arguments.
             Some(f) => unsafe { f(fd, operation) },
-            // SAFETY: the raw system call.
-            None => unsafe { libc::syscall(libc::SYS_flock, fd, operation) as c_int },
+            None => kernel_sys!(libc::SYS_flock, fd, operation) as c_int,
         };
     }
     let saved = crate::errno_now();
@@ -241,7 +250,7 @@ fn lockf_routed(fd: c_int, cmd: c_int, len: i64) -> Result<i64, Errno> {
     let setlk = match cmd {
         F_TEST => {
             fl.l_type = F_RDLCK;
-            let got = fcntl_lock(fd, F_GETLK, Some(fl))?.unwrap_or(fl);
+            let got = fcntl_lock(fd, F_GETLK, Some(fl), true)?.unwrap_or(fl);
             // SAFETY: plain getter (raw: other preloads may wrap getpid).
             let me = unsafe { libc::syscall(libc::SYS_getpid) } as i32;
             return if got.l_type == F_UNLCK || got.l_pid == me {
@@ -258,7 +267,7 @@ fn lockf_routed(fd: c_int, cmd: c_int, len: i64) -> Result<i64, Errno> {
         F_TLOCK => F_SETLK,
         _ => return Err(Errno::EINVAL),
     };
-    fcntl_lock(fd, setlk, Some(fl)).map(|_| 0)
+    fcntl_lock(fd, setlk, Some(fl), true).map(|_| 0)
 }
 
 fn lockf_any(fd: c_int, cmd: c_int, len: i64, name: &std::ffi::CStr) -> c_int {

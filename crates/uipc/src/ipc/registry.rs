@@ -16,7 +16,7 @@
 //! `state`.
 
 use super::consts::{IPC_CREAT, IPC_EXCL, IPC_PRIVATE};
-use crate::sync::{read, write, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use crate::sync::{read, try_write, write, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use crate::table::hash::KeyBuildHasher;
 use crate::table::{CyclicIdAllocator, IdLayout, IdMap};
 use crate::{Errno, Result};
@@ -147,20 +147,32 @@ impl<T: IpcObject> Registry<T> {
     /// with it creates; IPC_CREAT|IPC_EXCL on a present key is EEXIST; then `existing` runs the
     /// type's "more checks" and `ipcperms`, in that order. Returns the id.
     ///
-    /// Opening an existing key takes the lock for reading only (Linux takes its rwsem for
-    /// writing every time), so `*get` calls that find their key run in parallel; a call that
-    /// may create takes it for writing and looks the key up again, so two creators of one key
-    /// still get one object. `create` gets the writer-locked state and must call
-    /// [`Registry::add`].
+    /// Opening an existing key under contention takes the lock for reading only (Linux takes
+    /// its rwsem for writing every time), so `*get` calls that find their key run in
+    /// parallel; a call that may create takes it for writing and looks the key up again, so
+    /// two creators of one key still get one object. A call with IPC_CREAT that finds the lock
+    /// free takes it for writing at once and looks up only once. `create` gets the writer-locked state, must call
+    /// [`Registry::add`] or [`Registry::add_then`] and returns the new id.
     pub fn get_or_create(
         &self,
         key: i32,
         flag: i32,
-        create: impl FnOnce(&mut RegistryState<T>) -> Result<Arc<T>>,
+        create: impl FnOnce(&mut RegistryState<T>) -> Result<i32>,
         existing: impl FnOnce(&T) -> Result<()>,
     ) -> Result<i32> {
         if key == IPC_PRIVATE {
-            return create(&mut self.write()).map(|o| o.header().id());
+            return create(&mut self.write());
+        }
+        if flag & IPC_CREAT != 0 {
+            // A lock nobody holds is taken for writing at once (it costs what a read lock
+            // costs, and a creation may follow); only when others hold it, as parallel opens
+            // do, is the key looked up under a shared lock first.
+            if let Some(mut st) = try_write(&self.state) {
+                if let Some(obj) = st.keys.get(&key) {
+                    return Self::opened(obj, flag, existing);
+                }
+                return create(&mut st);
+            }
         }
         let st = self.read();
         if let Some(obj) = st.keys.get(&key) {
@@ -175,7 +187,7 @@ impl<T: IpcObject> Registry<T> {
         if let Some(obj) = st.keys.get(&key) {
             return Self::opened(obj, flag, existing);
         }
-        create(&mut st).map(|o| o.header().id())
+        create(&mut st)
     }
 
     /// The tail of `ipcget` for a key that exists: EEXIST, then the type's checks.
@@ -198,6 +210,20 @@ impl<T: IpcObject> Registry<T> {
         limit: i32,
         build: impl FnOnce(i32) -> T,
     ) -> Result<Arc<T>> {
+        self.add_then(st, key, limit, build, Arc::clone)
+    }
+
+    /// [`Registry::add`], returning `then(&object)` instead of a new reference to the object
+    /// (a creation that only needs the id then costs no reference count traffic beyond the
+    /// two references the registry keeps).
+    pub fn add_then<R>(
+        &self,
+        st: &mut RegistryState<T>,
+        key: i32,
+        limit: i32,
+        build: impl FnOnce(i32) -> T,
+        then: impl FnOnce(&Arc<T>) -> R,
+    ) -> Result<R> {
         let limit = (limit.max(0) as u32).min(self.layout.ipcmni());
         if st.alloc.in_use() >= limit {
             return Err(Errno::ENOSPC);
@@ -210,12 +236,13 @@ impl<T: IpcObject> Registry<T> {
         };
         let obj = Arc::new(build(id));
         debug_assert_eq!(obj.header().id(), id);
+        let out = then(&obj);
         let idx = self.layout.idx(id);
-        self.objects.insert(idx, obj.clone());
         if key != IPC_PRIVATE {
             st.keys.insert(key, obj.clone());
         }
-        Ok(obj)
+        self.objects.insert(idx, obj);
+        Ok(out)
     }
 
     /// `ipc_rmid`: unhashes the key, frees the index and unpublishes the object. Lookups after
@@ -284,10 +311,61 @@ mod tests {
         r.add(st, key, 32000, |id| Obj(IpcHeader::new(id, key)))
     }
 
+    fn open_or_create(r: &Registry<Obj>, key: i32) -> Result<i32> {
+        r.get_or_create(
+            key,
+            IPC_CREAT,
+            |st| create(r, st, key).map(|o| o.header().id()),
+            |_| Ok(()),
+        )
+    }
+
+    #[test]
+    fn an_ipc_creat_open_of_an_existing_key_runs_beside_a_reader() {
+        let r = Arc::new(Registry::<Obj>::new(IdLayout::DEFAULT));
+        let id = open_or_create(&r, 42).unwrap();
+        let reader = r.read();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let opener = {
+            let r = r.clone();
+            std::thread::spawn(move || tx.send(open_or_create(&r, 42)).unwrap())
+        };
+        // Taking the lock for writing would wait for `reader`, held until the open answered.
+        let opened = rx.recv_timeout(std::time::Duration::from_secs(5));
+        drop(reader);
+        opener.join().unwrap();
+        assert_eq!(opened, Ok(Ok(id)), "the open waited for the reader");
+    }
+
+    #[test]
+    fn racing_creators_of_one_key_get_one_object() {
+        for round in 0..200 {
+            let r = Arc::new(Registry::<Obj>::new(IdLayout::DEFAULT));
+            let ids: Vec<_> = (0..4)
+                .map(|_| {
+                    let r = r.clone();
+                    std::thread::spawn(move || open_or_create(&r, 7 + round))
+                })
+                .collect::<Vec<_>>()
+                .into_iter()
+                .map(|t| t.join().unwrap().unwrap())
+                .collect();
+            assert!(ids.iter().all(|&i| i == ids[0]), "{ids:?}");
+            assert_eq!(r.read().in_use(), 1);
+        }
+    }
+
     #[test]
     fn get_follows_linux_decision_order() {
         let r = Registry::<Obj>::new(IdLayout::DEFAULT);
-        let get = |key, flag| r.get_or_create(key, flag, |st| create(&r, st, key), |_| Ok(()));
+        let get = |key, flag| {
+            r.get_or_create(
+                key,
+                flag,
+                |st| create(&r, st, key).map(|o| o.header().id()),
+                |_| Ok(()),
+            )
+        };
         assert_eq!(get(5, 0), Err(Errno::ENOENT));
         let id = get(5, IPC_CREAT).unwrap();
         assert_eq!(get(5, 0), Ok(id));
@@ -325,7 +403,10 @@ mod tests {
             r.get_or_create(
                 key,
                 IPC_CREAT,
-                |st| r.add(st, key, 2, |id| Obj(IpcHeader::new(id, key))),
+                |st| {
+                    let obj = |id| Obj(IpcHeader::new(id, key));
+                    r.add_then(st, key, 2, obj, |o| o.header().id())
+                },
                 |_| Ok(()),
             )
         };

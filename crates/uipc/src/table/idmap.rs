@@ -31,7 +31,10 @@
 //! Lock order: `writer` only; readers take no lock.
 
 use super::hash::run_preserving;
-use crate::sync::{lock, spin_wait, AtomicPtr, AtomicU64, AtomicUsize, Mutex, Ordering::SeqCst};
+use crate::sync::{
+    lock, spin_wait, AtomicPtr, AtomicU64, AtomicUsize, Mutex,
+    Ordering::{Relaxed, Release, SeqCst},
+};
 use std::sync::Arc;
 
 const BASE_SLOTS: u32 = 16;
@@ -258,37 +261,52 @@ impl<T> IdMap<T> {
                 let (k, off) = chunk_of(s);
                 if off == 0 {
                     let chunk: Box<[Slot<T>]> = (0..chunk_len(k)).map(|_| Slot::new()).collect();
-                    self.chunks[k].store(Box::into_raw(chunk) as *mut Slot<T>, SeqCst);
+                    self.chunks[k].store(Box::into_raw(chunk) as *mut Slot<T>, Release);
                 }
                 w.next_slot += 1;
                 s
             }
         };
+        // Publication: the pointer, the chunk and the grown index are written before the cell
+        // that names the slot, and the cell is stored with Release; a reader reaches the slot
+        // only through that cell (loaded SeqCst, so at least Acquire), so it sees them all.
+        // The removal handshake (module doc) does not involve these stores. (The loom models
+        // check interleavings; their readers load SeqCst, which loom always answers with the
+        // latest store, so they cannot catch a too-weak ordering here: this is the plain
+        // Release/Acquire publication pattern.)
         self.slot(slot_no)
             .ptr
-            .store(Arc::into_raw(value) as *mut T, SeqCst);
+            .store(Arc::into_raw(value) as *mut T, Release);
         // SAFETY: only writers (serialized by `writer`) replace the index.
         let mut arr = unsafe { &*self.index.load(SeqCst) };
         if (w.len + 1) * 4 > arr.cells.len() * 3 {
             let bigger = IndexArray::new(arr.cells.len() * 2);
-            for c in arr.cells.iter().map(|c| c.load(SeqCst)).filter(|&c| c != 0) {
-                Self::place(&bigger, c);
+            // Nobody sees `bigger` before the swap below, which publishes its cells.
+            for c in arr
+                .cells
+                .iter()
+                .map(|c| c.load(Relaxed))
+                .filter(|&c| c != 0)
+            {
+                Self::place(&bigger, c, Relaxed);
             }
             let old = self.index.swap(Box::into_raw(bigger), SeqCst);
             w.retired.push(old);
             // SAFETY: just published; freed only on drop.
             arr = unsafe { &*self.index.load(SeqCst) };
         }
-        Self::place(arr, cell(key, slot_no));
+        Self::place(arr, cell(key, slot_no), Release);
         w.len += 1;
     }
 
-    fn place(arr: &IndexArray, c: u64) {
+    /// Stores `c` in the first empty cell from its home. Only writers store cells, so the
+    /// probe reads them Relaxed.
+    fn place(arr: &IndexArray, c: u64, order: crate::sync::Ordering) {
         let mut i = arr.home(cell_key(c));
-        while arr.cells[i].load(SeqCst) != 0 {
+        while arr.cells[i].load(Relaxed) != 0 {
             i = (i + 1) & arr.mask;
         }
-        arr.cells[i].store(c, SeqCst);
+        arr.cells[i].store(c, order);
     }
 
     fn find_cell(&self, key: u32) -> Option<(usize, u64)> {

@@ -307,6 +307,21 @@ impl Timers {
         }
     }
 
+    /// The value of `tgid`'s id counter: the id its next `timer_create` tries first (0 for a
+    /// process the engine holds nothing for). With [`Timers::resume_timer_ids`], what an
+    /// embedder whose engine does not outlive a program image carries over execve.
+    pub fn next_timer_id(&self, tgid: i32) -> u32 {
+        self.inner.procs.get(tgid).map_or(0, |p| p.next_id())
+    }
+
+    /// Sets `tgid`'s id counter to `next`, as [`Timers::exec_process`] leaves it, for an
+    /// engine that did not see the process's earlier program images (a preload library makes
+    /// one engine per image and passes the counter to the next image itself). Its timers and
+    /// restore mode are left as they are.
+    pub fn resume_timer_ids(&self, tgid: i32, next: u32) {
+        self.inner.procs.get_or_create(tgid).set_next_id(next);
+    }
+
     /// `parent` forked `child`: the child inherits no timers and starts its ids at 0. Any state
     /// left under the child's tgid (a pid reused without an exit) is discarded.
     pub fn fork_process(&self, _parent: i32, child: i32) {

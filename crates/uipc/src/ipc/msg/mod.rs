@@ -205,6 +205,7 @@ impl IpcNamespace {
                         receivers: VecDeque::new(),
                     }),
                 })
+                .map(|q| q.header().id())
             },
             |q| q.lock().perm.check(cred, flag),
         )

@@ -45,11 +45,16 @@ impl IpcNamespace {
                 }
                 let now = self.now();
                 let perm = IpcPerm::new(cred, flag);
-                let set = reg.add(st, key, self.limits.semmni(), |id| {
-                    SemSet::new(id, key, perm, nsems as usize, now)
-                })?;
-                self.sem.used_sems.fetch_add(i64::from(nsems), Relaxed);
-                Ok(set)
+                let id = reg.add_then(
+                    st,
+                    key,
+                    self.limits.semmni(),
+                    |id| SemSet::new(id, key, perm, nsems as usize, now),
+                    |set| set.header.id(),
+                )?;
+                // Written only under the registry's writer lock (held here): no RMW needed.
+                self.sem.used_sems.store(used + i64::from(nsems), Relaxed);
+                Ok(id)
             },
             |set| {
                 if nsems as usize > set.nsems {

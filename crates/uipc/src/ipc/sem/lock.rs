@@ -6,7 +6,7 @@
 
 use super::op::Pending;
 use super::SemSet;
-use crate::sync::{lock, MutexGuard, Ordering::Acquire, Ordering::Release};
+use crate::sync::{lock, Mutex, MutexGuard, Ordering::Acquire, Ordering::Release};
 use std::collections::VecDeque;
 use std::ops::{Deref, DerefMut};
 use std::sync::Arc;
@@ -22,6 +22,34 @@ pub(crate) struct SemSlot {
     pub(crate) pid: i32,
     pub(crate) otime: i64,
     pub(crate) pending: VecDeque<Arc<Pending>>,
+}
+
+/// A set's semaphores. A one-semaphore set (the common case: most programs ask for one) keeps
+/// it inline, so creating the set is a single allocation; larger sets keep a boxed array.
+pub(crate) enum SemSlots {
+    One(Mutex<SemSlot>),
+    Many(Box<[Mutex<SemSlot>]>),
+}
+
+impl SemSlots {
+    /// `n` fresh semaphores (value 0, no sempid, never operated on).
+    pub(crate) fn new(n: usize) -> SemSlots {
+        if n == 1 {
+            SemSlots::One(Mutex::new(SemSlot::default()))
+        } else {
+            SemSlots::Many((0..n).map(|_| Mutex::new(SemSlot::default())).collect())
+        }
+    }
+}
+
+impl Deref for SemSlots {
+    type Target = [Mutex<SemSlot>];
+    fn deref(&self) -> &[Mutex<SemSlot>] {
+        match self {
+            SemSlots::One(one) => std::slice::from_ref(one),
+            SemSlots::Many(many) => many,
+        }
+    }
 }
 
 /// The array lock's data.

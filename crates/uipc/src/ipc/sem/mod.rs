@@ -55,7 +55,7 @@ use super::perm::{IpcPerm, IpcPermStat};
 use super::registry::{IpcHeader, IpcObject, Registry};
 use crate::sync::{AtomicBool, AtomicI32, AtomicI64, AtomicU64, Mutex, Ordering::Relaxed};
 use crate::table::IdLayout;
-use lock::{ArrayState, SemSlot, HYSTERESIS};
+use lock::{ArrayState, SemSlots, HYSTERESIS};
 use std::fmt::Write as _;
 
 pub use types::{SemInfo, Sembuf, SemctlArg, SemctlOut, SemidDs, Timespec};
@@ -68,7 +68,7 @@ pub struct SemSet {
     /// Global mode (Linux's `use_global_lock > 0`): see the module doc.
     global: AtomicBool,
     array: Mutex<ArrayState>,
-    sems: Box<[Mutex<SemSlot>]>,
+    sems: SemSlots,
     /// Arrival numbers for sleeping operations.
     next_seq: AtomicU64,
     undos: Mutex<undo::SetUndos>,
@@ -93,7 +93,7 @@ impl SemSet {
                 complex: Default::default(),
                 hysteresis: HYSTERESIS,
             }),
-            sems: (0..nsems).map(|_| Mutex::new(SemSlot::default())).collect(),
+            sems: SemSlots::new(nsems),
             next_seq: AtomicU64::new(0),
             undos: Mutex::new(undo::SetUndos::default()),
         }

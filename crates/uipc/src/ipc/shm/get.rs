@@ -72,7 +72,7 @@ impl IpcNamespace {
                 })?;
                 ids.tot_pages.fetch_add(pages, Relaxed);
                 ids.procs.record_created(Tgid(cred.tgid), &seg);
-                Ok(seg)
+                Ok(seg.header.id())
             },
             |seg| {
                 if size > seg.size {

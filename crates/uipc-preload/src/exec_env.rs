@@ -1,0 +1,287 @@
+//! The POSIX timer id counter carried over execve (`--timers`).
+//!
+//! Linux keeps a process's timer id counter in `signal_struct`, which survives execve: on the
+//! 6.18 host, ids 0 and 1 before an exec, 2 for the first timer after it. The preload's timer
+//! table lives in the program image and dies with it, so the library's exec functions
+//! (`exec.rs`) hand the counter to the next image in its environment, as the first entry
+//! `UIPC_TIMER_NEXT_ID=PID:NEXT`, and the library's constructor in the new image takes it
+//! ([`take_inherited`]) and removes it from `environ` before the program runs; the timer
+//! service starts its table there ([`inherited_next_id`]).
+//!
+//! The pid makes the value that of one process: an image whose pid differs (the variable
+//! passed through a program that runs without the library, and then a child of it) ignores it.
+//! Forked and vforked children, which start at 0 on Linux (checked on the host: a forked
+//! child's first id is 0, a vforked child's new image's too), never pass a value: they have no
+//! service of their own and the inherited value names their parent's pid.
+//!
+//! The new environment is built without malloc (a vforked child shares its parent's heap,
+//! and execve is async-signal-safe): an anonymous mapping holds the variable and a copy of
+//! the caller's pointer array, read with `process_vm_readv` so that an unreadable `envp`
+//! makes no crash: the call then goes to the kernel as given, which answers EFAULT. After a
+//! failed exec the mapping is unmapped; the caller's environment is never touched.
+
+use libc::{c_char, c_void};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// The variable's name; its value is `PID:NEXT` in decimal.
+const NAME: &std::ffi::CStr = c"UIPC_TIMER_NEXT_ID";
+
+/// The counter this image was given: `pid << 32 | next` (0: none).
+static INHERITED: AtomicU64 = AtomicU64::new(0);
+
+fn getpid() -> i32 {
+    // SAFETY: getpid takes no arguments and cannot fail (raw: other preloads may wrap it).
+    unsafe { libc::syscall(libc::SYS_getpid) as i32 }
+}
+
+/// `PID:NEXT` as two numbers.
+fn parse(value: &[u8]) -> Option<(i32, u32)> {
+    let text = std::str::from_utf8(value).ok()?;
+    let (pid, next) = text.split_once(':')?;
+    Some((pid.parse().ok()?, next.parse().ok()?))
+}
+
+/// Reads the variable and removes it from `environ`; called by the library's constructor,
+/// before the program runs.
+pub fn take_inherited() {
+    // SAFETY: getenv with a NUL-terminated name, at load time (no other thread yet).
+    let value = unsafe { libc::getenv(NAME.as_ptr()) };
+    if value.is_null() {
+        return;
+    }
+    // SAFETY: a non-null getenv result is a NUL-terminated string in the environment.
+    let value = unsafe { std::ffi::CStr::from_ptr(value) };
+    if let Some((pid, next)) = parse(value.to_bytes()).filter(|&(pid, _)| pid > 0) {
+        INHERITED.store(((pid as u64) << 32) | u64::from(next), Ordering::Relaxed);
+    }
+    // SAFETY: unsetenv with a NUL-terminated name, at load time; removes every entry.
+    unsafe { libc::unsetenv(NAME.as_ptr()) };
+}
+
+/// The counter the previous image of process `pid` handed over (0 if none).
+pub fn inherited_next_id(pid: i32) -> u32 {
+    let v = INHERITED.load(Ordering::Relaxed);
+    if v >> 32 == pid as u64 {
+        v as u32
+    } else {
+        0
+    }
+}
+
+/// The counter to hand to the next image of this process: its service's, else what its own
+/// previous image handed over; 0 when timers are not routed.
+pub fn next_to_carry() -> u32 {
+    if !crate::timer::routed() {
+        return 0;
+    }
+    match crate::timer_service::current() {
+        Some(svc) => svc.next_id(),
+        None => inherited_next_id(getpid()),
+    }
+}
+
+/// How many pointers come before the NULL ending the array at `envp`, read safely; `None`
+/// if part of it cannot be read.
+fn count_entries(envp: usize) -> Option<usize> {
+    let mut chunk = [0usize; 128];
+    let mut n = 0usize;
+    loop {
+        let at = envp.checked_add(n * 8)?;
+        let got = read_into(at, chunk.as_mut_ptr().cast(), std::mem::size_of_val(&chunk))? / 8;
+        if let Some(end) = chunk[..got].iter().position(|&p| p == 0) {
+            return Some(n + end);
+        }
+        n += got;
+    }
+}
+
+/// Copies up to `len` bytes from `addr` to `to`; how many were copied (at least one pointer's
+/// worth), or `None` if none could be.
+fn read_into(addr: usize, to: *mut c_void, len: usize) -> Option<usize> {
+    let local = libc::iovec {
+        iov_base: to,
+        iov_len: len,
+    };
+    let remote = libc::iovec {
+        iov_base: addr as *mut c_void,
+        iov_len: len,
+    };
+    // SAFETY: `to` has room for `len` bytes (the caller's buffer); the kernel checks `remote`
+    // and may stop early at an unreadable page.
+    let n = unsafe { libc::process_vm_readv(getpid(), &local, 1, &remote, 1, 0) };
+    (n >= 8).then_some(n as usize)
+}
+
+/// The environment a new image gets: the variable, then the caller's entries; see the
+/// module doc.
+pub struct CarriedEnv {
+    map: *mut c_void,
+    len: usize,
+}
+
+/// Room for `UIPC_TIMER_NEXT_ID=` with two decimal numbers, a colon and a NUL.
+const VAR_ROOM: usize = 64;
+
+impl CarriedEnv {
+    /// `envp` (NULL: empty, as Linux takes it) with `NAME=pid:next` in front; `None` if
+    /// `envp` cannot be read or no memory can be mapped.
+    pub fn new(envp: usize, pid: i32, next: u32) -> Option<CarriedEnv> {
+        let entries = if envp == 0 { 0 } else { count_entries(envp)? };
+        let len = VAR_ROOM + (entries + 2) * 8;
+        // SAFETY: a fresh private anonymous mapping; the result is checked.
+        let map = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        if map == libc::MAP_FAILED {
+            return None;
+        }
+        let carried = CarriedEnv { map, len };
+        // SAFETY: the mapping is ours, `len` bytes, zero-filled and writable.
+        let bytes = unsafe { std::slice::from_raw_parts_mut(map.cast::<u8>(), len) };
+        let (var, table) = bytes.split_at_mut(VAR_ROOM);
+        write_var(var, pid, next);
+        if entries > 0 {
+            let want = entries * 8;
+            // The array is read again straight into place (it was readable a moment ago).
+            let got = read_into(envp, table[8..].as_mut_ptr().cast(), want)?;
+            if got != want {
+                return None;
+            }
+        }
+        table[..8].copy_from_slice(&(map as usize).to_ne_bytes());
+        // The final NULL is already there (the mapping is zero-filled).
+        Some(carried)
+    }
+
+    /// The `char *const envp[]` to pass to exec.
+    pub fn envp(&self) -> *const *const c_char {
+        // SAFETY: the pointer table starts VAR_ROOM bytes into the mapping.
+        unsafe { self.map.cast::<u8>().add(VAR_ROOM).cast() }
+    }
+}
+
+impl Drop for CarriedEnv {
+    fn drop(&mut self) {
+        // SAFETY: our own mapping; errno is kept (this runs after a failed exec).
+        unsafe {
+            let saved = *libc::__errno_location();
+            libc::munmap(self.map, self.len);
+            *libc::__errno_location() = saved;
+        }
+    }
+}
+
+/// Writes `NAME=pid:next` and a NUL into `out` (zero-filled, VAR_ROOM bytes).
+fn write_var(out: &mut [u8], pid: i32, next: u32) {
+    let mut at = 0;
+    let mut put = |b: &[u8]| {
+        out[at..at + b.len()].copy_from_slice(b);
+        at += b.len();
+    };
+    put(NAME.to_bytes());
+    put(b"=");
+    put(decimal(pid as u32, &mut [0; 10]));
+    put(b":");
+    put(decimal(next, &mut [0; 10]));
+}
+
+/// `v` in decimal, in the tail of `buf`.
+fn decimal(mut v: u32, buf: &mut [u8; 10]) -> &[u8] {
+    let mut start = buf.len();
+    loop {
+        start -= 1;
+        buf[start] = b'0' + (v % 10) as u8;
+        v /= 10;
+        if v == 0 {
+            return &buf[start..];
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::ffi::CStr;
+
+    fn entries(env: &CarriedEnv) -> Vec<String> {
+        let mut out = Vec::new();
+        let mut p = env.envp();
+        // SAFETY: a NULL-terminated array of NUL-terminated strings built by the test.
+        unsafe {
+            while !(*p).is_null() {
+                out.push(CStr::from_ptr(*p).to_string_lossy().into_owned());
+                p = p.add(1);
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn the_variable_comes_first_and_the_callers_entries_follow_unchanged() {
+        let a = c"A=1";
+        let b = c"B=two";
+        let envp = [a.as_ptr(), b.as_ptr(), std::ptr::null()];
+        let env = CarriedEnv::new(envp.as_ptr() as usize, 4321, 4_000_000_000).unwrap();
+        assert_eq!(
+            entries(&env),
+            ["UIPC_TIMER_NEXT_ID=4321:4000000000", "A=1", "B=two"]
+        );
+        let empty = CarriedEnv::new(0, 7, 0).unwrap();
+        assert_eq!(entries(&empty), ["UIPC_TIMER_NEXT_ID=7:0"]);
+    }
+
+    #[test]
+    fn an_unreadable_or_unterminated_envp_is_refused_not_followed() {
+        assert!(CarriedEnv::new(8, 1, 1).is_none());
+        // A long array (more than one chunk) is counted to its end.
+        let long: Vec<*const c_char> = (0..1000)
+            .map(|_| c"X=1".as_ptr())
+            .chain([std::ptr::null()])
+            .collect();
+        let env = CarriedEnv::new(long.as_ptr() as usize, 1, 5).unwrap();
+        assert_eq!(entries(&env).len(), 1001);
+        // An array running into unmapped memory without a NULL.
+        let page = 4096;
+        // SAFETY: two fresh pages; the second is unmapped again below.
+        let map = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                2 * page,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        assert_ne!(map, libc::MAP_FAILED);
+        // SAFETY: fills the first page with non-NULL pointers and unmaps the second.
+        unsafe {
+            let p = map.cast::<usize>();
+            for k in 0..page / 8 {
+                *p.add(k) = 1;
+            }
+            libc::munmap(map.cast::<u8>().add(page).cast(), page);
+        }
+        assert!(CarriedEnv::new(map as usize, 1, 1).is_none());
+        // SAFETY: the first page, still ours.
+        unsafe { libc::munmap(map, page) };
+    }
+
+    #[test]
+    fn values_parse_as_pid_and_counter() {
+        assert_eq!(parse(b"12:4000000000"), Some((12, 4_000_000_000)));
+        assert_eq!(parse(b"12"), None);
+        assert_eq!(parse(b"x:1"), None);
+        assert_eq!(parse(b"1:-1"), None);
+        let mut buf = [0; 10];
+        assert_eq!(decimal(0, &mut buf), b"0");
+        assert_eq!(decimal(u32::MAX, &mut buf), b"4294967295");
+    }
+}

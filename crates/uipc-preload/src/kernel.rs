@@ -1,0 +1,156 @@
+//! The library's own way to the kernel: the C library's `syscall`, found with
+//! `dlsym(RTLD_NEXT)`, never the `syscall` this library exports.
+//!
+//! Why not `libc::syscall`: in this cdylib the C library's `syscall` and our export are the
+//! same dynamic symbol, and the library's references to it go through its GOT
+//! (`R_X86_64_GLOB_DAT syscall`), which the dynamic linker fills with the first definition
+//! in the global scope, ours under `LD_PRELOAD`. So `libc::syscall(SYS_close, fd)` inside the
+//! library is the program's `syscall(SYS_close, fd)` and, with the file lock numbers routed
+//! (`syscall.rs`), would come back into the lock code. Every call the library makes to the
+//! kernel with a number that `syscall.rs` routes goes through [`sys`] instead. (Numbers that
+//! are never routed, getpid or fstat, may keep using `libc::syscall`, which passes them on.)
+//!
+//! The definition is looked up when the library is loaded ([`prepare`], from its
+//! constructor), so that no lookup (`dlsym` locks and may allocate) happens later in a
+//! forked or vforked child or a signal handler; a call before that looks it up then.
+//!
+//! Result: syscall(3)'s, the value or -1 with errno set (ENOSYS if the C library has no
+//! `syscall`).
+
+use libc::c_long;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+type SyscallFn = unsafe extern "C" fn(c_long, ...) -> c_long;
+
+/// The C library's `syscall` (0: not looked up yet).
+static NEXT_SYSCALL: AtomicUsize = AtomicUsize::new(0);
+
+fn next_syscall() -> Option<SyscallFn> {
+    let mut p = NEXT_SYSCALL.load(Ordering::Relaxed);
+    if p == 0 {
+        // SAFETY: looks up the next definition of `syscall` by its NUL-terminated name.
+        p = unsafe { libc::dlsym(libc::RTLD_NEXT, c"syscall".as_ptr()) } as usize;
+        NEXT_SYSCALL.store(p, Ordering::Relaxed);
+    }
+    // SAFETY: a non-null result is the C library's `long syscall(long, ...)`.
+    (p != 0).then(|| unsafe { std::mem::transmute::<usize, SyscallFn>(p) })
+}
+
+/// Looks up the C library's `syscall`; called when the library is loaded.
+pub fn prepare() {
+    let _ = next_syscall();
+}
+
+/// System call `nr` with six arguments (unused ones are ignored by the kernel), as the C
+/// library makes it.
+pub fn sys(nr: c_long, a: [c_long; 6]) -> c_long {
+    match next_syscall() {
+        // SAFETY: the C library's syscall with a number and six integer arguments; what the
+        // arguments point to is the caller's obligation, as with syscall(2) itself.
+        Some(f) => unsafe { f(nr, a[0], a[1], a[2], a[3], a[4], a[5]) },
+        None => {
+            // SAFETY: writes this thread's errno.
+            unsafe { *libc::__errno_location() = libc::ENOSYS };
+            -1
+        }
+    }
+}
+
+/// [`sys`] with up to six arguments, each converted with `as c_long` (the rest are 0).
+macro_rules! kernel_sys {
+    ($nr:expr $(, $arg:expr)* $(,)?) => {{
+        let given = [$($arg as libc::c_long),*];
+        let mut args = [0 as libc::c_long; 6];
+        args[..given.len()].copy_from_slice(&given);
+        $crate::kernel::sys($nr, args)
+    }};
+}
+pub(crate) use kernel_sys;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The numbers `syscall.rs` routes while the library itself may be making them.
+    const ROUTED: [&str; 13] = [
+        "SYS_fcntl",
+        "SYS_flock",
+        "SYS_close",
+        "SYS_dup2",
+        "SYS_dup3",
+        "SYS_close_range",
+        "SYS_execve",
+        "SYS_execveat",
+        "SYS_timer_create",
+        "SYS_timer_settime",
+        "SYS_timer_gettime",
+        "SYS_timer_getoverrun",
+        "SYS_timer_delete",
+    ];
+
+    fn sources(dir: &std::path::Path, out: &mut Vec<(std::path::PathBuf, String)>) {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                sources(&path, out);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                let text = std::fs::read_to_string(&path).unwrap();
+                out.push((path, text));
+            }
+        }
+    }
+
+    #[test]
+    fn the_library_never_makes_a_routed_number_through_libc_syscall() {
+        let mut files = Vec::new();
+        sources(
+            &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src"),
+            &mut files,
+        );
+        assert!(files.len() > 10, "the sources were not found");
+        for (path, text) in files {
+            // Code only (comments may name such calls); a call's first argument follows
+            // `libc::syscall(` and whitespace.
+            let code: String = text
+                .lines()
+                .filter(|l| !l.trim_start().starts_with("//"))
+                .collect::<Vec<_>>()
+                .join("\n");
+            for (at, _) in code.match_indices("libc::syscall(") {
+                let rest = code[at + "libc::syscall(".len()..].trim_start();
+                let number = rest.split([',', ')']).next().unwrap_or("").trim();
+                let name = number.trim_start_matches("libc::");
+                assert!(
+                    !ROUTED.contains(&name),
+                    "{}: libc::syscall({number}) reaches our own export; use kernel_sys!",
+                    path.display()
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn sys_reaches_the_kernel_with_syscall3_results() {
+        let me = kernel_sys!(libc::SYS_getpid);
+        // SAFETY: plain getter.
+        assert_eq!(me, c_long::from(unsafe { libc::getpid() }));
+        // SAFETY: writes this thread's errno.
+        unsafe { *libc::__errno_location() = 0 };
+        assert_eq!(kernel_sys!(libc::SYS_close, -1), -1);
+        // SAFETY: reads this thread's errno.
+        assert_eq!(unsafe { *libc::__errno_location() }, libc::EBADF);
+        let mut fds = [0 as libc::c_int; 2];
+        // SAFETY: two descriptors into a live array.
+        assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+        assert_eq!(
+            kernel_sys!(libc::SYS_fcntl, fds[0], libc::F_SETFD, libc::FD_CLOEXEC),
+            0
+        );
+        assert_eq!(
+            kernel_sys!(libc::SYS_fcntl, fds[0], libc::F_GETFD),
+            c_long::from(libc::FD_CLOEXEC)
+        );
+        assert_eq!(kernel_sys!(libc::SYS_close, fds[0]), 0);
+        assert_eq!(kernel_sys!(libc::SYS_close, fds[1]), 0);
+    }
+}
