@@ -264,8 +264,10 @@ pub fn call_with<T>(
     mut encode: impl FnMut(&mut Writer<'_>, &mut [u8]) -> Result<WaitMode, Errno>,
     decode: impl FnOnce(ResponseView<'_>, Option<OwnedFd>) -> Result<T, Errno>,
 ) -> Result<T, Errno> {
-    let generation = GENERATION.load(Ordering::SeqCst);
+    // First: in a child the atfork handler did not see, this adopts the memory and bumps the
+    // generation, which must be read after.
     let vforked = crate::vfork::on_borrowed_memory();
+    let generation = GENERATION.load(Ordering::SeqCst);
     SLOTS.with(|slots| {
         let lease = if vforked {
             Lease::Vforked(Slot::empty())

@@ -147,6 +147,11 @@
 //!   daemon), so a signal then is delivered up to a round trip late, and a handler's shmat or
 //!   shmdt waits for another thread's. Each thread that calls from a handler keeps a second
 //!   connection (a second session in the daemon).
+//! - A handler that interrupts a sleeping semop, semtimedop, msgsnd or msgrcv runs before the
+//!   library learns of the signal and cancels the wait: if the handler's own call satisfies
+//!   the sleeping one (posts the semaphore it waits for, sends the message), the sleeping call
+//!   completes instead of failing with EINTR, as it would on Linux (where the wait ends
+//!   before the handler runs).
 //! - Not async-signal-safe: the file-lock exports under `--locks` (fcntl copies `struct
 //!   flock` into a vector; the first close of a regular file in a program image maps the lock
 //!   hints with a daemon call) and the timer exports under `--timers` (see above). They use
