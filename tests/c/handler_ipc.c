@@ -1,7 +1,7 @@
 /* SysV IPC from signal handlers, as Linux allows (the calls are plain system calls there).
  *
- * The main thread loops over semop, semctl(GETVAL), msgsnd, msgrcv, shmat, shmdt and
- * malloc/free on its own objects while two timers fire handlers: SIGALRM (setitimer,
+ * The main thread loops over semop, semctl(GETVAL), a semtimedop that sleeps until its
+ * timeout or a signal, msgsnd, msgrcv, shmat, shmdt and malloc/free on its own objects while two timers fire handlers: SIGALRM (setitimer,
  * ITIMER_REAL) and SIGUSR1 (timer_create, CLOCK_MONOTONIC), which can interrupt each other.
  * Each handler runs semop, semctl(GETVAL), msgsnd + msgrcv and shmat/shmdt on objects of its
  * own, and checks every result: the semaphore's value, the message's type and text, the
@@ -205,12 +205,20 @@ int main(int argc, char **argv) {
     CHECK(setitimer(ITIMER_REAL, &t, NULL) == 0);
 
     unsigned seed = 1;
+    int interrupted_waits = 0;
     while (on_alarm.runs < alarm_target || on_usr1.runs < usr1_target) {
         int k = on_main.runs;
         struct sembuf up = {0, 1, 0}, down = {0, -1, 0};
         CHECK(semop(on_main.sem, &up, 1) == 0);
         CHECK(semctl(on_main.sem, 0, GETVAL) == 1);
         CHECK(semop(on_main.sem, &down, 1) == 0);
+        /* A wait the timers often interrupt: EINTR, or EAGAIN at its timeout. */
+        struct timespec brief = {0, 300000};
+        struct sembuf take = {0, -1, 0};
+        errno = 0;
+        CHECK(semtimedop(on_main.sem, &take, 1, &brief) == -1 &&
+              (errno == EAGAIN || errno == EINTR));
+        interrupted_waits += errno == EINTR;
 
         struct text_msg m = {.mtype = k % 3 + 1};
         int len = message_text(m.text, 'm', k);
@@ -244,7 +252,8 @@ int main(int argc, char **argv) {
     check_and_remove(&on_alarm, on_alarm.runs % SEM_WRAP);
     check_and_remove(&on_usr1, on_usr1.runs % SEM_WRAP);
     check_and_remove(&on_main, 0);
-    printf("handler_ipc: ok (%d SIGALRM and %d SIGUSR1 rounds in handlers, %d main rounds)\n",
-           (int)on_alarm.runs, (int)on_usr1.runs, (int)on_main.runs);
+    printf("handler_ipc: ok (%d SIGALRM and %d SIGUSR1 rounds in handlers, %d main rounds, "
+           "%d waits interrupted)\n",
+           (int)on_alarm.runs, (int)on_usr1.runs, (int)on_main.runs, interrupted_waits);
     return 0;
 }
