@@ -190,6 +190,7 @@ mod msg;
 mod sem;
 mod shm;
 mod sigmask;
+mod slots;
 mod syscall;
 mod timer;
 mod timer_abi;

@@ -88,7 +88,7 @@ fn shmat_uipc(shmid: c_int, wanted: usize, flags: c_int) -> Result<i64, Errno> {
     };
     // Closed by number at the end, not through the C library's `close` (which this library
     // wraps for file locks: the daemon has nothing to learn about this descriptor).
-    let fd = crate::conn::ClosedQuietly(fd.into_raw_fd());
+    let fd = crate::slots::ClosedQuietly(fd.into_raw_fd());
     let mut prot = libc::PROT_READ;
     if !read_only {
         prot |= libc::PROT_WRITE;

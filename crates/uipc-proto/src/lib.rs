@@ -23,6 +23,7 @@
 
 pub mod client;
 pub mod codec;
+pub mod exchange;
 pub mod locks;
 pub mod request;
 pub mod response;
