@@ -48,16 +48,20 @@
 //!   `process_vm_readv`/`process_vm_writev` into those buffers ([`user`]);
 //! - no lock a handler can meet on its own thread: the connections are per thread, and a call
 //!   from a handler that interrupted the library on the same thread uses another connection
-//!   than the interrupted exchange, which goes on when the handler returns ([`conn`]); the
-//!   attachment table's mutex is held only with all signals blocked ([`attach`], [`sigmask`]);
+//!   than the interrupted exchange, which goes on when the handler returns ([`conn`],
+//!   [`slots`]); the attachment table's mutex is held only with all signals blocked
+//!   ([`attach`], [`sigmask`]);
 //! - no first-call setup inside a call: `$UIPC_SOCKET`, the C library's `syscall` and `fork`
 //!   and the thread-exit key are set up by the library's constructor;
 //! - no panic across the C ABI (see above), and nothing is done when `$UIPC_SOCKET` is unset
 //!   beyond the constructor's reading of it.
 //!
-//! `tests/c/handler_ipc.c` (two timers' handlers calling all of them on their own objects while
-//! the main thread loops over the same calls and malloc) and `tests/c/ipc_no_malloc.c` (a
-//! program whose own malloc counts calls made inside each SysV IPC call) check this.
+//! `tests/c/handler_ipc.c` (two timers' handlers, which interrupt each other, calling semop,
+//! semctl, msgsnd, msgrcv, shmat and shmdt on their own objects while the main thread loops
+//! over the same calls, a sleeping semtimedop and malloc) and `tests/c/ipc_no_malloc.c` (a
+//! program whose own malloc counts calls made inside each SysV IPC call) check this; on the
+//! library before this design the first hangs within seconds and the second counts
+//! allocations in the first call.
 //!
 //! ## Not supported yet
 //! - File locks: closes the library does not see drop nothing at once: raw system call
