@@ -151,9 +151,10 @@
 //!   daemon), so a signal then is delivered up to a round trip late, and a handler's shmat or
 //!   shmdt waits for another thread's. Each thread that calls from a handler keeps a second
 //!   connection (a second session in the daemon). A handler on a small alternate signal
-//!   stack needs about 1 KiB more than for the system call: semop, semctl, msgsnd, msgrcv,
-//!   shmat and shmdt from a handler ran on a 5 KiB `sigaltstack` and overflowed 4 KiB (the
-//!   same handler on the host kernel: 4 KiB enough, 3 KiB not; `SIGSTKSZ` is 8 KiB).
+//!   stack needs about 1 KiB more than for the system call: `tests/c/handler_altstack.c
+//!   SIZE` (semop, semctl, msgsnd, msgrcv, shmat and shmdt from a handler on a `sigaltstack`
+//!   of SIZE bytes) runs with 5120 and overflows with 4096 under uipc; on the host kernel
+//!   4096 is enough and 3072 not (x86-64; `SIGSTKSZ`, the test's default, is 8192).
 //! - A handler that interrupts a sleeping semop, semtimedop, msgsnd or msgrcv runs before the
 //!   library learns of the signal and cancels the wait: if the handler's own call satisfies
 //!   the sleeping one (posts the semaphore it waits for, sends the message), the sleeping call
