@@ -5,10 +5,13 @@
  * preload library must get there too, so that a call from a signal handler that interrupted
  * malloc is safe. Covered: each call and command, a first call in a new thread (its session
  * is set up inside the call), data past the library's 64 KiB per-thread buffer (a SETALL of
- * 32000 values, a msgsnd of 100 000 bytes), and the first calls in a forked child. */
+ * 32000 values, a msgsnd of 100 000 bytes), the first calls in a forked child, and calls from
+ * a signal handler that interrupted a sleeping semtimedop (a second connection, opened in the
+ * handler). */
 #include "check.h"
 #include <pthread.h>
 #include <stdint.h>
+#include <sys/time.h>
 
 extern void *__libc_malloc(size_t);
 extern void *__libc_calloc(size_t, size_t);
@@ -150,6 +153,48 @@ static void every_call(void) {
     CHECK(NO_MALLOC(shmctl(shm, IPC_RMID, NULL)) == 0);
 }
 
+/* A handler's calls, counted on their own; the count of the call it interrupted is kept. */
+static int handler_sem;
+static volatile sig_atomic_t handler_rounds;
+
+static void on_alarm(int sig) {
+    (void)sig;
+    int saved_errno = errno, was_counting = counting;
+    long was_allocations = allocations;
+    struct sembuf up = {0, 1, 0};
+    CHECK(NO_MALLOC(semop(handler_sem, &up, 1)) == 0);
+    CHECK(NO_MALLOC(semctl(handler_sem, 0, GETVAL)) == handler_rounds + 1);
+    struct small_msg m = {2, "from a handler"};
+    int q = NO_MALLOC(msgget(IPC_PRIVATE, 0600));
+    CHECK(q >= 0 && NO_MALLOC(msgsnd(q, &m, sizeof m.text, 0)) == 0);
+    CHECK(NO_MALLOC(msgrcv(q, &m, sizeof m.text, 2, 0)) == sizeof m.text);
+    CHECK(NO_MALLOC(msgctl(q, IPC_RMID, NULL)) == 0);
+    handler_rounds++;
+    counting = was_counting;
+    allocations = was_allocations;
+    errno = saved_errno;
+}
+
+/* A handler that interrupts a sleeping semtimedop (its thread's connection mid-exchange) and
+ * calls the library itself: on another connection, made inside the handler the first time. */
+static void from_a_handler(void) {
+    handler_sem = semget(IPC_PRIVATE, 1, 0600);
+    int waited = semget(IPC_PRIVATE, 1, 0600);
+    CHECK(handler_sem >= 0 && waited >= 0);
+    struct sigaction sa = {.sa_handler = on_alarm};
+    CHECK(sigaction(SIGALRM, &sa, NULL) == 0);
+    handler_rounds = 0;
+    for (int i = 0; i < 3; i++) {
+        struct itimerval in_20ms = {.it_value = {.tv_usec = 20000}};
+        CHECK(setitimer(ITIMER_REAL, &in_20ms, NULL) == 0);
+        struct timespec ts = {5, 0};
+        struct sembuf take = {0, -1, 0};
+        CHECK(NO_MALLOC(semtimedop(waited, &take, 1, &ts)) == -1 && errno == EINTR);
+        CHECK(handler_rounds == i + 1);
+    }
+    CHECK(semctl(handler_sem, 0, IPC_RMID) == 0 && semctl(waited, 0, IPC_RMID) == 0);
+}
+
 static void *in_a_new_thread(void *arg) {
     (void)arg;
     every_call();
@@ -158,6 +203,7 @@ static void *in_a_new_thread(void *arg) {
 
 int main(void) {
     every_call();
+    from_a_handler();
     pthread_t t;
     CHECK(pthread_create(&t, NULL, in_a_new_thread, NULL) == 0);
     CHECK(pthread_join(t, NULL) == 0);
