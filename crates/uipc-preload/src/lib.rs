@@ -53,8 +53,9 @@
 //!   ([`attach`], [`sigmask`]);
 //! - no first-call setup inside a call: `$UIPC_SOCKET`, the C library's `syscall` and `fork`
 //!   and the thread-exit key are set up by the library's constructor;
-//! - no panic across the C ABI (see above), and nothing is done when `$UIPC_SOCKET` is unset
-//!   beyond the constructor's reading of it.
+//! - no panic across the C ABI (see above); without `$UIPC_SOCKET` each export makes the
+//!   system call and nothing else (the constructor still reads the environment, looks up the
+//!   C library's symbols and registers its fork handlers, and makes no thread-exit key).
 //!
 //! `tests/c/handler_ipc.c` (two timers' handlers, which interrupt each other, calling semop,
 //! semctl, msgsnd, msgrcv, shmat and shmdt on their own objects while the main thread loops
