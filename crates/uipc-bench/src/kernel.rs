@@ -1,6 +1,5 @@
 //! The host kernel side: isolation and forking per call.
 
-use crate::cpu_clock::ThreadCpuTimer;
 use std::time::Instant;
 
 /// Moves this process into a fresh IPC namespace, so kernel columns start from an empty,
@@ -13,8 +12,7 @@ pub fn private_ipc_namespace() -> bool {
 }
 
 /// Runs `call` in a freshly forked child and returns how long the call itself took there, in
-/// microseconds of the child's CPU time (the fork is not timed), or `None` if the child
-/// failed.
+/// microseconds (the fork is not timed), or `None` if the child failed.
 ///
 /// The child only calls `call` (which must be async-signal-safe: plain system calls), reads
 /// the clock, writes 8 bytes to a pipe and `_exit`s.
@@ -27,9 +25,13 @@ pub fn time_in_child(call: impl Fn() -> bool) -> Option<f64> {
     // SAFETY: the child runs only async-signal-safe code before `_exit`.
     let pid = unsafe { libc::fork() };
     if pid == 0 {
-        let t0 = ThreadCpuTimer::start();
+        let t0 = Instant::now();
         let ok = call();
-        let ns: u64 = if ok { t0.nanos() } else { u64::MAX };
+        let ns: u64 = if ok {
+            t0.elapsed().as_nanos() as u64
+        } else {
+            u64::MAX
+        };
         // SAFETY: writing 8 bytes from a live local to our pipe end, then leaving at once.
         unsafe {
             libc::write(fds[1], (&ns as *const u64).cast(), 8);

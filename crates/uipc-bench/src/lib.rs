@@ -7,7 +7,6 @@
 
 pub mod before;
 pub mod chart;
-pub mod cpu_clock;
 pub mod kernel;
 pub mod machine;
 pub mod report;

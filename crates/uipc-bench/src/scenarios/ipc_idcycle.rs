@@ -9,9 +9,9 @@
 //!    back, measured on the engine's allocator, against Linux's formula
 //!    `(window - L) * seq_max + 1` with `window = min(max(L * 3/2, min_cycle), IPCMNI)`.
 
-use crate::cpu_clock::ThreadCpuTimer;
 use crate::report::Table;
 use crate::{kernel, Bench};
+use std::time::Instant;
 use uipc::ipc::{IpcNamespace, NamespaceOptions, Sysctl};
 use uipc::table::{CyclicIdAllocator, IdLayout};
 use uipc::Cred;
@@ -47,12 +47,12 @@ fn engine_pair(second_idx: u32, n: u32) -> f64 {
     };
     let (a, b) = (place(1), place(second_idx));
     let mut x = 88172645463325252u64;
-    let t0 = ThreadCpuTimer::start();
+    let t0 = Instant::now();
     for _ in 0..n {
         let id = if coin(&mut x) { a } else { b };
         crate::scenarios::engine_noop_semop(&ns, &root, id);
     }
-    t0.micros()
+    t0.elapsed().as_secs_f64() * 1e6
 }
 
 fn kernel_pair(second_idx: u32, n: u32) -> Option<f64> {
@@ -70,7 +70,7 @@ fn kernel_pair(second_idx: u32, n: u32) -> Option<f64> {
         sem_flg: 0,
     };
     let mut x = 88172645463325252u64;
-    let t0 = ThreadCpuTimer::start();
+    let t0 = Instant::now();
     for _ in 0..n {
         let id = if coin(&mut x) { a } else { b };
         // SAFETY: `sop` is one valid sembuf; wait-for-zero on a zero semaphore never sleeps.
@@ -78,7 +78,7 @@ fn kernel_pair(second_idx: u32, n: u32) -> Option<f64> {
             return None;
         }
     }
-    let t = t0.micros();
+    let t = t0.elapsed().as_secs_f64() * 1e6;
     kernel::remove_all_sem_sets();
     Some(t)
 }

@@ -4,13 +4,12 @@
 //! with every call made by a different process. On the kernel the per-process tables fork one
 //! child per call and time only the call inside it, as the seed did; on uipc and "before" every
 //! call carries a different caller identity (pid), which is what a process is to the engine.
-//! Each create row starts with an untimed run of the in-process designs ([`warm_up`]). Loops
-//! are timed by the thread's CPU clock ([`ThreadCpuTimer`]), as is the call in a forked child.
+//! Each create row starts with an untimed run of the in-process designs ([`warm_up`]).
 
 use crate::before::linear_keys::LinearSemRegistry;
-use crate::cpu_clock::ThreadCpuTimer;
 use crate::report::Table;
 use crate::{kernel, Bench};
+use std::time::Instant;
 use uipc::ipc::IpcNamespace;
 use uipc::Cred;
 
@@ -31,13 +30,13 @@ enum Phase {
     Lookup,
 }
 
-/// Times `n` calls of `call(i)` in one loop: microseconds of the thread's CPU time.
+/// Times `n` calls of `call(i)` in one loop, microseconds.
 fn time_loop(n: i32, mut call: impl FnMut(i32)) -> f64 {
-    let t0 = ThreadCpuTimer::start();
+    let t0 = Instant::now();
     for i in 0..n {
         call(i);
     }
-    t0.micros()
+    t0.elapsed().as_secs_f64() * 1e6
 }
 
 fn uipc_run(n: i32, per_process: bool, phase: Phase) -> f64 {
