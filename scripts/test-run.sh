@@ -36,7 +36,7 @@ export -f shared_daemon
 
 tests=(msg_sem_exchange sem_undo_kill shm_share shm_rdonly_segv semop_eintr threads_block
     calls_errno perm_setuid eintr_storm exec_rules cancel_thread closefrom syscall_ipc timers
-    timer_ids_exec vfork_spawn "load 64 100")
+    timer_ids_exec vfork_spawn handler_ipc ipc_no_malloc handler_altstack "load 64 100")
 
 # File locks: each program on the host kernel, then under `uipc run --locks`; the locks taken
 # under uipc are not in the host's /proc/locks, and `uipc locks` lists what lslocks lists on

@@ -1,9 +1,11 @@
 //! The C structures of `<sys/sem.h>`, `<sys/msg.h>` and `<sys/shm.h>` on x86-64 (glibc's
-//! layouts, the same as the kernel's `*64_ds`), written field by field into byte buffers.
-//! Reserved fields are zero, as the kernel leaves them.
+//! layouts, the same as the kernel's `*64_ds`), written field by field into byte arrays on the
+//! stack (nothing here allocates: these run in signal handlers too). Reserved fields are
+//! zero, as the kernel leaves them. `struct sembuf` is read the other way
+//! ([`sembufs`]).
 
 use uipc::ipc::msg::{MsgInfo, MsqidDs};
-use uipc::ipc::sem::{SemInfo, SemidDs};
+use uipc::ipc::sem::{SemInfo, Sembuf, SemidDs};
 use uipc::ipc::shm::{ShmInfo, ShmUsage, ShmidDs};
 use uipc::ipc::IpcPermStat;
 
@@ -22,6 +24,20 @@ pub const PERM_MODE: usize = 20;
 /// Offset of `msqid_ds.msg_qbytes`.
 pub const MSG_QBYTES: usize = 88;
 
+/// `sizeof(struct sembuf)`: sem_num (unsigned short), sem_op and sem_flg (short).
+pub const SEMBUF: usize = 6;
+
+/// The operations in a copied array of `struct sembuf`, as they come.
+pub fn sembufs(b: &[u8]) -> impl ExactSizeIterator<Item = Sembuf> + '_ {
+    b.chunks_exact(SEMBUF).map(|c| {
+        Sembuf::new(
+            u16::from_le_bytes([c[0], c[1]]),
+            i16::from_le_bytes([c[2], c[3]]),
+            i16::from_le_bytes([c[4], c[5]]),
+        )
+    })
+}
+
 fn put(b: &mut [u8], off: usize, v: &[u8]) {
     b[off..off + v.len()].copy_from_slice(v);
 }
@@ -37,8 +53,8 @@ fn perm(b: &mut [u8], p: &IpcPermStat) {
 }
 
 /// `struct semid_ds`.
-pub fn semid_ds(ds: &SemidDs) -> Vec<u8> {
-    let mut b = vec![0u8; SEMID_DS];
+pub fn semid_ds(ds: &SemidDs) -> [u8; SEMID_DS] {
+    let mut b = [0u8; SEMID_DS];
     perm(&mut b, &ds.perm);
     put(&mut b, 48, &ds.otime.to_le_bytes());
     put(&mut b, 64, &ds.ctime.to_le_bytes());
@@ -46,20 +62,24 @@ pub fn semid_ds(ds: &SemidDs) -> Vec<u8> {
     b
 }
 
-/// `struct seminfo`.
-pub fn seminfo(i: &SemInfo) -> Vec<u8> {
-    [
+/// `struct seminfo`: ten ints.
+pub fn seminfo(i: &SemInfo) -> [u8; 40] {
+    let mut b = [0u8; 40];
+    for (k, v) in [
         i.semmap, i.semmni, i.semmns, i.semmnu, i.semmsl, i.semopm, i.semume, i.semusz, i.semvmx,
         i.semaem,
     ]
     .iter()
-    .flat_map(|v| v.to_le_bytes())
-    .collect()
+    .enumerate()
+    {
+        put(&mut b, 4 * k, &v.to_le_bytes());
+    }
+    b
 }
 
 /// `struct msqid_ds`.
-pub fn msqid_ds(ds: &MsqidDs) -> Vec<u8> {
-    let mut b = vec![0u8; MSQID_DS];
+pub fn msqid_ds(ds: &MsqidDs) -> [u8; MSQID_DS] {
+    let mut b = [0u8; MSQID_DS];
     perm(&mut b, &ds.perm);
     put(&mut b, 48, &ds.stime.to_le_bytes());
     put(&mut b, 56, &ds.rtime.to_le_bytes());
@@ -72,22 +92,24 @@ pub fn msqid_ds(ds: &MsqidDs) -> Vec<u8> {
     b
 }
 
-/// `struct msginfo`.
-pub fn msginfo(i: &MsgInfo) -> Vec<u8> {
-    let mut b: Vec<u8> = [
+/// `struct msginfo`: seven ints, then an unsigned short (and padding to 32 bytes).
+pub fn msginfo(i: &MsgInfo) -> [u8; 32] {
+    let mut b = [0u8; 32];
+    for (k, v) in [
         i.msgpool, i.msgmap, i.msgmax, i.msgmnb, i.msgmni, i.msgssz, i.msgtql,
     ]
     .iter()
-    .flat_map(|v| v.to_le_bytes())
-    .collect();
-    b.extend_from_slice(&i.msgseg.to_le_bytes());
-    b.resize(32, 0);
+    .enumerate()
+    {
+        put(&mut b, 4 * k, &v.to_le_bytes());
+    }
+    put(&mut b, 28, &i.msgseg.to_le_bytes());
     b
 }
 
 /// `struct shmid_ds`.
-pub fn shmid_ds(ds: &ShmidDs) -> Vec<u8> {
-    let mut b = vec![0u8; SHMID_DS];
+pub fn shmid_ds(ds: &ShmidDs) -> [u8; SHMID_DS] {
+    let mut b = [0u8; SHMID_DS];
     perm(&mut b, &ds.perm);
     put(&mut b, 48, &ds.segsz.to_le_bytes());
     put(&mut b, 56, &ds.atime.to_le_bytes());
@@ -99,19 +121,21 @@ pub fn shmid_ds(ds: &ShmidDs) -> Vec<u8> {
     b
 }
 
-/// `struct shminfo` (IPC_INFO).
-pub fn shminfo(i: &ShmInfo) -> Vec<u8> {
-    let mut b: Vec<u8> = [i.shmmax, i.shmmin, i.shmmni, i.shmseg, i.shmall]
+/// `struct shminfo` (IPC_INFO): five unsigned longs, then reserved space to 72 bytes.
+pub fn shminfo(i: &ShmInfo) -> [u8; 72] {
+    let mut b = [0u8; 72];
+    for (k, v) in [i.shmmax, i.shmmin, i.shmmni, i.shmseg, i.shmall]
         .iter()
-        .flat_map(|v| v.to_le_bytes())
-        .collect();
-    b.resize(72, 0);
+        .enumerate()
+    {
+        put(&mut b, 8 * k, &v.to_le_bytes());
+    }
     b
 }
 
 /// `struct shm_info` (SHM_INFO).
-pub fn shm_info(u: &ShmUsage) -> Vec<u8> {
-    let mut b = vec![0u8; 48];
+pub fn shm_info(u: &ShmUsage) -> [u8; 48] {
+    let mut b = [0u8; 48];
     put(&mut b, 0, &u.used_ids.to_le_bytes());
     for (k, v) in [
         u.shm_tot,

@@ -1,90 +1,107 @@
-//! The calling thread's session with the daemon.
+//! The calling thread's calls to the daemon, usable from a signal handler.
 //!
-//! Each thread opens its own connection on its first call (so threads block independently)
-//! and keeps it in a thread-local until it exits. The daemon's socket is `$UIPC_SOCKET`, read
-//! once per program image (a program that changes it later keeps the first value).
+//! [`call_with`] takes one of the thread's connection slots ([`crate::slots`]: slot 0 for the
+//! thread's own calls, another for a signal handler that interrupted one, a one-off deeper
+//! or in a vforked child), encodes the request into the slot's buffer with the caller's
+//! encoder, sends it, reads the reply into the same buffer and hands the caller a borrowed
+//! view of it. Nothing on this path allocates or takes a lock: connections are opened with
+//! socket/connect system calls ([`client::connect_raw`], [`client::hello`]), frames built with
+//! uipc-proto's fixed-buffer forms, and `$UIPC_SOCKET` is read and the thread-exit key made
+//! in the library's constructor ([`prepare`]), not in a first call that might come from a
+//! handler. A handler's call never touches the socket of the exchange it interrupted, which
+//! goes on when the handler returns (a wait that was interruptible sees EINTR and cancels,
+//! as Linux's semop would).
 //!
 //! Fork: a child must not talk on its parent's connections (the daemon would mix the two
 //! processes' replies). A `pthread_atfork` child handler bumps [`GENERATION`] (an atomic add,
-//! safe right after fork); a connection made under an older generation is closed without a
-//! word (if its descriptor number still names the socket) and replaced. Exec: the first connection after the library is loaded tells the daemon
-//! it is a new program image ([`uipc_proto::Request::Hello`]).
+//! safe right after fork); a slot's connection made under an older generation is closed
+//! without a word (if its descriptor number still names the socket) and replaced. Exec: the
+//! first connection after the library is loaded tells the daemon it is a new program image
+//! ([`Request::Hello`]); a vforked child's never does ([`crate::vfork`]).
 //!
-//! A call from a signal handler that interrupted a call on the same thread finds the
-//! thread's connection busy and uses a one-off connection; so does every call of a vforked
-//! child, which runs on its parent's memory ([`crate::vfork`]).
-//!
-//! Before each call the descriptor is checked to still be the socket (same inode): a program
-//! may close descriptors it does not know about, and the number may then name its own file.
+//! Lock order: none; nothing here takes a lock.
 
-use std::cell::RefCell;
-use std::os::fd::AsRawFd;
-use std::os::fd::OwnedFd;
-use std::path::{Path, PathBuf};
+use crate::guarded;
+use crate::slots::{sys_close, Lease, Slot, Space, SLOTS};
+use std::os::fd::{IntoRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::OnceLock;
 use uipc::Errno;
-use uipc_proto::client::{inode_of, Connection};
-use uipc_proto::{Request, Response};
+use uipc_proto::client::{self, WaitMode};
+use uipc_proto::codec::Writer;
+use uipc_proto::transport::send_frame;
+use uipc_proto::{Request, Response, ResponseView};
 
 /// Bumped in every forked child.
 pub static GENERATION: AtomicU64 = AtomicU64::new(0);
 /// No connection made yet by this program image.
 static NEW_IMAGE: AtomicBool = AtomicBool::new(true);
 
-/// A session and what identifies its socket (inode), to recognise it after a fork.
-struct Session {
-    generation: u64,
-    inode: u64,
-    conn: Connection,
-}
+/// Room for a request's own fields beside the data it carries (the largest without data,
+/// semctl's IPC_SET, takes under 40 bytes).
+const FRAME_ROOM: usize = 256;
 
-thread_local! {
-    static CONN: RefCell<Option<Session>> = const { RefCell::new(None) };
-}
-
-/// Drops a session inherited across fork without a word to the daemon. Programs that
-/// daemonize often close every descriptor after fork, and the number may now name another
-/// file: the socket is closed only if the number still refers to it.
-fn retire(s: Session) {
-    let stream = s.conn.into_stream();
-    if inode_of(stream.as_raw_fd()) == Some(s.inode) {
-        drop(stream);
-    } else {
-        std::mem::forget(stream);
-    }
-}
-
-/// `$UIPC_SOCKET` as this program image started with it (read once): without it the library
-/// passes calls to the kernel.
-pub fn socket_path() -> Option<&'static Path> {
-    static PATH: OnceLock<Option<PathBuf>> = OnceLock::new();
-    PATH.get_or_init(|| {
-        std::env::var_os("UIPC_SOCKET")
-            .filter(|s| !s.is_empty())
-            .map(PathBuf::from)
-    })
-    .as_deref()
-}
-
-/// Whether calls go to the daemon.
-pub fn enabled() -> bool {
-    socket_path().is_some()
-}
-
-fn connect() -> Result<Connection, Errno> {
-    let path = socket_path().ok_or(Errno::ENOSYS)?;
-    let new_image = NEW_IMAGE.swap(false, Ordering::SeqCst);
-    Connection::connect(path, new_image).map_err(|_| {
-        if new_image {
-            NEW_IMAGE.store(true, Ordering::SeqCst);
+/// One call to the daemon. `encode` writes the request into a writer over a fixed buffer,
+/// with `scratch` bytes beside it for copying the caller's data first, and says how the reply
+/// is awaited; `decode` reads the reply (borrowed from the buffer) and the descriptor sent with
+/// it. `pass` travels with the request (SCM_RIGHTS).
+///
+/// `encode` and `decode` run with cancellation held off and panics caught; the exchange in
+/// between runs with the caller's cancelability (see `crate::guard_blocking`). A daemon that
+/// cannot be reached, or that drops the connection, gives ENOSYS (as a kernel without SysV
+/// IPC).
+pub fn call_with<T>(
+    scratch: usize,
+    pass: Option<RawFd>,
+    mut encode: impl FnMut(&mut Writer<'_>, &mut [u8]) -> Result<WaitMode, Errno>,
+    decode: impl FnOnce(ResponseView<'_>, Option<OwnedFd>) -> Result<T, Errno>,
+) -> Result<T, Errno> {
+    // First: in a child the atfork handler did not see, this adopts the memory and bumps the
+    // generation, which must be read after.
+    let vforked = crate::vfork::on_borrowed_memory();
+    let generation = GENERATION.load(Ordering::SeqCst);
+    SLOTS.with(|slots| {
+        let lease = if vforked {
+            Lease::Vforked(Slot::empty())
+        } else {
+            Lease::take(slots)
+        };
+        let slot = lease.slot();
+        let mut room = scratch.saturating_mul(2).saturating_add(FRAME_ROOM);
+        let (mut space, frame_len, mode) = loop {
+            let mut space = Space::with_room(slot, room)?;
+            let bytes = space.bytes();
+            let (frame, scratch_area) = bytes.split_at_mut(bytes.len() - scratch);
+            let mut w = Writer::fixed(frame);
+            let mode = guarded(|| encode(&mut w, scratch_area))?;
+            match w.written() {
+                Ok(n) => break (space, n, mode),
+                Err(short) if short.needed + scratch > room => room = short.needed + scratch,
+                Err(_) => return Err(Errno::from_raw(libc::EIO)),
+            }
+        };
+        let fd = guarded(|| lease.connection(generation))?;
+        let reply = send_frame(fd, &space.bytes()[..frame_len], true, pass)
+            .and_then(|()| client::await_reply(fd, mode, &mut space));
+        let reply = match reply {
+            Ok(reply) => reply,
+            Err(e) if e.raw_os_error() == Some(libc::ENOMEM) => return Err(Errno::ENOMEM),
+            Err(_) => {
+                slot.drop_connection();
+                return Err(Errno::ENOSYS);
+            }
+        };
+        match ResponseView::decode(&space.bytes()[..reply.len]) {
+            Ok(view) => guarded(|| decode(view, reply.fd)),
+            Err(_) => {
+                slot.drop_connection();
+                Err(Errno::ENOSYS)
+            }
         }
-        Errno::ENOSYS
     })
 }
 
-/// Sends `req` and returns the daemon's response and descriptor. A daemon that cannot be
-/// reached, or that drops the connection, gives ENOSYS (as a kernel without SysV IPC).
+/// Sends `req` and returns the daemon's response and descriptor.
 pub fn call(req: &Request) -> Result<(Response, Option<OwnedFd>), Errno> {
     call_passing(req, None, false)
 }
@@ -93,63 +110,81 @@ pub fn call(req: &Request) -> Result<(Response, Option<OwnedFd>), Errno> {
 /// the interrupting handler's SA_RESTART (file-lock calls).
 pub fn call_passing(
     req: &Request,
-    pass: Option<std::os::fd::RawFd>,
+    pass: Option<RawFd>,
     restartable: bool,
 ) -> Result<(Response, Option<OwnedFd>), Errno> {
-    let interruptible = req.may_block();
-    if crate::vfork::on_borrowed_memory() {
-        // A vforked child: this thread's session and the image's hello are its parent's
-        // (`crate::vfork`). A connection of its own, which dies with its descriptors.
-        let path = socket_path().ok_or(Errno::ENOSYS)?;
-        return Connection::connect(path, false)
-            .and_then(|conn| conn.call_passing(req, pass, interruptible, restartable))
-            .map_err(|_| Errno::ENOSYS);
-    }
-    let generation = GENERATION.load(Ordering::SeqCst);
-    let done = CONN.try_with(|cell| {
-        let Ok(mut slot) = cell.try_borrow_mut() else {
-            return None;
+    let mode = WaitMode::of(req.may_block(), restartable);
+    call_with(
+        0,
+        pass,
+        |w, _| {
+            req.encode_into(w);
+            Ok(mode)
+        },
+        |view, fd| Ok((view.into_owned(), fd)),
+    )
+}
+
+/// `$UIPC_SOCKET` as bytes for a `sockaddr_un` (an empty one if it does not fit: connecting
+/// then fails, and every call is ENOSYS).
+struct SocketPath {
+    bytes: [u8; 108],
+    len: usize,
+}
+
+/// `$UIPC_SOCKET` as this program image started with it (read once, by the constructor):
+/// without it the library passes calls to the kernel.
+fn socket_path() -> Option<&'static SocketPath> {
+    static PATH: OnceLock<Option<SocketPath>> = OnceLock::new();
+    PATH.get_or_init(|| {
+        let value = std::env::var_os("UIPC_SOCKET").filter(|s| !s.is_empty())?;
+        let value = value.as_encoded_bytes();
+        let mut path = SocketPath {
+            bytes: [0; 108],
+            len: 0,
         };
-        if slot.as_ref().is_some_and(|s| s.generation != generation) {
-            retire(slot.take()?);
+        if value.len() < path.bytes.len() {
+            path.bytes[..value.len()].copy_from_slice(value);
+            path.len = value.len();
         }
-        if let Some(s) = slot.as_ref() {
-            if inode_of(s.conn.raw_fd()) != Some(s.inode) {
-                // The program closed our descriptor (closefrom, a daemon's clean-up) and the
-                // number may name one of its files now: forget it, never use or close it.
-                if let Some(s) = slot.take() {
-                    std::mem::forget(s.conn.into_stream());
-                }
-            }
-        }
-        if slot.is_none() {
-            match connect() {
-                Ok(conn) => {
-                    let inode = conn.inode().unwrap_or(0);
-                    *slot = Some(Session {
-                        generation,
-                        inode,
-                        conn,
-                    })
-                }
-                Err(e) => return Some(Err(e)),
-            }
-        }
-        let conn = &slot.as_ref()?.conn;
-        match conn.call_passing(req, pass, interruptible, restartable) {
-            Ok(r) => Some(Ok(r)),
-            Err(_) => {
-                *slot = None;
-                Some(Err(Errno::ENOSYS))
-            }
-        }
-    });
-    match done {
-        Ok(Some(r)) => r,
-        // Re-entered from a signal handler, or called while thread-locals are torn down.
-        _ => connect()?
-            .call_passing(req, pass, interruptible, restartable)
-            .map_err(|_| Errno::ENOSYS),
+        Some(path)
+    })
+    .as_ref()
+}
+
+/// Whether calls go to the daemon.
+pub fn enabled() -> bool {
+    socket_path().is_some()
+}
+
+/// A new connection to the daemon, hello said (announcing a new program image if this is the
+/// image's first and `may_announce`). ENOSYS if the daemon cannot be reached.
+pub fn open_session(may_announce: bool) -> Result<RawFd, Errno> {
+    let path = socket_path().ok_or(Errno::ENOSYS)?;
+    let new_image = may_announce && NEW_IMAGE.swap(false, Ordering::SeqCst);
+    let fd = match client::connect_raw(&path.bytes[..path.len]) {
+        Ok(sock) => sock.into_raw_fd(),
+        Err(_) => return Err(not_reached(new_image)),
+    };
+    if client::hello(fd, new_image).is_err() {
+        sys_close(fd);
+        return Err(not_reached(new_image));
+    }
+    Ok(fd)
+}
+
+fn not_reached(new_image: bool) -> Errno {
+    if new_image {
+        NEW_IMAGE.store(true, Ordering::SeqCst);
+    }
+    Errno::ENOSYS
+}
+
+/// The constructor's part: reads `$UIPC_SOCKET` and makes the thread-exit key.
+/// The constructor's part: reads `$UIPC_SOCKET` and makes the thread-exit key.
+pub fn prepare() {
+    if enabled() {
+        crate::slots::exit_key();
     }
 }
 
@@ -175,6 +210,14 @@ pub fn ret_of(req: Request) -> Result<i64, Errno> {
 pub fn ret_value(resp: Response) -> Result<i64, Errno> {
     match check(resp)? {
         Response::Ret(v) => Ok(v),
+        _ => Err(Errno::from_raw(libc::EIO)),
+    }
+}
+
+/// [`ret_value`] of a borrowed response.
+pub fn ret_view(view: ResponseView<'_>) -> Result<i64, Errno> {
+    match view {
+        ResponseView::Other(resp) => ret_value(resp),
         _ => Err(Errno::from_raw(libc::EIO)),
     }
 }

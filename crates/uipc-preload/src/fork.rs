@@ -76,3 +76,9 @@ pub extern "C-unwind" fn fork() -> pid_t {
     drop(table);
     pid
 }
+
+/// Looks up the C library's `fork` now (from the library's constructor), not in a fork from a
+/// signal handler.
+pub(crate) fn prepare() {
+    real_fork();
+}

@@ -38,6 +38,32 @@
 //! (EINTR, never restarted, whatever SA_RESTART says), as on Linux; see
 //! `uipc_proto::client`.
 //!
+//! Signal handlers: on Linux the SysV IPC calls are system calls, and programs call them from
+//! handlers (a semop or semctl in a SIGTERM or SIGCHLD handler). So the SysV IPC exports
+//! (semget, semop, semtimedop, semctl, msgget, msgsnd, msgrcv, msgctl, shmget, shmat, shmdt,
+//! shmctl, and `syscall()` with their numbers) are async-signal-safe here too:
+//! - no `malloc`: requests are encoded into, and replies read from, a per-thread buffer that
+//!   is an anonymous mapping (or a mapping of the call's own when larger); the C structures
+//!   are built in stack arrays ([`abi`]); the caller's memory is copied with
+//!   `process_vm_readv`/`process_vm_writev` into those buffers ([`user`]);
+//! - no lock a handler can meet on its own thread: the connections are per thread, and a call
+//!   from a handler that interrupted the library on the same thread uses another connection
+//!   than the interrupted exchange, which goes on when the handler returns ([`conn`],
+//!   [`slots`]); the attachment table's mutex is held only with all signals blocked
+//!   ([`attach`], [`sigmask`]);
+//! - no first-call setup inside a call: `$UIPC_SOCKET`, the C library's `syscall` and `fork`
+//!   and the thread-exit key are set up by the library's constructor;
+//! - no panic across the C ABI (see above); without `$UIPC_SOCKET` each export makes the
+//!   system call and nothing else (the constructor still reads the environment, looks up the
+//!   C library's symbols and registers its fork handlers, and makes no thread-exit key).
+//!
+//! `tests/c/handler_ipc.c` (two timers' handlers, which interrupt each other, calling semop,
+//! semctl, msgsnd, msgrcv, shmat and shmdt on their own objects while the main thread loops
+//! over the same calls, a sleeping semtimedop and malloc) and `tests/c/ipc_no_malloc.c` (a
+//! program whose own malloc counts calls made inside each SysV IPC call) check this; on the
+//! library before this design the first hangs within seconds and the second counts
+//! allocations in the first call.
+//!
 //! ## Not supported yet
 //! - File locks: closes the library does not see drop nothing at once: raw system call
 //!   instructions, closes inside libc other than
@@ -114,8 +140,34 @@
 //! - execve is seen when the new image makes its first call (its `Hello` says it is new): an
 //!   image that never calls keeps its old attachments counted until it exits, and one started
 //!   without the library keeps them too.
-//! - Async-signal safety: a call from a signal handler allocates and may take the attachment
-//!   table's lock; it uses a separate connection when the thread's own is busy.
+//! - Async-signal safety of the SysV IPC exports (see "Signal handlers" above) holds with
+//!   these limits: the library must be loaded at start (`LD_PRELOAD`): loaded with `dlopen`,
+//!   its thread-locals are glibc's dynamic TLS, allocated at a thread's first use; if the
+//!   program had made 32 or more pthread keys before the constructor ran, glibc allocates at
+//!   the first call of each thread (`pthread_setspecific`). A handler that leaves a library
+//!   call with `longjmp` leaves that call's connection marked busy: the thread uses its other
+//!   one, and a one-off connection (connect and hello per call, much slower) for calls
+//!   nested deeper than one handler. shmat, shmdt and a fork with attachments block all
+//!   signals while they hold the attachment table (shmat and shmdt over a round trip to the
+//!   daemon), so a signal then is delivered up to a round trip late, and a handler's shmat or
+//!   shmdt waits for another thread's. Each thread that calls from a handler keeps a second
+//!   connection (a second session in the daemon). A handler on a small alternate signal
+//!   stack needs about 1 KiB more than for the system call: `tests/c/handler_altstack.c
+//!   SIZE` (semop, semctl, msgsnd, msgrcv, shmat and shmdt from a handler on a `sigaltstack`
+//!   of SIZE bytes) runs with 5120 and overflows with 4096 under uipc; on the host kernel
+//!   4096 is enough and 3072 not (x86-64; `SIGSTKSZ`, the test's default, is 8192).
+//! - A handler that interrupts a sleeping semop, semtimedop, msgsnd or msgrcv runs before the
+//!   library learns of the signal and cancels the wait: if the handler's own call satisfies
+//!   the sleeping one (posts the semaphore it waits for, sends the message), the sleeping call
+//!   completes instead of failing with EINTR, as it would on Linux (where the wait ends
+//!   before the handler runs).
+//! - Not async-signal-safe: the file-lock exports under `--locks` (fcntl copies `struct
+//!   flock` into a vector; the first close of a regular file in a program image maps the lock
+//!   hints with a daemon call) and the timer exports under `--timers` (see above). They use
+//!   the same per-thread connections, so a handler's call never shares the socket of the
+//!   exchange it interrupted, but they are not free of allocation. Without `--locks` the
+//!   close family goes straight to the C library's. Nor are the exec functions under
+//!   `--timers` (they build the new image's environment).
 //! - semctl's variadic argument is read as x86-64 and aarch64 pass it; other ABIs are not
 //!   handled. The structure layouts are x86-64's.
 //! - A shmat at a given address checks only the daemon's record and the kernel's
@@ -130,18 +182,24 @@
 //!   the attachment gone (nattch), uipc keeps it until shmdt, exec or exit.
 //! - A fork while another thread is between the daemon's shmat reply and its mapping can give
 //!   the child a recorded attachment it does not have (nattch one too high until it exits).
-//! - The attachment table is one mutex, taken by shmat, shmdt and fork.
+//! - The attachment table is one mutex, taken by shmat, shmdt and fork (shmat and shmdt hold
+//!   it over their round trip to the daemon): threads of a process attach and detach one at
+//!   a time.
 
 mod abi;
+mod attach;
 mod conn;
 mod exec;
 mod exec_env;
 mod fork;
 mod kernel;
 mod locks;
+mod mapbuf;
 mod msg;
 mod sem;
 mod shm;
+mod sigmask;
+mod slots;
 mod syscall;
 mod timer;
 mod timer_abi;
@@ -216,26 +274,25 @@ fn guard(f: impl FnOnce() -> Result<i64, Errno>) -> i64 {
     finish(guarded(f), saved)
 }
 
-/// Runs an export that is a cancellation point (semop, semtimedop, msgsnd, msgrcv): `prepare`
-/// and `done` are guarded, but the wait for the daemon runs with the caller's cancelability,
-/// so `pthread_cancel` acts during it as during the system call (the export is `C-unwind`, and
-/// that part of the library does not panic).
-fn guard_blocking(
-    prepare: impl FnOnce() -> Result<uipc_proto::Request, Errno>,
-    done: impl FnOnce(uipc_proto::Response) -> Result<i64, Errno>,
-) -> i64 {
+/// Runs an export that is a cancellation point (semop, semtimedop, msgsnd, msgrcv): `call`
+/// runs with the caller's cancelability, so `pthread_cancel` acts during the wait for the
+/// daemon as during the system call (the export is `C-unwind`, and that part of the library
+/// does not panic). `call` holds cancellation off and catches panics around everything else
+/// itself ([`guarded`]; [`conn::call_with`] does so around encoding, connecting and decoding).
+fn guard_blocking(call: impl FnOnce() -> Result<i64, Errno>) -> i64 {
     let saved = errno_now();
-    let result = guarded(prepare)
-        .and_then(|req| conn::call(&req))
-        .and_then(|(resp, _)| guarded(|| done(resp)));
-    finish(result, saved)
+    finish(call(), saved)
 }
 
+/// The library's constructor: everything that may allocate or take a lock happens here, once,
+/// rather than in a first call that might come from a signal handler.
 extern "C" fn init() {
     // SAFETY: registers a child handler that only bumps an atomic counter.
     unsafe { libc::pthread_atfork(None, None, Some(conn::after_fork_in_child)) };
+    conn::prepare();
     kernel::prepare();
     vfork::prepare();
+    fork::prepare();
     locks::prepare();
     exec::prepare();
 }

@@ -4,15 +4,22 @@
 //! cannot read or carry ([`MAX_TEXT`]) is left out and the daemon answers EINVAL or EFAULT in
 //! the kernel's order. msgrcv writes the type and text into the caller's buffer after the
 //! message was taken: a bad buffer gives EFAULT and the message is lost, as on Linux.
+//!
+//! Nothing here allocates or locks (see `conn`): msgsnd copies the text into the call's
+//! scratch space (a mapping of its own beyond 32 KiB) and encodes it from there; msgrcv writes
+//! the text back from the reply buffer.
 
-use crate::conn::{call, check, enabled, ret_of, ret_value};
-use crate::user::{copy_in, copy_out, u32_at, u64_at};
-use crate::{abi, guard, guard_blocking};
+use crate::conn::{call, call_with, check, enabled, ret_of, ret_view};
+use crate::user::{copy_in_to, copy_out, u32_at, u64_at};
+use crate::{abi, guard, guard_blocking, guarded};
 use libc::{c_int, c_long, c_void, size_t, ssize_t};
 use uipc::ipc::consts::*;
 use uipc::ipc::msg::MsqidSet;
 use uipc::Errno;
-use uipc_proto::{Request, Response, MAX_TEXT};
+use uipc_proto::client::WaitMode;
+use uipc_proto::codec::Writer;
+use uipc_proto::request::put_msgsnd;
+use uipc_proto::{Request, Response, ResponseView, MAX_TEXT};
 
 /// msgget(2).
 #[no_mangle]
@@ -37,22 +44,22 @@ pub extern "C-unwind" fn msgsnd(
         return unsafe { libc::syscall(libc::SYS_msgsnd, msqid, msgp, msgsz, msgflg) } as c_int;
     }
     let msgp = msgp as usize;
-    let prepare = move || {
-        let mtype = u64_at(&copy_in(msgp, 8)?, 0) as i64;
-        let text = if msgsz as u64 > MAX_TEXT {
-            None
-        } else {
-            msgp.checked_add(8).and_then(|at| copy_in(at, msgsz).ok())
+    guard_blocking(move || {
+        let mut mtype = [0u8; 8];
+        guarded(|| copy_in_to(msgp, &mut mtype))?;
+        let mtype = i64::from_le_bytes(mtype);
+        let carried = if msgsz as u64 > MAX_TEXT { 0 } else { msgsz };
+        let encode = |w: &mut Writer<'_>, scratch: &mut [u8]| {
+            let text = (msgsz as u64 <= MAX_TEXT)
+                .then(|| msgp.checked_add(8))
+                .flatten()
+                .filter(|&at| copy_in_to(at, scratch).is_ok())
+                .map(|_| &*scratch);
+            put_msgsnd(w, msqid, mtype, msgsz as u64, text, msgflg);
+            Ok(WaitMode::of(msgflg & IPC_NOWAIT == 0, false))
         };
-        Ok(Request::Msgsnd {
-            msqid,
-            mtype,
-            msgsz: msgsz as u64,
-            text,
-            flags: msgflg,
-        })
-    };
-    guard_blocking(prepare, ret_value) as c_int
+        call_with(carried, None, encode, |view, _| ret_view(view))
+    }) as c_int
 }
 
 /// msgrcv(2).
@@ -70,23 +77,25 @@ pub extern "C-unwind" fn msgrcv(
             as ssize_t;
     }
     let msgp = msgp as usize;
-    let prepare = move || {
-        Ok(Request::Msgrcv {
-            msqid,
-            maxsize: msgsz as i64,
-            msgtyp,
-            flags: msgflg,
-        })
+    let req = Request::Msgrcv {
+        msqid,
+        maxsize: msgsz as i64,
+        msgtyp,
+        flags: msgflg,
     };
-    let done = move |resp| match check(resp)? {
-        Response::Msg { mtype, text } => {
+    let encode = move |w: &mut Writer<'_>, _: &mut [u8]| {
+        req.encode_into(w);
+        Ok(WaitMode::of(msgflg & IPC_NOWAIT == 0, false))
+    };
+    let decode = move |view: ResponseView<'_>, _| match view {
+        ResponseView::Msg { mtype, text } => {
             copy_out(msgp, &mtype.to_le_bytes())?;
-            copy_out(msgp.checked_add(8).ok_or(Errno::EFAULT)?, &text)?;
+            copy_out(msgp.checked_add(8).ok_or(Errno::EFAULT)?, text)?;
             Ok(text.len() as i64)
         }
-        _ => Err(Errno::from_raw(libc::EIO)),
+        view => ret_view(view),
     };
-    guard_blocking(prepare, done) as ssize_t
+    guard_blocking(move || call_with(0, None, encode, decode)) as ssize_t
 }
 
 /// msgctl(2).
@@ -98,16 +107,13 @@ pub extern "C-unwind" fn msgctl(msqid: c_int, cmd: c_int, buf: *mut c_void) -> c
     }
     let buf = buf as usize;
     guard(move || {
-        let set = if cmd == IPC_SET {
-            copy_in(buf, abi::MSQID_DS).ok().map(|b| MsqidSet {
-                uid: u32_at(&b, abi::PERM_UID),
-                gid: u32_at(&b, abi::PERM_GID),
-                mode: u32_at(&b, abi::PERM_MODE),
-                qbytes: u64_at(&b, abi::MSG_QBYTES),
-            })
-        } else {
-            None
-        };
+        let mut ds = [0u8; abi::MSQID_DS];
+        let set = (cmd == IPC_SET && copy_in_to(buf, &mut ds).is_ok()).then(|| MsqidSet {
+            uid: u32_at(&ds, abi::PERM_UID),
+            gid: u32_at(&ds, abi::PERM_GID),
+            mode: u32_at(&ds, abi::PERM_MODE),
+            qbytes: u64_at(&ds, abi::MSG_QBYTES),
+        });
         match check(call(&Request::Msgctl { msqid, cmd, set })?.0)? {
             Response::Ret(v) => Ok(v),
             Response::MsgStat { ret, ds } => {

@@ -4,15 +4,22 @@
 //! use it). On x86-64 (and aarch64) a variadic argument of pointer size travels in the same
 //! register as a fourth fixed integer argument, so the export takes it as a `usize` and reads
 //! it only for the commands that use it, as glibc does.
+//!
+//! Nothing here allocates or locks (see `conn`): the caller's operations and SETALL's values
+//! are copied into the call's scratch space and encoded from there; GETALL's and the stat
+//! calls' answers are written back from the reply buffer and stack arrays.
 
-use crate::conn::{call, check, enabled, ret_of, ret_value};
-use crate::user::{copy_in, copy_out, u32_at};
+use crate::conn::{call_with, check, enabled, ret_of, ret_view};
+use crate::user::{copy_in_to, copy_out, u32_at, u64_at};
 use crate::{abi, guard, guard_blocking};
 use libc::{c_int, c_void, size_t};
 use uipc::ipc::consts::*;
-use uipc::ipc::sem::{Sembuf, Timespec};
+use uipc::ipc::sem::Timespec;
 use uipc::Errno;
-use uipc_proto::{Request, Response, SemArg, MAX_SOPS};
+use uipc_proto::client::WaitMode;
+use uipc_proto::codec::Writer;
+use uipc_proto::request::{put_sem_arg, put_sem_arg_array, put_semctl_head, put_semtimedop};
+use uipc_proto::{Request, Response, ResponseView, SemArg, MAX_SOPS};
 
 /// semget(2).
 #[no_mangle]
@@ -50,42 +57,35 @@ pub extern "C-unwind" fn semtimedop(
             as c_int;
     }
     let (sops, timeout) = (sops as usize, timeout as usize);
-    let prepare = move || {
+    guard_blocking(move || {
         // The kernel copies the timeout first, and takes nsops as an unsigned int.
         let timeout = match timeout {
             0 => None,
             t => {
-                let b = copy_in(t, 16)?;
+                let mut b = [0u8; 16];
+                copy_in_to(t, &mut b)?;
                 Some(Timespec {
-                    tv_sec: crate::user::u64_at(&b, 0) as i64,
-                    tv_nsec: crate::user::u64_at(&b, 8) as i64,
+                    tv_sec: u64_at(&b, 0) as i64,
+                    tv_nsec: u64_at(&b, 8) as i64,
                 })
             }
         };
         let nsops = u64::from(nsops as u32);
-        let ops = if nsops > MAX_SOPS {
-            None
+        // More operations than a request carries: sent without them (the daemon says E2BIG).
+        let bytes = if nsops > MAX_SOPS {
+            0
         } else {
-            copy_in(sops, nsops as usize * 6).ok().map(|b| {
-                b.chunks_exact(6)
-                    .map(|c| {
-                        Sembuf::new(
-                            u16::from_le_bytes([c[0], c[1]]),
-                            i16::from_le_bytes([c[2], c[3]]),
-                            i16::from_le_bytes([c[4], c[5]]),
-                        )
-                    })
-                    .collect()
-            })
+            nsops as usize * abi::SEMBUF
         };
-        Ok(Request::Semtimedop {
-            semid,
-            nsops,
-            sops: ops,
-            timeout,
-        })
-    };
-    guard_blocking(prepare, ret_value) as c_int
+        let encode = |w: &mut Writer<'_>, scratch: &mut [u8]| {
+            let ops = (nsops <= MAX_SOPS && copy_in_to(sops, scratch).is_ok()).then_some(&*scratch);
+            let may_sleep = ops
+                .is_some_and(|b| abi::sembufs(b).any(|op| i32::from(op.sem_flg) & IPC_NOWAIT == 0));
+            put_semtimedop(w, semid, nsops, ops.map(abi::sembufs), timeout);
+            Ok(WaitMode::of(may_sleep, false))
+        };
+        call_with(bytes, None, encode, |view, _| ret_view(view))
+    }) as c_int
 }
 
 /// semctl(2); see the module doc for the fourth argument.
@@ -101,26 +101,18 @@ pub extern "C-unwind" fn semctl(semid: c_int, semnum: c_int, cmd: c_int, arg: us
 fn semctl_uipc(semid: c_int, semnum: c_int, cmd: c_int, arg: usize) -> Result<i64, Errno> {
     let sem_arg = match cmd {
         SETVAL => SemArg::Val(arg as u32 as i32),
-        IPC_SET => match copy_in(arg, abi::SEMID_DS) {
-            Ok(b) => SemArg::Set {
-                uid: u32_at(&b, abi::PERM_UID),
-                gid: u32_at(&b, abi::PERM_GID),
-                mode: u32_at(&b, abi::PERM_MODE),
-            },
-            Err(_) => SemArg::None,
-        },
-        SETALL => match ret_of(Request::SemNsems { semid }) {
-            Ok(n) => match copy_in(arg, n as usize * 2) {
-                Ok(b) => SemArg::Array(
-                    b.chunks_exact(2)
-                        .map(|c| u16::from_le_bytes([c[0], c[1]]))
-                        .collect(),
-                ),
+        IPC_SET => {
+            let mut b = [0u8; abi::SEMID_DS];
+            match copy_in_to(arg, &mut b) {
+                Ok(()) => SemArg::Set {
+                    uid: u32_at(&b, abi::PERM_UID),
+                    gid: u32_at(&b, abi::PERM_GID),
+                    mode: u32_at(&b, abi::PERM_MODE),
+                },
                 Err(_) => SemArg::None,
-            },
-            // The set is gone or was never there: SETALL itself reports it.
-            Err(_) => SemArg::None,
-        },
+            }
+        }
+        SETALL => return setall(semid, semnum, arg),
         _ => SemArg::None,
     };
     let req = Request::Semctl {
@@ -129,7 +121,46 @@ fn semctl_uipc(semid: c_int, semnum: c_int, cmd: c_int, arg: usize) -> Result<i6
         cmd,
         arg: sem_arg,
     };
-    match check(call(&req)?.0)? {
+    call_with(
+        0,
+        None,
+        |w, _| {
+            req.encode_into(w);
+            Ok(WaitMode::Immediate)
+        },
+        |view, _| semctl_reply(view, arg),
+    )
+}
+
+/// SETALL: the set's size first, to know how many values to read from `arg`.
+fn setall(semid: c_int, semnum: c_int, arg: usize) -> Result<i64, Errno> {
+    // The set is gone or was never there: SETALL itself reports it (sent without values).
+    let nsems = ret_of(Request::SemNsems { semid }).unwrap_or(0).max(0) as usize;
+    let encode = |w: &mut Writer<'_>, scratch: &mut [u8]| {
+        put_semctl_head(w, semid, semnum, SETALL);
+        if nsems > 0 && copy_in_to(arg, scratch).is_ok() {
+            let values = scratch.chunks_exact(2);
+            put_sem_arg_array(w, values.map(|c| u16::from_le_bytes([c[0], c[1]])));
+        } else {
+            put_sem_arg(w, &SemArg::None);
+        }
+        Ok(WaitMode::Immediate)
+    };
+    call_with(nsems * 2, None, encode, |view, _| semctl_reply(view, arg))
+}
+
+/// semctl's answer, with what it returns through `arg` written there.
+fn semctl_reply(view: ResponseView<'_>, arg: usize) -> Result<i64, Errno> {
+    let resp = match view {
+        // GETALL: the values travel as the C array lays them out (little-endian u16s).
+        ResponseView::SemAll(values) => {
+            copy_out(arg, values)?;
+            return Ok(0);
+        }
+        ResponseView::Other(resp) => check(resp)?,
+        ResponseView::Msg { .. } => return Err(Errno::from_raw(libc::EIO)),
+    };
+    match resp {
         Response::Ret(v) => Ok(v),
         Response::SemStat { ret, ds } => {
             copy_out(arg, &abi::semid_ds(&ds))?;
@@ -138,11 +169,6 @@ fn semctl_uipc(semid: c_int, semnum: c_int, cmd: c_int, arg: usize) -> Result<i6
         Response::SemInfo { ret, info } => {
             copy_out(arg, &abi::seminfo(&info))?;
             Ok(i64::from(ret))
-        }
-        Response::SemAll(vals) => {
-            let bytes: Vec<u8> = vals.iter().flat_map(|v| v.to_le_bytes()).collect();
-            copy_out(arg, &bytes)?;
-            Ok(0)
         }
         _ => Err(Errno::from_raw(libc::EIO)),
     }

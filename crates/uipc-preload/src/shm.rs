@@ -8,29 +8,28 @@
 //! picks the address and the library tells the daemon where the attachment really is
 //! (`ShmMoved`), so that shmdt, fork and exit find it.
 //!
-//! The process keeps its attachments in [`ATTACHED`] (start address -> length); shmdt of an
-//! address not in it is EINVAL without asking the daemon. The table is copied into a child
-//! by fork, matching what the daemon records for the child (see `fork`).
+//! The process keeps its attachments in the table of [`crate::attach`] (start address ->
+//! length); shmdt of an address not in it is EINVAL without asking the daemon. The table is
+//! copied into a child by fork, matching what the daemon records for the child (see `fork`).
+//! shmat holds the table from its mapping to its `ShmMoved` report, and shmdt from its
+//! lookup to the daemon's answer, so that the table, the process's mappings and the daemon's
+//! records change together: a fork copies a table that matches the records, and a shmat never
+//! maps at an address whose old attachment the daemon still records. The table's guard blocks
+//! signals meanwhile, so a handler's own shmat or shmdt never waits for its own thread.
+//!
+//! Nothing here allocates (see `conn` and `attach`).
 
+/// Re-exported for `fork`, which holds the table across the fork.
+pub use crate::attach::attached;
 use crate::conn::{call, check, enabled, ret_of};
-use crate::user::{copy_in, copy_out, u32_at};
+use crate::user::{copy_in_to, copy_out, u32_at};
 use crate::{abi, guard};
 use libc::{c_int, c_void, size_t};
-use std::collections::BTreeMap;
-use std::os::fd::AsRawFd;
-use std::sync::{Mutex, MutexGuard};
+use std::os::fd::IntoRawFd;
 use uipc::ipc::consts::*;
 use uipc::ipc::shm::ShmSet;
 use uipc::Errno;
 use uipc_proto::{Request, Response};
-
-/// This process's attachments: start address -> mapped length.
-pub static ATTACHED: Mutex<BTreeMap<usize, usize>> = Mutex::new(BTreeMap::new());
-
-/// Locks the attachment table (poisoning is ignored: the table stays consistent).
-pub fn attached() -> MutexGuard<'static, BTreeMap<usize, usize>> {
-    ATTACHED.lock().unwrap_or_else(|e| e.into_inner())
-}
 
 /// shmget(2).
 #[no_mangle]
@@ -87,6 +86,9 @@ fn shmat_uipc(shmid: c_int, wanted: usize, flags: c_int) -> Result<i64, Errno> {
     let Some(fd) = fd else {
         return undo(Errno::ENOMEM);
     };
+    // Closed by number at the end, not through the C library's `close` (which this library
+    // wraps for file locks: the daemon has nothing to learn about this descriptor).
+    let fd = crate::slots::ClosedQuietly(fd.into_raw_fd());
     let mut prot = libc::PROT_READ;
     if !read_only {
         prot |= libc::PROT_WRITE;
@@ -104,18 +106,14 @@ fn shmat_uipc(shmid: c_int, wanted: usize, flags: c_int) -> Result<i64, Errno> {
     }
     let hint = if wanted != 0 { addr as usize } else { 0 };
     let mut table = attached();
+    // Room for the entry first: once mapped and reported, the attachment must be recorded.
+    if let Err(e) = table.reserve() {
+        drop(table);
+        return undo(e);
+    }
     // SAFETY: maps the segment's memfd; with MAP_FIXED only where the caller asked for
     // SHM_REMAP at that address, as shmat itself would replace the mapping there.
-    let p = unsafe {
-        libc::mmap(
-            hint as *mut c_void,
-            len as usize,
-            prot,
-            map_flags,
-            fd.as_raw_fd(),
-            0,
-        )
-    };
+    let p = unsafe { libc::mmap(hint as *mut c_void, len as usize, prot, map_flags, fd.0, 0) };
     if p == libc::MAP_FAILED {
         let e = std::io::Error::last_os_error()
             .raw_os_error()
@@ -139,16 +137,8 @@ fn shmat_uipc(shmid: c_int, wanted: usize, flags: c_int) -> Result<i64, Errno> {
             return undo(e);
         }
     }
-    let end = at + len as usize;
-    let overlapped: Vec<usize> = table
-        .range(..end)
-        .filter(|(&a, &l)| a + l > at)
-        .map(|(&a, _)| a)
-        .collect();
-    for a in overlapped {
-        table.remove(&a);
-    }
-    table.insert(at, len as usize);
+    table.remove_overlapping(at, at + len as usize);
+    table.insert_reserved(at, len as usize);
     Ok(at as i64)
 }
 
@@ -166,12 +156,14 @@ pub extern "C-unwind" fn shmdt(shmaddr: *const c_void) -> c_int {
             // the daemon's books; refused before anything is unmapped (`crate::vfork`).
             return Err(Errno::EINVAL);
         }
+        // The table stays held until the daemon has dropped its record too: else another
+        // thread's (or a handler's) shmat could map at the address just freed and find the
+        // daemon's record of the old attachment still there.
         let mut table = attached();
-        let len = *table.get(&addr).ok_or(Errno::EINVAL)?;
+        let len = table.get(addr).ok_or(Errno::EINVAL)?;
         // SAFETY: unmaps exactly an attachment this library mapped at `addr`.
         unsafe { libc::munmap(addr as *mut c_void, len) };
-        table.remove(&addr);
-        drop(table);
+        table.remove(addr);
         ret_of(Request::Shmdt { addr: addr as u64 })
     }) as c_int
 }
@@ -185,23 +177,19 @@ pub extern "C-unwind" fn shmctl(shmid: c_int, cmd: c_int, buf: *mut c_void) -> c
     }
     let buf = buf as usize;
     guard(move || {
-        let set = if cmd == IPC_SET {
-            copy_in(buf, abi::SHMID_DS).ok().map(|b| ShmSet {
-                uid: u32_at(&b, abi::PERM_UID),
-                gid: u32_at(&b, abi::PERM_GID),
-                mode: u32_at(&b, abi::PERM_MODE),
-            })
-        } else {
-            None
-        };
-        let out = match check(call(&Request::Shmctl { shmid, cmd, set })?.0)? {
+        let mut ds = [0u8; abi::SHMID_DS];
+        let set = (cmd == IPC_SET && copy_in_to(buf, &mut ds).is_ok()).then(|| ShmSet {
+            uid: u32_at(&ds, abi::PERM_UID),
+            gid: u32_at(&ds, abi::PERM_GID),
+            mode: u32_at(&ds, abi::PERM_MODE),
+        });
+        let ret = match check(call(&Request::Shmctl { shmid, cmd, set })?.0)? {
             Response::Ret(v) => return Ok(v),
-            Response::ShmStat { ret, ds } => (ret, abi::shmid_ds(&ds)),
-            Response::ShmInfo { ret, info } => (ret, abi::shminfo(&info)),
-            Response::ShmUsage { ret, usage } => (ret, abi::shm_info(&usage)),
+            Response::ShmStat { ret, ds } => copy_out(buf, &abi::shmid_ds(&ds)).map(|_| ret),
+            Response::ShmInfo { ret, info } => copy_out(buf, &abi::shminfo(&info)).map(|_| ret),
+            Response::ShmUsage { ret, usage } => copy_out(buf, &abi::shm_info(&usage)).map(|_| ret),
             _ => return Err(Errno::from_raw(libc::EIO)),
-        };
-        copy_out(buf, &out.1)?;
-        Ok(i64::from(out.0))
+        }?;
+        Ok(i64::from(ret))
     }) as c_int
 }

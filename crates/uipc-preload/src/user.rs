@@ -4,30 +4,39 @@
 //! instead. Copies go through `process_vm_readv` / `process_vm_writev` on the calling process
 //! itself (always permitted for one's own process), which fail with EFAULT on unmapped or
 //! wrongly protected memory exactly where `copy_from_user` / `copy_to_user` would.
+//!
+//! [`copy_in_to`] and [`copy_out`] allocate nothing (system calls on the caller's buffers), so
+//! the SysV IPC paths use them from signal handlers; [`copy_in`] returns a new vector.
 
 use uipc::Errno;
 
-/// Copies `len` bytes from the caller's `addr`.
+/// Copies `len` bytes from the caller's `addr` into a new vector.
 pub fn copy_in(addr: usize, len: usize) -> Result<Vec<u8>, Errno> {
     let mut buf = vec![0u8; len];
-    if len == 0 {
-        return Ok(buf);
+    copy_in_to(addr, &mut buf)?;
+    Ok(buf)
+}
+
+/// Fills `buf` from the caller's `addr` (allocates nothing).
+pub fn copy_in_to(addr: usize, buf: &mut [u8]) -> Result<(), Errno> {
+    if buf.is_empty() {
+        return Ok(());
     }
     if addr == 0 {
         return Err(Errno::EFAULT);
     }
     let local = libc::iovec {
         iov_base: buf.as_mut_ptr().cast(),
-        iov_len: len,
+        iov_len: buf.len(),
     };
     let remote = libc::iovec {
         iov_base: addr as *mut _,
-        iov_len: len,
+        iov_len: buf.len(),
     };
-    // SAFETY: `local` is a live buffer of `len` bytes; the kernel checks `remote`.
+    // SAFETY: `local` is a live buffer of `buf.len()` bytes; the kernel checks `remote`.
     let n = unsafe { libc::process_vm_readv(libc::getpid(), &local, 1, &remote, 1, 0) };
-    if n == len as isize {
-        Ok(buf)
+    if n == buf.len() as isize {
+        Ok(())
     } else {
         Err(Errno::EFAULT)
     }
@@ -78,6 +87,11 @@ mod tests {
         assert_eq!(copy_in(src.as_ptr() as usize, 3), Ok(vec![1, 2, 3]));
         assert_eq!(copy_in(0, 3), Err(Errno::EFAULT));
         assert_eq!(copy_in(8, 3), Err(Errno::EFAULT));
+        let mut into = [0u8; 2];
+        assert_eq!(copy_in_to(src.as_ptr() as usize + 1, &mut into), Ok(()));
+        assert_eq!(into, [2, 3]);
+        assert_eq!(copy_in_to(0, &mut []), Ok(()));
+        assert_eq!(copy_in_to(8, &mut into), Err(Errno::EFAULT));
         let mut dst = [0u8; 2];
         copy_out(dst.as_mut_ptr() as usize, &[7, 8]).unwrap();
         assert_eq!(dst, [7, 8]);

@@ -1,5 +1,6 @@
 //! The primitive encoding: little-endian integers, length-prefixed byte strings and counted
-//! lists, written into a `Vec<u8>` and read back by a bounds-checked cursor.
+//! lists, written into a `Vec<u8>` or a fixed buffer (which never allocates) and read back by
+//! a bounds-checked cursor (whose `*_ref` reads borrow from the message instead of copying).
 //!
 //! Every read checks the bytes left before touching them, and a count read from the wire is
 //! checked against the bytes left (times the smallest element size) before anything is
@@ -37,60 +38,135 @@ impl fmt::Display for DecodeError {
 
 impl std::error::Error for DecodeError {}
 
-/// Builds a message.
-#[derive(Default)]
-pub struct Writer {
-    buf: Vec<u8>,
+/// Builds a message, in a vector that grows ([`Writer::new`]) or in a caller's buffer that
+/// does not ([`Writer::fixed`]: no allocation at all, for senders in signal handlers).
+///
+/// A fixed writer that runs out of room keeps counting: [`Writer::written`] then reports how
+/// many bytes the message needs, and nothing past the buffer's end is touched.
+pub struct Writer<'a> {
+    out: Out<'a>,
 }
 
-impl Writer {
-    /// An empty message.
-    pub fn new() -> Writer {
+enum Out<'a> {
+    Grow(Vec<u8>),
+    Fixed { buf: &'a mut [u8], len: usize },
+}
+
+/// A fixed buffer was too small for the message.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BufferTooSmall {
+    /// The bytes the whole message needs.
+    pub needed: usize,
+}
+
+impl Default for Writer<'_> {
+    fn default() -> Self {
+        Writer {
+            out: Out::Grow(Vec::new()),
+        }
+    }
+}
+
+impl Writer<'static> {
+    /// An empty message in a growing vector.
+    pub fn new() -> Writer<'static> {
         Writer::default()
     }
-    /// The bytes written.
+}
+
+impl<'a> Writer<'a> {
+    /// An empty message written into `buf`, which never grows.
+    pub fn fixed(buf: &'a mut [u8]) -> Writer<'a> {
+        Writer {
+            out: Out::Fixed { buf, len: 0 },
+        }
+    }
+    /// The bytes written (of a fixed writer: the ones that fitted, copied into a vector).
     pub fn finish(self) -> Vec<u8> {
-        self.buf
+        match self.out {
+            Out::Grow(v) => v,
+            Out::Fixed { buf, len } => buf[..len.min(buf.len())].to_vec(),
+        }
+    }
+    /// The message's length so far, counting what did not fit in a fixed buffer.
+    pub fn len(&self) -> usize {
+        match &self.out {
+            Out::Grow(v) => v.len(),
+            Out::Fixed { len, .. } => *len,
+        }
+    }
+    /// Whether nothing was written yet.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// The message's length, or how long it needed to be if the buffer was too small.
+    pub fn written(&self) -> Result<usize, BufferTooSmall> {
+        match &self.out {
+            Out::Grow(v) => Ok(v.len()),
+            Out::Fixed { buf, len } if *len <= buf.len() => Ok(*len),
+            Out::Fixed { len, .. } => Err(BufferTooSmall { needed: *len }),
+        }
+    }
+    /// Raw bytes, as they are.
+    pub fn raw(&mut self, v: &[u8]) {
+        match &mut self.out {
+            Out::Grow(buf) => buf.extend_from_slice(v),
+            Out::Fixed { buf, len } => {
+                let end = len.saturating_add(v.len());
+                if let Some(dst) = buf.get_mut(*len..end) {
+                    dst.copy_from_slice(v);
+                }
+                *len = end;
+            }
+        }
     }
     /// One byte.
     pub fn u8(&mut self, v: u8) {
-        self.buf.push(v);
+        self.raw(&[v]);
     }
     /// A bool as one byte, 0 or 1.
     pub fn bool(&mut self, v: bool) {
-        self.buf.push(u8::from(v));
+        self.u8(u8::from(v));
     }
     /// A u16, little-endian.
     pub fn u16(&mut self, v: u16) {
-        self.buf.extend_from_slice(&v.to_le_bytes());
+        self.raw(&v.to_le_bytes());
     }
     /// An i16, little-endian.
     pub fn i16(&mut self, v: i16) {
-        self.buf.extend_from_slice(&v.to_le_bytes());
+        self.raw(&v.to_le_bytes());
     }
     /// A u32, little-endian.
     pub fn u32(&mut self, v: u32) {
-        self.buf.extend_from_slice(&v.to_le_bytes());
+        self.raw(&v.to_le_bytes());
     }
     /// An i32, little-endian.
     pub fn i32(&mut self, v: i32) {
-        self.buf.extend_from_slice(&v.to_le_bytes());
+        self.raw(&v.to_le_bytes());
     }
     /// A u64, little-endian.
     pub fn u64(&mut self, v: u64) {
-        self.buf.extend_from_slice(&v.to_le_bytes());
+        self.raw(&v.to_le_bytes());
     }
     /// An i64, little-endian.
     pub fn i64(&mut self, v: i64) {
-        self.buf.extend_from_slice(&v.to_le_bytes());
+        self.raw(&v.to_le_bytes());
     }
     /// A byte string: u32 length, then the bytes.
     pub fn bytes(&mut self, v: &[u8]) {
         self.u32(v.len() as u32);
-        self.buf.extend_from_slice(v);
+        self.raw(v);
     }
     /// A list: u32 count, then each element.
-    pub fn list<T>(&mut self, items: &[T], mut each: impl FnMut(&mut Writer, &T)) {
+    pub fn list<T>(&mut self, items: &[T], each: impl FnMut(&mut Writer<'a>, &T)) {
+        self.list_of(items.iter(), each);
+    }
+    /// A list from an iterator that knows its length: u32 count, then each element.
+    pub fn list_of<T>(
+        &mut self,
+        items: impl ExactSizeIterator<Item = T>,
+        mut each: impl FnMut(&mut Writer<'a>, T),
+    ) {
         self.u32(items.len() as u32);
         for item in items {
             each(self, item);
@@ -170,8 +246,17 @@ impl<'a> Reader<'a> {
     }
     /// A byte string.
     pub fn bytes(&mut self) -> Result<Vec<u8>, DecodeError> {
+        self.bytes_ref().map(<[u8]>::to_vec)
+    }
+    /// A byte string, borrowed from the message.
+    pub fn bytes_ref(&mut self) -> Result<&'a [u8], DecodeError> {
         let n = self.u32()? as usize;
-        Ok(self.take(n)?.to_vec())
+        self.take(n)
+    }
+    /// A list of `count` elements of `size` bytes each, borrowed as it is on the wire.
+    pub fn list_ref(&mut self, size: usize) -> Result<&'a [u8], DecodeError> {
+        let n = self.u32()? as usize;
+        self.take(n.checked_mul(size).ok_or(DecodeError::Truncated)?)
     }
     /// A list whose elements take at least `min_size` bytes each.
     pub fn list<T>(
@@ -222,6 +307,54 @@ mod tests {
             Err(DecodeError::Truncated)
         );
         assert_eq!(Reader::new(&buf).bytes(), Err(DecodeError::Truncated));
+    }
+
+    #[test]
+    fn a_fixed_writer_writes_what_a_growing_one_does() {
+        let fill = |w: &mut Writer<'_>| {
+            w.u8(7);
+            w.i64(-3);
+            w.bytes(b"text");
+            w.list_of([1u16, 2, 3].into_iter(), |w, v| w.u16(v));
+        };
+        let mut grown = Writer::new();
+        fill(&mut grown);
+        let grown = grown.finish();
+        let mut buf = [0xaau8; 64];
+        let mut fixed = Writer::fixed(&mut buf);
+        fill(&mut fixed);
+        assert_eq!(fixed.written(), Ok(grown.len()));
+        assert_eq!(&buf[..grown.len()], &grown[..]);
+        assert!(buf[grown.len()..].iter().all(|&b| b == 0xaa));
+    }
+
+    #[test]
+    fn a_fixed_writer_past_its_end_reports_the_size_needed_and_stops_writing() {
+        let mut buf = [0u8; 8];
+        let mut w = Writer::fixed(&mut buf[..5]);
+        w.u32(0x0403_0201);
+        w.u32(0x0807_0605);
+        w.u8(9);
+        assert_eq!(w.written(), Err(BufferTooSmall { needed: 9 }));
+        assert_eq!(buf, [1, 2, 3, 4, 0, 0, 0, 0]);
+    }
+
+    #[test]
+    fn borrowed_reads_see_the_same_bytes_as_copies() {
+        let mut w = Writer::new();
+        w.bytes(b"abc");
+        w.list(&[5u16, 6], |w, v| w.u16(*v));
+        let buf = w.finish();
+        let mut r = Reader::new(&buf);
+        assert_eq!(r.bytes_ref(), Ok(&b"abc"[..]));
+        assert_eq!(r.list_ref(2), Ok(&[5u8, 0, 6, 0][..]));
+        assert_eq!(r.finish(), Ok(()));
+        let mut huge = Writer::new();
+        huge.u32(u32::MAX);
+        assert_eq!(
+            Reader::new(&huge.finish()).list_ref(8),
+            Err(DecodeError::Truncated)
+        );
     }
 
     #[test]

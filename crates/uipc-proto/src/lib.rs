@@ -9,6 +9,12 @@
 //! input is a [`DecodeError`], never a panic (a property test feeds random bytes to both
 //! decoders).
 //!
+//! Senders that must not allocate (the preload library, whose calls may come from a signal
+//! handler) encode into fixed buffers (`codec::Writer::fixed`, `Request::encode_into`, the
+//! `request::put_*` forms for requests with data), read replies with
+//! `client::exchange` into their own space and decode them with [`ResponseView`], which
+//! borrows a message's text and GETALL's values from the frame.
+//!
 //! A session starts with [`Request::Hello`] carrying [`VERSION`]; the daemon answers
 //! [`Response::Hello`] or an error and closes if the versions differ. Then every request gets
 //! exactly one response, in order, except [`Request::Cancel`], which asks the daemon to end
@@ -17,6 +23,7 @@
 
 pub mod client;
 pub mod codec;
+pub mod exchange;
 pub mod locks;
 pub mod reader;
 pub mod request;
@@ -26,7 +33,7 @@ pub mod transport;
 pub use codec::DecodeError;
 pub use locks::{hint_slot, LockLine, LockRequest, LockResponse, HINT_SLOTS};
 pub use request::{Request, SemArg, MAX_SOPS, MAX_TEXT};
-pub use response::Response;
+pub use response::{Response, ResponseView};
 
 /// The protocol version; bumped on any incompatible change of a message. 2: file locks
 /// ([`Request::Lock`], [`Response::Lock`]).

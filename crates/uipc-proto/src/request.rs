@@ -137,7 +137,7 @@ mod tag {
     pub const LOCK: u8 = 50;
 }
 
-fn put_option<T>(w: &mut Writer, v: &Option<T>, each: impl FnOnce(&mut Writer, &T)) {
+fn put_option<T>(w: &mut Writer<'_>, v: &Option<T>, each: impl FnOnce(&mut Writer<'_>, &T)) {
     match v {
         None => w.u8(0),
         Some(x) => {
@@ -158,10 +158,95 @@ fn get_option<'a, T>(
     }
 }
 
+/// semtimedop's request with its operations taken from an iterator: a sender that reads them
+/// from its caller's memory encodes them as they come, without collecting them first.
+pub fn put_semtimedop(
+    w: &mut Writer<'_>,
+    semid: i32,
+    nsops: u64,
+    sops: Option<impl ExactSizeIterator<Item = Sembuf>>,
+    timeout: Option<Timespec>,
+) {
+    w.u8(tag::SEMTIMEDOP);
+    w.i32(semid);
+    w.u64(nsops);
+    match sops {
+        None => w.u8(0),
+        Some(ops) => {
+            w.u8(1);
+            w.list_of(ops, |w, b| {
+                w.u16(b.sem_num);
+                w.i16(b.sem_op);
+                w.i16(b.sem_flg);
+            });
+        }
+    }
+    put_option(w, &timeout, |w, t| {
+        w.i64(t.tv_sec);
+        w.i64(t.tv_nsec);
+    });
+}
+
+/// semctl's request up to its argument, which follows: [`put_sem_arg`] or
+/// [`put_sem_arg_array`].
+pub fn put_semctl_head(w: &mut Writer<'_>, semid: i32, semnum: i32, cmd: i32) {
+    w.u8(tag::SEMCTL);
+    w.i32(semid);
+    w.i32(semnum);
+    w.i32(cmd);
+}
+
+/// semctl's argument.
+pub fn put_sem_arg(w: &mut Writer<'_>, arg: &SemArg) {
+    match arg {
+        SemArg::None => w.u8(0),
+        SemArg::Val(v) => {
+            w.u8(1);
+            w.i32(*v);
+        }
+        SemArg::Array(a) => put_sem_arg_array(w, a.iter().copied()),
+        SemArg::Set { uid, gid, mode } => {
+            w.u8(3);
+            w.u32(*uid);
+            w.u32(*gid);
+            w.u32(*mode);
+        }
+    }
+}
+
+/// semctl's [`SemArg::Array`] with its values taken from an iterator.
+pub fn put_sem_arg_array(w: &mut Writer<'_>, values: impl ExactSizeIterator<Item = u16>) {
+    w.u8(2);
+    w.list_of(values, |w, v| w.u16(v));
+}
+
+/// msgsnd's request with its text borrowed.
+pub fn put_msgsnd(
+    w: &mut Writer<'_>,
+    msqid: i32,
+    mtype: i64,
+    msgsz: u64,
+    text: Option<&[u8]>,
+    flags: i32,
+) {
+    w.u8(tag::MSGSND);
+    w.i32(msqid);
+    w.i64(mtype);
+    w.u64(msgsz);
+    put_option(w, &text, |w, t| w.bytes(t));
+    w.i32(flags);
+}
+
 impl Request {
     /// The message bytes (without the frame header).
     pub fn encode(&self) -> Vec<u8> {
         let mut w = Writer::new();
+        self.encode_into(&mut w);
+        w.finish()
+    }
+
+    /// Writes the message bytes into `w` (a fixed buffer's writer allocates nothing).
+    pub fn encode_into(&self, w: &mut Writer<'_>) {
         match self {
             Request::Hello { version, new_image } => {
                 w.u8(tag::HELLO);
@@ -180,22 +265,13 @@ impl Request {
                 nsops,
                 sops,
                 timeout,
-            } => {
-                w.u8(tag::SEMTIMEDOP);
-                w.i32(*semid);
-                w.u64(*nsops);
-                put_option(&mut w, sops, |w, s| {
-                    w.list(s, |w, b| {
-                        w.u16(b.sem_num);
-                        w.i16(b.sem_op);
-                        w.i16(b.sem_flg);
-                    })
-                });
-                put_option(&mut w, timeout, |w, t| {
-                    w.i64(t.tv_sec);
-                    w.i64(t.tv_nsec);
-                });
-            }
+            } => put_semtimedop(
+                w,
+                *semid,
+                *nsops,
+                sops.as_ref().map(|s| s.iter().copied()),
+                *timeout,
+            ),
             Request::SemNsems { semid } => {
                 w.u8(tag::SEM_NSEMS);
                 w.i32(*semid);
@@ -206,27 +282,8 @@ impl Request {
                 cmd,
                 arg,
             } => {
-                w.u8(tag::SEMCTL);
-                w.i32(*semid);
-                w.i32(*semnum);
-                w.i32(*cmd);
-                match arg {
-                    SemArg::None => w.u8(0),
-                    SemArg::Val(v) => {
-                        w.u8(1);
-                        w.i32(*v);
-                    }
-                    SemArg::Array(a) => {
-                        w.u8(2);
-                        w.list(a, |w, v| w.u16(*v));
-                    }
-                    SemArg::Set { uid, gid, mode } => {
-                        w.u8(3);
-                        w.u32(*uid);
-                        w.u32(*gid);
-                        w.u32(*mode);
-                    }
-                }
+                put_semctl_head(w, *semid, *semnum, *cmd);
+                put_sem_arg(w, arg);
             }
             Request::Msgget { key, flag } => {
                 w.u8(tag::MSGGET);
@@ -239,14 +296,7 @@ impl Request {
                 msgsz,
                 text,
                 flags,
-            } => {
-                w.u8(tag::MSGSND);
-                w.i32(*msqid);
-                w.i64(*mtype);
-                w.u64(*msgsz);
-                put_option(&mut w, text, |w, t| w.bytes(t));
-                w.i32(*flags);
-            }
+            } => put_msgsnd(w, *msqid, *mtype, *msgsz, text.as_deref(), *flags),
             Request::Msgrcv {
                 msqid,
                 maxsize,
@@ -263,7 +313,7 @@ impl Request {
                 w.u8(tag::MSGCTL);
                 w.i32(*msqid);
                 w.i32(*cmd);
-                put_option(&mut w, set, |w, s| {
+                put_option(w, set, |w, s| {
                     w.u32(s.uid);
                     w.u32(s.gid);
                     w.u32(s.mode);
@@ -295,7 +345,7 @@ impl Request {
                 w.u8(tag::SHMCTL);
                 w.i32(*shmid);
                 w.i32(*cmd);
-                put_option(&mut w, set, |w, s| {
+                put_option(w, set, |w, s| {
                     w.u32(s.uid);
                     w.u32(s.gid);
                     w.u32(s.mode);
@@ -307,10 +357,9 @@ impl Request {
             }
             Request::Lock(lock) => {
                 w.u8(tag::LOCK);
-                lock.encode_into(&mut w);
+                lock.encode_into(w);
             }
         }
-        w.finish()
     }
 
     /// Decodes a whole message; any malformed input is an error.

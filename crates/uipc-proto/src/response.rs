@@ -2,6 +2,11 @@
 //!
 //! `ShmAttached` travels with the segment's memfd as SCM_RIGHTS ancillary data on the same
 //! `sendmsg`; the other responses carry no descriptor.
+//!
+//! [`ResponseView::decode`] decodes without allocating (for the preload library, which may run
+//! in a signal handler): the two responses with data of any length (a message's text,
+//! GETALL's values) borrow it from the frame, and every other response but a lock listing
+//! holds only fixed-size fields. [`Response::decode`] is the same decoder, copying.
 
 use crate::codec::{DecodeError, Reader, Writer};
 use uipc::ipc::msg::{MsgInfo, MsqidDs};
@@ -68,7 +73,59 @@ mod tag {
     pub const LOCK: u8 = 50;
 }
 
-fn put_perm(w: &mut Writer, p: &IpcPermStat) {
+/// A response decoded without copying its variable-length data out of the frame.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ResponseView<'a> {
+    /// [`Response::Msg`], its text borrowed.
+    Msg {
+        /// The message's type.
+        mtype: i64,
+        /// The message's text.
+        text: &'a [u8],
+    },
+    /// [`Response::SemAll`], the values borrowed as they travel: a little-endian u16 each,
+    /// which is the layout of GETALL's `unsigned short` array on little-endian machines.
+    SemAll(&'a [u8]),
+    /// Any other response. None of them allocates in decoding, except a lock listing
+    /// ([`crate::LockResponse::List`]).
+    Other(Response),
+}
+
+impl<'a> ResponseView<'a> {
+    /// Decodes a whole message; any malformed input is an error.
+    pub fn decode(buf: &'a [u8]) -> Result<ResponseView<'a>, DecodeError> {
+        let mut r = Reader::new(buf);
+        let view = match r.u8()? {
+            tag::MSG => ResponseView::Msg {
+                mtype: r.i64()?,
+                text: r.bytes_ref()?,
+            },
+            tag::SEM_ALL => ResponseView::SemAll(r.list_ref(2)?),
+            _ => return Response::decode_fixed(buf).map(ResponseView::Other),
+        };
+        r.finish()?;
+        Ok(view)
+    }
+
+    /// The owned response.
+    pub fn into_owned(self) -> Response {
+        match self {
+            ResponseView::Msg { mtype, text } => Response::Msg {
+                mtype,
+                text: text.to_vec(),
+            },
+            ResponseView::SemAll(values) => Response::SemAll(
+                values
+                    .chunks_exact(2)
+                    .map(|c| u16::from_le_bytes([c[0], c[1]]))
+                    .collect(),
+            ),
+            ResponseView::Other(resp) => resp,
+        }
+    }
+}
+
+fn put_perm(w: &mut Writer<'_>, p: &IpcPermStat) {
     w.i32(p.key);
     w.u32(p.uid);
     w.u32(p.gid);
@@ -94,6 +151,12 @@ impl Response {
     /// The message bytes (without the frame header).
     pub fn encode(&self) -> Vec<u8> {
         let mut w = Writer::new();
+        self.encode_into(&mut w);
+        w.finish()
+    }
+
+    /// Writes the message bytes into `w`.
+    pub fn encode_into(&self, w: &mut Writer<'_>) {
         match self {
             Response::Hello { version } => {
                 w.u8(tag::HELLO);
@@ -110,7 +173,7 @@ impl Response {
             Response::SemStat { ret, ds } => {
                 w.u8(tag::SEM_STAT);
                 w.i32(*ret);
-                put_perm(&mut w, &ds.perm);
+                put_perm(w, &ds.perm);
                 w.i64(ds.otime);
                 w.i64(ds.ctime);
                 w.u64(ds.nsems);
@@ -132,7 +195,7 @@ impl Response {
             Response::MsgStat { ret, ds } => {
                 w.u8(tag::MSG_STAT);
                 w.i32(*ret);
-                put_perm(&mut w, &ds.perm);
+                put_perm(w, &ds.perm);
                 w.i64(ds.stime);
                 w.i64(ds.rtime);
                 w.i64(ds.ctime);
@@ -160,7 +223,7 @@ impl Response {
             Response::ShmStat { ret, ds } => {
                 w.u8(tag::SHM_STAT);
                 w.i32(*ret);
-                put_perm(&mut w, &ds.perm);
+                put_perm(w, &ds.perm);
                 w.u64(ds.segsz);
                 w.i64(ds.atime);
                 w.i64(ds.dtime);
@@ -206,14 +269,18 @@ impl Response {
             }
             Response::Lock(lock) => {
                 w.u8(tag::LOCK);
-                lock.encode_into(&mut w);
+                lock.encode_into(w);
             }
         }
-        w.finish()
     }
 
     /// Decodes a whole message; any malformed input is an error.
     pub fn decode(buf: &[u8]) -> Result<Response, DecodeError> {
+        ResponseView::decode(buf).map(ResponseView::into_owned)
+    }
+
+    /// Decodes the responses [`ResponseView`] does not borrow from (the others are its).
+    fn decode_fixed(buf: &[u8]) -> Result<Response, DecodeError> {
         let mut r = Reader::new(buf);
         let resp = match r.u8()? {
             tag::HELLO => Response::Hello { version: r.u32()? },
@@ -243,7 +310,6 @@ impl Response {
                     semaem: r.i32()?,
                 },
             },
-            tag::SEM_ALL => Response::SemAll(r.list(2, |r| r.u16())?),
             tag::MSG_STAT => Response::MsgStat {
                 ret: r.i32()?,
                 ds: MsqidDs {
@@ -270,10 +336,6 @@ impl Response {
                     msgtql: r.i32()?,
                     msgseg: r.u16()?,
                 },
-            },
-            tag::MSG => Response::Msg {
-                mtype: r.i64()?,
-                text: r.bytes()?,
             },
             tag::SHM_STAT => Response::ShmStat {
                 ret: r.i32()?,

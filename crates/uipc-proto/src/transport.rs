@@ -9,7 +9,11 @@
 //!
 //! Signals: [`recv_frame`] reports EINTR only before the first byte of a frame, so a caller
 //! can cancel a call it is waiting for; within a frame, and in [`send_frame`], EINTR is
-//! retried. EAGAIN (an SO_RCVTIMEO timeout, set by clients so that a signal handler
+//! retried.
+//!
+//! Allocation: [`send_frame`], [`recv_head`] and [`recv_payload`] use only the stack (the
+//! control-message buffer included), so a client in a signal handler can use them;
+//! [`recv_frame`] puts the payload in a new vector. EAGAIN (an SO_RCVTIMEO timeout, set by clients so that a signal handler
 //! interrupts the read even with SA_RESTART) is retried too.
 
 use crate::codec::DecodeError;
@@ -244,25 +248,66 @@ fn fill(
     Ok(())
 }
 
-/// Reads one frame. With `interruptible`, a signal before the frame's first byte returns
-/// `RecvError::Io(EINTR)`; otherwise signals are retried.
-pub fn recv_frame(sock: RawFd, interruptible: bool) -> Result<Received, RecvError> {
-    let mut cred = None;
-    let mut fd = None;
+/// The start of a frame: its payload's length, and what came with the bytes read so far.
+#[derive(Debug)]
+pub struct FrameHead {
+    /// The payload's length (at most [`MAX_FRAME`]).
+    pub len: usize,
+    /// The sender's credentials, if it sent them (or the socket has SO_PASSCRED).
+    pub cred: Option<PeerCred>,
+    /// A descriptor sent with the frame.
+    pub fd: Option<OwnedFd>,
+}
+
+/// Reads a frame's length. With `interruptible`, a signal before the frame's first byte
+/// returns `RecvError::Io(EINTR)`; otherwise signals are retried. The payload follows with
+/// [`recv_payload`]. Allocates nothing.
+pub fn recv_head(sock: RawFd, interruptible: bool) -> Result<FrameHead, RecvError> {
+    let mut head = FrameHead {
+        len: 0,
+        cred: None,
+        fd: None,
+    };
     let mut header = [0u8; 4];
-    fill(sock, &mut header, 0, &mut cred, &mut fd, interruptible)?;
+    fill(
+        sock,
+        &mut header,
+        0,
+        &mut head.cred,
+        &mut head.fd,
+        interruptible,
+    )?;
     let len = u32::from_le_bytes(header);
     if len > MAX_FRAME {
         return Err(RecvError::Bad(DecodeError::Oversized(u64::from(len))));
     }
-    let mut payload = vec![0u8; len as usize];
-    if len > 0 {
-        match fill(sock, &mut payload, 0, &mut cred, &mut fd, false) {
-            Err(RecvError::Closed) => return Err(RecvError::Bad(DecodeError::Truncated)),
-            r => r?,
-        }
+    head.len = len as usize;
+    Ok(head)
+}
+
+/// Reads `buf.len()` payload bytes of the frame `head` began (signals are retried), adding
+/// credentials and a descriptor that come with them to `head`. Allocates nothing.
+pub fn recv_payload(sock: RawFd, head: &mut FrameHead, buf: &mut [u8]) -> Result<(), RecvError> {
+    if buf.is_empty() {
+        return Ok(());
     }
-    Ok(Received { payload, cred, fd })
+    match fill(sock, buf, 0, &mut head.cred, &mut head.fd, false) {
+        Err(RecvError::Closed) => Err(RecvError::Bad(DecodeError::Truncated)),
+        r => r,
+    }
+}
+
+/// Reads one frame. With `interruptible`, a signal before the frame's first byte returns
+/// `RecvError::Io(EINTR)`; otherwise signals are retried.
+pub fn recv_frame(sock: RawFd, interruptible: bool) -> Result<Received, RecvError> {
+    let mut head = recv_head(sock, interruptible)?;
+    let mut payload = vec![0u8; head.len];
+    recv_payload(sock, &mut head, &mut payload)?;
+    Ok(Received {
+        payload,
+        cred: head.cred,
+        fd: head.fd,
+    })
 }
 
 /// Takes ownership of a raw descriptor (for callers that hold one from elsewhere).

@@ -7,7 +7,9 @@ use uipc::ipc::sem::{SemInfo, Sembuf, SemidDs, Timespec};
 use uipc::ipc::shm::{ShmInfo, ShmSet, ShmUsage, ShmidDs};
 use uipc::ipc::IpcPermStat;
 use uipc::locks::Flock;
-use uipc_proto::{LockLine, LockRequest, LockResponse, Request, Response, SemArg};
+use uipc_proto::codec::Writer;
+use uipc_proto::request::{put_msgsnd, put_sem_arg_array, put_semctl_head, put_semtimedop};
+use uipc_proto::{LockLine, LockRequest, LockResponse, Request, Response, ResponseView, SemArg};
 
 fn sembuf() -> impl Strategy<Value = Sembuf> {
     (any::<u16>(), any::<i16>(), any::<i16>()).prop_map(|(n, o, f)| Sembuf::new(n, o, f))
@@ -287,6 +289,100 @@ proptest! {
         for cut in 0..bytes.len() {
             prop_assert!(Response::decode(&bytes[..cut]).is_err());
         }
+    }
+
+    #[test]
+    fn a_fixed_buffer_holds_the_same_request_bytes_or_says_how_many_it_needs(req in request(), cap in 0usize..160) {
+        let bytes = req.encode();
+        let mut buf = vec![0u8; cap];
+        let mut w = Writer::fixed(&mut buf);
+        req.encode_into(&mut w);
+        match w.written() {
+            Ok(n) => {
+                prop_assert_eq!(n, bytes.len());
+                prop_assert_eq!(&buf[..n], &bytes[..]);
+            }
+            Err(e) => {
+                prop_assert!(bytes.len() > cap);
+                prop_assert_eq!(e.needed, bytes.len());
+            }
+        }
+    }
+
+    #[test]
+    fn response_views_decode_to_the_response_and_borrow_its_data(resp in response()) {
+        let bytes = resp.encode();
+        let view = ResponseView::decode(&bytes).unwrap();
+        match (&view, &resp) {
+            (ResponseView::Msg { mtype, text }, Response::Msg { mtype: m, text: t }) => {
+                prop_assert_eq!(mtype, m);
+                prop_assert_eq!(*text, &t[..]);
+            }
+            (ResponseView::SemAll(raw), Response::SemAll(values)) => {
+                let le: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+                prop_assert_eq!(*raw, &le[..]);
+            }
+            (ResponseView::Other(r), _) => prop_assert_eq!(r, &resp),
+            _ => prop_assert!(false, "{:?} viewed as {:?}", resp, view),
+        }
+        prop_assert_eq!(view.into_owned(), resp);
+    }
+
+    #[test]
+    fn semtimedop_from_kernel_layout_bytes_encodes_as_the_owned_request(
+        semid in any::<i32>(),
+        ops in proptest::collection::vec(sembuf(), 0..20),
+        timeout in proptest::option::of((any::<i64>(), any::<i64>())),
+    ) {
+        let timeout = timeout.map(|(tv_sec, tv_nsec)| Timespec { tv_sec, tv_nsec });
+        let owned = Request::Semtimedop {
+            semid,
+            nsops: ops.len() as u64,
+            sops: Some(ops.clone()),
+            timeout,
+        };
+        // struct sembuf as a C program lays it out on a little-endian machine.
+        let kernel: Vec<u8> = ops
+            .iter()
+            .flat_map(|b| {
+                let mut c = b.sem_num.to_le_bytes().to_vec();
+                c.extend(b.sem_op.to_le_bytes());
+                c.extend(b.sem_flg.to_le_bytes());
+                c
+            })
+            .collect();
+        let mut w = Writer::new();
+        put_semtimedop(
+            &mut w,
+            semid,
+            ops.len() as u64,
+            Some(kernel.chunks_exact(6).map(|c| {
+                Sembuf::new(
+                    u16::from_le_bytes([c[0], c[1]]),
+                    i16::from_le_bytes([c[2], c[3]]),
+                    i16::from_le_bytes([c[4], c[5]]),
+                )
+            })),
+            timeout,
+        );
+        prop_assert_eq!(w.finish(), owned.encode());
+    }
+
+    #[test]
+    fn borrowed_msgsnd_and_setall_encode_as_the_owned_requests(
+        text in proptest::option::of(proptest::collection::vec(any::<u8>(), 0..64)),
+        values in proptest::collection::vec(any::<u16>(), 0..20),
+        (msqid, mtype, flags) in any::<(i32, i64, i32)>(),
+    ) {
+        let msgsnd = Request::Msgsnd { msqid, mtype, msgsz: 9, text: text.clone(), flags };
+        let mut w = Writer::new();
+        put_msgsnd(&mut w, msqid, mtype, 9, text.as_deref(), flags);
+        prop_assert_eq!(w.finish(), msgsnd.encode());
+        let setall = Request::Semctl { semid: msqid, semnum: 0, cmd: 17, arg: SemArg::Array(values.clone()) };
+        let mut w = Writer::new();
+        put_semctl_head(&mut w, msqid, 0, 17);
+        put_sem_arg_array(&mut w, values.iter().copied());
+        prop_assert_eq!(w.finish(), setall.encode());
     }
 
     #[test]

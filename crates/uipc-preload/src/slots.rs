@@ -1,0 +1,323 @@
+//! Each thread's connections to the daemon and their buffers, kept so that a signal handler
+//! can use them: the storage behind [`crate::conn`].
+//!
+//! Slots: each thread keeps up to [`CACHED_SLOTS`] connections in a thread-local, each with a
+//! `busy` flag (the thread's "in the library" marker). A call takes the first slot that is not
+//! busy ([`Lease::take`]): slot 0 for the thread's own calls, slot 1 for a call from a signal
+//! handler that interrupted one on slot 0. If every slot is busy (a handler interrupted a
+//! handler inside the library), the call gets a one-off slot whose connection is closed at its
+//! end; so does every call of a vforked child, which runs on its parent's memory (its
+//! thread-locals are its parent's thread's) and must leave them alone. So a handler never
+//! touches the socket of the exchange it interrupted, and that exchange goes on when the
+//! handler returns. Taking and releasing a slot are single stores with compiler fences around
+//! them: a handler that interrupts in between finds the slot's state consistent and leaves it
+//! as it found it.
+//!
+//! No allocation and no lock: the thread-local is const-initialised and has no destructor
+//! (plain values in `Cell`s), so reaching it registers nothing; a slot's buffer is an
+//! anonymous mapping of [`SLOT_BUF`] bytes made at its first use ([`Space`] adds a mapping
+//! of the call's own when a frame or reply is larger).
+//!
+//! Thread exit: the first connection a thread caches sets a pthread key (made in the
+//! library's constructor, so its number is small: glibc stores keys below 32 in the thread's
+//! descriptor without allocating) whose destructor closes the thread's sockets and unmaps its
+//! buffers.
+//!
+//! Before each call a slot's descriptor is checked to still be its socket (same inode): a
+//! program may close descriptors it does not know about, and the number may then name its
+//! own file; such a slot forgets the number and connects again. A connection made before a
+//! fork (an older [`crate::conn::GENERATION`]) is closed without a word and replaced.
+
+use crate::conn::open_session;
+use crate::mapbuf::{self, MapBuf};
+use std::cell::Cell;
+use std::os::fd::RawFd;
+use std::sync::atomic::{compiler_fence, AtomicUsize, Ordering};
+use uipc::Errno;
+use uipc_proto::client::{inode_of, ReplySpace};
+
+/// Connections a thread keeps: its own calls', and one level of signal handler.
+pub const CACHED_SLOTS: usize = 2;
+/// Each slot's buffer: requests and replies up to this size need no mapping of their own.
+pub const SLOT_BUF: usize = 64 << 10;
+
+/// One connection and its buffer. Used only by the thread that owns it, while `busy`.
+pub struct Slot {
+    fd: Cell<RawFd>,
+    inode: Cell<u64>,
+    generation: Cell<u64>,
+    busy: Cell<bool>,
+    buf: Cell<*mut u8>,
+}
+
+impl Slot {
+    /// A slot with no connection and no buffer yet.
+    pub const fn empty() -> Slot {
+        Slot {
+            fd: Cell::new(-1),
+            inode: Cell::new(0),
+            generation: Cell::new(0),
+            busy: Cell::new(false),
+            buf: Cell::new(std::ptr::null_mut()),
+        }
+    }
+
+    /// Closes the connection if its descriptor still names the socket (a program that
+    /// closed it may have reused the number: then it is only forgotten).
+    pub fn drop_connection(&self) {
+        let fd = self.fd.replace(-1);
+        if fd >= 0 && inode_of(fd) == Some(self.inode.get()) {
+            sys_close(fd);
+        }
+    }
+
+    fn free_buffer(&self) {
+        let p = self.buf.replace(std::ptr::null_mut());
+        if !p.is_null() {
+            // SAFETY: the slot's own mapping of SLOT_BUF bytes, no longer referred to.
+            unsafe { mapbuf::unmap(p, SLOT_BUF) };
+        }
+    }
+
+    /// The slot's buffer, mapped at its first use.
+    #[allow(clippy::mut_from_ref)] // exclusive: only the call holding the slot reaches it
+    fn buffer(&self) -> Result<&mut [u8], Errno> {
+        if self.buf.get().is_null() {
+            self.buf.set(mapbuf::map(SLOT_BUF)?);
+        }
+        // SAFETY: a mapping of SLOT_BUF bytes that lives until thread exit (or the one-off
+        // slot's end); only the call that holds the slot (busy) uses it.
+        Ok(unsafe { std::slice::from_raw_parts_mut(self.buf.get(), SLOT_BUF) })
+    }
+
+    /// The slot's socket, connected (and hello said) if it had none or one from before a
+    /// fork. Only with `may_announce` can the hello say that the image is new.
+    fn connection(&self, generation: u64, may_announce: bool) -> Result<RawFd, Errno> {
+        let fd = self.fd.get();
+        if fd >= 0 {
+            if self.generation.get() == generation && inode_of(fd) == Some(self.inode.get()) {
+                return Ok(fd);
+            }
+            self.drop_connection();
+        }
+        let fd = open_session(may_announce)?;
+        self.fd.set(fd);
+        self.inode.set(inode_of(fd).unwrap_or(0));
+        self.generation.set(generation);
+        Ok(fd)
+    }
+}
+
+/// close(2) straight to the kernel: not through the C library's `close` nor `syscall`, which
+/// this library wraps (for file locks, and a close there may ask the daemon).
+pub fn sys_close(fd: RawFd) {
+    crate::kernel::kernel_sys!(libc::SYS_close, fd);
+}
+
+/// A descriptor the library owns, closed by number when dropped (see [`sys_close`]).
+pub struct ClosedQuietly(pub RawFd);
+
+impl Drop for ClosedQuietly {
+    fn drop(&mut self) {
+        sys_close(self.0);
+    }
+}
+
+thread_local! {
+    /// This thread's slots.
+    pub static SLOTS: [Slot; CACHED_SLOTS] = const { [Slot::empty(), Slot::empty()] };
+    static EXIT_HOOKED: Cell<bool> = const { Cell::new(false) };
+}
+
+/// A slot held for one call: one of the thread's, or a one-off (for a call nested in
+/// handlers deeper than the thread's slots, or from a vforked child).
+pub enum Lease<'t> {
+    Cached(&'t Slot),
+    OneOff(Slot),
+    Vforked(Slot),
+}
+
+impl<'t> Lease<'t> {
+    /// The first of `slots` not busy, marked busy; a one-off if all are.
+    pub fn take(slots: &'t [Slot]) -> Lease<'t> {
+        for slot in slots {
+            if !slot.busy.get() {
+                slot.busy.set(true);
+                compiler_fence(Ordering::SeqCst);
+                return Lease::Cached(slot);
+            }
+        }
+        Lease::OneOff(Slot::empty())
+    }
+
+    /// The slot held.
+    pub fn slot(&self) -> &Slot {
+        match self {
+            Lease::Cached(slot) => slot,
+            Lease::OneOff(slot) | Lease::Vforked(slot) => slot,
+        }
+    }
+
+    /// The slot's socket, connecting it first if needed (see [`Slot`]'s `connection`).
+    pub fn connection(&self, generation: u64) -> Result<RawFd, Errno> {
+        // A vforked child leaves the image's hello to its parent.
+        let may_announce = !matches!(self, Lease::Vforked(_));
+        let fd = self.slot().connection(generation, may_announce)?;
+        if let Lease::Cached(_) = self {
+            hook_thread_exit();
+        }
+        Ok(fd)
+    }
+}
+
+impl Drop for Lease<'_> {
+    fn drop(&mut self) {
+        match self {
+            Lease::Cached(slot) => {
+                compiler_fence(Ordering::SeqCst);
+                slot.busy.set(false);
+            }
+            Lease::OneOff(slot) | Lease::Vforked(slot) => {
+                slot.drop_connection();
+                slot.free_buffer();
+            }
+        }
+    }
+}
+
+/// A call's buffer: the slot's, or a mapping of the call's own when more room is needed.
+pub struct Space<'s> {
+    slot_buf: &'s mut [u8],
+    own: Option<MapBuf>,
+}
+
+impl<'s> Space<'s> {
+    /// At least `len` bytes: `slot`'s buffer, or a mapping of the call's own.
+    pub fn with_room(slot: &'s Slot, len: usize) -> Result<Space<'s>, Errno> {
+        let slot_buf = slot.buffer()?;
+        let own = (len > slot_buf.len())
+            .then(|| MapBuf::new(len))
+            .transpose()?;
+        Ok(Space { slot_buf, own })
+    }
+
+    /// The whole buffer in use (the call's own mapping if there is one).
+    pub fn bytes(&mut self) -> &mut [u8] {
+        match &mut self.own {
+            Some(own) => own.as_mut_slice(),
+            None => self.slot_buf,
+        }
+    }
+}
+
+impl ReplySpace for Space<'_> {
+    fn space(&mut self, len: usize) -> Option<&mut [u8]> {
+        if len > self.bytes().len() {
+            self.own = Some(MapBuf::new(len).ok()?);
+        }
+        self.bytes().get_mut(..len)
+    }
+}
+
+const NO_KEY: usize = usize::MAX;
+/// The pthread key whose destructor closes a thread's connections.
+static EXIT_KEY: AtomicUsize = AtomicUsize::new(NO_KEY);
+
+/// The key, made at the first use (by the library's constructor).
+pub fn exit_key() -> Option<libc::pthread_key_t> {
+    let key = EXIT_KEY.load(Ordering::Acquire);
+    if key != NO_KEY {
+        return Some(key as libc::pthread_key_t);
+    }
+    let mut new = 0;
+    // SAFETY: creates a key whose destructor is `thread_exit`.
+    if unsafe { libc::pthread_key_create(&mut new, Some(thread_exit)) } != 0 {
+        return None;
+    }
+    match EXIT_KEY.compare_exchange(NO_KEY, new as usize, Ordering::AcqRel, Ordering::Acquire) {
+        Ok(_) => Some(new),
+        Err(other) => {
+            // SAFETY: deletes the key made just above, which no thread has set.
+            unsafe { libc::pthread_key_delete(new) };
+            Some(other as libc::pthread_key_t)
+        }
+    }
+}
+
+/// Makes sure this thread's connections are closed when it exits.
+fn hook_thread_exit() {
+    EXIT_HOOKED.with(|hooked| {
+        if hooked.get() {
+            return;
+        }
+        if let Some(key) = exit_key() {
+            // SAFETY: sets this thread's value of our key (any non-null value).
+            if unsafe { libc::pthread_setspecific(key, std::ptr::dangling::<u8>().cast()) } == 0 {
+                hooked.set(true);
+            }
+        }
+    });
+}
+
+/// The key's destructor: closes the exiting thread's connections and frees its buffers (a
+/// slot still busy, left by a handler that never returned into the library, is left alone).
+extern "C" fn thread_exit(_: *mut libc::c_void) {
+    EXIT_HOOKED.with(|hooked| hooked.set(false));
+    SLOTS.with(|slots| {
+        for slot in slots.iter().filter(|s| !s.busy.get()) {
+            slot.drop_connection();
+            slot.free_buffer();
+        }
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn which(lease: &Lease<'_>, slots: &[Slot]) -> Option<usize> {
+        match lease {
+            Lease::Cached(s) => slots.iter().position(|x| std::ptr::eq(x, *s)),
+            Lease::OneOff(_) | Lease::Vforked(_) => None,
+        }
+    }
+
+    #[test]
+    fn a_busy_slot_sends_a_nested_call_to_the_next_slot_and_deeper_ones_to_one_offs() {
+        SLOTS.with(|slots| {
+            let outer = Lease::take(slots);
+            assert_eq!(which(&outer, slots), Some(0));
+            let handler = Lease::take(slots);
+            assert_eq!(which(&handler, slots), Some(1));
+            let nested = Lease::take(slots);
+            assert_eq!(which(&nested, slots), None);
+            drop(nested);
+            drop(handler);
+            let again = Lease::take(slots);
+            assert_eq!(which(&again, slots), Some(1), "slot 0 is still busy");
+            drop(again);
+            drop(outer);
+            assert!(slots.iter().all(|s| !s.busy.get()));
+            assert_eq!(which(&Lease::take(slots), slots), Some(0));
+        });
+    }
+
+    #[test]
+    fn a_reply_larger_than_the_slot_buffer_gets_a_mapping_of_its_own() {
+        let slot = Slot::empty();
+        let mut space = Space::with_room(&slot, 100).unwrap();
+        assert_eq!(space.bytes().len(), SLOT_BUF);
+        assert_eq!(space.space(10).map(|b| b.len()), Some(10));
+        assert!(space.own.is_none());
+        let big = space.space(SLOT_BUF + 1).unwrap();
+        big[SLOT_BUF] = 1;
+        assert_eq!(space.bytes().len(), SLOT_BUF + 1);
+        assert_eq!(space.bytes()[SLOT_BUF], 1);
+        drop(space);
+        let room = Space::with_room(&slot, 3 * SLOT_BUF).unwrap();
+        assert!(room.own.is_some());
+        drop(room);
+        slot.free_buffer();
+        assert!(slot.buf.get().is_null());
+    }
+}

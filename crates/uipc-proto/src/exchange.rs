@@ -1,0 +1,296 @@
+//! One request and its reply on a client's socket, without allocating: the pieces
+//! [`crate::client::Connection`] is made of, used directly by the preload library, whose calls
+//! may come from a signal handler that interrupted `malloc` (so the frames live in its
+//! buffers, [`ReplySpace`], and errors are `io::Error`s made from errnos and kinds only).
+//!
+//! A call sends its request with the caller's credentials and reads the reply. While a
+//! blocking call waits, a signal handler that interrupts the read (the socket has a receive
+//! timeout, so the kernel never restarts the read, whatever SA_RESTART says) makes the client
+//! send [`Request::Cancel`] and wait again: the reply is then EINTR, or the call's result if it
+//! completed first, as Linux lets a completion race a signal. A wait left by unwinding (thread
+//! cancellation) withdraws the request the same way.
+
+use crate::codec::Writer;
+use crate::transport::{recv_head, recv_payload, send_frame, FrameHead, RecvError};
+use crate::{Request, Response, VERSION};
+use std::io;
+use std::os::fd::{FromRawFd, OwnedFd, RawFd};
+use std::time::Duration;
+
+/// How a call waits for its reply.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WaitMode {
+    /// The daemon answers without sleeping: signals during the wait are retried.
+    Immediate,
+    /// semop, msgsnd, msgrcv: a signal handler ends the wait (the call is cancelled and
+    /// fails with EINTR unless it completed), whatever SA_RESTART says.
+    Interruptible,
+    /// F_SETLKW, flock: the socket's receive timeout is lifted for the wait, so the kernel
+    /// restarts the read after a handler with SA_RESTART, and only a handler without it
+    /// interrupts the read (and cancels the call).
+    Restartable,
+}
+
+impl WaitMode {
+    /// The mode of a call that may sleep (`interruptible`) and follows SA_RESTART
+    /// (`restartable`).
+    pub fn of(interruptible: bool, restartable: bool) -> WaitMode {
+        match (interruptible, restartable) {
+            (false, _) => WaitMode::Immediate,
+            (true, false) => WaitMode::Interruptible,
+            (true, true) => WaitMode::Restartable,
+        }
+    }
+}
+
+/// Where a reply's payload goes.
+pub trait ReplySpace {
+    /// A buffer of exactly `len` bytes for a payload of that length, or `None` if there is no
+    /// room for it (the payload is then read and dropped, and the exchange fails with ENOMEM).
+    fn space(&mut self, len: usize) -> Option<&mut [u8]>;
+}
+
+impl ReplySpace for Vec<u8> {
+    fn space(&mut self, len: usize) -> Option<&mut [u8]> {
+        self.clear();
+        self.resize(len, 0);
+        Some(self)
+    }
+}
+
+impl ReplySpace for [u8] {
+    fn space(&mut self, len: usize) -> Option<&mut [u8]> {
+        self.get_mut(..len)
+    }
+}
+
+/// A reply received: the payload's length (in the [`ReplySpace`]) and a descriptor sent
+/// with it.
+#[derive(Debug)]
+pub struct Reply {
+    /// The payload's length.
+    pub len: usize,
+    /// A descriptor that came with the reply (a segment's memfd).
+    pub fd: Option<OwnedFd>,
+}
+
+fn send_cancel(fd: RawFd) -> io::Result<()> {
+    let mut frame = [0u8; 8];
+    let mut w = Writer::fixed(&mut frame);
+    Request::Cancel.encode_into(&mut w);
+    let len = w.written().unwrap_or(0);
+    send_frame(fd, &frame[..len], true, None)
+}
+
+/// Reads one frame and drops it, in pieces through a small buffer on the stack.
+pub fn discard_frame(fd: RawFd) -> Result<(), RecvError> {
+    let mut head = recv_head(fd, false)?;
+    discard_payload(fd, &mut head)
+}
+
+fn discard_payload(fd: RawFd, head: &mut FrameHead) -> Result<(), RecvError> {
+    let mut chunk = [0u8; 256];
+    let mut left = head.len;
+    while left > 0 {
+        let n = left.min(chunk.len());
+        recv_payload(fd, head, &mut chunk[..n])?;
+        left -= n;
+    }
+    Ok(())
+}
+
+/// A request sent and not yet answered. If the wait is left by unwinding (the thread was
+/// cancelled with `pthread_cancel` in the read, a cancellation point), the request is
+/// withdrawn before the unwinding goes on: Cancel, then the reply is read and dropped, so the
+/// daemon holds no sleeping request of a thread that is gone.
+struct Waiting {
+    fd: RawFd,
+    done: bool,
+}
+
+impl Drop for Waiting {
+    fn drop(&mut self) {
+        if !self.done {
+            let _ = send_cancel(self.fd);
+            let _ = discard_frame(self.fd);
+        }
+    }
+}
+
+/// Long, but set: a receive timeout makes signal handlers interrupt reads.
+pub(crate) const READ_TIMEOUT: Duration = Duration::from_secs(3600);
+
+/// Sets (or with `None` lifts) socket `fd`'s receive timeout (SO_RCVTIMEO).
+pub fn set_read_timeout(fd: RawFd, timeout: Option<Duration>) -> io::Result<()> {
+    let t = timeout.unwrap_or(Duration::ZERO);
+    let tv = libc::timeval {
+        tv_sec: t.as_secs() as libc::time_t,
+        tv_usec: t.subsec_micros() as libc::suseconds_t,
+    };
+    // SAFETY: passes a live timeval of the size given.
+    let r = unsafe {
+        libc::setsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_RCVTIMEO,
+            (&tv as *const libc::timeval).cast(),
+            std::mem::size_of::<libc::timeval>() as libc::socklen_t,
+        )
+    };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// The socket's receive timeout lifted for a scope, and [`READ_TIMEOUT`] set again after.
+struct NoReadTimeout(RawFd);
+
+impl NoReadTimeout {
+    fn new(fd: RawFd) -> io::Result<NoReadTimeout> {
+        set_read_timeout(fd, None)?;
+        Ok(NoReadTimeout(fd))
+    }
+}
+
+impl Drop for NoReadTimeout {
+    fn drop(&mut self) {
+        let _ = set_read_timeout(self.0, Some(READ_TIMEOUT));
+    }
+}
+
+/// Sends one request frame (`request`: its encoded payload) on socket `fd` with the caller's
+/// credentials and descriptor `pass`, and reads the reply into `reply`. A signal during an
+/// `Interruptible` or `Restartable` wait sends [`Request::Cancel`] and waits again (see the
+/// module doc). Allocates nothing itself (`reply` decides where the payload goes).
+pub fn exchange<S: ReplySpace + ?Sized>(
+    fd: RawFd,
+    request: &[u8],
+    pass: Option<RawFd>,
+    mode: WaitMode,
+    reply: &mut S,
+) -> io::Result<Reply> {
+    send_frame(fd, request, true, pass)?;
+    await_reply(fd, mode, reply)
+}
+
+/// The second half of [`exchange`], for a caller that sent the request itself with
+/// [`send_frame`] (from a buffer the reply then goes into).
+pub fn await_reply<S: ReplySpace + ?Sized>(
+    fd: RawFd,
+    mode: WaitMode,
+    reply: &mut S,
+) -> io::Result<Reply> {
+    // Declared first, dropped last: the timeout comes back however the wait ends (also
+    // when a thread cancellation unwinds through it).
+    let _timeout = (mode == WaitMode::Restartable)
+        .then(|| NoReadTimeout::new(fd))
+        .transpose()?;
+    let mut waiting = Waiting { fd, done: false };
+    let result = wait_reply(fd, mode != WaitMode::Immediate, reply);
+    waiting.done = true;
+    result
+}
+
+fn wait_reply<S: ReplySpace + ?Sized>(
+    fd: RawFd,
+    interruptible: bool,
+    reply: &mut S,
+) -> io::Result<Reply> {
+    let mut cancelled = false;
+    loop {
+        let mut head = match recv_head(fd, interruptible && !cancelled) {
+            Ok(head) => head,
+            Err(RecvError::Io(e)) if e.raw_os_error() == Some(libc::EINTR) => {
+                send_cancel(fd)?;
+                cancelled = true;
+                continue;
+            }
+            Err(e) => return Err(recv_error(e)),
+        };
+        let Some(buf) = reply.space(head.len) else {
+            discard_payload(fd, &mut head).map_err(recv_error)?;
+            return Err(io::Error::from_raw_os_error(libc::ENOMEM));
+        };
+        recv_payload(fd, &mut head, buf).map_err(recv_error)?;
+        return Ok(Reply {
+            len: head.len,
+            fd: head.fd,
+        });
+    }
+}
+
+/// An io::Error for a failed read, made without allocating.
+fn recv_error(e: RecvError) -> io::Error {
+    match e {
+        RecvError::Io(e) => e,
+        RecvError::Closed => io::Error::from(io::ErrorKind::ConnectionAborted),
+        RecvError::Bad(_) => io::Error::from(io::ErrorKind::InvalidData),
+    }
+}
+
+/// Opens a connection to the daemon's socket at `path` (bytes, without a NUL) with plain
+/// system calls, and gives it the clients' receive timeout. Allocates nothing; says no hello
+/// ([`hello`] does).
+pub fn connect_raw(path: &[u8]) -> io::Result<OwnedFd> {
+    // SAFETY: sockaddr_un is plain data; zeroed is a valid empty address.
+    let mut addr: libc::sockaddr_un = unsafe { std::mem::zeroed() };
+    if path.is_empty() || path.len() >= addr.sun_path.len() || path.contains(&0) {
+        return Err(io::Error::from_raw_os_error(libc::EINVAL));
+    }
+    addr.sun_family = libc::AF_UNIX as libc::sa_family_t;
+    for (dst, &b) in addr.sun_path.iter_mut().zip(path) {
+        *dst = b as libc::c_char;
+    }
+    // SAFETY: creates a socket; the result is checked.
+    let raw = unsafe { libc::socket(libc::AF_UNIX, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0) };
+    if raw < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `raw` is a new descriptor nobody else owns.
+    let sock = unsafe { OwnedFd::from_raw_fd(raw) };
+    let len = std::mem::size_of::<libc::sa_family_t>() + path.len() + 1;
+    loop {
+        // SAFETY: `addr` is a live sockaddr_un of at least `len` bytes.
+        let r = unsafe {
+            libc::connect(
+                raw,
+                (&addr as *const libc::sockaddr_un).cast(),
+                len as libc::socklen_t,
+            )
+        };
+        if r == 0 {
+            break;
+        }
+        let e = io::Error::last_os_error();
+        if e.raw_os_error() != Some(libc::EINTR) {
+            return Err(e);
+        }
+    }
+    set_read_timeout(raw, Some(READ_TIMEOUT))?;
+    Ok(sock)
+}
+
+/// The session's first exchange on a new connection `fd`: [`Request::Hello`], answered by
+/// the daemon's Hello of the same version (else `InvalidData`, or the daemon's errno).
+/// Allocates nothing.
+pub fn hello(fd: RawFd, new_image: bool) -> io::Result<()> {
+    let mut frame = [0u8; 16];
+    let mut w = Writer::fixed(&mut frame);
+    Request::Hello {
+        version: VERSION,
+        new_image,
+    }
+    .encode_into(&mut w);
+    let len = w
+        .written()
+        .map_err(|_| io::Error::from(io::ErrorKind::InvalidData))?;
+    let mut space = [0u8; 64];
+    let reply = exchange(fd, &frame[..len], None, WaitMode::Immediate, &mut space[..])?;
+    match Response::decode(&space[..reply.len]) {
+        Ok(Response::Hello { version }) if version == VERSION => Ok(()),
+        Ok(Response::Error(e)) => Err(io::Error::from_raw_os_error(e)),
+        _ => Err(io::Error::from(io::ErrorKind::InvalidData)),
+    }
+}
