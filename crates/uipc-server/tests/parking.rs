@@ -266,3 +266,59 @@ fn a_parked_msgsnd_is_woken_by_a_receive_and_sends_then() {
     );
     assert_eq!(shared.parked_calls(), 0);
 }
+
+#[test]
+fn cancels_racing_completions_never_lose_or_repeat_an_operation() {
+    const CLIENTS: usize = 32;
+    const ROUNDS: usize = 40;
+    let (path, shared) = common::start("parking");
+    let c = Connection::connect(&path, false).unwrap();
+    let semid = new_sem(&c);
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let posted = std::sync::Arc::new(std::sync::atomic::AtomicI64::new(0));
+    let poster = {
+        let (path, done, posted) = (path.clone(), done.clone(), posted.clone());
+        std::thread::spawn(move || {
+            let c = Connection::connect(&path, false).unwrap();
+            while !done.load(std::sync::atomic::Ordering::SeqCst) {
+                assert_eq!(call(&c, semop(semid, 1, None)), Response::Ret(0));
+                posted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                std::thread::sleep(Duration::from_micros(200));
+            }
+        })
+    };
+    let clients: Vec<_> = (0..CLIENTS)
+        .map(|i| {
+            let path = path.clone();
+            std::thread::spawn(move || {
+                let s = session(&path);
+                let mut took = 0i64;
+                for r in 0..ROUNDS {
+                    send(&s, &semop(semid, -1, None));
+                    if (i + r) % 3 != 0 {
+                        std::thread::sleep(Duration::from_micros(((i * 7 + r * 13) % 400) as u64));
+                        send(&s, &Request::Cancel);
+                    }
+                    match reply(&s) {
+                        Response::Ret(0) => took += 1,
+                        Response::Error(libc::EINTR) => {}
+                        other => panic!("{other:?}"),
+                    }
+                }
+                took
+            })
+        })
+        .collect();
+    let took: i64 = clients.into_iter().map(|t| t.join().unwrap()).sum();
+    done.store(true, std::sync::atomic::Ordering::SeqCst);
+    poster.join().unwrap();
+    let posted = posted.load(std::sync::atomic::Ordering::SeqCst);
+    until("nothing parked", || shared.parked_calls() == 0);
+    assert_eq!(sem_count(&c, semid, GETNCNT), Response::Ret(0));
+    assert_eq!(
+        sem_count(&c, semid, GETVAL),
+        Response::Ret(posted - took),
+        "{posted} posted, {took} taken"
+    );
+    assert!(took > 0);
+}
