@@ -57,6 +57,15 @@
 //!   system call and nothing else (the constructor still reads the environment, looks up the
 //!   C library's symbols and registers its fork handlers, and makes no thread-exit key).
 //!
+//! Under `--timers`, timer_settime, timer_gettime and timer_getoverrun are async-signal-safe
+//! too (`timer.rs`, `timer_service.rs`): they block all signals while they hold the service's
+//! and the engine's locks, allocate nothing, and no thread allocates while holding a lock
+//! they take (limits under "POSIX timers" below). `tests/c/timer_handler.c` (a 250 µs
+//! periodic timer whose handler calls the three on its own and other timers while the main
+//! thread loops over them and malloc) and `tests/c/timer_no_malloc.c` check this; on the
+//! library before this design the first deadlocked in one of three runs and the second
+//! counted two allocations in the first timer_settime.
+//!
 //! `tests/c/handler_ipc.c` (two timers' handlers, which interrupt each other, calling semop,
 //! semctl, msgsnd, msgrcv, shmat and shmdt on their own objects while the main thread loops
 //! over the same calls, a sleeping semtimedop and malloc) and `tests/c/ipc_no_malloc.c` (a
@@ -123,9 +132,18 @@
 //!     value 0 (through `syscall()`, the kernel's: `sival_int` = id).
 //!   - `prctl(PR_TIMER_CREATE_RESTORE_IDS)` is not routed (it reaches the kernel); the
 //!     kernel's `/proc/PID/timers` lists none of uipc's timers. Time namespaces are ignored.
-//!   - The exports block signals while they run (a handler calling them cannot deadlock on
-//!     its own thread) but may allocate in rare paths (the engine's heap growing), so a call
-//!     from a handler that interrupted `malloc` is not safe.
+//!   - Async-signal safety: timer_settime, timer_gettime and timer_getoverrun are safe in a
+//!     handler (see "Signal handlers" above) with these limits: a CPU-time clock's timer
+//!     (its list in the engine grows on settime); a timer deleted by another thread during
+//!     the call (the call may drop the last reference and free it); another thread's
+//!     timer_create or timer_delete, which allocate while holding an engine lock (a table
+//!     stripe) the call may wait for, so a handler that interrupted malloc can in principle
+//!     wait for it through the allocator's lock; many timers deleted while armed with far
+//!     expiries (their heap entries stay until they expire, uncounted by the reservation, so
+//!     an arm may grow the heap). timer_create and timer_delete are not async-signal-safe
+//!     (nor in POSIX). Each export blocks all signals while it runs, so a signal sent then
+//!     is delivered after the call; settime and delete keep up to 16 siginfos (2 KiB) on the
+//!     stack while taking a pending signal back.
 //! - vfork and posix_spawn children (`vfork.rs`; tests/c/vfork_spawn.c compares with the
 //!   host): as on Linux they are processes of their own (pid, SEM_UNDO, POSIX lock owner,
 //!   exit) that share the parent's attachments (nattch unchanged); a vforked child's calls
@@ -163,11 +181,12 @@
 //!   before the handler runs).
 //! - Not async-signal-safe: the file-lock exports under `--locks` (fcntl copies `struct
 //!   flock` into a vector; the first close of a regular file in a program image maps the lock
-//!   hints with a daemon call) and the timer exports under `--timers` (see above). They use
-//!   the same per-thread connections, so a handler's call never shares the socket of the
-//!   exchange it interrupted, but they are not free of allocation. Without `--locks` the
-//!   close family goes straight to the C library's. Nor are the exec functions under
-//!   `--timers` (they build the new image's environment).
+//!   hints with a daemon call). They use the same per-thread connections, so a handler's call
+//!   never shares the socket of the exchange it interrupted, but they are not free of
+//!   allocation. Without `--locks` the close family goes straight to the C library's. Nor are
+//!   timer_create and timer_delete under `--timers` (they allocate; the other three timer
+//!   exports are safe, with the limits under "POSIX timers" above), nor the exec functions
+//!   under `--timers` (they build the new image's environment).
 //! - semctl's variadic argument is read as x86-64 and aarch64 pass it; other ABIs are not
 //!   handled. The structure layouts are x86-64's.
 //! - A shmat at a given address checks only the daemon's record and the kernel's
@@ -295,6 +314,7 @@ extern "C" fn init() {
     fork::prepare();
     locks::prepare();
     exec::prepare();
+    timer::prepare();
 }
 
 /// Runs [`init`] when the library is loaded.

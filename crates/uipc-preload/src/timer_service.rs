@@ -35,6 +35,18 @@
 //! taking `in_flight`. `callbacks` is a leaf. No lock is held across a fork: the child drops the
 //! parent's service (see below) without touching its locks.
 //!
+//! # Signal handlers
+//! settime, gettime and getoverrun may run in a signal handler (see `timer.rs`). Every caller
+//! holds these locks with all signals blocked: the exports block them, and the service thread
+//! runs with all of them blocked. And no thread holding `in_flight` or the outbox allocates or
+//! frees (nor does the engine under its locks, see its doc), so a handler's call never waits
+//! for a thread that waits for malloc's lock, which the code the handler interrupted may hold:
+//! the outbox and `in_flight` get their room at timer_create ([`Service::make_room`], the
+//! larger container allocated and the old one freed with no lock held); the service thread
+//! swaps the outbox with a twin of the same capacity instead of taking it, walks `in_flight`
+//! with `retain`, and drops what it removes after releasing the lock; delete forgets a
+//! deleted timer's entry, so that dropping an entry under the lock frees no timer.
+//!
 //! # Fork and exec
 //! A forked child has no timers (Linux): a `pthread_atfork` child handler forgets the parent's
 //! service (leaked, never touched: its locks may be held by threads that do not exist in the
