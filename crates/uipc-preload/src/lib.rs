@@ -84,9 +84,12 @@
 //!   daemon's lock hints, and a round trip if the file was ever asked to be locked (hint
 //!   bytes are never cleared and may collide). The lock calls themselves cost one round trip
 //!   carrying the descriptor (SCM_RIGHTS).
-//! - File locks: the lock hints are mapped on the first close of a regular file or directory
-//!   in a program image; if that close happens in a vforked child before exec, the mapping
-//!   (a daemon call, which allocates) is made there.
+//! - File locks: under `--locks` the library's constructor maps the lock hints, a round trip
+//!   to the daemon at the start of every program image (so that no close does it, from a
+//!   signal handler or a vforked child); that call is also the image's first, which tells
+//!   the daemon of the exec (see execve below). Loaded with `dlopen`, the library maps them
+//!   at the first close of a regular file or directory instead (a daemon call, which
+//!   allocates).
 //! - File locks: `struct flock` is read as x86-64 lays it out (32 bytes); F_GETLK/F_SETLK on
 //!   32-bit ABIs (the non-64 `struct flock`) are not handled. A restarted F_SETLKW (handler
 //!   with SA_RESTART) keeps its place in the daemon's queue; Linux re-queues it at the end.
@@ -151,13 +154,13 @@
 //!   (undefined in POSIX; Linux maps into or unmaps from the shared memory, the parent's
 //!   afterwards) are refused with ENOMEM and EINVAL, and a vforked child that makes the first
 //!   call of a new program image still sees the old image's attachments counted (the exec
-//!   is applied at the parent's first call). A fork by raw syscall, or inside libc
+//!   is applied at the parent's first call; under `--locks` at the constructor's). A fork by raw syscall, or inside libc
 //!   (daemon(3) calls its internal fork), is not announced: the child's inherited
 //!   attachments are mapped but not counted (a raw-forked child gets sessions of its own at
 //!   its first call).
-//! - execve is seen when the new image makes its first call (its `Hello` says it is new): an
-//!   image that never calls keeps its old attachments counted until it exits, and one started
-//!   without the library keeps them too.
+//! - execve is seen when the new image makes its first call (its `Hello` says it is new; under
+//!   `--locks` the constructor makes it): an image that never calls keeps its old attachments
+//!   counted until it exits, and one started without the library keeps them too.
 //! - Async-signal safety of the SysV IPC exports (see "Signal handlers" above) holds with
 //!   these limits: the library must be loaded at start (`LD_PRELOAD`): loaded with `dlopen`,
 //!   its thread-locals are glibc's dynamic TLS, allocated at a thread's first use; if the
@@ -179,14 +182,20 @@
 //!   the sleeping one (posts the semaphore it waits for, sends the message), the sleeping call
 //!   completes instead of failing with EINTR, as it would on Linux (where the wait ends
 //!   before the handler runs).
-//! - Not async-signal-safe: the file-lock exports under `--locks` (fcntl copies `struct
-//!   flock` into a vector; the first close of a regular file in a program image maps the lock
-//!   hints with a daemon call). They use the same per-thread connections, so a handler's call
-//!   never shares the socket of the exchange it interrupted, but they are not free of
-//!   allocation. Without `--locks` the close family goes straight to the C library's. Nor are
-//!   timer_create and timer_delete under `--timers` (they allocate; the other three timer
-//!   exports are safe, with the limits under "POSIX timers" above), nor the exec functions
-//!   under `--timers` (they build the new image's environment).
+//! - File locks from signal handlers: under `--locks`, close and fcntl's F_GETLK, F_SETLK and
+//!   F_OFD_GETLK/F_OFD_SETLK (F_UNLCK included) are async-signal-safe as the SysV IPC exports
+//!   are (the same per-thread connections and slots, `struct flock` in a stack buffer, the
+//!   lock hints mapped by the constructor; a handler's close that interrupted another close's
+//!   report on its thread is reported too). `tests/c/locks_handler.c` and
+//!   `tests/c/locks_no_malloc.c` check this; on the library before, the first deadlocked in
+//!   three runs of three, the second counted two allocations in F_SETLK. Not covered (not
+//!   checked for allocation): the blocking F_SETLKW/F_OFD_SETLKW and flock, lockf, dup2, dup3,
+//!   close_range, closefrom (the `/proc/self/fd` walk is on the stack, but untested from a
+//!   handler) and fclose (the C library's fclose is not async-signal-safe anyway). Without
+//!   `--locks` the close family goes straight to the C library's.
+//! - Not async-signal-safe: timer_create and timer_delete under `--timers` (they allocate;
+//!   the other three timer exports are safe, with the limits under "POSIX timers" above), nor
+//!   the exec functions under `--timers` (they build the new image's environment).
 //! - semctl's variadic argument is read as x86-64 and aarch64 pass it; other ABIs are not
 //!   handled. The structure layouts are x86-64's.
 //! - A shmat at a given address checks only the daemon's record and the kernel's
