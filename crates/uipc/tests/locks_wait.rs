@@ -130,27 +130,39 @@ fn a_woken_waiter_retries_so_a_running_unlocker_can_take_the_lock_back_first() {
     // running, usually relocks before the waiter has been scheduled. (Handing the lock over
     // would cost a context switch per lock on a contended range.) The waiter must still get
     // the lock once it is really free.
+    //
+    // Each round gives the unlocker one try against a fresh sleeper: a hand-off would make
+    // every try fail (the sleeper owns the lock when the unlock returns); with retries the
+    // unlocker wins unless the scheduler runs the sleeper first, which on a loaded machine
+    // happens in some rounds, not in all.
     let m = Arc::new(LockManager::new());
     let woken = Arc::new(AtomicUsize::new(0));
-    setlk(&m, 1, F_SETLK, F_WRLCK, 0, 0).unwrap();
-    let w = spawn_waiter(&m, &woken, 2, F_WRLCK, 0, 0);
-    wait_blocked(&m, 1);
     let mut relocked = 0;
-    for _ in 0..1000 {
+    for round in 0..20 {
+        let sleeper = 2 + round;
+        setlk(&m, 1, F_SETLK, F_WRLCK, 0, 0).unwrap();
+        let w = spawn_waiter(&m, &woken, sleeper, F_WRLCK, 0, 0);
+        wait_blocked(&m, 1);
         setlk(&m, 1, F_SETLK, F_UNLCK, 0, 0).unwrap();
         if setlk(&m, 1, F_SETLK, F_WRLCK, 0, 0).is_ok() {
             relocked += 1;
-        } else {
-            break;
+            setlk(&m, 1, F_SETLK, F_UNLCK, 0, 0).unwrap();
         }
+        assert_eq!(
+            w.join().unwrap(),
+            Ok(()),
+            "the sleeper gets the lock once free"
+        );
+        assert_eq!(
+            setlk(&m, 1, F_SETLK, F_WRLCK, 0, 0),
+            Err(Errno::EAGAIN),
+            "the sleeper holds the lock now"
+        );
+        setlk(&m, sleeper, F_SETLK, F_UNLCK, 0, 0).unwrap();
     }
-    assert!(relocked > 0, "the unlocker never got the lock back");
-    setlk(&m, 1, F_SETLK, F_UNLCK, 0, 0).unwrap();
-    assert_eq!(w.join().unwrap(), Ok(()));
-    assert_eq!(
-        setlk(&m, 1, F_SETLK, F_WRLCK, 0, 0),
-        Err(Errno::EAGAIN),
-        "the waiter holds the lock now"
+    assert!(
+        relocked > 0,
+        "the unlocker never got the lock back in 20 rounds"
     );
 }
 
