@@ -73,3 +73,24 @@ fn a_deleted_timers_last_entry_outlives_compaction_until_it_expires() {
         "the deleted timer's entry went at its expiry"
     );
 }
+
+#[test]
+fn run_expired_fires_every_due_timer_across_its_batches() {
+    let clock = Arc::new(ManualClock::new(1000));
+    let rec = Arc::new(Recorder::default());
+    let t = Timers::new(clock.clone(), rec.clone());
+    let c = Cred::root(100);
+    let ids: Vec<_> = (0..500).map(|_| create(&t, &c, 1)).collect();
+    for (k, &id) in ids.iter().enumerate() {
+        // Re-armed once, so stale entries sit among the due ones.
+        set(&t, &c, id, 0, 5 * MS);
+        set(&t, &c, id, 0, MS + k as i64);
+    }
+    clock.advance(2 * MS);
+    assert_eq!(t.run_expired(), 500);
+    assert_eq!(rec.0.lock().unwrap().len(), 500);
+    // Only stale entries remain (some compacted away already); due, they fire nothing.
+    clock.advance(10 * MS);
+    assert_eq!(t.run_expired(), 0);
+    assert_eq!(t.driver_entries(), 0);
+}
