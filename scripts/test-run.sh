@@ -36,12 +36,13 @@ export -f shared_daemon
 
 tests=(msg_sem_exchange sem_undo_kill shm_share shm_rdonly_segv semop_eintr threads_block
     calls_errno perm_setuid eintr_storm exec_rules cancel_thread closefrom syscall_ipc timers
-    timer_ids_exec vfork_spawn handler_ipc ipc_no_malloc handler_altstack "load 64 100")
+    timer_ids_exec vfork_spawn handler_ipc ipc_no_malloc handler_altstack timer_handler
+    timer_no_malloc "load 64 100")
 
 # File locks: each program on the host kernel, then under `uipc run --locks`; the locks taken
 # under uipc are not in the host's /proc/locks, and `uipc locks` lists what lslocks lists on
 # the host (lslocks shows no OFD locks: that line is checked on its own).
-lock_tests=(locks_posix locks_ofd_flock)
+lock_tests=(locks_posix locks_ofd_flock locks_handler locks_no_malloc)
 echo "-- file locks: on the host kernel, then under uipc run --locks"
 # Lists $HOLDER's locks with the lister given, its pid and path made comparable.
 printf '%s\n' '#!/bin/sh' \
@@ -78,6 +79,9 @@ if [ "$(id -u)" = 0 ]; then
         for t in "$@"; do timeout 60 "$uipc" run -- $out/$t; done
         # POSIX timers served in the process; timers checks /proc/self/timers stays empty.
         timeout 60 "$uipc" run --timers -- "$out/timers"
+        # settime, gettime and getoverrun from a timer handler: no deadlock, no malloc.
+        timeout 60 "$uipc" run --timers -- "$out/timer_handler"
+        timeout 60 "$uipc" run --timers -- "$out/timer_no_malloc"
         # The id counter carried across exec by every exec function, as Linux keeps it.
         timeout 60 "$uipc" run --timers -- "$out/timer_ids_exec"
         # vfork / posix_spawn / raw fork children with file locks and timers routed too.

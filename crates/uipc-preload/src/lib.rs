@@ -57,6 +57,15 @@
 //!   system call and nothing else (the constructor still reads the environment, looks up the
 //!   C library's symbols and registers its fork handlers, and makes no thread-exit key).
 //!
+//! Under `--timers`, timer_settime, timer_gettime and timer_getoverrun are async-signal-safe
+//! too (`timer.rs`, `timer_service.rs`): they block all signals while they hold the service's
+//! and the engine's locks, allocate nothing, and no thread allocates while holding a lock
+//! they take (limits under "POSIX timers" below). `tests/c/timer_handler.c` (a 250 µs
+//! periodic timer whose handler calls the three on its own and other timers while the main
+//! thread loops over them and malloc) and `tests/c/timer_no_malloc.c` check this; on the
+//! library before this design the first deadlocked in one of three runs and the second
+//! counted two allocations in the first timer_settime.
+//!
 //! `tests/c/handler_ipc.c` (two timers' handlers, which interrupt each other, calling semop,
 //! semctl, msgsnd, msgrcv, shmat and shmdt on their own objects while the main thread loops
 //! over the same calls, a sleeping semtimedop and malloc) and `tests/c/ipc_no_malloc.c` (a
@@ -75,9 +84,12 @@
 //!   daemon's lock hints, and a round trip if the file was ever asked to be locked (hint
 //!   bytes are never cleared and may collide). The lock calls themselves cost one round trip
 //!   carrying the descriptor (SCM_RIGHTS).
-//! - File locks: the lock hints are mapped on the first close of a regular file or directory
-//!   in a program image; if that close happens in a vforked child before exec, the mapping
-//!   (a daemon call, which allocates) is made there.
+//! - File locks: under `--locks` the library's constructor maps the lock hints, a round trip
+//!   to the daemon at the start of every program image (so that no close does it, from a
+//!   signal handler or a vforked child); that call is also the image's first, which tells
+//!   the daemon of the exec (see execve below). Loaded with `dlopen`, the library maps them
+//!   at the first close of a regular file or directory instead (a daemon call, which
+//!   allocates).
 //! - File locks: `struct flock` is read as x86-64 lays it out (32 bytes); F_GETLK/F_SETLK on
 //!   32-bit ABIs (the non-64 `struct flock`) are not handled. A restarted F_SETLKW (handler
 //!   with SA_RESTART) keeps its place in the daemon's queue; Linux re-queues it at the end.
@@ -123,9 +135,18 @@
 //!     value 0 (through `syscall()`, the kernel's: `sival_int` = id).
 //!   - `prctl(PR_TIMER_CREATE_RESTORE_IDS)` is not routed (it reaches the kernel); the
 //!     kernel's `/proc/PID/timers` lists none of uipc's timers. Time namespaces are ignored.
-//!   - The exports block signals while they run (a handler calling them cannot deadlock on
-//!     its own thread) but may allocate in rare paths (the engine's heap growing), so a call
-//!     from a handler that interrupted `malloc` is not safe.
+//!   - Async-signal safety: timer_settime, timer_gettime and timer_getoverrun are safe in a
+//!     handler (see "Signal handlers" above) with these limits: a CPU-time clock's timer
+//!     (its list in the engine grows on settime); a timer deleted by another thread during
+//!     the call (the call may drop the last reference and free it); another thread's
+//!     timer_create or timer_delete, which allocate while holding an engine lock (a table
+//!     stripe) the call may wait for, so a handler that interrupted malloc can in principle
+//!     wait for it through the allocator's lock; many timers deleted while armed with far
+//!     expiries (their heap entries stay until they expire, uncounted by the reservation, so
+//!     an arm may grow the heap). timer_create and timer_delete are not async-signal-safe
+//!     (nor in POSIX). Each export blocks all signals while it runs, so a signal sent then
+//!     is delivered after the call; settime and delete keep up to 16 siginfos (2 KiB) on the
+//!     stack while taking a pending signal back.
 //! - vfork and posix_spawn children (`vfork.rs`; tests/c/vfork_spawn.c compares with the
 //!   host): as on Linux they are processes of their own (pid, SEM_UNDO, POSIX lock owner,
 //!   exit) that share the parent's attachments (nattch unchanged); a vforked child's calls
@@ -133,13 +154,13 @@
 //!   (undefined in POSIX; Linux maps into or unmaps from the shared memory, the parent's
 //!   afterwards) are refused with ENOMEM and EINVAL, and a vforked child that makes the first
 //!   call of a new program image still sees the old image's attachments counted (the exec
-//!   is applied at the parent's first call). A fork by raw syscall, or inside libc
+//!   is applied at the parent's first call; under `--locks` at the constructor's). A fork by raw syscall, or inside libc
 //!   (daemon(3) calls its internal fork), is not announced: the child's inherited
 //!   attachments are mapped but not counted (a raw-forked child gets sessions of its own at
 //!   its first call).
-//! - execve is seen when the new image makes its first call (its `Hello` says it is new): an
-//!   image that never calls keeps its old attachments counted until it exits, and one started
-//!   without the library keeps them too.
+//! - execve is seen when the new image makes its first call (its `Hello` says it is new; under
+//!   `--locks` the constructor makes it): an image that never calls keeps its old attachments
+//!   counted until it exits, and one started without the library keeps them too.
 //! - Async-signal safety of the SysV IPC exports (see "Signal handlers" above) holds with
 //!   these limits: the library must be loaded at start (`LD_PRELOAD`): loaded with `dlopen`,
 //!   its thread-locals are glibc's dynamic TLS, allocated at a thread's first use; if the
@@ -161,13 +182,20 @@
 //!   the sleeping one (posts the semaphore it waits for, sends the message), the sleeping call
 //!   completes instead of failing with EINTR, as it would on Linux (where the wait ends
 //!   before the handler runs).
-//! - Not async-signal-safe: the file-lock exports under `--locks` (fcntl copies `struct
-//!   flock` into a vector; the first close of a regular file in a program image maps the lock
-//!   hints with a daemon call) and the timer exports under `--timers` (see above). They use
-//!   the same per-thread connections, so a handler's call never shares the socket of the
-//!   exchange it interrupted, but they are not free of allocation. Without `--locks` the
-//!   close family goes straight to the C library's. Nor are the exec functions under
-//!   `--timers` (they build the new image's environment).
+//! - File locks from signal handlers: under `--locks`, close and fcntl's F_GETLK, F_SETLK and
+//!   F_OFD_GETLK/F_OFD_SETLK (F_UNLCK included) are async-signal-safe as the SysV IPC exports
+//!   are (the same per-thread connections and slots, `struct flock` in a stack buffer, the
+//!   lock hints mapped by the constructor; a handler's close that interrupted another close's
+//!   report on its thread is reported too). `tests/c/locks_handler.c` and
+//!   `tests/c/locks_no_malloc.c` check this; on the library before, the first deadlocked in
+//!   three runs of three, the second counted two allocations in F_SETLK. Not covered (not
+//!   checked for allocation): the blocking F_SETLKW/F_OFD_SETLKW and flock, lockf, dup2, dup3,
+//!   close_range, closefrom (the `/proc/self/fd` walk is on the stack, but untested from a
+//!   handler) and fclose (the C library's fclose is not async-signal-safe anyway). Without
+//!   `--locks` the close family goes straight to the C library's.
+//! - Not async-signal-safe: timer_create and timer_delete under `--timers` (they allocate;
+//!   the other three timer exports are safe, with the limits under "POSIX timers" above), nor
+//!   the exec functions under `--timers` (they build the new image's environment).
 //! - semctl's variadic argument is read as x86-64 and aarch64 pass it; other ABIs are not
 //!   handled. The structure layouts are x86-64's.
 //! - A shmat at a given address checks only the daemon's record and the kernel's
@@ -295,6 +323,7 @@ extern "C" fn init() {
     fork::prepare();
     locks::prepare();
     exec::prepare();
+    timer::prepare();
 }
 
 /// Runs [`init`] when the library is loaded.

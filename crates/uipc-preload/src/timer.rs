@@ -13,7 +13,16 @@
 //!
 //! Errors are the kernel's, in its order (the engine's `timers::create` doc): a NULL or
 //! unreadable out pointer for the id is EFAULT where glibc would crash.
+//!
+//! Signal handlers: timer_settime, timer_gettime and timer_getoverrun are async-signal-safe
+//! (POSIX), and programs call them from the timer's own handler. Each export blocks every
+//! signal while it runs ([`SignalsBlocked`]), so no handler runs on a thread that holds one of
+//! the service's or the engine's locks; those three allocate nothing (the itimerspec is read
+//! into a stack buffer, the service's and the engine's containers get their room at
+//! timer_create: see `timer_service`). timer_create and timer_delete allocate (POSIX does not
+//! list them).
 
+use crate::sigmask::SignalsBlocked;
 use crate::timer_abi::{itimerspec_bytes, read_itimerspec, read_sigevent};
 use crate::timer_service::{current, get_or_make};
 use crate::timer_thread::{stack_size_of, Callback};
@@ -43,33 +52,9 @@ pub enum Abi {
     Kernel,
 }
 
-/// Every signal blocked on this thread for a scope, and the old mask restored after: a signal
-/// handler that calls a timer function cannot then interrupt one holding the service's locks.
-struct SignalsHeld(libc::sigset_t);
-
-impl SignalsHeld {
-    fn new() -> SignalsHeld {
-        let mut all = std::mem::MaybeUninit::<libc::sigset_t>::uninit();
-        let mut old = std::mem::MaybeUninit::<libc::sigset_t>::uninit();
-        // SAFETY: fills a local set, then swaps this thread's mask, saving the old one.
-        unsafe {
-            libc::sigfillset(all.as_mut_ptr());
-            libc::pthread_sigmask(libc::SIG_SETMASK, all.as_ptr(), old.as_mut_ptr());
-            SignalsHeld(old.assume_init())
-        }
-    }
-}
-
-impl Drop for SignalsHeld {
-    fn drop(&mut self) {
-        // SAFETY: restores the mask saved by `new`.
-        unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &self.0, std::ptr::null_mut()) };
-    }
-}
-
 /// `timer_create` for either ABI; the id is written to `out`, the result is 0.
 pub fn create(clock: i32, evp: usize, out: usize, abi: Abi) -> Result<i64, Errno> {
-    let _held = SignalsHeld::new();
+    let _held = SignalsBlocked::new();
     if crate::vfork::on_borrowed_memory() {
         // A vforked child: a service made here would replace its parent's (`crate::vfork`).
         return Err(Errno::EAGAIN);
@@ -100,7 +85,7 @@ pub fn create(clock: i32, evp: usize, out: usize, abi: Abi) -> Result<i64, Errno
 
 /// `timer_settime` for either ABI.
 pub fn settime(id: i32, flags: i32, new: usize, old: usize) -> Result<i64, Errno> {
-    let _held = SignalsHeld::new();
+    let _held = SignalsBlocked::new();
     let new = read_itimerspec(new);
     if let UserPtr::Null | UserPtr::Fault = new {
         // The kernel refuses these before it looks at the id.
@@ -120,7 +105,7 @@ pub fn settime(id: i32, flags: i32, new: usize, old: usize) -> Result<i64, Errno
 
 /// `timer_gettime` for either ABI.
 pub fn gettime(id: i32, curr: usize) -> Result<i64, Errno> {
-    let _held = SignalsHeld::new();
+    let _held = SignalsBlocked::new();
     let spec = current().ok_or(Errno::EINVAL)?.gettime(id)?;
     copy_out(curr, &itimerspec_bytes(&spec))?;
     Ok(0)
@@ -128,7 +113,7 @@ pub fn gettime(id: i32, curr: usize) -> Result<i64, Errno> {
 
 /// `timer_getoverrun` for either ABI.
 pub fn getoverrun(id: i32) -> Result<i64, Errno> {
-    let _held = SignalsHeld::new();
+    let _held = SignalsBlocked::new();
     current()
         .ok_or(Errno::EINVAL)?
         .getoverrun(id)
@@ -137,27 +122,38 @@ pub fn getoverrun(id: i32) -> Result<i64, Errno> {
 
 /// `timer_delete` for either ABI.
 pub fn delete(id: i32) -> Result<i64, Errno> {
-    let _held = SignalsHeld::new();
+    let _held = SignalsBlocked::new();
     current().ok_or(Errno::EINVAL)?.delete(id).map(|()| 0)
 }
 
-/// The C library's definition of `name`, looked up once into `slot`.
-fn next_definition(slot: &AtomicUsize, name: &std::ffi::CStr) -> usize {
-    let mut p = slot.load(Ordering::Relaxed);
-    if p == 0 {
-        // SAFETY: looks up the next definition of a NUL-terminated symbol name.
-        p = unsafe { libc::dlsym(libc::RTLD_NEXT, name.as_ptr()) } as usize;
-        slot.store(p, Ordering::Relaxed);
+/// The C library's timer functions, looked up by [`prepare`] (the library's constructor):
+/// `dlsym` may allocate, and a first call may come from a signal handler.
+static NEXT: [AtomicUsize; 5] = [const { AtomicUsize::new(0) }; 5];
+const NAMES: [&std::ffi::CStr; 5] = [
+    c"timer_create",
+    c"timer_settime",
+    c"timer_gettime",
+    c"timer_getoverrun",
+    c"timer_delete",
+];
+
+/// Looks up the C library's own timer functions when timers are not routed here.
+pub fn prepare() {
+    if routed() {
+        return;
     }
-    p
+    for (slot, name) in NEXT.iter().zip(NAMES) {
+        // SAFETY: looks up the next definition of a NUL-terminated symbol name.
+        let p = unsafe { libc::dlsym(libc::RTLD_NEXT, name.as_ptr()) };
+        slot.store(p as usize, Ordering::Relaxed);
+    }
 }
 
-/// Calls the C library's own function `$name` of type `$ty` with `$args`, or fails with
-/// ENOSYS if there is none.
+/// Calls the C library's own function number `$index` of [`NAMES`], of type `$ty`, with
+/// `$args`, or fails with ENOSYS if there is none.
 macro_rules! pass_through {
-    ($name:literal, $ty:ty, $($arg:expr),*) => {{
-        static SLOT: AtomicUsize = AtomicUsize::new(0);
-        match next_definition(&SLOT, $name) {
+    ($index:literal, $ty:ty, $($arg:expr),*) => {{
+        match NEXT[$index].load(Ordering::Relaxed) {
             0 => {
                 // SAFETY: writes this thread's errno.
                 unsafe { *libc::__errno_location() = libc::ENOSYS };
@@ -183,7 +179,7 @@ pub extern "C" fn timer_create(
 ) -> c_int {
     if !routed() {
         type F = unsafe extern "C" fn(libc::clockid_t, *mut c_void, *mut *mut c_void) -> c_int;
-        return pass_through!(c"timer_create", F, clock, evp, timer);
+        return pass_through!(0, F, clock, evp, timer);
     }
     crate::guard(|| create(clock, evp as usize, timer as usize, Abi::Libc)) as c_int
 }
@@ -198,7 +194,7 @@ pub extern "C" fn timer_settime(
 ) -> c_int {
     if !routed() {
         type F = unsafe extern "C" fn(*mut c_void, c_int, *const c_void, *mut c_void) -> c_int;
-        return pass_through!(c"timer_settime", F, timer, flags, new, old);
+        return pass_through!(1, F, timer, flags, new, old);
     }
     crate::guard(|| settime(id_of(timer), flags, new as usize, old as usize)) as c_int
 }
@@ -208,7 +204,7 @@ pub extern "C" fn timer_settime(
 pub extern "C" fn timer_gettime(timer: *mut c_void, curr: *mut c_void) -> c_int {
     if !routed() {
         type F = unsafe extern "C" fn(*mut c_void, *mut c_void) -> c_int;
-        return pass_through!(c"timer_gettime", F, timer, curr);
+        return pass_through!(2, F, timer, curr);
     }
     crate::guard(|| gettime(id_of(timer), curr as usize)) as c_int
 }
@@ -218,7 +214,7 @@ pub extern "C" fn timer_gettime(timer: *mut c_void, curr: *mut c_void) -> c_int 
 pub extern "C" fn timer_getoverrun(timer: *mut c_void) -> c_int {
     if !routed() {
         type F = unsafe extern "C" fn(*mut c_void) -> c_int;
-        return pass_through!(c"timer_getoverrun", F, timer);
+        return pass_through!(3, F, timer);
     }
     crate::guard(|| getoverrun(id_of(timer))) as c_int
 }
@@ -228,7 +224,7 @@ pub extern "C" fn timer_getoverrun(timer: *mut c_void) -> c_int {
 pub extern "C" fn timer_delete(timer: *mut c_void) -> c_int {
     if !routed() {
         type F = unsafe extern "C" fn(*mut c_void) -> c_int;
-        return pass_through!(c"timer_delete", F, timer);
+        return pass_through!(4, F, timer);
     }
     crate::guard(|| delete(id_of(timer))) as c_int
 }

@@ -10,7 +10,7 @@
 //! A timer's `siginfo_t`: `si_signo` 0, `si_errno` 4, `si_code` 8, then `si_timerid` 16,
 //! `si_overrun` 20, `si_value` 24.
 
-use crate::user::{copy_in, u32_at, u64_at};
+use crate::user::{copy_in, copy_in_to, u32_at, u64_at};
 use uipc::timers::{ItimerSpec, SigEvent, Timespec, UserPtr};
 
 /// `sizeof(struct sigevent)`.
@@ -56,9 +56,11 @@ pub fn read_itimerspec(addr: usize) -> UserPtr<ItimerSpec> {
     if addr == 0 {
         return UserPtr::Null;
     }
-    let Ok(b) = copy_in(addr, ITIMERSPEC) else {
+    // A stack buffer: timer_settime may run in a signal handler (no malloc).
+    let mut b = [0u8; ITIMERSPEC];
+    if copy_in_to(addr, &mut b).is_err() {
         return UserPtr::Fault;
-    };
+    }
     let ts = |off| Timespec {
         sec: u64_at(&b, off) as i64,
         nsec: u64_at(&b, off + 8) as i64,

@@ -35,6 +35,18 @@
 //! taking `in_flight`. `callbacks` is a leaf. No lock is held across a fork: the child drops the
 //! parent's service (see below) without touching its locks.
 //!
+//! # Signal handlers
+//! settime, gettime and getoverrun may run in a signal handler (see `timer.rs`). Every caller
+//! holds these locks with all signals blocked: the exports block them, and the service thread
+//! runs with all of them blocked. And no thread holding `in_flight` or the outbox allocates or
+//! frees (nor does the engine under its locks, see its doc), so a handler's call never waits
+//! for a thread that waits for malloc's lock, which the code the handler interrupted may hold:
+//! the outbox and `in_flight` get their room at timer_create ([`Service::make_room`], the
+//! larger container allocated and the old one freed with no lock held); the service thread
+//! swaps the outbox with a twin of the same capacity instead of taking it, walks `in_flight`
+//! with `retain`, and drops what it removes after releasing the lock; delete forgets a
+//! deleted timer's entry, so that dropping an entry under the lock frees no timer.
+//!
 //! # Fork and exec
 //! A forked child has no timers (Linux): a `pthread_atfork` child handler forgets the parent's
 //! service (leaked, never touched: its locks may be held by threads that do not exist in the
@@ -46,7 +58,7 @@
 //! service starts its table there.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 use uipc::timers::{
@@ -91,6 +103,8 @@ pub struct Service {
     in_flight: Mutex<HashMap<i32, InFlight>>,
     callbacks: Mutex<HashMap<i32, Callback>>,
     thread_started: AtomicBool,
+    /// Live timers: sizes the outbox and `in_flight` ([`Service::make_room`]).
+    timers: AtomicUsize,
 }
 
 static SERVICE: AtomicPtr<Service> = AtomicPtr::new(std::ptr::null_mut());
@@ -136,6 +150,7 @@ pub fn get_or_make() -> &'static Service {
         in_flight: Mutex::new(HashMap::new()),
         callbacks: Mutex::new(HashMap::new()),
         thread_started: AtomicBool::new(false),
+        timers: AtomicUsize::new(0),
     }));
     let seen = SERVICE.load(Ordering::Acquire);
     match SERVICE.compare_exchange(seen, fresh, Ordering::AcqRel, Ordering::Acquire) {
@@ -209,7 +224,36 @@ impl Service {
         if let Some(cb) = callback {
             lock(&self.callbacks).insert(id, cb);
         }
+        let timers = self.timers.fetch_add(1, Ordering::Relaxed) + 1;
+        self.make_room(timers);
         Ok(id)
+    }
+
+    /// Room for `timers` timers in the outbox (at most one signal per timer is queued) and in
+    /// `in_flight` (twice as many: hashbrown then rehashes in place, never growing), so that
+    /// settime, gettime and getoverrun (which may run in a signal handler), and the service
+    /// thread while it holds these locks, never allocate. The larger containers are allocated,
+    /// and the old ones freed, with no lock held: a thread that holds one of these locks must
+    /// never wait for malloc's, which a handler's call may have interrupted.
+    fn make_room(&self, timers: usize) {
+        if lock(&self.outbox.0).capacity() < timers {
+            let mut bigger = Vec::with_capacity(2 * timers);
+            let mut outbox = lock(&self.outbox.0);
+            if outbox.capacity() < timers {
+                bigger.append(&mut outbox);
+                std::mem::swap(&mut *outbox, &mut bigger);
+            }
+            drop(outbox);
+        }
+        if lock(&self.in_flight).capacity() < 2 * timers {
+            let mut bigger = HashMap::with_capacity(4 * timers);
+            let mut in_flight = lock(&self.in_flight);
+            if in_flight.capacity() < 2 * timers {
+                bigger.extend(in_flight.drain());
+                std::mem::swap(&mut *in_flight, &mut bigger);
+            }
+            drop(in_flight);
+        }
     }
 
     /// The process's id counter, for the next program image (`exec_env`).
@@ -258,7 +302,16 @@ impl Service {
         self.settle(id, true);
         self.engine
             .timer_delete(&self.cred(), TimerId::from_raw(id))?;
+        self.timers.fetch_sub(1, Ordering::Relaxed);
         lock(&self.callbacks).remove(&id);
+        // A signal still in flight (a thread's, which cannot be taken back) is forgotten here,
+        // so `in_flight` never holds the last reference to a deleted timer: a handler's
+        // getoverrun or the service thread would otherwise free it under the lock.
+        let forgotten = lock(&self.in_flight).remove(&id);
+        if let Some(entry) = &forgotten {
+            self.engine.dequeue_signal(&entry.signal);
+        }
+        drop(forgotten);
         Ok(())
     }
 
@@ -281,11 +334,16 @@ impl Service {
                     SignalTarget::Process | SignalTarget::ThreadCallback
                 )
                 && take_from_kernel(self.pid, sig.signo, id));
-        if gone {
-            if let Some(entry) = in_flight.remove(&id) {
-                self.engine.dequeue_signal(&entry.signal);
-            }
+        if !gone {
+            return;
         }
+        let taken = in_flight.remove(&id);
+        if let Some(entry) = &taken {
+            self.engine.dequeue_signal(&entry.signal);
+        }
+        drop(in_flight);
+        // The timer is live (the table holds it), so this frees nothing in the common case.
+        drop(taken);
     }
 
     fn ensure_thread(&'static self) -> bool {
@@ -315,12 +373,24 @@ impl Service {
 
     /// The service thread: fire, deliver, check signals in flight, sleep.
     fn serve(&self) {
+        // The outbox's twin: swapped with it, so neither is allocated or freed under its lock.
+        let mut queued: Vec<TimerSignal> = Vec::new();
         loop {
             let next_check = self.check_due();
             self.engine.run_expired();
-            let queued = std::mem::take(&mut *lock(&self.outbox.0));
+            loop {
+                let capacity = {
+                    let mut outbox = lock(&self.outbox.0);
+                    if queued.capacity() >= outbox.capacity() {
+                        std::mem::swap(&mut *outbox, &mut queued);
+                        break;
+                    }
+                    outbox.capacity()
+                };
+                queued.reserve_exact(capacity);
+            }
             let mut next_check = next_check;
-            for sig in queued {
+            for sig in queued.drain(..) {
                 if let Some(at) = self.deliver(sig) {
                     next_check = Some(next_check.map_or(at, |n: Instant| n.min(at)));
                 }
@@ -342,19 +412,19 @@ impl Service {
     fn check_due(&self) -> Option<Instant> {
         let now = Instant::now();
         let mut in_flight = lock(&self.in_flight);
-        let mut taken = Vec::new();
         let mut next: Option<Instant> = None;
-        for (&id, entry) in in_flight.iter_mut() {
+        // `retain` allocates nothing: a settime in a handler may wait for this lock.
+        in_flight.retain(|&id, entry| {
             let Some(at) = entry.check_at(now) else {
-                continue;
+                return true;
             };
             if at > now {
                 next = Some(next.map_or(at, |n| n.min(at)));
-                continue;
+                return true;
             }
             if !kernel_pending(entry.signal.target, entry.signal.signo) {
-                taken.push(id);
-                continue;
+                self.engine.dequeue_signal(&entry.signal);
+                return false;
             }
             entry.probed(now);
             if entry.count_boundaries(now) {
@@ -366,20 +436,16 @@ impl Service {
                 if process && take_from_kernel(self.pid, sig.signo, id) {
                     let overrun = entry.overrun.min(i32::MAX as u64) as i32;
                     if self.send(sig, overrun) != 0 {
-                        taken.push(id);
-                        continue;
+                        self.engine.dequeue_signal(&entry.signal);
+                        return false;
                     }
                 }
             }
             if let Some(at) = entry.check_at(now) {
                 next = Some(next.map_or(at, |n| n.min(at)));
             }
-        }
-        for id in taken {
-            if let Some(entry) = in_flight.remove(&id) {
-                self.engine.dequeue_signal(&entry.signal);
-            }
-        }
+            true
+        });
         next
     }
 
@@ -446,7 +512,9 @@ impl Service {
         let now = Instant::now();
         let entry = InFlight::new(sig, self.grid_of(id), now);
         let check_at = entry.check_at(now);
-        in_flight.insert(id, entry);
+        let replaced = in_flight.insert(id, entry);
+        drop(in_flight);
+        drop(replaced);
         check_at
     }
 }

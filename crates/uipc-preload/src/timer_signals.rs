@@ -100,7 +100,9 @@ fn take_matching(pid: i32, signo: i32, wanted: impl Fn(&[u8; timer_abi::SIGINFO]
         tv_sec: 0,
         tv_nsec: 0,
     };
-    let mut others = Vec::new();
+    // On the stack: settime and delete call this, and settime may run in a signal handler.
+    let mut others = [[0u8; timer_abi::SIGINFO]; 16];
+    let mut taken = 0;
     let mut found = false;
     for _ in 0..16 {
         let mut info = [0u8; timer_abi::SIGINFO];
@@ -121,9 +123,10 @@ fn take_matching(pid: i32, signo: i32, wanted: impl Fn(&[u8; timer_abi::SIGINFO]
             found = true;
             break;
         }
-        others.push(info);
+        others[taken] = info;
+        taken += 1;
     }
-    for info in others {
+    for info in &others[..taken] {
         // SAFETY: queues the signal we took back to this process, with its own siginfo.
         unsafe { libc::syscall(libc::SYS_rt_sigqueueinfo, pid, signo, info.as_ptr()) };
     }

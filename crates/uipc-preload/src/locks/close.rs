@@ -8,24 +8,19 @@
 //! and closefrom report each open descriptor of their range (read from `/proc/self/fd`).
 //!
 //! Only files someone asked to lock need it: the daemon's lock hints (a read-only shared page
-//! set, mapped on the first close; see the server's `hints` module) say which files may have
+//! set, mapped by the library's constructor; see the server's `hints` module) say which files may have
 //! locks, and a close of any other file costs an fstat and one byte read. The library's own
-//! closes (and anything a close does inside it) pass straight through.
+//! descriptors (the memfd of the hints, one a response might carry) are closed with the
+//! kernel's close, never through this module's exports.
 
 use super::{is_open, libc_fns, lock_call, routing, set_errno};
 use crate::conn::call_passing;
 use crate::guarded;
 use crate::kernel::kernel_sys;
 use libc::{c_int, FILE};
-use std::cell::Cell;
-use std::os::fd::AsRawFd;
+use std::os::fd::IntoRawFd;
 use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 use uipc_proto::{hint_slot, LockRequest, Request, Response, HINT_SLOTS};
-
-thread_local! {
-    /// Set while a close notification is being made: closes inside it go straight to libc.
-    static IN_CLOSE: Cell<bool> = const { Cell::new(false) };
-}
 
 /// The file (`st_dev`, `st_ino`) behind `fd` if closing it may drop locks the daemon holds:
 /// regular files and directories.
@@ -44,8 +39,10 @@ static HINTS: AtomicUsize = AtomicUsize::new(0);
 
 fn map_hints() -> Option<usize> {
     let (resp, fd) = call_passing(&Request::Lock(LockRequest::Hints), None, false).ok()?;
-    let fd = fd?;
+    // Closed below by the kernel, not through `close` (which would come back here).
+    let fd = fd?.into_raw_fd();
     if resp != Response::Ret(HINT_SLOTS as i64) {
+        kernel_sys!(libc::SYS_close, fd);
         return None;
     }
     // SAFETY: maps the daemon's read-only memfd; the result is checked.
@@ -55,11 +52,26 @@ fn map_hints() -> Option<usize> {
             HINT_SLOTS,
             libc::PROT_READ,
             libc::MAP_SHARED,
-            fd.as_raw_fd(),
+            fd,
             0,
         )
     };
+    kernel_sys!(libc::SYS_close, fd);
     (p != libc::MAP_FAILED).then_some(p as usize)
+}
+
+/// Maps the hints (the library's constructor, under `--locks`): a daemon call and a mapping,
+/// which allocate, so not in a close that may run in a signal handler.
+pub(super) fn map_hints_now() {
+    let got = guarded(|| Ok(map_hints())).ok().flatten().unwrap_or(1);
+    if HINTS
+        .compare_exchange(0, got, Ordering::AcqRel, Ordering::Acquire)
+        .is_err()
+        && got != 1
+    {
+        // SAFETY: our own mapping, never published.
+        unsafe { libc::munmap(got as *mut libc::c_void, HINT_SLOTS) };
+    }
 }
 
 /// Whether the daemon may hold locks on the file (dev, ino): its hint byte is set, or the
@@ -67,6 +79,7 @@ fn map_hints() -> Option<usize> {
 fn may_hold_locks((dev, ino): (u64, u64)) -> bool {
     let mut base = HINTS.load(Ordering::Acquire);
     if base == 0 {
+        // Not mapped by the constructor (the library was not loaded at start).
         let got = guarded(|| Ok(map_hints())).ok().flatten().unwrap_or(1);
         base = match HINTS.compare_exchange(0, got, Ordering::AcqRel, Ordering::Acquire) {
             Ok(_) => got,
@@ -87,23 +100,22 @@ fn may_hold_locks((dev, ino): (u64, u64)) -> bool {
     byte.load(Ordering::Acquire) != 0
 }
 
-/// Tells the daemon that `fd` is about to be closed (see the module doc). Keeps errno. Skipped
-/// inside another notification and while the thread's locals are being torn down.
+/// Tells the daemon that `fd` is about to be closed (see the module doc). Keeps errno.
+///
+/// A signal handler's close that interrupted another notification on its thread is reported
+/// too (on the thread's other connection, see `crate::slots`): nothing here needs a guard
+/// against re-entry, as the library closes its own descriptors with the kernel's close, not
+/// through this export.
 pub(super) fn before_close(fd: c_int) {
     if !routing() {
         return;
     }
     let Some(file) = lockable(fd) else { return };
-    let entered = IN_CLOSE.try_with(|c| !c.replace(true)).unwrap_or(false);
-    if !entered {
-        return;
-    }
     let saved = crate::errno_now();
     if may_hold_locks(file) {
         let _ = lock_call(fd, LockRequest::Close { fd }, false);
     }
     set_errno(saved);
-    let _ = IN_CLOSE.try_with(|c| c.set(false));
 }
 
 /// close(2).

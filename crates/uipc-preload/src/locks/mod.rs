@@ -26,7 +26,7 @@
 
 use crate::conn::{call_passing, check, ret_value};
 use crate::kernel::kernel_sys;
-use crate::user::{copy_in, copy_out};
+use crate::user::{copy_in_to, copy_out};
 use crate::{finish, guarded};
 use libc::c_int;
 use std::sync::OnceLock;
@@ -91,10 +91,14 @@ fn libc_fns() -> &'static Libc {
     })
 }
 
-/// Reads `$UIPC_LOCKS` and looks up libc's definitions; called when the library is loaded.
+/// Reads `$UIPC_LOCKS`, looks up libc's definitions and, when routing, maps the daemon's
+/// lock hints; called when the library is loaded, so that no close or lock call (which may
+/// come from a signal handler) does either.
 pub fn prepare() {
     let _ = libc_fns();
-    let _ = routing();
+    if routing() {
+        close::map_hints_now();
+    }
 }
 
 macro_rules! real {
@@ -157,9 +161,18 @@ fn lock_call(fd: c_int, req: LockRequest, cancel_point: bool) -> Result<Response
     let restartable = req.may_block();
     if cancel_point && restartable {
         // The wait runs outside `guarded`, so pthread_cancel acts in it (see crate::guard_blocking).
-        return call_passing(&req, pass, true).map(|(r, _)| r);
+        return call_passing(&req, pass, true).map(response_only);
     }
-    guarded(|| call_passing(&req, pass, restartable).map(|(r, _)| r))
+    guarded(|| call_passing(&req, pass, restartable).map(response_only))
+}
+
+/// The response; a descriptor that came with it (none should) is closed by the kernel, not
+/// through the library's `close`, which would report it to the daemon from inside a call.
+fn response_only((resp, fd): (Response, Option<std::os::fd::OwnedFd>)) -> Response {
+    if let Some(fd) = fd {
+        kernel_sys!(libc::SYS_close, std::os::fd::IntoRawFd::into_raw_fd(fd));
+    }
+    resp
 }
 
 /// fcntl's lock commands through the daemon, on an already read `struct flock`; a blocking
@@ -185,12 +198,14 @@ fn fcntl_lock(
 /// result, or -1 with errno set.
 fn fcntl_routed(fd: c_int, cmd: c_int, arg: usize, cancel_point: bool) -> i64 {
     let saved = crate::errno_now();
-    let user = guarded(|| Ok(copy_in(arg, FLOCK_SIZE).ok()));
-    let result = user.and_then(|bytes| {
-        let fl = bytes.as_deref().map(flock_from);
+    // On the stack: fcntl may run in a signal handler (no malloc).
+    let mut bytes = [0u8; FLOCK_SIZE];
+    let readable = guarded(|| Ok(copy_in_to(arg, &mut bytes).is_ok()));
+    let result = readable.and_then(|readable| {
+        let fl = readable.then(|| flock_from(&bytes));
         match fcntl_lock(fd, cmd, fl, cancel_point)? {
             Some(answer) => {
-                let mut b = bytes.unwrap_or_else(|| vec![0; FLOCK_SIZE]);
+                let mut b = bytes;
                 flock_into(&mut b, &answer);
                 guarded(|| copy_out(arg, &b))?;
                 Ok(0)

@@ -200,7 +200,17 @@ pub(crate) fn timer_create(
         uid,
         listing,
     );
+    let armable = !timer.is_cpu() && !timer.is_sigev_none();
+    if armable {
+        // Room in the heaps it may be armed on, so timer_settime never grows them.
+        inner
+            .driver
+            .reserve(&[timer_clock.base(false), timer_clock.base(true)]);
+    }
     if !inner.table.publish(cred.tgid, id, Arc::new(timer)) {
+        if armable {
+            inner.driver.unreserve();
+        }
         inner.sigpending.uncharge(uid);
         return Err(Errno::EAGAIN);
     }

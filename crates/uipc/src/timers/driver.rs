@@ -5,8 +5,23 @@
 //! timeouts). A binary heap gives the hrtimer red-black tree's O(log n) arm and O(1) peek with
 //! better constants, and cancel is O(1) by lazy deletion: each entry carries the timer's
 //! `arm_seq` at arming, and an entry whose sequence no longer matches is skipped when it
-//! surfaces. Stale entries are compacted away once they outnumber live ones, so memory stays
-//! proportional to the armed timers.
+//! surfaces. Stale entries are compacted away (in place) once they outnumber live ones, so
+//! memory stays proportional to the armed timers.
+//!
+//! No allocation on the arming path: `timer_settime` may run inside a signal handler of the
+//! preload library's process (POSIX makes it async-signal-safe), where a malloc the handler
+//! interrupted holds the allocator's lock. So `timer_create` reserves room
+//! ([`Driver::reserve`]: twice the armable timers plus 66 entries, the most a heap holds
+//! between compactions) in the heaps the timer may use, allocating the larger heap and freeing
+//! the old one with no heap lock held; [`Driver::arm`] only pushes, and compacts in place when
+//! the heap is full. Nor does anything free a timer under a heap lock: compaction keeps a
+//! stale entry holding the last reference to its (deleted) timer, and the pops of
+//! [`Driver::take_expired`] and [`Driver::next_deadline`] hand such entries out to be dropped
+//! after the lock is released. `take_expired` fills the caller's vectors, allocated with no
+//! lock held, batch by batch. A thread that holds a heap lock therefore never waits for the
+//! allocator's lock, which a handler's call on another thread could otherwise wait behind.
+//! (A deleted timer's entry so kept is freed when it expires; the reservation does not count
+//! such entries, so many deleted timers with far expiries can still make an arm grow a heap.)
 //!
 //! Measured (`tests/timers_driver_cost.rs`, release, on a shared and loaded 2-CPU machine):
 //! with 1,000 to 60,000 armed timers, `timer_settime` arming costs about 0.1-0.5 us per
@@ -17,7 +32,7 @@
 //! on the realtime heap and fire when the wall clock reaches them, so setting the clock moves
 //! them as on Linux, while relative ones live on the monotonic heap.
 //!
-//! Driving: [`Driver::take_expired`] pops every due entry (tests call it through
+//! Driving: [`Driver::take_expired`] pops the due entries (tests call it through
 //! `Timers::run_expired` after moving a `ManualClock`). The optional thread sleeps on a condvar
 //! until the earliest deadline; with nothing armed it waits without a timeout and costs nothing.
 //! A push that becomes a heap's new earliest entry kicks it. While absolute realtime/TAI timers
@@ -30,7 +45,7 @@
 
 use std::cmp::Ordering as CmpOrdering;
 use std::collections::BinaryHeap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Condvar, Mutex};
 use std::time::Duration;
 
@@ -75,6 +90,30 @@ struct Queue {
     heap: BinaryHeap<Entry>,
     /// Entries believed live (approximate: only steers compaction).
     live: usize,
+    /// Stale entries the last compaction kept (they held their timer's last reference).
+    kept: usize,
+}
+
+impl Queue {
+    /// Drops stale entries in place, keeping those that hold the last reference to their
+    /// (deleted) timer: dropping one would free it, and this runs under the heap lock,
+    /// possibly in a signal handler's `timer_settime`. They go when they expire.
+    fn compact(&mut self) {
+        let (mut live, mut kept) = (0, 0);
+        self.heap.retain(|e| {
+            if e.is_live() {
+                live += 1;
+                true
+            } else if Arc::strong_count(&e.timer) == 1 {
+                kept += 1;
+                true
+            } else {
+                false
+            }
+        });
+        self.live = live;
+        self.kept = kept;
+    }
 }
 
 /// A due timer, with the arm sequence it was due under.
@@ -91,6 +130,8 @@ pub(crate) struct Driver {
     wake: Condvar,
     /// How many times the thread woke up: lets tests check it sleeps while idle.
     wakeups: AtomicU64,
+    /// Timers that may be armed on a heap (not CPU-time, not SIGEV_NONE): sizes the heaps.
+    armable: AtomicUsize,
 }
 
 #[derive(Default)]
@@ -107,19 +148,22 @@ impl Driver {
             kick: Mutex::new(Kick::default()),
             wake: Condvar::new(),
             wakeups: AtomicU64::new(0),
+            armable: AtomicUsize::new(0),
         }
     }
 
-    /// Queues `timer` to fire at `expires` on `base`, under `arm_seq`.
+    /// Queues `timer` to fire at `expires` on `base`, under `arm_seq`. Allocates nothing while
+    /// the heap's capacity, kept by [`Driver::reserve`], suffices; compaction is in place and
+    /// frees no timer (see the module doc).
     ///
     /// Entry: the timer's state lock is held and `arm_seq` was just taken from it.
     pub(crate) fn arm(&self, timer: &Arc<Timer>, base: Base, expires: Nanos, arm_seq: u64) {
         let earliest = {
             let mut q = lock(&self.queues[base as usize]);
-            if q.heap.len() > 64 && q.heap.len() > 2 * q.live {
-                let old = std::mem::take(&mut q.heap);
-                q.heap = old.into_iter().filter(Entry::is_live).collect();
-                q.live = q.heap.len();
+            let stale = q.heap.len() - q.live.min(q.heap.len());
+            let full = q.heap.len() == q.heap.capacity();
+            if (q.heap.len() > 64 && stale > q.live + q.kept) || (full && stale > q.kept) {
+                q.compact();
             }
             q.heap.push(Entry {
                 expires,
@@ -137,19 +181,59 @@ impl Driver {
         }
     }
 
+    /// A timer that may be armed on `bases` was created: each of those heaps gets room for
+    /// twice the armable timers (live entries plus as many stale ones, the compaction
+    /// threshold) and 66 more, so [`Driver::arm`] never grows it. The larger heap is allocated
+    /// and the old one freed with no heap lock held.
+    pub(crate) fn reserve(&self, bases: &[Base]) {
+        let armable = self.armable.fetch_add(1, Ordering::Relaxed) + 1;
+        let wanted = 2 * armable + 66;
+        for &base in bases {
+            let queue = &self.queues[base as usize];
+            if lock(queue).heap.capacity() >= wanted {
+                continue;
+            }
+            let mut bigger = Vec::with_capacity(2 * wanted);
+            let mut old = {
+                let mut q = lock(queue);
+                if q.heap.capacity() >= wanted {
+                    continue;
+                }
+                bigger.extend(q.heap.drain());
+                std::mem::replace(&mut q.heap, BinaryHeap::from(bigger))
+            };
+            drop(std::mem::take(&mut old));
+        }
+    }
+
+    /// A timer counted by [`Driver::reserve`] was deleted.
+    pub(crate) fn unreserve(&self) {
+        self.armable.fetch_sub(1, Ordering::Relaxed);
+    }
+
     /// Notes that one armed entry on `base` went stale (the caller bumped `arm_seq`).
     pub(crate) fn cancelled(&self, base: Base) {
         let mut q = lock(&self.queues[base as usize]);
         q.live = q.live.saturating_sub(1);
     }
 
-    /// Pops every entry due by now, live ones returned, stale ones dropped.
-    pub(crate) fn take_expired(&self, clock: &dyn Clock) -> Vec<Due> {
-        let mut due = Vec::new();
+    /// Pops the entries due by now into `due` (live ones) and `dead` (stale ones holding the
+    /// last reference to their timer, to be dropped by the caller with no lock held), until
+    /// either is full. Other stale entries are dropped. Allocates nothing. Returns true if it
+    /// stopped because one was full (call again).
+    pub(crate) fn take_expired(
+        &self,
+        clock: &dyn Clock,
+        due: &mut Vec<Due>,
+        dead: &mut Vec<Arc<Timer>>,
+    ) -> bool {
         for base in Base::ALL {
             let now = base.now(clock);
             let mut q = lock(&self.queues[base as usize]);
             while q.heap.peek().is_some_and(|e| e.expires <= now) {
+                if due.len() == due.capacity() || dead.len() == dead.capacity() {
+                    return true;
+                }
                 let e = q.heap.pop().expect("peeked");
                 if e.is_live() {
                     q.live = q.live.saturating_sub(1);
@@ -157,10 +241,13 @@ impl Driver {
                         timer: e.timer,
                         arm_seq: e.arm_seq,
                     });
+                } else if Arc::strong_count(&e.timer) == 1 {
+                    q.kept = q.kept.saturating_sub(1);
+                    dead.push(e.timer);
                 }
             }
         }
-        due
+        false
     }
 
     /// How long until the earliest live entry is due (zero if overdue), or `None` with nothing
@@ -169,8 +256,20 @@ impl Driver {
         let mut best: Option<Nanos> = None;
         for base in Base::ALL {
             let mut q = lock(&self.queues[base as usize]);
+            let mut last_reference = None;
             while q.heap.peek().is_some_and(|e| !e.is_live()) {
-                q.heap.pop();
+                let e = q.heap.pop().expect("peeked");
+                if Arc::strong_count(&e.timer) == 1 {
+                    // Freed below, with no lock held; the next look continues.
+                    q.kept = q.kept.saturating_sub(1);
+                    last_reference = Some(e);
+                    break;
+                }
+            }
+            if last_reference.is_some() {
+                drop(q);
+                drop(last_reference);
+                return self.next_deadline(clock);
             }
             if let Some(e) = q.heap.peek() {
                 let mut delta = e.expires.saturating_sub(base.now(clock)).max(0);
@@ -217,6 +316,11 @@ impl Driver {
     /// How many times the driver thread has woken up.
     pub(crate) fn wakeups(&self) -> u64 {
         self.wakeups.load(Ordering::Relaxed)
+    }
+
+    /// The heaps' capacities, summed: for tests that arming never grows them.
+    pub(crate) fn capacity(&self) -> usize {
+        self.queues.iter().map(|q| lock(q).heap.capacity()).sum()
     }
 
     /// Entries in all heaps, stale ones included: for tests of the compaction.

@@ -36,9 +36,15 @@
 //! clock source is called under a timer's state lock by settime/gettime, so it must not.
 //!
 //! # Async-signal safety (§10)
-//! The calls take mutexes and may allocate (arming grows a heap), so they are meant to run in a
-//! daemon or sandbox serving the process, not inside the process's signal handlers; a preload
-//! library forwards `timer_gettime` & co. from a handler as a message, which is safe.
+//! The calls take mutexes, so an embedder that serves them inside the calling process (the
+//! preload library's `--timers`) runs them with the caller's signals blocked. What the engine
+//! guarantees on top: `timer_settime`, `timer_gettime` and `timer_getoverrun` allocate and free
+//! nothing for a timer that is not CPU-time (the driver's heaps get their room at
+//! `timer_create`, see `driver`), and no engine lock they take is held by another thread while
+//! it allocates or frees, except: `timer_create` and `timer_delete` (table stripe, registry and
+//! process locks), the CPU timer list (`cpu.rs`), and the last reference to a timer deleted by
+//! another thread meanwhile, which the caller then drops. `timer_create` and `timer_delete`
+//! themselves allocate.
 //!
 //! # Process lifecycle (§9)
 //! [`Timers::exit_process`] and [`Timers::exec_process`] delete the process's timers; exit
@@ -341,6 +347,11 @@ impl Timers {
     /// Driver entries queued, stale ones included (for tests of the lazy cancel).
     pub fn driver_entries(&self) -> usize {
         self.inner.driver.queued_entries()
+    }
+
+    /// The driver heaps' capacities, summed (for tests that arming never grows them).
+    pub fn driver_capacity(&self) -> usize {
+        self.inner.driver.capacity()
     }
 
     /// How many times the driver thread has woken up (each wake-up runs the due timers).

@@ -176,6 +176,9 @@ pub(crate) fn kill_timer(inner: &Inner, timer: &Timer, process_gone: bool) -> bo
     st.deleted = true;
     st.signal_seq += 1;
     cancel(inner, timer, &mut st);
+    if !timer.is_cpu() && !timer.is_sigev_none() {
+        inner.driver.unreserve();
+    }
     let release = st.unit_held && (process_gone || st.queued.is_none());
     if release {
         st.unit_held = false;
@@ -201,32 +204,46 @@ pub(crate) fn timer_delete(inner: &Inner, cred: &Cred, id: TimerId) -> Result<()
 }
 
 /// Fires every due timer and hands the signals to the notifier (after all locks are dropped).
-/// Returns how many timers expired.
+/// Returns how many timers expired. Heap entries are taken in batches into vectors allocated
+/// here, with no lock held, so nothing allocates or frees under a heap lock.
 pub(crate) fn run_expired(inner: &Inner) -> usize {
-    let mut due: Vec<_> = inner
-        .driver
-        .take_expired(&*inner.clock)
-        .into_iter()
-        .map(|d| (d.timer, d.arm_seq))
-        .collect();
-    if let Some(source) = &inner.cpu {
-        due.extend(inner.cpu_timers.take_expired(&**source));
-    }
+    const BATCH: usize = 64;
     let mut fired = 0;
-    let mut signals = Vec::new();
-    for (timer, arm_seq) in due {
-        let mut st = super::lock(&timer.state);
-        let current = timer.arm_seq.load(std::sync::atomic::Ordering::Acquire) == arm_seq;
-        if st.deleted || !current || st.status != Status::Armed {
-            continue;
-        }
-        fired += 1;
-        if let Some(sig) = Timer::expire(&timer, &mut st) {
-            signals.push(sig);
+    let mut due = Vec::with_capacity(BATCH);
+    let mut dead = Vec::with_capacity(BATCH);
+    loop {
+        let more = inner
+            .driver
+            .take_expired(&*inner.clock, &mut due, &mut dead);
+        dead.clear();
+        fired += fire(inner, due.drain(..).map(|d| (d.timer, d.arm_seq)));
+        if !more {
+            break;
         }
     }
-    for sig in signals {
-        inner.notifier.queue(sig);
+    if let Some(source) = &inner.cpu {
+        fired += fire(inner, inner.cpu_timers.take_expired(&**source).into_iter());
+    }
+    fired
+}
+
+/// Expires each timer still armed under `arm_seq`, queueing its signal once its state lock
+/// is dropped. Entry and exit: no lock held.
+fn fire(inner: &Inner, due: impl Iterator<Item = (Arc<Timer>, u64)>) -> usize {
+    let mut fired = 0;
+    for (timer, arm_seq) in due {
+        let signal = {
+            let mut st = super::lock(&timer.state);
+            let current = timer.arm_seq.load(std::sync::atomic::Ordering::Acquire) == arm_seq;
+            if st.deleted || !current || st.status != Status::Armed {
+                continue;
+            }
+            fired += 1;
+            Timer::expire(&timer, &mut st)
+        };
+        if let Some(sig) = signal {
+            inner.notifier.queue(sig);
+        }
     }
     fired
 }
