@@ -1,64 +1,16 @@
 //! A call parked on the daemon still ends as a sleeping one did: on the client's Cancel, on
 //! its hang-up, at semtimedop's deadline (`parking_scale.rs` shows it costs no thread).
 
-use std::os::fd::AsRawFd;
-use std::os::unix::net::UnixStream;
-use std::path::Path;
 use std::time::{Duration, Instant};
 use uipc::ipc::consts::*;
-use uipc::ipc::sem::{Sembuf, Timespec};
+use uipc::ipc::sem::Timespec;
 use uipc_proto::client::Connection;
-use uipc_proto::transport::{recv_frame, send_frame};
-use uipc_proto::{Request, Response, SemArg};
+use uipc_proto::{Request, Response};
 mod common;
 
-fn call(c: &Connection, req: Request) -> Response {
-    c.call(&req, false).unwrap().0
-}
-
-/// A session after its Hello, as a bare socket (to send without waiting for the reply).
-fn session(path: &Path) -> UnixStream {
-    let s = Connection::connect(path, false).unwrap().into_stream();
-    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
-    s
-}
-
-fn send(s: &UnixStream, req: &Request) {
-    send_frame(s.as_raw_fd(), &req.encode(), true, None).unwrap();
-}
-
-fn reply(s: &UnixStream) -> Response {
-    Response::decode(&recv_frame(s.as_raw_fd(), false).unwrap().payload).unwrap()
-}
-
-fn semop(semid: i32, op: i16, timeout: Option<Timespec>) -> Request {
-    Request::Semtimedop {
-        semid,
-        nsops: 1,
-        sops: Some(vec![Sembuf::new(0, op, 0)]),
-        timeout,
-    }
-}
-
-fn sem_count(c: &Connection, semid: i32, cmd: i32) -> Response {
-    call(
-        c,
-        Request::Semctl {
-            semid,
-            semnum: 0,
-            cmd,
-            arg: SemArg::None,
-        },
-    )
-}
-
-fn until(what: &str, mut ok: impl FnMut() -> bool) {
-    let t0 = Instant::now();
-    while !ok() {
-        assert!(t0.elapsed() < Duration::from_secs(30), "never: {what}");
-        std::thread::sleep(Duration::from_millis(5));
-    }
-}
+#[path = "common/parked_client.rs"]
+mod parked_client;
+use parked_client::*;
 
 fn new_sem(c: &Connection) -> i32 {
     let Response::Ret(id) = call(

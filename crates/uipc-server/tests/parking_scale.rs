@@ -2,64 +2,15 @@
 //! blocked at once leave the daemon's thread count where it was, and each one is answered
 //! when woken. (Alone in its test binary: other tests' daemons would add threads.)
 
-use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixStream;
-use std::path::Path;
-use std::time::{Duration, Instant};
 use uipc::ipc::consts::*;
-use uipc::ipc::sem::{Sembuf, Timespec};
 use uipc_proto::client::Connection;
-use uipc_proto::transport::{recv_frame, send_frame};
-use uipc_proto::{Request, Response, SemArg};
+use uipc_proto::{Request, Response};
 mod common;
 
-fn call(c: &Connection, req: Request) -> Response {
-    c.call(&req, false).unwrap().0
-}
-
-/// A session after its Hello, as a bare socket (to send without waiting for the reply).
-fn session(path: &Path) -> UnixStream {
-    let s = Connection::connect(path, false).unwrap().into_stream();
-    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
-    s
-}
-
-fn send(s: &UnixStream, req: &Request) {
-    send_frame(s.as_raw_fd(), &req.encode(), true, None).unwrap();
-}
-
-fn reply(s: &UnixStream) -> Response {
-    Response::decode(&recv_frame(s.as_raw_fd(), false).unwrap().payload).unwrap()
-}
-
-fn semop(semid: i32, op: i16, timeout: Option<Timespec>) -> Request {
-    Request::Semtimedop {
-        semid,
-        nsops: 1,
-        sops: Some(vec![Sembuf::new(0, op, 0)]),
-        timeout,
-    }
-}
-
-fn sem_count(c: &Connection, semid: i32, cmd: i32) -> Response {
-    call(
-        c,
-        Request::Semctl {
-            semid,
-            semnum: 0,
-            cmd,
-            arg: SemArg::None,
-        },
-    )
-}
-
-fn until(what: &str, mut ok: impl FnMut() -> bool) {
-    let t0 = Instant::now();
-    while !ok() {
-        assert!(t0.elapsed() < Duration::from_secs(30), "never: {what}");
-        std::thread::sleep(Duration::from_millis(5));
-    }
-}
+#[path = "common/parked_client.rs"]
+mod parked_client;
+use parked_client::*;
 
 /// The daemon's threads in this process: those it names `uipc-*`.
 fn daemon_threads() -> usize {
