@@ -12,33 +12,6 @@ mod common;
 mod parked_client;
 use parked_client::*;
 
-fn new_sem(c: &Connection) -> i32 {
-    let Response::Ret(id) = call(
-        c,
-        Request::Semget {
-            key: IPC_PRIVATE,
-            nsems: 1,
-            flag: 0o600,
-        },
-    ) else {
-        panic!("semget")
-    };
-    id as i32
-}
-
-fn new_queue(c: &Connection) -> i32 {
-    let Response::Ret(id) = call(
-        c,
-        Request::Msgget {
-            key: IPC_PRIVATE,
-            flag: 0o600,
-        },
-    ) else {
-        panic!("msgget")
-    };
-    id as i32
-}
-
 #[test]
 fn cancel_ends_a_parked_semop_and_msgrcv_with_eintr() {
     let (path, _) = common::start("parking");

@@ -21,33 +21,6 @@ fn daemon_threads() -> usize {
         .count()
 }
 
-fn new_sem(c: &Connection) -> i32 {
-    let Response::Ret(id) = call(
-        c,
-        Request::Semget {
-            key: IPC_PRIVATE,
-            nsems: 1,
-            flag: 0o600,
-        },
-    ) else {
-        panic!("semget")
-    };
-    id as i32
-}
-
-fn new_queue(c: &Connection) -> i32 {
-    let Response::Ret(id) = call(
-        c,
-        Request::Msgget {
-            key: IPC_PRIVATE,
-            flag: 0o600,
-        },
-    ) else {
-        panic!("msgget")
-    };
-    id as i32
-}
-
 #[test]
 fn three_hundred_blocked_clients_add_no_daemon_thread_and_all_are_answered() {
     const SEMOPS: usize = 200;

@@ -6,6 +6,7 @@ use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixStream;
 use std::path::Path;
 use std::time::{Duration, Instant};
+use uipc::ipc::consts::IPC_PRIVATE;
 use uipc::ipc::sem::{Sembuf, Timespec};
 use uipc_proto::client::Connection;
 use uipc_proto::transport::{recv_frame, send_frame};
@@ -57,4 +58,33 @@ pub fn until(what: &str, mut ok: impl FnMut() -> bool) {
         assert!(t0.elapsed() < Duration::from_secs(30), "never: {what}");
         std::thread::sleep(Duration::from_millis(5));
     }
+}
+
+/// A private one-semaphore set.
+pub fn new_sem(c: &Connection) -> i32 {
+    let Response::Ret(id) = call(
+        c,
+        Request::Semget {
+            key: IPC_PRIVATE,
+            nsems: 1,
+            flag: 0o600,
+        },
+    ) else {
+        panic!("semget")
+    };
+    id as i32
+}
+
+/// A private message queue.
+pub fn new_queue(c: &Connection) -> i32 {
+    let Response::Ret(id) = call(
+        c,
+        Request::Msgget {
+            key: IPC_PRIVATE,
+            flag: 0o600,
+        },
+    ) else {
+        panic!("msgget")
+    };
+    id as i32
 }
