@@ -18,6 +18,7 @@
  * library opens a connection per call, a millisecond or more; periods shorter than that
  * would starve the main thread). */
 #include "check.h"
+#include "watchdog.h"
 #include <pthread.h>
 #include <stdint.h>
 #include <sys/time.h>
@@ -40,11 +41,6 @@ struct text_msg {
     long mtype;
     char text[48];
 };
-
-static void say(const char *s) {
-    ssize_t ignored = write(2, s, strlen(s));
-    (void)ignored;
-}
 
 /* Writes `v` in decimal at `out` (async-signal-safe); returns the length. */
 static int put_int(char *out, long v) {
@@ -157,9 +153,7 @@ static void check_and_remove(struct objects *o, int sem_value) {
 
 static void *watchdog(void *arg) {
     (void)arg;
-    struct timespec t = {.tv_sec = WATCHDOG_S};
-    while (clock_nanosleep(CLOCK_MONOTONIC, 0, &t, &t) == EINTR)
-        ;
+    sleep_through(WATCHDOG_S);
     char buf[160] = "handler_ipc: not done after " WATCHDOG_TEXT " seconds (deadlock?): alarm runs ";
     int n = (int)strlen(buf);
     n += put_int(buf + n, on_alarm.runs);
@@ -181,12 +175,7 @@ int main(int argc, char **argv) {
     long alarm_us = argc > 3 ? atol(argv[3]) : 1500;
     long usr1_us = argc > 4 ? atol(argv[4]) : 4700;
 
-    sigset_t all, old;
-    sigfillset(&all);
-    CHECK(pthread_sigmask(SIG_SETMASK, &all, &old) == 0);
-    pthread_t dog;
-    CHECK(pthread_create(&dog, NULL, watchdog, NULL) == 0);
-    CHECK(pthread_sigmask(SIG_SETMASK, &old, NULL) == 0);
+    start_watchdog(watchdog, NULL);
 
     make_objects(&on_alarm);
     make_objects(&on_usr1);

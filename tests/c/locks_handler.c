@@ -17,6 +17,7 @@
  * Usage: locks_handler [handler runs] (default 3000; a slow machine stops after ENOUGH_S
  * seconds once the handler ran a tenth of that). */
 #include "check.h"
+#include "watchdog.h"
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -83,31 +84,6 @@ static void on_timer(int sig, siginfo_t *info, void *ctx) {
     errno = saved;
 }
 
-static void say(const char *s) {
-    ssize_t r = write(2, s, strlen(s));
-    (void)r;
-}
-
-static void *watchdog(void *arg) {
-    (void)arg;
-    long last_h = -1, last_m = -1;
-    for (;;) {
-        struct timespec t = {.tv_sec = STALL_S};
-        while (clock_nanosleep(CLOCK_MONOTONIC, 0, &t, &t) == EINTR)
-            ;
-        if (done)
-            return NULL;
-        if (handler_runs == last_h || main_rounds == last_m) {
-            say(handler_runs == last_h ? "locks_handler: the handler made no progress (deadlock?)\n"
-                                       : "locks_handler: the main loop made no progress (deadlock?)\n");
-            kill(holder, SIGKILL);
-            _exit(3);
-        }
-        last_h = handler_runs;
-        last_m = main_rounds;
-    }
-}
-
 static int make_file(char *path, const char *name) {
     snprintf(path, 64, "/tmp/uipc-%s-%d", name, getpid());
     int fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0600);
@@ -157,12 +133,15 @@ int main(int argc, char **argv) {
     for (int i = 0; i < B_FILES; i++)
         CHECK(close(b[i]) == 0);
 
-    sigset_t all, old;
-    sigfillset(&all);
-    CHECK(pthread_sigmask(SIG_SETMASK, &all, &old) == 0);
-    pthread_t dog;
-    CHECK(pthread_create(&dog, NULL, watchdog, NULL) == 0);
-    CHECK(pthread_sigmask(SIG_SETMASK, &old, NULL) == 0);
+    static struct progress_watch watch = {
+        .name = "locks_handler",
+        .stall_s = STALL_S,
+        .handler_runs = &handler_runs,
+        .main_rounds = &main_rounds,
+        .done = &done,
+    };
+    watch.kill_on_stall = holder;
+    start_watchdog(watch_progress, &watch);
 
     struct sigaction sa = {0};
     sa.sa_sigaction = on_timer;

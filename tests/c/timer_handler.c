@@ -16,6 +16,7 @@
  * Usage: timer_handler [handler runs] (default 20000; a slow machine stops after ENOUGH_S
  * seconds once the handler ran a tenth of that). */
 #include "check.h"
+#include "watchdog.h"
 #include <pthread.h>
 #include <stdint.h>
 #include <time.h>
@@ -71,30 +72,6 @@ static void on_timer(int sig, siginfo_t *info, void *ctx) {
     errno = saved;
 }
 
-static void say(const char *s) {
-    ssize_t r = write(2, s, strlen(s));
-    (void)r;
-}
-
-static void *watchdog(void *arg) {
-    (void)arg;
-    long last_h = -1, last_m = -1;
-    for (;;) {
-        struct timespec t = {.tv_sec = STALL_S};
-        while (clock_nanosleep(CLOCK_MONOTONIC, 0, &t, &t) == EINTR)
-            ;
-        if (done)
-            return NULL;
-        if (handler_runs == last_h || main_rounds == last_m) {
-            say(handler_runs == last_h ? "timer_handler: the handler made no progress (deadlock?)\n"
-                                       : "timer_handler: the main loop made no progress (deadlock?)\n");
-            _exit(3);
-        }
-        last_h = handler_runs;
-        last_m = main_rounds;
-    }
-}
-
 int main(int argc, char **argv) {
     long target = argc > 1 ? atol(argv[1]) : 20000;
     struct sigaction sa = {0};
@@ -114,12 +91,14 @@ int main(int argc, char **argv) {
     CHECK(timer_create(CLOCK_MONOTONIC, &ev, &periodic) == 0);
 
     /* The watchdog starts with every signal blocked, so the timer's signal never runs on it. */
-    sigset_t all, old;
-    sigfillset(&all);
-    CHECK(pthread_sigmask(SIG_SETMASK, &all, &old) == 0);
-    pthread_t dog;
-    CHECK(pthread_create(&dog, NULL, watchdog, NULL) == 0);
-    CHECK(pthread_sigmask(SIG_SETMASK, &old, NULL) == 0);
+    static struct progress_watch watch = {
+        .name = "timer_handler",
+        .stall_s = STALL_S,
+        .handler_runs = &handler_runs,
+        .main_rounds = &main_rounds,
+        .done = &done,
+    };
+    start_watchdog(watch_progress, &watch);
 
     struct itimerspec period = {0};
     period.it_value.tv_nsec = PERIOD_US * 1000;

@@ -1,0 +1,62 @@
+/* Watchdogs for the signal-handler tests: a thread started with every signal blocked (so no
+ * handler under test ever runs on it, and a deadlock that blocks signals cannot silence it),
+ * which ends the program with status 3 instead of letting a deadlock hang the test run.
+ * Include after check.h. */
+#include <pthread.h>
+#include <time.h>
+#ifndef UIPC_TEST_WATCHDOG_H
+#define UIPC_TEST_WATCHDOG_H
+
+/* Writes `s` to stderr with write(2) only (async-signal-safe). */
+static inline void say(const char *s) {
+    ssize_t r = write(2, s, strlen(s));
+    (void)r;
+}
+
+/* Sleeps `seconds` on the monotonic clock, whatever interrupts it. */
+static inline void sleep_through(long seconds) {
+    struct timespec t = {.tv_sec = seconds};
+    while (clock_nanosleep(CLOCK_MONOTONIC, 0, &t, &t) == EINTR)
+        ;
+}
+
+/* Starts `fn(arg)` on a detached-in-spirit thread whose signal mask blocks everything. */
+static inline void start_watchdog(void *(*fn)(void *), void *arg) {
+    sigset_t all, old;
+    sigfillset(&all);
+    CHECK(pthread_sigmask(SIG_SETMASK, &all, &old) == 0);
+    pthread_t dog;
+    CHECK(pthread_create(&dog, NULL, fn, arg) == 0);
+    CHECK(pthread_sigmask(SIG_SETMASK, &old, NULL) == 0);
+}
+
+/* A watchdog on progress: every `stall_s` seconds both counters must have moved (until
+ * `*done`); otherwise it says which one stalled, kills `kill_on_stall` if set, and exits 3. */
+struct progress_watch {
+    const char *name;
+    long stall_s;
+    volatile sig_atomic_t *handler_runs, *main_rounds, *done;
+    pid_t kill_on_stall;
+};
+
+static inline void *watch_progress(void *arg) {
+    struct progress_watch *w = arg;
+    long last_h = -1, last_m = -1;
+    for (;;) {
+        sleep_through(w->stall_s);
+        if (*w->done)
+            return NULL;
+        if (*w->handler_runs == last_h || *w->main_rounds == last_m) {
+            say(w->name);
+            say(*w->handler_runs == last_h ? ": the handler made no progress (deadlock?)\n"
+                                           : ": the main loop made no progress (deadlock?)\n");
+            if (w->kill_on_stall > 0)
+                kill(w->kill_on_stall, SIGKILL);
+            _exit(3);
+        }
+        last_h = *w->handler_runs;
+        last_m = *w->main_rounds;
+    }
+}
+
+#endif
