@@ -151,8 +151,9 @@ impl<T: IpcObject> Registry<T> {
     /// its rwsem for writing every time), so `*get` calls that find their key run in
     /// parallel; a call that may create takes it for writing and looks the key up again, so
     /// two creators of one key still get one object. A call with IPC_CREAT that finds the lock
-    /// free takes it for writing at once and looks up only once. `create` gets the writer-locked state, must call
-    /// [`Registry::add`] or [`Registry::add_then`] and returns the new id.
+    /// free takes it for writing at once and looks up only once. `create` gets the
+    /// writer-locked state, must call [`Registry::add`] or [`Registry::add_then`] and returns
+    /// the new id.
     pub fn get_or_create(
         &self,
         key: i32,
@@ -168,10 +169,7 @@ impl<T: IpcObject> Registry<T> {
             // costs, and a creation may follow); only when others hold it, as parallel opens
             // do, is the key looked up under a shared lock first.
             if let Some(mut st) = try_write(&self.state) {
-                if let Some(obj) = st.keys.get(&key) {
-                    return Self::opened(obj, flag, existing);
-                }
-                return create(&mut st);
+                return Self::open_or_create_locked(&mut st, key, flag, create, existing);
             }
         }
         let st = self.read();
@@ -182,12 +180,22 @@ impl<T: IpcObject> Registry<T> {
             return Err(Errno::ENOENT);
         }
         drop(st);
-        let mut st = self.write();
-        // Someone may have created it between the two locks.
+        // Someone may have created it between the two locks: look again.
+        Self::open_or_create_locked(&mut self.write(), key, flag, create, existing)
+    }
+
+    /// The writer-locked end of `ipcget`: open `key` if present, else create it.
+    fn open_or_create_locked(
+        st: &mut RegistryState<T>,
+        key: i32,
+        flag: i32,
+        create: impl FnOnce(&mut RegistryState<T>) -> Result<i32>,
+        existing: impl FnOnce(&T) -> Result<()>,
+    ) -> Result<i32> {
         if let Some(obj) = st.keys.get(&key) {
             return Self::opened(obj, flag, existing);
         }
-        create(&mut st)
+        create(st)
     }
 
     /// The tail of `ipcget` for a key that exists: EEXIST, then the type's checks.

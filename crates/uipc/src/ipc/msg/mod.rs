@@ -191,7 +191,7 @@ impl IpcNamespace {
                 let limit = self.limits.msgmni();
                 let qbytes = self.limits.msgmnb().max(0) as u64;
                 let ctime = self.now();
-                reg.add(st, key, limit, |id| MsgQueue {
+                let queue = |id| MsgQueue {
                     header: IpcHeader::new(id, key),
                     state: Mutex::new(QueueState {
                         perm: IpcPerm::new(cred, flag),
@@ -207,8 +207,8 @@ impl IpcNamespace {
                         senders: VecDeque::new(),
                         receivers: VecDeque::new(),
                     }),
-                })
-                .map(|q| q.header().id())
+                };
+                reg.add_then(st, key, limit, queue, |q| q.header.id())
             },
             |q| q.lock().perm.check(cred, flag),
         )
