@@ -69,6 +69,37 @@ impl Bench {
         self.progress.finish_and_clear();
     }
 
+    /// Measures several implementations side by side and adds each one's totals
+    /// (microseconds) to row `row` of `t`: `opts.runs` rounds, each running every closure
+    /// once in the order given. Alternating them, rather than running one column's
+    /// repetitions back to back, spreads a stretch of noise on a shared machine (another
+    /// tenant's burst, a cache flushed by a neighbour) over every column's runs alike, so the
+    /// medians' ratios hold. A closure reports a failed run as NaN: an implementation with
+    /// one is left out of the row, and its name returned.
+    pub fn rounds(
+        &self,
+        t: &mut Table,
+        row: &str,
+        impls: &mut [(&str, &mut dyn FnMut() -> f64)],
+    ) -> Vec<String> {
+        let mut runs = vec![Vec::with_capacity(self.opts.runs); impls.len()];
+        for _ in 0..self.opts.runs {
+            for ((name, f), runs) in impls.iter_mut().zip(&mut runs) {
+                runs.push(f());
+                self.step(&format!("{}: {row} {name}", t.title));
+            }
+        }
+        let mut failed = Vec::new();
+        for ((name, _), runs) in impls.iter().zip(&runs) {
+            if runs.iter().all(|v| v.is_finite()) {
+                t.add(row, name, runs);
+            } else {
+                failed.push(name.to_string());
+            }
+        }
+        failed
+    }
+
     /// Runs `f` `opts.runs` times and returns each run's total in microseconds.
     pub fn repeat(&self, what: &str, mut f: impl FnMut() -> f64) -> Vec<f64> {
         (0..self.opts.runs)

@@ -4,7 +4,8 @@
 //! with every call made by a different process. On the kernel the per-process tables fork one
 //! child per call and time only the call inside it, as the seed did; on uipc and "before" every
 //! call carries a different caller identity (pid), which is what a process is to the engine.
-//! Each create row starts with an untimed run of the in-process designs ([`warm_up`]).
+//! Each create row starts with an untimed run of the in-process designs ([`warm_up`]); the
+//! implementations' runs alternate ([`Bench::rounds`]).
 
 use crate::before::linear_keys::LinearSemRegistry;
 use crate::report::Table;
@@ -138,31 +139,18 @@ pub fn run(b: &Bench) -> Vec<Table> {
             if phase == Phase::Create {
                 warm_up(n, per_process);
             }
-            t.add(
-                &p,
-                "uipc",
-                &b.repeat(&format!("{title}: uipc {n}"), || {
-                    uipc_run(n, per_process, phase)
-                }),
-            );
-            t.add(
-                &p,
-                "before",
-                &b.repeat(&format!("{title}: before {n}"), || {
-                    before_run(n, per_process, phase)
-                }),
-            );
+            let mut uipc = || uipc_run(n, per_process, phase);
+            let mut before = || before_run(n, per_process, phase);
+            let mut kernel = || kernel_run(n, per_process, phase).unwrap_or(f64::NAN);
+            let mut impls: Vec<(&str, &mut dyn FnMut() -> f64)> =
+                vec![("uipc", &mut uipc), ("before", &mut before)];
             if kernel_ok {
-                let runs: Vec<f64> = b.repeat(&format!("{title}: kernel {n}"), || {
-                    kernel_run(n, per_process, phase).unwrap_or(f64::NAN)
-                });
-                if runs.iter().all(|v| v.is_finite()) {
-                    t.add(&p, "kernel", &runs);
-                } else {
-                    t.absent.push(format!(
-                        "kernel, {n} keys: a semget failed (limits of this host?)"
-                    ));
-                }
+                impls.push(("kernel", &mut kernel));
+            }
+            for name in b.rounds(&mut t, &p, &mut impls) {
+                t.absent.push(format!(
+                    "{name}, {n} keys: a semget failed (limits of this host?)"
+                ));
             }
         }
         if !kernel_ok {

@@ -92,36 +92,26 @@ pub fn run(b: &Bench) -> Vec<Table> {
             dash.insert(k, Arc::new(u64::from(k)));
             let _ = scc_index.insert_sync(k, Arc::new(u64::from(k)));
         }
-        let m = idmap.clone();
-        by_id.add(
+        let mut uipc = || {
+            let m = idmap.clone();
+            hammer(&keys, move |k| m.get(k).is_some())
+        };
+        let mut dashmap = || {
+            let d = dash.clone();
+            hammer(&keys, move |k| d.get(&k).map(|v| v.clone()).is_some())
+        };
+        let mut scc = || {
+            let s = scc_index.clone();
+            hammer(&keys, move |k| s.peek_with(&k, |_, v| v.clone()).is_some())
+        };
+        b.rounds(
+            &mut by_id,
             &p,
-            "uipc",
-            &b.repeat("id: uipc", || {
-                hammer(&keys, {
-                    let m = m.clone();
-                    move |k| m.get(k).is_some()
-                })
-            }),
-        );
-        by_id.add(
-            &p,
-            "dashmap",
-            &b.repeat("id: dashmap", || {
-                hammer(&keys, {
-                    let d = dash.clone();
-                    move |k| d.get(&k).map(|v| v.clone()).is_some()
-                })
-            }),
-        );
-        by_id.add(
-            &p,
-            "scc",
-            &b.repeat("id: scc", || {
-                hammer(&keys, {
-                    let s = scc_index.clone();
-                    move |k| s.peek_with(&k, |_, v| v.clone()).is_some()
-                })
-            }),
+            &mut [
+                ("uipc", &mut uipc as &mut dyn FnMut() -> f64),
+                ("dashmap", &mut dashmap),
+                ("scc", &mut scc),
+            ],
         );
 
         // Key lookups: the engine's registry, opening existing keys (`*get` without IPC_CREAT).
@@ -142,38 +132,31 @@ pub fn run(b: &Bench) -> Vec<Table> {
             dkeys.insert(k as i32, k);
             let _ = skeys.insert_sync(k as i32, k);
         }
-        by_key.add(
+        let mut uipc = || {
+            let r = reg.clone();
+            hammer(&keys, move |k| {
+                r.get_or_create(k as i32 + 1, 0, |_| Err(Errno::ENOENT), |_| Ok(()))
+                    .is_ok()
+            })
+        };
+        let mut dashmap = || {
+            let d = dkeys.clone();
+            hammer(&keys, move |k| d.get(&(k as i32)).is_some())
+        };
+        let mut scc = || {
+            let s = skeys.clone();
+            hammer(&keys, move |k| {
+                s.read_sync(&(k as i32), |_, v| *v).is_some()
+            })
+        };
+        b.rounds(
+            &mut by_key,
             &p,
-            "uipc",
-            &b.repeat("key: uipc", || {
-                hammer(&keys, {
-                    let r = reg.clone();
-                    move |k| {
-                        r.get_or_create(k as i32 + 1, 0, |_| Err(Errno::ENOENT), |_| Ok(()))
-                            .is_ok()
-                    }
-                })
-            }),
-        );
-        by_key.add(
-            &p,
-            "dashmap",
-            &b.repeat("key: dashmap", || {
-                hammer(&keys, {
-                    let d = dkeys.clone();
-                    move |k| d.get(&(k as i32)).is_some()
-                })
-            }),
-        );
-        by_key.add(
-            &p,
-            "scc",
-            &b.repeat("key: scc", || {
-                hammer(&keys, {
-                    let s = skeys.clone();
-                    move |k| s.read_sync(&(k as i32), |_, v| *v).is_some()
-                })
-            }),
+            &mut [
+                ("uipc", &mut uipc as &mut dyn FnMut() -> f64),
+                ("dashmap", &mut dashmap),
+                ("scc", &mut scc),
+            ],
         );
     }
     vec![by_id, by_key]
