@@ -11,44 +11,51 @@ pub fn private_ipc_namespace() -> bool {
     *DONE.get_or_init(|| unsafe { libc::unshare(libc::CLONE_NEWIPC) == 0 })
 }
 
-/// Runs `call` in a freshly forked child and returns how long the call itself took there, in
-/// microseconds (the fork is not timed), or `None` if the child failed.
-///
-/// The child only calls `call` (which must be async-signal-safe: plain system calls), reads
-/// the clock, writes 8 bytes to a pipe and `_exit`s.
-pub fn time_in_child(call: impl Fn() -> bool) -> Option<f64> {
+/// Runs `work` in a freshly forked child and returns what it reported (microseconds), or
+/// `None` if it reported `None`, panicked or the child failed. The child writes 8 bytes to a
+/// pipe and `_exit`s: no destructor, exit handler or stdio flush of the parent's state runs
+/// twice. `work` may allocate (glibc's fork leaves malloc usable in the child) but must not
+/// wait for other threads of the parent, which do not exist in the child.
+pub fn in_child(work: impl FnOnce() -> Option<f64>) -> Option<f64> {
     let mut fds = [0i32; 2];
     // SAFETY: `fds` is a valid array of two ints for pipe to fill.
     if unsafe { libc::pipe(fds.as_mut_ptr()) } != 0 {
         return None;
     }
-    // SAFETY: the child runs only async-signal-safe code before `_exit`.
+    // SAFETY: the child runs `work`, writes to the pipe and leaves with `_exit`.
     let pid = unsafe { libc::fork() };
     if pid == 0 {
-        let t0 = Instant::now();
-        let ok = call();
-        let ns: u64 = if ok {
-            t0.elapsed().as_nanos() as u64
-        } else {
-            u64::MAX
-        };
+        let out = std::panic::catch_unwind(std::panic::AssertUnwindSafe(work))
+            .ok()
+            .flatten()
+            .unwrap_or(f64::NAN);
         // SAFETY: writing 8 bytes from a live local to our pipe end, then leaving at once.
         unsafe {
-            libc::write(fds[1], (&ns as *const u64).cast(), 8);
+            libc::write(fds[1], (&out as *const f64).cast(), 8);
             libc::_exit(0);
         }
     }
     // SAFETY: closing our copy of the write end.
     unsafe { libc::close(fds[1]) };
-    let mut ns = 0u64;
+    let mut out = f64::NAN;
     // SAFETY: reading up to 8 bytes into a live local.
-    let n = unsafe { libc::read(fds[0], (&mut ns as *mut u64).cast(), 8) };
+    let n = unsafe { libc::read(fds[0], (&mut out as *mut f64).cast(), 8) };
     // SAFETY: reaping our own child and closing our read end.
     unsafe {
         libc::waitpid(pid, std::ptr::null_mut(), 0);
         libc::close(fds[0]);
     }
-    (pid > 0 && n == 8 && ns != u64::MAX).then(|| ns as f64 / 1000.0)
+    (pid > 0 && n == 8 && out.is_finite()).then_some(out)
+}
+
+/// Runs `call` in a freshly forked child ([`in_child`]) and returns how long the call itself
+/// took there, in microseconds (the fork is not timed), or `None` if it failed. `call` should
+/// be plain system calls, so that the time is the kernel's.
+pub fn time_in_child(call: impl Fn() -> bool) -> Option<f64> {
+    in_child(|| {
+        let t0 = Instant::now();
+        call().then(|| t0.elapsed().as_secs_f64() * 1e6)
+    })
 }
 
 /// Removes every semaphore set in this (private) namespace.

@@ -4,8 +4,8 @@
 //! with every call made by a different process. On the kernel the per-process tables fork one
 //! child per call and time only the call inside it, as the seed did; on uipc and "before" every
 //! call carries a different caller identity (pid), which is what a process is to the engine.
-//! Each create row starts with an untimed run of the in-process designs ([`warm_up`]); the
-//! implementations' runs alternate ([`Bench::rounds`]).
+//! The in-process designs make each timed run in a child process of their own, after untimed
+//! warm-up runs ([`isolated`]); the implementations' runs alternate ([`Bench::rounds`]).
 
 use crate::before::linear_keys::LinearSemRegistry;
 use crate::report::Table;
@@ -80,14 +80,28 @@ fn before_run(n: i32, per_process: bool, phase: Phase) -> f64 {
     time_loop(n, work)
 }
 
-/// One untimed create run of each in-process design, so that the timed runs (even a single
-/// one) find the heap's pages already mapped instead of faulting in a fresh page every few
-/// dozen sets: the kernel's sets come from slab caches the smaller rows have warmed. The
-/// `uipc` binary keeps freed heap memory for reuse (see its `keep_freed_heap`); without that a
-/// warm-up would be undone when the namespace is dropped.
-fn warm_up(n: i32, per_process: bool) {
-    uipc_run(n, per_process, Phase::Create);
-    before_run(n, per_process, Phase::Create);
+/// Untimed runs before the timed one, in its process ([`isolated`]).
+const WARM_UPS: usize = 2;
+
+/// One timed run of an in-process design, made in a forked child ([`kernel::in_child`]) after
+/// [`WARM_UPS`] untimed runs of the same work there. Every run so starts from this process's
+/// heap as it was, and no column's work shapes another's heap: in one shared heap a "before"
+/// run between two uipc runs left uipc's next creates 20% and its lookups 80% slower (freed
+/// memory scattered, pages write-protected by the kernel column's forks). The warm-up runs let
+/// the timed run (even a single one) find the heap's pages mapped instead of faulting in a
+/// fresh page every few dozen sets, as the kernel's sets come from slab caches the smaller
+/// rows have warmed; in a process that repeats 31900 creates, the first run took three times
+/// as long as the third and the second still 10-15% longer, while malloc's free lists settle.
+/// The `uipc` binary keeps freed heap memory for reuse (see its `keep_freed_heap`), without
+/// which every run would start cold again. NaN if the child failed.
+fn isolated(run: impl Fn() -> f64) -> f64 {
+    kernel::in_child(|| {
+        (0..WARM_UPS).for_each(|_| {
+            run();
+        });
+        Some(run())
+    })
+    .unwrap_or(f64::NAN)
 }
 
 fn host_semget(key: i32) -> bool {
@@ -136,11 +150,8 @@ pub fn run(b: &Bench) -> Vec<Table> {
         let mut t = Table::new(title, "keys", "µs total", &["uipc", "before", "kernel"]);
         for &n in sizes {
             let p = n.to_string();
-            if phase == Phase::Create {
-                warm_up(n, per_process);
-            }
-            let mut uipc = || uipc_run(n, per_process, phase);
-            let mut before = || before_run(n, per_process, phase);
+            let mut uipc = || isolated(|| uipc_run(n, per_process, phase));
+            let mut before = || isolated(|| before_run(n, per_process, phase));
             let mut kernel = || kernel_run(n, per_process, phase).unwrap_or(f64::NAN);
             let mut impls: Vec<(&str, &mut dyn FnMut() -> f64)> =
                 vec![("uipc", &mut uipc), ("before", &mut before)];
@@ -149,7 +160,7 @@ pub fn run(b: &Bench) -> Vec<Table> {
             }
             for name in b.rounds(&mut t, &p, &mut impls) {
                 t.absent.push(format!(
-                    "{name}, {n} keys: a semget failed (limits of this host?)"
+                    "{name}, {n} keys: a run failed (for the kernel: limits of this host?)"
                 ));
             }
         }
