@@ -84,11 +84,12 @@ pub fn run(b: &Bench) -> Vec<Table> {
         let p = n.to_string();
         let keys = Arc::new(ids(n));
 
-        let idmap = Arc::new(IdMap::<u64>::new());
+        let (idmap, mut writer) = IdMap::<u64>::new();
+        let idmap = Arc::new(idmap);
         let dash = Arc::new(dashmap::DashMap::<u32, Arc<u64>>::new());
         let scc_index = Arc::new(scc::HashIndex::<u32, Arc<u64>>::new());
         for &k in keys.iter() {
-            idmap.insert(k, Arc::new(u64::from(k)));
+            idmap.insert(&mut writer, k, Arc::new(u64::from(k)));
             dash.insert(k, Arc::new(u64::from(k)));
             let _ = scc_index.insert_sync(k, Arc::new(u64::from(k)));
         }

@@ -5,7 +5,8 @@
 //! - Keys live in a hash map (seed 000): `semget` on 31900 keys does not scan; IPC_PRIVATE
 //!   objects are never in it.
 //! - Objects are found by id through an [`IdMap`] without any registry lock: the cost is the
-//!   same for every index, and memory follows the live objects.
+//!   same for every index, and memory follows the live objects. Its writer ([`IdMapWriter`])
+//!   lives in the writer-locked state, so changing it takes no second lock.
 //!
 //! Locks: `state` is the kernel's `rwsem`. Creation and removal hold it for writing; a `*get`
 //! that finds its key, `*_INFO`, `*_STAT` by index and `/proc` listings hold it for reading
@@ -18,7 +19,7 @@
 use super::consts::{IPC_CREAT, IPC_EXCL, IPC_PRIVATE};
 use crate::sync::{read, try_write, write, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use crate::table::hash::KeyBuildHasher;
-use crate::table::{CyclicIdAllocator, IdLayout, IdMap};
+use crate::table::{CyclicIdAllocator, IdLayout, IdMap, IdMapWriter};
 use crate::{Errno, Result};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicI32, Ordering};
@@ -62,6 +63,8 @@ pub struct RegistryState<T> {
     keys: HashMap<i32, Arc<T>, KeyBuildHasher>,
     alloc: CyclicIdAllocator,
     next_id: i32,
+    /// The right to change `Registry::objects`: held with the writer lock.
+    objects: IdMapWriter,
 }
 
 impl<T> RegistryState<T> {
@@ -89,13 +92,15 @@ pub struct Registry<T> {
 impl<T: IpcObject> Registry<T> {
     /// An empty registry with the given id layout.
     pub fn new(layout: IdLayout) -> Registry<T> {
+        let (objects, writer) = IdMap::new();
         Registry {
             state: RwLock::new(RegistryState {
                 keys: HashMap::default(),
                 alloc: CyclicIdAllocator::new(layout),
                 next_id: -1,
+                objects: writer,
             }),
-            objects: IdMap::new(),
+            objects,
             layout,
         }
     }
@@ -249,7 +254,7 @@ impl<T: IpcObject> Registry<T> {
         if key != IPC_PRIVATE {
             st.keys.insert(key, obj.clone());
         }
-        self.objects.insert(idx, obj);
+        self.objects.insert(&mut st.objects, idx, obj);
         Ok(out)
     }
 
@@ -261,7 +266,7 @@ impl<T: IpcObject> Registry<T> {
         let idx = self.layout.idx(h.id());
         Self::unhash(st, h);
         st.alloc.free(idx);
-        self.objects.remove(idx);
+        self.objects.remove(&mut st.objects, idx);
     }
 
     /// `ipc_set_key_private`: the object can no longer be found by key and shows key 0.

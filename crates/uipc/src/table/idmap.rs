@@ -18,9 +18,10 @@
 //! 3. on a miss, the answer stands only if `mods` did not move (a backward shift may have moved
 //!    the wanted cell past the probe); otherwise probe again.
 //!
-//! Writers (`insert`, `remove`) serialize on an internal mutex (in the IPC registry they are
-//! already serialized by the namespace's writer lock, so it is never contended there). A writer
-//! that grows the index publishes a new array and keeps the old one until the map is dropped:
+//! Writers (`insert`, `remove`) are serialized by whoever owns the map's one [`IdMapWriter`]
+//! (made with the map, not clonable, passed as `&mut`): the IPC registry keeps it in its
+//! writer-locked state, so a creation takes no lock beyond the registry's own. A writer that
+//! grows the index publishes a new array and keeps the old one until the map is dropped:
 //! growth doubles, so the retired arrays together are smaller than the live one. A removal clears
 //! the slot's pointer, waits until no reader is inside the slot (readers stay there for a few
 //! instructions), and only then hands the `Arc` back, so no reader can take a count on a freed
@@ -28,7 +29,8 @@
 //! none); callers that need an exact match check the object's own id, as the IPC registry does
 //! with the sequence number.
 //!
-//! Lock order: `writer` only; readers take no lock.
+//! Locks: none of its own on the paths above (`retired`, a list of replaced index arrays, is
+//! locked only by growth, `memory_bytes` and drop); readers take no lock.
 
 use super::hash::run_preserving;
 use crate::sync::{
@@ -93,11 +95,26 @@ impl<T> Slot<T> {
     }
 }
 
-struct Writer {
+/// The right to change one [`IdMap`]: made with it by [`IdMap::new`], passed as `&mut` to
+/// `insert` and `remove`, so writers are serialized by whoever owns it.
+pub struct IdMapWriter {
+    /// The map this writer belongs to ([`IdMap::owner`]).
+    owner: u64,
     len: usize,
     next_slot: u32,
     free_slots: Vec<u32>,
-    retired: Vec<*mut IndexArray>,
+}
+
+impl IdMapWriter {
+    /// How many entries the map holds.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the map is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
 }
 
 /// A lock-free `u32 -> Arc<T>` map with serialized writers.
@@ -105,7 +122,11 @@ pub struct IdMap<T> {
     index: AtomicPtr<IndexArray>,
     mods: AtomicU64,
     chunks: Box<[AtomicPtr<Slot<T>>]>,
-    writer: Mutex<Writer>,
+    /// Index arrays replaced by growth: readers may still be probing them, so they live as
+    /// long as the map.
+    retired: Mutex<Vec<*mut IndexArray>>,
+    /// Tells this map's writer from others' (a process-wide counter).
+    owner: u64,
 }
 
 // SAFETY: the map hands out `Arc<T>` clones across threads and drops `T` on whichever thread
@@ -125,28 +146,37 @@ fn chunk_len(k: usize) -> usize {
     (BASE_SLOTS as usize) << k
 }
 
-impl<T> Default for IdMap<T> {
-    fn default() -> Self {
-        IdMap::new()
-    }
-}
-
 impl<T> IdMap<T> {
-    /// An empty map.
-    pub fn new() -> IdMap<T> {
-        IdMap {
+    /// An empty map and the one writer that may change it.
+    pub fn new() -> (IdMap<T>, IdMapWriter) {
+        // Not a loom atomic: which number a map gets is not part of any interleaving.
+        static OWNERS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let owner = OWNERS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let map = IdMap {
             index: AtomicPtr::new(Box::into_raw(IndexArray::new(MIN_CELLS))),
             mods: AtomicU64::new(0),
             chunks: (0..CHUNKS)
                 .map(|_| AtomicPtr::new(std::ptr::null_mut()))
                 .collect(),
-            writer: Mutex::new(Writer {
-                len: 0,
-                next_slot: 0,
-                free_slots: Vec::new(),
-                retired: Vec::new(),
-            }),
-        }
+            retired: Mutex::new(Vec::new()),
+            owner,
+        };
+        let writer = IdMapWriter {
+            owner,
+            len: 0,
+            next_slot: 0,
+            free_slots: Vec::new(),
+        };
+        (map, writer)
+    }
+
+    /// Panics unless `w` is this map's writer: another map's would name slots this map never
+    /// allocated.
+    fn check_writer(&self, w: &IdMapWriter) {
+        assert_eq!(
+            w.owner, self.owner,
+            "an IdMap changed through another map's writer"
+        );
     }
 
     fn slot(&self, slot: u32) -> &Slot<T> {
@@ -239,20 +269,10 @@ impl<T> IdMap<T> {
         found
     }
 
-    /// How many entries the map holds.
-    pub fn len(&self) -> usize {
-        lock(&self.writer).len
-    }
-
-    /// Whether the map is empty.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
     /// Adds `key -> value`. The key must not be present (the allocator guarantees it).
-    pub fn insert(&self, key: u32, value: Arc<T>) {
+    pub fn insert(&self, w: &mut IdMapWriter, key: u32, value: Arc<T>) {
         assert!(key < u32::MAX, "key u32::MAX is reserved");
-        let mut w = lock(&self.writer);
+        self.check_writer(w);
         debug_assert!(self.find_cell(key).is_none(), "key {key} inserted twice");
         let slot_no = match w.free_slots.pop() {
             Some(s) => s,
@@ -277,7 +297,7 @@ impl<T> IdMap<T> {
         self.slot(slot_no)
             .ptr
             .store(Arc::into_raw(value) as *mut T, Release);
-        // SAFETY: only writers (serialized by `writer`) replace the index.
+        // SAFETY: only writers (serialized by `w`) replace the index.
         let mut arr = unsafe { &*self.index.load(SeqCst) };
         if (w.len + 1) * 4 > arr.cells.len() * 3 {
             let bigger = IndexArray::new(arr.cells.len() * 2);
@@ -291,7 +311,7 @@ impl<T> IdMap<T> {
                 Self::place(&bigger, c, Relaxed);
             }
             let old = self.index.swap(Box::into_raw(bigger), SeqCst);
-            w.retired.push(old);
+            lock(&self.retired).push(old);
             // SAFETY: just published; freed only on drop.
             arr = unsafe { &*self.index.load(SeqCst) };
         }
@@ -310,7 +330,7 @@ impl<T> IdMap<T> {
     }
 
     fn find_cell(&self, key: u32) -> Option<(usize, u64)> {
-        // SAFETY: called with `writer` held, so the array is current and alive.
+        // SAFETY: called by the writer, so the array is current and alive.
         let arr = unsafe { &*self.index.load(SeqCst) };
         let mut i = arr.home(key);
         loop {
@@ -326,10 +346,10 @@ impl<T> IdMap<T> {
     }
 
     /// Removes `key`, returning its value once no reader can still reach it.
-    pub fn remove(&self, key: u32) -> Option<Arc<T>> {
-        let mut w = lock(&self.writer);
+    pub fn remove(&self, w: &mut IdMapWriter, key: u32) -> Option<Arc<T>> {
+        self.check_writer(w);
         let (mut hole, c) = self.find_cell(key)?;
-        // SAFETY: `writer` is held, so this is the current, live array.
+        // SAFETY: we are the writer, so this is the current, live array.
         let arr = unsafe { &*self.index.load(SeqCst) };
         self.mods.fetch_add(1, SeqCst);
         let mut j = hole;
@@ -373,11 +393,11 @@ impl<T> IdMap<T> {
 
     /// Bytes held by the index and the slab (for memory comparisons in benchmarks).
     pub fn memory_bytes(&self) -> usize {
-        let w = lock(&self.writer);
-        // SAFETY: `writer` held: the current array is alive.
+        let retired = lock(&self.retired);
+        // SAFETY: index arrays are freed only when the map is dropped.
         let arr = unsafe { &*self.index.load(SeqCst) };
         let mut bytes = arr.cells.len() * 8;
-        for &old in &w.retired {
+        for &old in retired.iter() {
             // SAFETY: retired arrays live until drop.
             bytes += unsafe { &*old }.cells.len() * 8;
         }
@@ -391,8 +411,8 @@ impl<T> IdMap<T> {
 
 impl<T> Drop for IdMap<T> {
     fn drop(&mut self) {
-        let w = self.writer.get_mut().unwrap_or_else(|e| e.into_inner());
-        for &old in &w.retired {
+        let retired = self.retired.get_mut().unwrap_or_else(|e| e.into_inner());
+        for &old in retired.iter() {
             // SAFETY: retired arrays came from `Box::into_raw` and no reader can exist now.
             drop(unsafe { Box::from_raw(old) });
         }
@@ -441,9 +461,9 @@ mod tests {
         let (small, large) = (draw(32_768), draw(1 << 24));
         let mut means = Vec::new();
         for keys in [&small, &large] {
-            let m = IdMap::<u32>::new();
+            let (m, mut w) = IdMap::<u32>::new();
             for &k in keys {
-                m.insert(k, Arc::new(k));
+                m.insert(&mut w, k, Arc::new(k));
             }
             let probes: Vec<usize> = keys.iter().map(|&k| m.cells_probed(k)).collect();
             let mean = probes.iter().sum::<usize>() as f64 / probes.len() as f64;
@@ -454,9 +474,9 @@ mod tests {
             );
             means.push(mean);
         }
-        let one = IdMap::<u32>::new();
-        one.insert(1, Arc::new(1));
-        one.insert(15_777_204, Arc::new(2));
+        let (one, mut w) = IdMap::<u32>::new();
+        one.insert(&mut w, 1, Arc::new(1));
+        one.insert(&mut w, 15_777_204, Arc::new(2));
         assert_eq!(one.cells_probed(1), one.cells_probed(15_777_204));
         assert!((means[0] - means[1]).abs() < 0.5, "{means:?}");
     }
@@ -477,7 +497,7 @@ mod tests {
     #[test]
     #[allow(clippy::map_entry)] // the model mirrors the map's own remove-or-insert calls
     fn insert_get_remove_agree_with_a_hashmap_under_churn() {
-        let m = IdMap::<u32>::new();
+        let (m, mut w) = IdMap::<u32>::new();
         let mut model = HashMap::new();
         let mut x = 12345u64;
         for _ in 0..20_000 {
@@ -486,24 +506,24 @@ mod tests {
                 .wrapping_add(1442695040888963407);
             let key = ((x >> 33) % 700) as u32;
             if model.contains_key(&key) {
-                assert_eq!(m.remove(key).map(|v| *v), model.remove(&key));
+                assert_eq!(m.remove(&mut w, key).map(|v| *v), model.remove(&key));
             } else {
-                m.insert(key, Arc::new(key * 3));
+                m.insert(&mut w, key, Arc::new(key * 3));
                 model.insert(key, key * 3);
             }
             let probe = ((x >> 20) % 700) as u32;
             assert_eq!(m.get(probe).map(|v| *v), model.get(&probe).copied());
         }
-        assert_eq!(m.len(), model.len());
+        assert_eq!(w.len(), model.len());
     }
 
     #[test]
     fn memory_follows_live_entries_not_the_largest_key() {
-        let small = IdMap::<u64>::new();
-        let sparse = IdMap::<u64>::new();
+        let (small, mut ws) = IdMap::<u64>::new();
+        let (sparse, mut wp) = IdMap::<u64>::new();
         for i in 0..64u32 {
-            small.insert(i, Arc::new(0));
-            sparse.insert(i * 262_144, Arc::new(0));
+            small.insert(&mut ws, i, Arc::new(0));
+            sparse.insert(&mut wp, i * 262_144, Arc::new(0));
         }
         assert_eq!(small.memory_bytes(), sparse.memory_bytes());
         assert!(sparse.get(63 * 262_144).is_some());
@@ -513,12 +533,12 @@ mod tests {
     #[test]
     fn removed_values_are_dropped_once_and_remaining_ones_at_drop() {
         let tracker = Arc::new(());
-        let m = IdMap::new();
+        let (m, mut w) = IdMap::new();
         for i in 0..100 {
-            m.insert(i, Arc::new(tracker.clone()));
+            m.insert(&mut w, i, Arc::new(tracker.clone()));
         }
         assert_eq!(Arc::strong_count(&tracker), 101);
-        drop(m.remove(5));
+        drop(m.remove(&mut w, 5));
         assert_eq!(Arc::strong_count(&tracker), 100);
         drop(m);
         assert_eq!(Arc::strong_count(&tracker), 1);
@@ -527,10 +547,11 @@ mod tests {
     #[test]
     fn concurrent_readers_never_see_a_missing_live_key_while_others_churn() {
         use std::sync::atomic::{AtomicBool, AtomicU64};
-        let m = Arc::new(IdMap::<u32>::new());
+        let (m, mut w) = IdMap::<u32>::new();
+        let m = Arc::new(m);
         let stable: Vec<u32> = (0..50).map(|i| i * 7).collect();
         for &k in &stable {
-            m.insert(k, Arc::new(k));
+            m.insert(&mut w, k, Arc::new(k));
         }
         let stop = Arc::new(AtomicBool::new(false));
         let lookups = Arc::new(AtomicU64::new(0));
@@ -553,8 +574,8 @@ mod tests {
         let mut round = 0u32;
         while round < 3000 || lookups.load(SeqCst) < 50_000 {
             let k = 1000 + (round % 300) * 7 + 1;
-            m.insert(k, Arc::new(k));
-            assert_eq!(m.remove(k).map(|v| *v), Some(k));
+            m.insert(&mut w, k, Arc::new(k));
+            assert_eq!(m.remove(&mut w, k).map(|v| *v), Some(k));
             round += 1;
             assert!(round < 50_000_000, "readers never ran");
         }
@@ -584,14 +605,15 @@ mod loom_models {
     #[test]
     fn lookup_racing_removal_gets_the_value_or_nothing_never_a_freed_one() {
         loom::model(|| {
-            let m = Arc::new(IdMap::<u32>::new());
+            let (m, mut w) = IdMap::<u32>::new();
+            let m = Arc::new(m);
             let keep = Arc::new(7u32);
-            m.insert(3, keep.clone());
+            m.insert(&mut w, 3, keep.clone());
             let reader = {
                 let m = m.clone();
                 thread::spawn(move || m.get(3).map(|v| *v))
             };
-            let removed = m.remove(3);
+            let removed = m.remove(&mut w, 3);
             assert_eq!(removed.map(|v| *v), Some(7));
             let seen = reader.join().unwrap();
             assert!(seen.is_none() || seen == Some(7));
@@ -603,14 +625,15 @@ mod loom_models {
     fn removal_shifting_a_colliding_entry_never_hides_it_from_a_reader() {
         loom::model(|| {
             let (a, b) = colliding_keys();
-            let m = Arc::new(IdMap::<u32>::new());
-            m.insert(a, Arc::new(a));
-            m.insert(b, Arc::new(b));
+            let (m, mut w) = IdMap::<u32>::new();
+            let m = Arc::new(m);
+            m.insert(&mut w, a, Arc::new(a));
+            m.insert(&mut w, b, Arc::new(b));
             let reader = {
                 let m = m.clone();
                 thread::spawn(move || m.get(b).map(|v| *v))
             };
-            m.remove(a);
+            m.remove(&mut w, a);
             assert_eq!(reader.join().unwrap(), Some(b), "b was live throughout");
         });
     }
@@ -618,15 +641,16 @@ mod loom_models {
     #[test]
     fn lookup_during_growth_finds_live_entries() {
         loom::model(|| {
-            let m = Arc::new(IdMap::<u32>::new());
+            let (m, mut w) = IdMap::<u32>::new();
+            let m = Arc::new(m);
             for k in 0..11 {
-                m.insert(k, Arc::new(k));
+                m.insert(&mut w, k, Arc::new(k));
             }
             let reader = {
                 let m = m.clone();
                 thread::spawn(move || m.get(5).map(|v| *v))
             };
-            m.insert(11, Arc::new(11)); // 12 > 3/4 of 16 cells: grows
+            m.insert(&mut w, 11, Arc::new(11)); // 12 > 3/4 of 16 cells: grows
             assert_eq!(reader.join().unwrap(), Some(5));
         });
     }

@@ -11,4 +11,4 @@ pub mod idmap;
 
 pub use bitmap::SparseBitmap;
 pub use cyclic::{CyclicIdAllocator, IdLayout};
-pub use idmap::IdMap;
+pub use idmap::{IdMap, IdMapWriter};
