@@ -121,10 +121,10 @@ pub fn run(b: &Bench) -> Vec<Table> {
         {
             let mut st = reg.write();
             for &k in keys.iter() {
-                reg.add(&mut st, k as i32 + 1, i32::MAX, |id| {
-                    KeyObj(IpcHeader::new(id, k as i32 + 1))
-                })
-                .expect("the registry has room for every key");
+                let key = k as i32 + 1;
+                reg.vacancy(&mut st, key)
+                    .and_then(|free| free.add(i32::MAX, |id| KeyObj(IpcHeader::new(id, key))))
+                    .expect("the registry has room for every key");
             }
         }
         let dkeys = Arc::new(dashmap::DashMap::<i32, u32>::new());

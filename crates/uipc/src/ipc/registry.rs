@@ -21,7 +21,7 @@ use crate::sync::{read, try_write, write, RwLock, RwLockReadGuard, RwLockWriteGu
 use crate::table::hash::KeyBuildHasher;
 use crate::table::{CyclicIdAllocator, IdLayout, IdMap, IdMapWriter};
 use crate::{Errno, Result};
-use std::collections::HashMap;
+use std::collections::hash_map::{Entry, HashMap, VacantEntry};
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::Arc;
 
@@ -159,25 +159,28 @@ impl<T: IpcObject> Registry<T> {
     /// its rwsem for writing every time), so `*get` calls that find their key run in
     /// parallel; a call that may create takes it for writing and looks the key up again, so
     /// two creators of one key still get one object. A call with IPC_CREAT that finds the lock
-    /// free takes it for writing at once and looks up only once. `create` gets the
-    /// writer-locked state, must call [`Registry::add`] or [`Registry::add_then`] and returns
-    /// the new id.
+    /// free takes it for writing at once and looks up only once. `create` gets the free key
+    /// (a [`Vacancy`], with the writer lock held), must call [`Vacancy::add`] or
+    /// [`Vacancy::add_then`] and returns the new id.
     pub fn get_or_create(
         &self,
         key: i32,
         flag: i32,
-        create: impl FnOnce(&mut RegistryState<T>) -> Result<i32>,
+        create: impl FnOnce(Vacancy<'_, T>) -> Result<i32>,
         existing: impl FnOnce(&T) -> Result<()>,
     ) -> Result<i32> {
         if key == IPC_PRIVATE {
-            return create(&mut self.write());
+            return match self.vacancy_in(&mut self.write(), key) {
+                Ok(free) => create(free),
+                Err(_) => unreachable!("IPC_PRIVATE is never in the key map"),
+            };
         }
         if flag & IPC_CREAT != 0 {
             // A lock nobody holds is taken for writing at once (it costs what a read lock
             // costs, and a creation may follow); only when others hold it, as parallel opens
             // do, is the key looked up under a shared lock first.
             if let Some(mut st) = try_write(&self.state) {
-                return Self::open_or_create_locked(&mut st, key, flag, create, existing);
+                return self.open_or_create_locked(&mut st, key, flag, create, existing);
             }
         }
         let st = self.read();
@@ -189,21 +192,64 @@ impl<T: IpcObject> Registry<T> {
         }
         drop(st);
         // Someone may have created it between the two locks: look again.
-        Self::open_or_create_locked(&mut self.write(), key, flag, create, existing)
+        self.open_or_create_locked(&mut self.write(), key, flag, create, existing)
     }
 
-    /// The writer-locked end of `ipcget`: open `key` if present, else create it.
+    /// The writer-locked end of `ipcget`: open `key` if present, else create it (one probe of
+    /// the key map either way).
     fn open_or_create_locked(
+        &self,
         st: &mut RegistryState<T>,
         key: i32,
         flag: i32,
-        create: impl FnOnce(&mut RegistryState<T>) -> Result<i32>,
+        create: impl FnOnce(Vacancy<'_, T>) -> Result<i32>,
         existing: impl FnOnce(&T) -> Result<()>,
     ) -> Result<i32> {
-        if let Some(obj) = st.keys.get(&key) {
-            return Self::opened(obj, flag, existing);
+        match self.vacancy_in(st, key) {
+            Ok(free) => create(free),
+            Err(obj) => Self::opened(obj, flag, existing),
         }
-        create(st)
+    }
+
+    /// `key`'s place in the key map if it is free (IPC_PRIVATE always is), else the object
+    /// holding it. A full map grows first, fourfold (see `RegistryState::keys`), so that
+    /// entering the key cannot make hashbrown double it; an open that finds the map exactly
+    /// full so grows it one creation early.
+    fn vacancy_in<'a>(
+        &'a self,
+        st: &'a mut RegistryState<T>,
+        key: i32,
+    ) -> std::result::Result<Vacancy<'a, T>, &'a T> {
+        let RegistryState {
+            keys,
+            alloc,
+            next_id,
+            objects,
+        } = st;
+        let place = if key == IPC_PRIVATE {
+            None
+        } else {
+            if keys.len() == keys.capacity() {
+                keys.reserve(3 * keys.capacity().max(4));
+            }
+            match keys.entry(key) {
+                Entry::Occupied(taken) => return Err(taken.into_mut()),
+                Entry::Vacant(place) => Some(place),
+            }
+        };
+        Ok(Vacancy {
+            reg: self,
+            place,
+            alloc,
+            next_id,
+            objects,
+        })
+    }
+
+    /// `key`, free, for [`Vacancy::add`]: EEXIST if an object holds it. (`*get` finds its
+    /// vacancies itself; this is for callers that fill a registry directly.)
+    pub fn vacancy<'a>(&'a self, st: &'a mut RegistryState<T>, key: i32) -> Result<Vacancy<'a, T>> {
+        self.vacancy_in(st, key).map_err(|_| Errno::EEXIST)
     }
 
     /// The tail of `ipcget` for a key that exists: EEXIST, then the type's checks.
@@ -213,56 +259,6 @@ impl<T: IpcObject> Registry<T> {
         }
         existing(obj)?;
         Ok(obj.header().id())
-    }
-
-    /// `ipc_addid`: ENOSPC at the count limit (`min(limit, IPCMNI)`); then the id, consuming a
-    /// pending `*_next_id`; then `build(id)` makes the object, which is published. The type's
-    /// own checks (sizes, semmns, shmall) must have passed already: failures before this point
-    /// leave `*_next_id` pending, as on Linux.
-    pub fn add(
-        &self,
-        st: &mut RegistryState<T>,
-        key: i32,
-        limit: i32,
-        build: impl FnOnce(i32) -> T,
-    ) -> Result<Arc<T>> {
-        self.add_then(st, key, limit, build, Arc::clone)
-    }
-
-    /// [`Registry::add`], returning `then(&object)` instead of a new reference to the object
-    /// (a creation that only needs the id then costs no reference count traffic beyond the
-    /// two references the registry keeps).
-    pub fn add_then<R>(
-        &self,
-        st: &mut RegistryState<T>,
-        key: i32,
-        limit: i32,
-        build: impl FnOnce(i32) -> T,
-        then: impl FnOnce(&Arc<T>) -> R,
-    ) -> Result<R> {
-        let limit = (limit.max(0) as u32).min(self.layout.ipcmni());
-        if st.alloc.in_use() >= limit {
-            return Err(Errno::ENOSPC);
-        }
-        let id = if st.next_id >= 0 {
-            let wanted = std::mem::replace(&mut st.next_id, -1);
-            st.alloc.alloc_at(wanted)?
-        } else {
-            st.alloc.alloc()?
-        };
-        let obj = Arc::new(build(id));
-        debug_assert_eq!(obj.header().id(), id);
-        let out = then(&obj);
-        let idx = self.layout.idx(id);
-        if key != IPC_PRIVATE {
-            if st.keys.len() == st.keys.capacity() {
-                // Quadruple rather than let the map double: see `keys`.
-                st.keys.reserve(3 * st.keys.capacity().max(4));
-            }
-            st.keys.insert(key, obj.clone());
-        }
-        self.objects.insert(&mut st.objects, idx, obj);
-        Ok(out)
     }
 
     /// `ipc_rmid`: unhashes the key, frees the index and unpublishes the object. Lookups after
@@ -316,6 +312,58 @@ impl<T: IpcObject> Registry<T> {
     }
 }
 
+/// A free key (or IPC_PRIVATE) found under the registry's writer lock, with what creating an
+/// object there needs: [`Registry::get_or_create`] hands one to the type's `create`. Entering
+/// the object puts it where the lookup found the key free, without probing the key map again.
+pub struct Vacancy<'a, T> {
+    reg: &'a Registry<T>,
+    /// The key's place in the key map; `None` for IPC_PRIVATE, which is never entered.
+    place: Option<VacantEntry<'a, i32, Arc<T>>>,
+    alloc: &'a mut CyclicIdAllocator,
+    next_id: &'a mut i32,
+    objects: &'a mut IdMapWriter,
+}
+
+impl<T: IpcObject> Vacancy<'_, T> {
+    /// `ipc_addid`: ENOSPC at the count limit (`min(limit, IPCMNI)`); then the id, consuming a
+    /// pending `*_next_id`; then `build(id)` makes the object, which is published under its
+    /// index and its key. The type's own checks (sizes, semmns, shmall) must have passed
+    /// already: failures before this point leave `*_next_id` pending, as on Linux.
+    pub fn add(self, limit: i32, build: impl FnOnce(i32) -> T) -> Result<Arc<T>> {
+        self.add_then(limit, build, Arc::clone)
+    }
+
+    /// [`Vacancy::add`], returning `then(&object)` instead of a new reference to the object
+    /// (a creation that only needs the id then costs no reference count traffic beyond the
+    /// two references the registry keeps).
+    pub fn add_then<R>(
+        self,
+        limit: i32,
+        build: impl FnOnce(i32) -> T,
+        then: impl FnOnce(&Arc<T>) -> R,
+    ) -> Result<R> {
+        let layout = self.reg.layout;
+        let limit = (limit.max(0) as u32).min(layout.ipcmni());
+        if self.alloc.in_use() >= limit {
+            return Err(Errno::ENOSPC);
+        }
+        let id = if *self.next_id >= 0 {
+            let wanted = std::mem::replace(self.next_id, -1);
+            self.alloc.alloc_at(wanted)?
+        } else {
+            self.alloc.alloc()?
+        };
+        let obj = Arc::new(build(id));
+        debug_assert_eq!(obj.header().id(), id);
+        let out = then(&obj);
+        if let Some(place) = self.place {
+            place.insert(obj.clone());
+        }
+        self.reg.objects.insert(self.objects, layout.idx(id), obj);
+        Ok(out)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -328,14 +376,21 @@ mod tests {
     }
 
     fn create(r: &Registry<Obj>, st: &mut RegistryState<Obj>, key: i32) -> Result<Arc<Obj>> {
-        r.add(st, key, 32000, |id| Obj(IpcHeader::new(id, key)))
+        r.vacancy(st, key)?
+            .add(32000, |id| Obj(IpcHeader::new(id, key)))
     }
 
     fn open_or_create(r: &Registry<Obj>, key: i32) -> Result<i32> {
         r.get_or_create(
             key,
             IPC_CREAT,
-            |st| create(r, st, key).map(|o| o.header().id()),
+            |free| {
+                free.add_then(
+                    32000,
+                    |id| Obj(IpcHeader::new(id, key)),
+                    |o| o.header().id(),
+                )
+            },
             |_| Ok(()),
         )
     }
@@ -382,7 +437,13 @@ mod tests {
             r.get_or_create(
                 key,
                 flag,
-                |st| create(&r, st, key).map(|o| o.header().id()),
+                |free| {
+                    free.add_then(
+                        32000,
+                        |id| Obj(IpcHeader::new(id, key)),
+                        |o| o.header().id(),
+                    )
+                },
                 |_| Ok(()),
             )
         };
@@ -423,9 +484,9 @@ mod tests {
             r.get_or_create(
                 key,
                 IPC_CREAT,
-                |st| {
+                |free| {
                     let obj = |id| Obj(IpcHeader::new(id, key));
-                    r.add_then(st, key, 2, obj, |o| o.header().id())
+                    free.add_then(2, obj, |o| o.header().id())
                 },
                 |_| Ok(()),
             )

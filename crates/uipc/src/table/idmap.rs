@@ -22,7 +22,7 @@
 //! (made with the map, not clonable, passed as `&mut`): the IPC registry keeps it in its
 //! writer-locked state, so a creation takes no lock beyond the registry's own. A writer that
 //! grows the index publishes a new array and keeps the old one until the map is dropped.
-//! Growth quadruples ([`GROWTH`]): filling the map re-places each entry a third of a time on
+//! Growth quadruples (`GROWTH`): filling the map re-places each entry a third of a time on
 //! average instead of once (doubling), the retired arrays together stay smaller than the live
 //! one, and the live one is at most 16/3 cells per entry right after a growth (at most 8/3
 //! when doubling). The IPC registries' maps hold at most 32000 entries by default (semmni). A removal clears

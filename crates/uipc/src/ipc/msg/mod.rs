@@ -187,7 +187,7 @@ impl IpcNamespace {
         reg.get_or_create(
             key,
             flag,
-            |st| {
+            |free| {
                 let limit = self.limits.msgmni();
                 let qbytes = self.limits.msgmnb().max(0) as u64;
                 let ctime = self.now();
@@ -208,7 +208,7 @@ impl IpcNamespace {
                         receivers: VecDeque::new(),
                     }),
                 };
-                reg.add_then(st, key, limit, queue, |q| q.header.id())
+                free.add_then(limit, queue, |q| q.header.id())
             },
             |q| q.lock().perm.check(cred, flag),
         )

@@ -35,7 +35,7 @@ impl IpcNamespace {
         reg.get_or_create(
             key,
             flag,
-            |st| {
+            |free| {
                 if nsems == 0 {
                     return Err(Errno::EINVAL);
                 }
@@ -45,9 +45,7 @@ impl IpcNamespace {
                 }
                 let now = self.now();
                 let perm = IpcPerm::new(cred, flag);
-                let id = reg.add_then(
-                    st,
-                    key,
+                let id = free.add_then(
                     self.limits.semmni(),
                     |id| SemSet::new(id, key, perm, nsems as usize, now),
                     |set| set.header.id(),

@@ -5,7 +5,7 @@
 //! than the segment is EINVAL before ipcperms' EACCES (0 always passes). A new segment is
 //! checked in `newseg`'s order: size outside `[1, shmmax]` EINVAL, page-count overflow ENOSPC,
 //! `shm_tot + pages > shmall` ENOSPC, SHM_HUGETLB without privilege EPERM, the backing's own
-//! failure, and last the count limit (shmmni) ENOSPC inside [`Registry::add`].
+//! failure, and last the count limit (shmmni) ENOSPC inside [`Vacancy::add`](crate::ipc::registry::Vacancy::add).
 //!
 //! Locks: the registry write lock for the whole call; the creator's process shard is taken
 //! under it to record the new segment.
@@ -30,7 +30,7 @@ impl IpcNamespace {
         ids.registry.get_or_create(
             key,
             flag,
-            |st| {
+            |free| {
                 let l = &self.limits;
                 if size < 1 || size > l.shmmax() {
                     return Err(Errno::EINVAL);
@@ -52,7 +52,7 @@ impl IpcNamespace {
                 }
                 let memory = ids.backing.create(key, size)?;
                 let now = self.now();
-                let seg = ids.registry.add(st, key, l.shmmni(), |id| ShmSegment {
+                let seg = free.add(l.shmmni(), |id| ShmSegment {
                     header: IpcHeader::new(id, key),
                     size,
                     pages,
