@@ -1,7 +1,7 @@
 //! SysV message queues (`ipc/msg.c`; msgget(2), msgsnd(2), msgrcv(2), msgctl(2)).
 //!
-//! A queue is a [`MsgQueue`]: its header (id, key) plus one mutex over [`QueueState`]: the
-//! permissions, counters, times, the messages ([`store::MessageStore`], indexed by type so
+//! A queue is a [`MsgQueue`]: its header (id, key) plus one mutex over `QueueState`: the
+//! permissions, counters, times, the messages (`store::MessageStore`, indexed by type so
 //! that a typed receive never walks messages of other types) and the two FIFO lists of
 //! sleepers: senders waiting for room and receivers waiting for a matching message.
 //!
