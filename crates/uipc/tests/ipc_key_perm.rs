@@ -1,8 +1,9 @@
-//! Opening an existing key (`*get` without IPC_CREAT|IPC_EXCL) checks the object's current
-//! permissions and creation size: IPC_SET must change what later opens see, a failed IPC_SET
-//! nothing, removal and SHM_DEST must free the key, and a new object on the same key must
-//! bring its own permissions. The same sequence for all three types, with Linux's answers
-//! (`uipc conform ipc` also compares IPC_SET and *get as an unprivileged user with the host).
+//! Opening an existing key (`*get` without IPC_CREAT|IPC_EXCL) checks the permissions and
+//! creation size the key map keeps beside the key, not the object: IPC_SET must reach them, a
+//! failed IPC_SET must not, removal and SHM_DEST must free the key, and a new object on the
+//! same key must bring its own permissions. The same sequence for all three types, with
+//! Linux's answers (`uipc conform ipc` also compares IPC_SET and *get as an unprivileged user
+//! with the host).
 
 use uipc::ipc::consts::*;
 use uipc::ipc::msg::{MsgctlArg, MsqidSet};

@@ -14,7 +14,7 @@ use crate::report::Table;
 use crate::Bench;
 use std::sync::Arc;
 use std::time::Instant;
-use uipc::ipc::{IpcHeader, IpcObject, Registry};
+use uipc::ipc::{IpcHeader, IpcObject, IpcPerm, Registry};
 use uipc::table::{IdLayout, IdMap};
 use uipc::Errno;
 
@@ -22,10 +22,20 @@ use uipc::Errno;
 struct KeyObj(IpcHeader);
 
 impl IpcObject for KeyObj {
+    type KeyInfo = ();
     fn header(&self) -> &IpcHeader {
         &self.0
     }
 }
+
+/// The permissions every [`KeyObj`] is entered with (the lookups do not check them).
+const PERM: IpcPerm = IpcPerm {
+    uid: 0,
+    gid: 0,
+    cuid: 0,
+    cgid: 0,
+    mode: 0o600,
+};
 
 const LOOKUPS_PER_THREAD: usize = 200_000;
 
@@ -123,7 +133,9 @@ pub fn run(b: &Bench) -> Vec<Table> {
             for &k in keys.iter() {
                 let key = k as i32 + 1;
                 reg.vacancy(&mut st, key)
-                    .and_then(|free| free.add(i32::MAX, |id| KeyObj(IpcHeader::new(id, key))))
+                    .and_then(|free| {
+                        free.add(i32::MAX, (&PERM, ()), |id| KeyObj(IpcHeader::new(id, key)))
+                    })
                     .expect("the registry has room for every key");
             }
         }

@@ -17,4 +17,4 @@ pub mod shm;
 
 pub use namespace::{IpcNamespace, Limits, NamespaceOptions, Sysctl};
 pub use perm::{IpcPerm, IpcPermStat};
-pub use registry::{IpcHeader, IpcObject, Registry, Vacancy};
+pub use registry::{IpcHeader, IpcObject, KeyEntry, Registry, Vacancy};

@@ -3,7 +3,11 @@
 //!
 //! - Ids come from a [`CyclicIdAllocator`] (seed 002), with `*_next_id` restore.
 //! - Keys live in a hash map (seed 000): `semget` on 31900 keys does not scan; IPC_PRIVATE
-//!   objects are never in it.
+//!   objects are never in it. Beside each key the map keeps what opening the key checks (the
+//!   id, the permissions and the type's size: nsems, segment size), so a `*get` that finds its
+//!   key reads one map entry and never the object: 31900 opens read the map's runs of entries,
+//!   not one line of each of 7.6 MiB of semaphore sets. IPC_SET, the only call that changes
+//!   those permissions, updates the entry under the writer lock ([`Registry::set_key_perm`]).
 //! - Objects are found by id through an [`IdMap`] without any registry lock: the cost is the
 //!   same for every index, and memory follows the live objects. Its writer ([`IdMapWriter`])
 //!   lives in the writer-locked state, so changing it takes no second lock.
@@ -17,6 +21,7 @@
 //! `state`.
 
 use super::consts::{IPC_CREAT, IPC_EXCL, IPC_PRIVATE};
+use super::perm::IpcPerm;
 use crate::sync::{read, try_write, write, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use crate::table::hash::KeyBuildHasher;
 use crate::table::{CyclicIdAllocator, IdLayout, IdMap, IdMapWriter};
@@ -52,25 +57,40 @@ impl IpcHeader {
 
 /// An object kept in a registry.
 pub trait IpcObject: Send + Sync + 'static {
+    /// What opening an existing key checks besides the permissions (semget's nsems,
+    /// shmget's size), fixed at creation.
+    type KeyInfo: Copy + Send + Sync + 'static;
     /// The object's id and key.
     fn header(&self) -> &IpcHeader;
 }
 
+/// What the key map keeps for one key: everything `*get` needs to open it.
+#[derive(Clone, Debug)]
+pub struct KeyEntry<I> {
+    /// The object's full id.
+    pub id: i32,
+    /// A copy of the object's permissions, kept equal by IPC_SET ([`Registry::set_key_perm`]).
+    pub perm: IpcPerm,
+    /// The type's own part ([`IpcObject::KeyInfo`]).
+    pub info: I,
+}
+
 /// The registry's writer-locked state (the kernel's `ipc_ids` under `rwsem`).
-pub struct RegistryState<T> {
-    /// Key -> object. The object itself, not its index: `*get` on an existing key then costs
-    /// one hash probe under the lock, with no id-table walk and no reference count traffic.
+pub struct RegistryState<T: IpcObject> {
+    /// Key -> what opening it checks: `*get` on an existing key then costs one hash probe
+    /// under the lock, with no id-table walk, no read of the object and no reference count
+    /// traffic.
     /// It grows fourfold when full (hashbrown alone would double): creating n keys then moves
     /// about n/3 entries in rehashes instead of n, for at most four times the entries' room
     /// right after a growth (at most 32000 keys by default: semmni, msgmni, shmmni).
-    keys: HashMap<i32, Arc<T>, KeyBuildHasher>,
+    keys: HashMap<i32, KeyEntry<T::KeyInfo>, KeyBuildHasher>,
     alloc: CyclicIdAllocator,
     next_id: i32,
     /// The right to change `Registry::objects`: held with the writer lock.
     objects: IdMapWriter,
 }
 
-impl<T> RegistryState<T> {
+impl<T: IpcObject> RegistryState<T> {
     /// Live objects.
     pub fn in_use(&self) -> u32 {
         self.alloc.in_use()
@@ -86,7 +106,7 @@ impl<T> RegistryState<T> {
 }
 
 /// The registry of one object type in one namespace.
-pub struct Registry<T> {
+pub struct Registry<T: IpcObject> {
     state: RwLock<RegistryState<T>>,
     objects: IdMap<T>,
     layout: IdLayout,
@@ -153,7 +173,8 @@ impl<T: IpcObject> Registry<T> {
     /// `ipcget`, Linux's decision order for `*get(key, flag)` (after the type's own pre-checks):
     /// IPC_PRIVATE always creates; a missing key without IPC_CREAT is ENOENT; a missing key
     /// with it creates; IPC_CREAT|IPC_EXCL on a present key is EEXIST; then `existing` runs the
-    /// type's "more checks" and `ipcperms`, in that order. Returns the id.
+    /// type's "more checks" and `ipcperms`, in that order, on the key's [`KeyEntry`].
+    /// Returns the id.
     ///
     /// Opening an existing key under contention takes the lock for reading only (Linux takes
     /// its rwsem for writing every time), so `*get` calls that find their key run in
@@ -167,7 +188,7 @@ impl<T: IpcObject> Registry<T> {
         key: i32,
         flag: i32,
         create: impl FnOnce(Vacancy<'_, T>) -> Result<i32>,
-        existing: impl FnOnce(&T) -> Result<()>,
+        existing: impl FnOnce(&KeyEntry<T::KeyInfo>) -> Result<()>,
     ) -> Result<i32> {
         if key == IPC_PRIVATE {
             return match self.vacancy_in(&mut self.write(), key) {
@@ -184,8 +205,8 @@ impl<T: IpcObject> Registry<T> {
             }
         }
         let st = self.read();
-        if let Some(obj) = st.keys.get(&key) {
-            return Self::opened(obj, flag, existing);
+        if let Some(entry) = st.keys.get(&key) {
+            return Self::opened(entry, flag, existing);
         }
         if flag & IPC_CREAT == 0 {
             return Err(Errno::ENOENT);
@@ -203,23 +224,22 @@ impl<T: IpcObject> Registry<T> {
         key: i32,
         flag: i32,
         create: impl FnOnce(Vacancy<'_, T>) -> Result<i32>,
-        existing: impl FnOnce(&T) -> Result<()>,
+        existing: impl FnOnce(&KeyEntry<T::KeyInfo>) -> Result<()>,
     ) -> Result<i32> {
         match self.vacancy_in(st, key) {
             Ok(free) => create(free),
-            Err(obj) => Self::opened(obj, flag, existing),
+            Err(entry) => Self::opened(entry, flag, existing),
         }
     }
 
-    /// `key`'s place in the key map if it is free (IPC_PRIVATE always is), else the object
-    /// holding it. A full map grows first, fourfold (see `RegistryState::keys`), so that
+    /// `key`'s place in the key map if it is free (IPC_PRIVATE always is), else its entry. A full map grows first, fourfold (see `RegistryState::keys`), so that
     /// entering the key cannot make hashbrown double it; an open that finds the map exactly
     /// full so grows it one creation early.
     fn vacancy_in<'a>(
         &'a self,
         st: &'a mut RegistryState<T>,
         key: i32,
-    ) -> std::result::Result<Vacancy<'a, T>, &'a T> {
+    ) -> std::result::Result<Vacancy<'a, T>, &'a KeyEntry<T::KeyInfo>> {
         let RegistryState {
             keys,
             alloc,
@@ -253,12 +273,16 @@ impl<T: IpcObject> Registry<T> {
     }
 
     /// The tail of `ipcget` for a key that exists: EEXIST, then the type's checks.
-    fn opened(obj: &T, flag: i32, existing: impl FnOnce(&T) -> Result<()>) -> Result<i32> {
+    fn opened(
+        entry: &KeyEntry<T::KeyInfo>,
+        flag: i32,
+        existing: impl FnOnce(&KeyEntry<T::KeyInfo>) -> Result<()>,
+    ) -> Result<i32> {
         if flag & IPC_CREAT != 0 && flag & IPC_EXCL != 0 {
             return Err(Errno::EEXIST);
         }
-        existing(obj)?;
-        Ok(obj.header().id())
+        existing(entry)?;
+        Ok(entry.id)
     }
 
     /// `ipc_rmid`: unhashes the key, frees the index and unpublishes the object. Lookups after
@@ -279,10 +303,26 @@ impl<T: IpcObject> Registry<T> {
         h.key.store(IPC_PRIVATE, Ordering::Relaxed);
     }
 
+    /// IPC_SET's half in the key map: opening `h`'s key checks `perm` from now on. The caller
+    /// holds the writer lock and has just stored `perm` in the object.
+    pub fn set_key_perm(&self, st: &mut RegistryState<T>, h: &IpcHeader, perm: &IpcPerm) {
+        if let Some(entry) = Self::key_entry(st, h) {
+            entry.perm = perm.clone();
+        }
+    }
+
+    /// `h`'s own entry in the key map, if its key (not private) is still its.
+    fn key_entry<'s>(
+        st: &'s mut RegistryState<T>,
+        h: &IpcHeader,
+    ) -> Option<&'s mut KeyEntry<T::KeyInfo>> {
+        let entry = st.keys.get_mut(&h.key())?;
+        (entry.id == h.id()).then_some(entry)
+    }
+
     fn unhash(st: &mut RegistryState<T>, h: &IpcHeader) {
-        let key = h.key();
-        if key != IPC_PRIVATE && st.keys.get(&key).is_some_and(|o| o.header().id() == h.id()) {
-            st.keys.remove(&key);
+        if Self::key_entry(st, h).is_some() {
+            st.keys.remove(&h.key());
         }
     }
 
@@ -315,10 +355,10 @@ impl<T: IpcObject> Registry<T> {
 /// A free key (or IPC_PRIVATE) found under the registry's writer lock, with what creating an
 /// object there needs: [`Registry::get_or_create`] hands one to the type's `create`. Entering
 /// the object puts it where the lookup found the key free, without probing the key map again.
-pub struct Vacancy<'a, T> {
+pub struct Vacancy<'a, T: IpcObject> {
     reg: &'a Registry<T>,
     /// The key's place in the key map; `None` for IPC_PRIVATE, which is never entered.
-    place: Option<VacantEntry<'a, i32, Arc<T>>>,
+    place: Option<VacantEntry<'a, i32, KeyEntry<T::KeyInfo>>>,
     alloc: &'a mut CyclicIdAllocator,
     next_id: &'a mut i32,
     objects: &'a mut IdMapWriter,
@@ -327,18 +367,25 @@ pub struct Vacancy<'a, T> {
 impl<T: IpcObject> Vacancy<'_, T> {
     /// `ipc_addid`: ENOSPC at the count limit (`min(limit, IPCMNI)`); then the id, consuming a
     /// pending `*_next_id`; then `build(id)` makes the object, which is published under its
-    /// index and its key. The type's own checks (sizes, semmns, shmall) must have passed
+    /// index, and under its key with the permissions and info in `opens` (what opening the key
+    /// checks from then on). The type's own checks (sizes, semmns, shmall) must have passed
     /// already: failures before this point leave `*_next_id` pending, as on Linux.
-    pub fn add(self, limit: i32, build: impl FnOnce(i32) -> T) -> Result<Arc<T>> {
-        self.add_then(limit, build, Arc::clone)
+    pub fn add(
+        self,
+        limit: i32,
+        opens: (&IpcPerm, T::KeyInfo),
+        build: impl FnOnce(i32) -> T,
+    ) -> Result<Arc<T>> {
+        self.add_then(limit, opens, build, Arc::clone)
     }
 
     /// [`Vacancy::add`], returning `then(&object)` instead of a new reference to the object
     /// (a creation that only needs the id then costs no reference count traffic beyond the
-    /// two references the registry keeps).
+    /// one reference the registry keeps, in its id map).
     pub fn add_then<R>(
         self,
         limit: i32,
+        (perm, info): (&IpcPerm, T::KeyInfo),
         build: impl FnOnce(i32) -> T,
         then: impl FnOnce(&Arc<T>) -> R,
     ) -> Result<R> {
@@ -357,7 +404,8 @@ impl<T: IpcObject> Vacancy<'_, T> {
         debug_assert_eq!(obj.header().id(), id);
         let out = then(&obj);
         if let Some(place) = self.place {
-            place.insert(obj.clone());
+            let perm = perm.clone();
+            place.insert(KeyEntry { id, perm, info });
         }
         self.reg.objects.insert(self.objects, layout.idx(id), obj);
         Ok(out)
@@ -368,8 +416,17 @@ impl<T: IpcObject> Vacancy<'_, T> {
 mod tests {
     use super::*;
 
+    const PERM: IpcPerm = IpcPerm {
+        uid: 0,
+        gid: 0,
+        cuid: 0,
+        cgid: 0,
+        mode: 0o600,
+    };
+
     struct Obj(IpcHeader);
     impl IpcObject for Obj {
+        type KeyInfo = ();
         fn header(&self) -> &IpcHeader {
             &self.0
         }
@@ -377,7 +434,7 @@ mod tests {
 
     fn create(r: &Registry<Obj>, st: &mut RegistryState<Obj>, key: i32) -> Result<Arc<Obj>> {
         r.vacancy(st, key)?
-            .add(32000, |id| Obj(IpcHeader::new(id, key)))
+            .add(32000, (&PERM, ()), |id| Obj(IpcHeader::new(id, key)))
     }
 
     fn open_or_create(r: &Registry<Obj>, key: i32) -> Result<i32> {
@@ -387,6 +444,7 @@ mod tests {
             |free| {
                 free.add_then(
                     32000,
+                    (&PERM, ()),
                     |id| Obj(IpcHeader::new(id, key)),
                     |o| o.header().id(),
                 )
@@ -440,6 +498,7 @@ mod tests {
                 |free| {
                     free.add_then(
                         32000,
+                        (&PERM, ()),
                         |id| Obj(IpcHeader::new(id, key)),
                         |o| o.header().id(),
                     )
@@ -486,7 +545,7 @@ mod tests {
                 IPC_CREAT,
                 |free| {
                     let obj = |id| Obj(IpcHeader::new(id, key));
-                    free.add_then(2, obj, |o| o.header().id())
+                    free.add_then(2, (&PERM, ()), obj, |o| o.header().id())
                 },
                 |_| Ok(()),
             )

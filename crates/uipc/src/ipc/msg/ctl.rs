@@ -216,6 +216,7 @@ impl IpcNamespace {
                     return Err(Errno::EPERM);
                 }
                 st.perm.set(set.uid, set.gid, set.mode)?;
+                reg.set_key_perm(&mut rs, &q.header, &st.perm);
                 st.qbytes = set.qbytes;
                 st.ctime = self.now();
                 // Receivers re-check (their permission may be gone); senders may fit now.

@@ -142,6 +142,8 @@ impl MsgQueue {
 }
 
 impl IpcObject for MsgQueue {
+    /// msgget checks only the permissions.
+    type KeyInfo = ();
     fn header(&self) -> &IpcHeader {
         &self.header
     }
@@ -191,10 +193,11 @@ impl IpcNamespace {
                 let limit = self.limits.msgmni();
                 let qbytes = self.limits.msgmnb().max(0) as u64;
                 let ctime = self.now();
+                let perm = IpcPerm::new(cred, flag);
                 let queue = |id| MsgQueue {
                     header: IpcHeader::new(id, key),
                     state: Mutex::new(QueueState {
-                        perm: IpcPerm::new(cred, flag),
+                        perm: perm.clone(),
                         deleted: false,
                         qbytes,
                         cbytes: 0,
@@ -208,9 +211,9 @@ impl IpcNamespace {
                         receivers: VecDeque::new(),
                     }),
                 };
-                free.add_then(limit, queue, |q| q.header.id())
+                free.add_then(limit, (&perm, ()), queue, |q| q.header.id())
             },
-            |q| q.lock().perm.check(cred, flag),
+            |entry| entry.perm.check(cred, flag),
         )
     }
 

@@ -26,7 +26,8 @@ impl SemSet {
 impl IpcNamespace {
     /// semget(2): EINVAL for `nsems < 0 || nsems > semmsl` before the key lookup; then
     /// Linux's ipcget order. Creating: EINVAL for nsems 0, ENOSPC past semmns or semmni.
-    /// Opening: EINVAL if nsems exceeds the set's, then EACCES from the mode bits of `flag`.
+    /// Opening: EINVAL if nsems exceeds the set's, then EACCES from the mode bits of `flag`
+    /// (both read from the key map's entry, not from the set).
     pub fn semget(&self, cred: &Cred, key: i32, nsems: i32, flag: i32) -> Result<i32> {
         if nsems < 0 || nsems > self.limits.semmsl() {
             return Err(Errno::EINVAL);
@@ -47,18 +48,19 @@ impl IpcNamespace {
                 let perm = IpcPerm::new(cred, flag);
                 let id = free.add_then(
                     self.limits.semmni(),
-                    |id| SemSet::new(id, key, perm, nsems as usize, now),
+                    (&perm, nsems as u32),
+                    |id| SemSet::new(id, key, &perm, nsems as usize, now),
                     |set| set.header.id(),
                 )?;
                 // Written only under the registry's writer lock (held here): no RMW needed.
                 self.sem.used_sems.store(used + i64::from(nsems), Relaxed);
                 Ok(id)
             },
-            |set| {
-                if nsems as usize > set.nsems {
+            |entry| {
+                if nsems as u32 > entry.info {
                     return Err(Errno::EINVAL);
                 }
-                set.perm.get().check(cred, flag)
+                entry.perm.check(cred, flag)
             },
         )
     }
@@ -267,6 +269,7 @@ impl IpcNamespace {
             let mut p = set.perm.get();
             p.set(uid, gid, mode)?;
             set.perm.store(&p);
+            reg.set_key_perm(&mut st, &set.header, &p);
             g.arr.ctime = self.now();
             return Ok(SemctlOut::Ret(0));
         }

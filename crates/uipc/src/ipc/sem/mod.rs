@@ -82,17 +82,19 @@ pub struct SemSet {
 }
 
 impl IpcObject for SemSet {
+    /// The number of semaphores (`sem_more_checks`).
+    type KeyInfo = u32;
     fn header(&self) -> &IpcHeader {
         &self.header
     }
 }
 
 impl SemSet {
-    fn new(id: i32, key: i32, perm: IpcPerm, nsems: usize, now: i64) -> SemSet {
+    fn new(id: i32, key: i32, perm: &IpcPerm, nsems: usize, now: i64) -> SemSet {
         SemSet {
             header: IpcHeader::new(id, key),
             nsems,
-            perm: PermCell::new(&perm),
+            perm: PermCell::new(perm),
             global: AtomicBool::new(false),
             array: Mutex::new(ArrayState {
                 ctime: now,

@@ -207,6 +207,7 @@ impl IpcNamespace {
         if let Some(v) = set.filter(|_| cmd == IPC_SET) {
             s.perm.set(v.uid, v.gid, v.mode)?;
             s.ctime = self.now();
+            reg.set_key_perm(&mut st, &seg.header, &s.perm);
         } else if s.nattch == 0 {
             self.shm_destroy(&mut st, &seg, s);
         } else {

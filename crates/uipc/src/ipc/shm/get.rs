@@ -52,13 +52,14 @@ impl IpcNamespace {
                 }
                 let memory = ids.backing.create(key, size)?;
                 let now = self.now();
-                let seg = free.add(l.shmmni(), |id| ShmSegment {
+                let perm = IpcPerm::new(cred, flag);
+                let seg = free.add(l.shmmni(), (&perm, size), |id| ShmSegment {
                     header: IpcHeader::new(id, key),
                     size,
                     pages,
                     memory,
                     state: Mutex::new(SegState {
-                        perm: IpcPerm::new(cred, flag),
+                        perm: perm.clone(),
                         atime: 0,
                         dtime: 0,
                         ctime: now,
@@ -74,11 +75,11 @@ impl IpcNamespace {
                 ids.procs.record_created(Tgid(cred.tgid), &seg);
                 Ok(seg.header.id())
             },
-            |seg| {
-                if size > seg.size {
+            |entry| {
+                if size > entry.info {
                     return Err(Errno::EINVAL);
                 }
-                seg.lock().perm.check(cred, flag)
+                entry.perm.check(cred, flag)
             },
         )
     }

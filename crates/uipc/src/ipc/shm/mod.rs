@@ -88,6 +88,8 @@ struct SegState {
 }
 
 impl IpcObject for ShmSegment {
+    /// The segment's size in bytes (`shm_more_checks`).
+    type KeyInfo = u64;
     fn header(&self) -> &IpcHeader {
         &self.header
     }
