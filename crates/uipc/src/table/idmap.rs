@@ -35,7 +35,7 @@
 //! Locks: none of its own on the paths above (`retired`, a list of replaced index arrays, is
 //! locked only by growth, `memory_bytes` and drop); readers take no lock.
 
-use super::hash::run_preserving;
+use super::hash::span_preserving;
 use crate::sync::{
     lock, spin_wait, AtomicPtr, AtomicU64, AtomicUsize, Mutex,
     Ordering::{Relaxed, Release, SeqCst},
@@ -50,6 +50,8 @@ const GROWTH: usize = 4;
 
 struct IndexArray {
     mask: usize,
+    /// `cells.len() == 1 << bits`.
+    bits: u32,
     cells: Box<[AtomicU64]>,
 }
 
@@ -58,15 +60,19 @@ impl IndexArray {
         debug_assert!(cells.is_power_of_two());
         Box::new(IndexArray {
             mask: cells - 1,
+            bits: cells.trailing_zeros(),
             cells: (0..cells).map(|_| AtomicU64::new(0)).collect(),
         })
     }
 
-    /// Consecutive keys (the cyclic allocator hands out indices in order) stay together in
-    /// aligned runs of 8 cells, and the runs spread over the array ([`run_preserving`]):
-    /// a loop over consecutive ids reads one cache line per run instead of one per id.
+    /// Keys below the array's size sit at their own cell, and larger ones are spread by their
+    /// high bits ([`span_preserving`]): the indices an IPC registry holds are small and dense
+    /// (the cyclic allocator keeps them under about 1.5 times the live count, and the array
+    /// has at least 4/3 cells per entry), so they rarely collide, an insert mostly probes one
+    /// cell, and a loop over consecutive ids reads consecutive cells. (Runs of 8 placed at
+    /// random, the layout before, made 31900 sequential inserts probe 6.6 cells each.)
     fn home(&self, key: u32) -> usize {
-        run_preserving(u64::from(key)) as usize & self.mask
+        span_preserving(u64::from(key), self.bits) as usize
     }
 }
 
