@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::time::Instant;
 use uipc::ipc::{IpcHeader, IpcObject, IpcPerm, Registry};
 use uipc::table::{IdLayout, IdMap};
-use uipc::Errno;
+use uipc::{Cred, Errno};
 
 /// A registry entry with nothing but its id and key.
 struct KeyObj(IpcHeader);
@@ -27,15 +27,6 @@ impl IpcObject for KeyObj {
         &self.0
     }
 }
-
-/// The permissions every [`KeyObj`] is entered with (the lookups do not check them).
-const PERM: IpcPerm = IpcPerm {
-    uid: 0,
-    gid: 0,
-    cuid: 0,
-    cgid: 0,
-    mode: 0o600,
-};
 
 const LOOKUPS_PER_THREAD: usize = 200_000;
 
@@ -130,11 +121,13 @@ pub fn run(b: &Bench) -> Vec<Table> {
         let reg = Arc::new(Registry::<KeyObj>::new(IdLayout::EXTENDED));
         {
             let mut st = reg.write();
+            // The permissions every key is entered with (the lookups do not check them).
+            let perm = IpcPerm::new(&Cred::root(1), 0o600);
             for &k in keys.iter() {
                 let key = k as i32 + 1;
                 reg.vacancy(&mut st, key)
                     .and_then(|free| {
-                        free.add(i32::MAX, (&PERM, ()), |id| KeyObj(IpcHeader::new(id, key)))
+                        free.add(i32::MAX, (&perm, ()), |id| KeyObj(IpcHeader::new(id, key)))
                     })
                     .expect("the registry has room for every key");
             }

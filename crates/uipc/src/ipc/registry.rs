@@ -416,14 +416,6 @@ impl<T: IpcObject> Vacancy<'_, T> {
 mod tests {
     use super::*;
 
-    const PERM: IpcPerm = IpcPerm {
-        uid: 0,
-        gid: 0,
-        cuid: 0,
-        cgid: 0,
-        mode: 0o600,
-    };
-
     struct Obj(IpcHeader);
     impl IpcObject for Obj {
         type KeyInfo = ();
@@ -432,25 +424,23 @@ mod tests {
         }
     }
 
+    fn perm() -> IpcPerm {
+        IpcPerm::new(&crate::Cred::root(1), 0o600)
+    }
+
     fn create(r: &Registry<Obj>, st: &mut RegistryState<Obj>, key: i32) -> Result<Arc<Obj>> {
         r.vacancy(st, key)?
-            .add(32000, (&PERM, ()), |id| Obj(IpcHeader::new(id, key)))
+            .add(32000, (&perm(), ()), |id| Obj(IpcHeader::new(id, key)))
+    }
+
+    /// A `create` for `get_or_create`: an object under `key`, returning its id.
+    fn add_obj(free: Vacancy<'_, Obj>, key: i32) -> Result<i32> {
+        let obj = |id| Obj(IpcHeader::new(id, key));
+        free.add_then(32000, (&perm(), ()), obj, |o| o.header().id())
     }
 
     fn open_or_create(r: &Registry<Obj>, key: i32) -> Result<i32> {
-        r.get_or_create(
-            key,
-            IPC_CREAT,
-            |free| {
-                free.add_then(
-                    32000,
-                    (&PERM, ()),
-                    |id| Obj(IpcHeader::new(id, key)),
-                    |o| o.header().id(),
-                )
-            },
-            |_| Ok(()),
-        )
+        r.get_or_create(key, IPC_CREAT, |free| add_obj(free, key), |_| Ok(()))
     }
 
     #[test]
@@ -491,21 +481,7 @@ mod tests {
     #[test]
     fn get_follows_linux_decision_order() {
         let r = Registry::<Obj>::new(IdLayout::DEFAULT);
-        let get = |key, flag| {
-            r.get_or_create(
-                key,
-                flag,
-                |free| {
-                    free.add_then(
-                        32000,
-                        (&PERM, ()),
-                        |id| Obj(IpcHeader::new(id, key)),
-                        |o| o.header().id(),
-                    )
-                },
-                |_| Ok(()),
-            )
-        };
+        let get = |key, flag| r.get_or_create(key, flag, |free| add_obj(free, key), |_| Ok(()));
         assert_eq!(get(5, 0), Err(Errno::ENOENT));
         let id = get(5, IPC_CREAT).unwrap();
         assert_eq!(get(5, 0), Ok(id));
@@ -545,7 +521,7 @@ mod tests {
                 IPC_CREAT,
                 |free| {
                     let obj = |id| Obj(IpcHeader::new(id, key));
-                    free.add_then(2, (&PERM, ()), obj, |o| o.header().id())
+                    free.add_then(2, (&perm(), ()), obj, |o| o.header().id())
                 },
                 |_| Ok(()),
             )
