@@ -191,10 +191,8 @@ impl<T: IpcObject> Registry<T> {
         existing: impl FnOnce(&KeyEntry<T::KeyInfo>) -> Result<()>,
     ) -> Result<i32> {
         if key == IPC_PRIVATE {
-            return match self.vacancy_in(&mut self.write(), key) {
-                Ok(free) => create(free),
-                Err(_) => unreachable!("IPC_PRIVATE is never in the key map"),
-            };
+            // Never in the key map: this always creates.
+            return self.open_or_create_locked(&mut self.write(), key, flag, create, existing);
         }
         if flag & IPC_CREAT != 0 {
             // A lock nobody holds is taken for writing at once (it costs what a read lock
@@ -232,9 +230,10 @@ impl<T: IpcObject> Registry<T> {
         }
     }
 
-    /// `key`'s place in the key map if it is free (IPC_PRIVATE always is), else its entry. A full map grows first, fourfold (see `RegistryState::keys`), so that
-    /// entering the key cannot make hashbrown double it; an open that finds the map exactly
-    /// full so grows it one creation early.
+    /// `key`'s place in the key map if it is free (IPC_PRIVATE always is), else its entry. A
+    /// full map grows first, fourfold (see `RegistryState::keys`), so that entering the key
+    /// cannot make hashbrown double it; an open that finds the map exactly full so grows it
+    /// one creation early.
     fn vacancy_in<'a>(
         &'a self,
         st: &'a mut RegistryState<T>,
