@@ -274,11 +274,11 @@ impl IpcNamespace {
             return Ok(SemctlOut::Ret(0));
         }
         g.arr.deleted = true;
-        for q in g.arr.complex.drain(..) {
+        for q in g.arr.complex.take_all() {
             q.waiter.complete(Err(Errno::EIDRM));
         }
         for s in set.sems.iter() {
-            for q in lock(s).pending.drain(..) {
+            for q in lock(s).pending.take_all() {
                 q.waiter.complete(Err(Errno::EIDRM));
             }
         }

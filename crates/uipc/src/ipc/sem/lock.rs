@@ -15,13 +15,50 @@ use std::sync::Arc;
 /// back (Linux's USE_GLOBAL_LOCK_HYSTERESIS).
 pub(crate) const HYSTERESIS: u32 = 10;
 
+/// Sleeping operations in arrival order. Most sets never have one, so the queue is a pointer
+/// until its first sleeper (8 bytes, not a `VecDeque`'s 32: a one-semaphore set has two
+/// queues, and 48 bytes less make its one allocation 192 bytes instead of 240, a fifth less
+/// memory to write per semget and to read per semop). The first sleeper pays the allocation;
+/// the last one leaving frees it.
+#[derive(Default)]
+#[allow(clippy::box_collection)] // the box is the point: an 8-byte field until the first sleeper
+pub(crate) struct SleepQueue(Option<Box<VecDeque<Arc<Pending>>>>);
+
+impl SleepQueue {
+    pub(crate) fn push_back(&mut self, q: Arc<Pending>) {
+        self.0.get_or_insert_with(Default::default).push_back(q);
+    }
+
+    /// Every sleeper, in arrival order, leaving the queue empty.
+    pub(crate) fn take_all(&mut self) -> VecDeque<Arc<Pending>> {
+        self.0.take().map(|q| *q).unwrap_or_default()
+    }
+
+    pub(crate) fn retain(&mut self, keep: impl FnMut(&Arc<Pending>) -> bool) {
+        if let Some(q) = &mut self.0 {
+            q.retain(keep);
+            if q.is_empty() {
+                self.0 = None;
+            }
+        }
+    }
+
+    pub(crate) fn iter(&self) -> impl Iterator<Item = &Arc<Pending>> {
+        self.0.iter().flat_map(|q| q.iter())
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.0.as_ref().is_none_or(|q| q.is_empty())
+    }
+}
+
 /// One semaphore (`struct sem`) and its sleeping single-sop operations, in arrival order.
 #[derive(Default)]
 pub(crate) struct SemSlot {
     pub(crate) val: i32,
     pub(crate) pid: i32,
     pub(crate) otime: i64,
-    pub(crate) pending: VecDeque<Arc<Pending>>,
+    pub(crate) pending: SleepQueue,
 }
 
 /// A set's semaphores. A one-semaphore set (the common case: most programs ask for one) keeps
@@ -58,7 +95,7 @@ pub(crate) struct ArrayState {
     /// Set by IPC_RMID; the set then stays in global mode for good.
     pub(crate) deleted: bool,
     /// Sleeping multi-sop operations in arrival order (`complex_count` is its length).
-    pub(crate) complex: VecDeque<Arc<Pending>>,
+    pub(crate) complex: SleepQueue,
     pub(crate) hysteresis: u32,
 }
 
