@@ -99,17 +99,6 @@ impl Bench {
         }
         failed
     }
-
-    /// Runs `f` `opts.runs` times and returns each run's total in microseconds.
-    pub fn repeat(&self, what: &str, mut f: impl FnMut() -> f64) -> Vec<f64> {
-        (0..self.opts.runs)
-            .map(|_| {
-                let v = f();
-                self.step(what);
-                v
-            })
-            .collect()
-    }
 }
 
 /// A scenario's name, what it reproduces, and the function that runs it.

@@ -86,8 +86,8 @@ const WARM_UPS: usize = 2;
 /// One timed run of an in-process design, made in a forked child ([`kernel::in_child`]) after
 /// [`WARM_UPS`] untimed runs of the same work there. Every run so starts from this process's
 /// heap as it was, and no column's work shapes another's heap: in one shared heap a "before"
-/// run between two uipc runs left uipc's next creates 20% and its lookups 80% slower (freed
-/// memory scattered, pages write-protected by the kernel column's forks). The warm-up runs let
+/// run between two uipc runs left uipc's next creates 20% and its lookups 80% slower. The
+/// warm-up runs let
 /// the timed run (even a single one) find the heap's pages mapped instead of faulting in a
 /// fresh page every few dozen sets, as the kernel's sets come from slab caches the smaller
 /// rows have warmed; in a process that repeats 31900 creates, the first run took three times

@@ -25,10 +25,11 @@
 //! Growth quadruples (`GROWTH`): filling the map re-places each entry a third of a time on
 //! average instead of once (doubling), the retired arrays together stay smaller than the live
 //! one, and the live one is at most 16/3 cells per entry right after a growth (at most 8/3
-//! when doubling). The IPC registries' maps hold at most 32000 entries by default (semmni). A removal clears
-//! the slot's pointer, waits until no reader is inside the slot (readers stay there for a few
-//! instructions), and only then hands the `Arc` back, so no reader can take a count on a freed
-//! object. A hit on a slot that was emptied or reused returns the slot's current occupant (or
+//! when doubling). The IPC registries' maps hold at most 32000 entries by default (semmni).
+//!
+//! A removal clears the slot's pointer, waits until no reader is inside the slot (readers stay
+//! there for a few instructions), and only then hands the `Arc` back, so no reader can take a
+//! count on a freed object. A hit on a slot that was emptied or reused returns the slot's current occupant (or
 //! none); callers that need an exact match check the object's own id, as the IPC registry does
 //! with the sequence number.
 //!
