@@ -2,8 +2,9 @@
 //! notifier says when to poll. Each form: completed by a waker, cancelled by an interrupt,
 //! timed out, and a completion racing the cancel.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+mod common;
+
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 use uipc::ipc::consts::*;
 use uipc::ipc::msg::{MsgctlArg, MsqidSet, ParkedMsgrcv, ParkedMsgsnd};
@@ -15,19 +16,6 @@ const F: WaitCtx<'static> = WaitCtx::FOREVER;
 
 fn root() -> Cred {
     Cred::root(100)
-}
-
-/// A park context whose notifications are counted.
-fn counted(irq: Option<&Interrupt>) -> (ParkCtx, Arc<AtomicUsize>) {
-    let n = Arc::new(AtomicUsize::new(0));
-    let n2 = n.clone();
-    let ctx = ParkCtx::new(
-        Arc::new(move || {
-            n2.fetch_add(1, Ordering::SeqCst);
-        }),
-        irq.cloned(),
-    );
-    (ctx, n)
 }
 
 fn sem(ns: &IpcNamespace) -> i32 {
@@ -51,7 +39,7 @@ fn park_down(ns: &IpcNamespace, id: i32, t: Option<Timespec>, p: &ParkCtx) -> Pa
 fn a_parked_semop_is_applied_by_the_waker_which_notifies() {
     let ns = IpcNamespace::new();
     let id = sem(&ns);
-    let (ctx, told) = counted(None);
+    let (ctx, told) = common::counted(None);
     let p = park_down(&ns, id, None, &ctx);
     assert_eq!(get(&ns, id, GETNCNT), 1, "queued like a sleeper");
     assert_eq!(told.load(Ordering::SeqCst), 0);
@@ -71,7 +59,7 @@ fn an_interrupt_notifies_and_the_poll_withdraws_the_semop_with_eintr() {
     let ns = IpcNamespace::new();
     let id = sem(&ns);
     let irq = Interrupt::new();
-    let (ctx, told) = counted(Some(&irq));
+    let (ctx, told) = common::counted(Some(&irq));
     let p = park_down(&ns, id, None, &ctx);
     irq.raise();
     assert_eq!(told.load(Ordering::SeqCst), 1);
@@ -87,7 +75,7 @@ fn an_interrupt_raised_before_parking_notifies_at_once() {
     let id = sem(&ns);
     let irq = Interrupt::new();
     irq.raise();
-    let (ctx, told) = counted(Some(&irq));
+    let (ctx, told) = common::counted(Some(&irq));
     let p = park_down(&ns, id, None, &ctx);
     assert_eq!(told.load(Ordering::SeqCst), 1);
     assert!(matches!(p.poll(), Progress::Done(Err(Errno::EINTR))));
@@ -97,7 +85,7 @@ fn an_interrupt_raised_before_parking_notifies_at_once() {
 fn semtimedops_timeout_becomes_the_deadline_and_cancel_gives_eagain() {
     let ns = IpcNamespace::new();
     let id = sem(&ns);
-    let (ctx, _) = counted(None);
+    let (ctx, _) = common::counted(None);
     let before = Instant::now();
     let t = Timespec {
         tv_sec: 0,
@@ -123,7 +111,7 @@ fn semtimedops_timeout_becomes_the_deadline_and_cancel_gives_eagain() {
 fn a_semop_completed_before_its_cancel_keeps_its_success() {
     let ns = IpcNamespace::new();
     let id = sem(&ns);
-    let (ctx, _) = counted(None);
+    let (ctx, _) = common::counted(None);
     let p = park_down(&ns, id, None, &ctx);
     ns.semop(&root(), id, &[Sembuf::new(0, 1, 0)], &F).unwrap();
     assert_eq!(p.cancel(WakeReason::Interrupted), Ok(()));
@@ -145,7 +133,7 @@ fn park_rcv(ns: &IpcNamespace, id: i32, typ: i64, p: &ParkCtx) -> ParkedMsgrcv {
 fn a_parked_msgrcv_is_handed_the_message_by_the_sender() {
     let ns = IpcNamespace::new();
     let id = queue(&ns);
-    let (ctx, told) = counted(None);
+    let (ctx, told) = common::counted(None);
     let p = park_rcv(&ns, id, 7, &ctx);
     ns.msgsnd(&root(), id, 3, b"other", 0, &F).unwrap();
     assert_eq!(told.load(Ordering::SeqCst), 0, "not for this receiver");
@@ -171,7 +159,7 @@ fn an_interrupted_msgrcv_leaves_the_queue_and_later_messages_stay_queued() {
     let ns = IpcNamespace::new();
     let id = queue(&ns);
     let irq = Interrupt::new();
-    let (ctx, told) = counted(Some(&irq));
+    let (ctx, told) = common::counted(Some(&irq));
     let p = park_rcv(&ns, id, 0, &ctx);
     irq.raise();
     assert_eq!(told.load(Ordering::SeqCst), 1);
@@ -187,7 +175,7 @@ fn an_interrupted_msgrcv_leaves_the_queue_and_later_messages_stay_queued() {
 fn a_msgrcv_delivered_before_its_cancel_keeps_the_message_and_a_deadline_gives_eintr() {
     let ns = IpcNamespace::new();
     let id = queue(&ns);
-    let (ctx, _) = counted(None);
+    let (ctx, _) = common::counted(None);
     let p = park_rcv(&ns, id, 0, &ctx);
     ns.msgsnd(&root(), id, 5, b"raced", 0, &F).unwrap();
     assert_eq!(
@@ -208,7 +196,7 @@ fn a_msgrcv_delivered_before_its_cancel_keeps_the_message_and_a_deadline_gives_e
 fn ipc_set_asks_a_parked_msgrcv_to_look_again_and_it_parks_again() {
     let ns = IpcNamespace::new();
     let id = queue(&ns);
-    let (ctx, told) = counted(None);
+    let (ctx, told) = common::counted(None);
     let p = park_rcv(&ns, id, 0, &ctx);
     set_qbytes(&ns, id, 1000);
     assert_eq!(told.load(Ordering::SeqCst), 1);
@@ -257,7 +245,7 @@ fn park_snd(ns: &IpcNamespace, id: i32, p: &ParkCtx) -> ParkedMsgsnd {
 fn a_parked_msgsnd_is_woken_to_retry_and_sends_on_poll() {
     let ns = IpcNamespace::new();
     let id = full_queue(&ns);
-    let (ctx, told) = counted(None);
+    let (ctx, told) = common::counted(None);
     let p = park_snd(&ns, id, &ctx);
     assert_eq!(
         ns.msgrcv(&root(), id, 100, 0, 0, &F),
@@ -280,7 +268,7 @@ fn a_parked_msgsnd_is_woken_to_retry_and_sends_on_poll() {
 fn a_woken_msgsnd_that_finds_the_queue_full_again_parks_again() {
     let ns = IpcNamespace::new();
     let id = full_queue(&ns);
-    let (ctx, told) = counted(None);
+    let (ctx, told) = common::counted(None);
     let p = park_snd(&ns, id, &ctx);
     ns.msgrcv(&root(), id, 100, 0, 0, &F).unwrap();
     ns.msgsnd(&root(), id, 3, b"took", IPC_NOWAIT, &F).unwrap();
@@ -298,12 +286,12 @@ fn a_msgsnd_cancelled_by_interrupt_or_deadline_gives_eintr_even_if_woken() {
     let ns = IpcNamespace::new();
     let id = full_queue(&ns);
     let irq = Interrupt::new();
-    let (ctx, told) = counted(Some(&irq));
+    let (ctx, told) = common::counted(Some(&irq));
     let p = park_snd(&ns, id, &ctx);
     irq.raise();
     assert_eq!(told.load(Ordering::SeqCst), 1);
     assert!(matches!(p.poll(&ns), Progress::Done(Err(Errno::EINTR))));
-    let (ctx, _) = counted(None);
+    let (ctx, _) = common::counted(None);
     let p = park_snd(&ns, id, &ctx);
     assert_eq!(p.cancel(WakeReason::TimedOut), Err(Errno::EINTR));
     let p = park_snd(&ns, id, &ctx);

@@ -1,34 +1,16 @@
 //! Parked lock requests (`fcntl_start`, `flock_start`): woken to retry by a release and granted
 //! on poll, cancelled by an interrupt, and a wake-up racing the cancel.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+mod common;
+
+use std::sync::atomic::Ordering;
 use uipc::locks::*;
 use uipc::{Cred, Errno, Interrupt, ParkCtx, Progress, WaitCtx, WakeReason};
 
 const FILE: FileId = FileId { dev: 4, ino: 2 };
 
 fn fd(ofd: u64) -> OpenFile {
-    OpenFile {
-        file: FILE,
-        ofd: OfdId(ofd),
-        readable: true,
-        writable: true,
-        offset: 0,
-        size: 0,
-    }
-}
-
-fn counted(irq: Option<&Interrupt>) -> (ParkCtx, Arc<AtomicUsize>) {
-    let n = Arc::new(AtomicUsize::new(0));
-    let n2 = n.clone();
-    let ctx = ParkCtx::new(
-        Arc::new(move || {
-            n2.fetch_add(1, Ordering::SeqCst);
-        }),
-        irq.cloned(),
-    );
-    (ctx, n)
+    common::rw_open(FILE, ofd, 0)
 }
 
 fn set(m: &LockManager, pid: i32, ty: i16) -> Result<(), Errno> {
@@ -66,7 +48,7 @@ fn blocked(m: &LockManager) -> usize {
 fn a_parked_setlkw_is_woken_by_the_unlock_and_granted_on_poll() {
     let m = LockManager::new();
     set(&m, 1, F_WRLCK).unwrap();
-    let (ctx, told) = counted(None);
+    let (ctx, told) = common::counted(None);
     let p = park_setlkw(&m, 2, &ctx);
     assert_eq!(blocked(&m), 1);
     let p = match p.poll(&m) {
@@ -88,7 +70,7 @@ fn a_parked_setlkw_is_woken_by_the_unlock_and_granted_on_poll() {
 fn a_woken_setlkw_that_lost_the_race_parks_again() {
     let m = LockManager::new();
     set(&m, 1, F_WRLCK).unwrap();
-    let (ctx, told) = counted(None);
+    let (ctx, told) = common::counted(None);
     let p = park_setlkw(&m, 2, &ctx);
     set(&m, 1, F_UNLCK).unwrap();
     set(&m, 3, F_WRLCK).unwrap();
@@ -107,13 +89,13 @@ fn an_interrupted_parked_lock_leaves_the_queue_with_eintr() {
     let m = LockManager::new();
     set(&m, 1, F_WRLCK).unwrap();
     let irq = Interrupt::new();
-    let (ctx, told) = counted(Some(&irq));
+    let (ctx, told) = common::counted(Some(&irq));
     let p = park_setlkw(&m, 2, &ctx);
     irq.raise();
     assert_eq!(told.load(Ordering::SeqCst), 1);
     assert!(matches!(p.poll(&m), Progress::Done(Err(Errno::EINTR))));
     assert_eq!(blocked(&m), 0);
-    let (ctx, _) = counted(None);
+    let (ctx, _) = common::counted(None);
     let p = park_setlkw(&m, 2, &ctx);
     assert_eq!(p.cancel(&m, WakeReason::TimedOut), Err(Errno::EINTR));
     assert_eq!(blocked(&m), 0);
@@ -123,7 +105,7 @@ fn an_interrupted_parked_lock_leaves_the_queue_with_eintr() {
 fn a_wake_up_racing_the_cancel_takes_the_lock_if_it_is_free() {
     let m = LockManager::new();
     set(&m, 1, F_WRLCK).unwrap();
-    let (ctx, _) = counted(None);
+    let (ctx, _) = common::counted(None);
     let p = park_setlkw(&m, 2, &ctx);
     set(&m, 1, F_UNLCK).unwrap();
     assert_eq!(p.cancel(&m, WakeReason::Interrupted), Ok(()));
@@ -137,7 +119,7 @@ fn a_parked_flock_is_granted_after_the_holders_unlock() {
     let me = Cred::root(1);
     let f = &WaitCtx::FOREVER;
     m.flock(&me, Some(&fd(10)), LOCK_EX, f).unwrap();
-    let (ctx, told) = counted(None);
+    let (ctx, told) = common::counted(None);
     let p = match m.flock_start(&Cred::root(2), Some(&fd(20)), LOCK_SH, &ctx) {
         Progress::Parked(p) => p,
         Progress::Done(r) => panic!("{r:?}"),

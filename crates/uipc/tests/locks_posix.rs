@@ -2,6 +2,8 @@
 //! order, and close/exit semantics (reference §6.2-§6.6, §6.10). Expected values are the ones
 //! observed on Linux in the reference.
 
+mod common;
+
 use uipc::locks::*;
 use uipc::{Cred, Errno, WaitCtx};
 
@@ -11,14 +13,7 @@ const FILE: FileId = FileId {
 };
 
 fn fd(ofd: u64) -> OpenFile {
-    OpenFile {
-        file: FILE,
-        ofd: OfdId(ofd),
-        readable: true,
-        writable: true,
-        offset: 0,
-        size: 1000,
-    }
+    common::rw_open(FILE, ofd, 1000)
 }
 
 fn set(

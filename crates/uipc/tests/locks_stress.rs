@@ -5,6 +5,8 @@
 //! call returns success the thread marks the bytes it holds in a shadow map, and it unmarks them
 //! before unlocking; the shadow map checks that no two marks ever conflict.
 
+mod common;
+
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread;
@@ -62,14 +64,7 @@ impl Rng {
 }
 
 fn fd(ofd: u64) -> OpenFile {
-    OpenFile {
-        file: FILE,
-        ofd: OfdId(ofd),
-        readable: true,
-        writable: true,
-        offset: 0,
-        size: BYTES as i64,
-    }
+    common::rw_open(FILE, ofd, BYTES as i64)
 }
 
 /// Runs `threads` workers for `rounds` each, every worker holding up to `hold` ranges at once

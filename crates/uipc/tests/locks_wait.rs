@@ -1,6 +1,8 @@
 //! Blocking requests: who is woken by an unlock (only those that can proceed, counted), order
 //! among waiters, EINTR, and deadlock detection in both modes (reference §6.7, §6.8).
 
+mod common;
+
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread;
@@ -11,14 +13,7 @@ use uipc::{Cred, Errno, Interrupt, WaitCtx};
 const FILE: FileId = FileId { dev: 3, ino: 9 };
 
 fn fd(ofd: u64) -> OpenFile {
-    OpenFile {
-        file: FILE,
-        ofd: OfdId(ofd),
-        readable: true,
-        writable: true,
-        offset: 0,
-        size: 0,
-    }
+    common::rw_open(FILE, ofd, 0)
 }
 
 fn setlk(m: &LockManager, pid: i32, cmd: i32, ty: i16, start: i64, len: i64) -> Result<(), Errno> {
