@@ -36,6 +36,20 @@ pub struct Ctx<'a> {
     pub irq: &'a Interrupt,
 }
 
+impl<'a> Ctx<'a> {
+    /// What a file-lock call needs of it.
+    pub fn lock_ctx(&self) -> crate::lockserve::LockCtx<'a> {
+        crate::lockserve::LockCtx {
+            locks: self.locks,
+            descriptions: self.descriptions,
+            hints: self.hints,
+            cred: self.cred,
+            irq: self.irq,
+            fd: self.passed,
+        }
+    }
+}
+
 fn ret(r: Result<i32, Errno>) -> Response {
     match r {
         Ok(v) => Response::Ret(i64::from(v)),
@@ -43,8 +57,17 @@ fn ret(r: Result<i32, Errno>) -> Response {
     }
 }
 
-fn done(r: Result<(), Errno>) -> Response {
+/// The response to a call that returns nothing but success or an errno.
+pub(crate) fn done(r: Result<(), Errno>) -> Response {
     ret(r.map(|()| 0))
+}
+
+/// The response to msgrcv: the message, or the errno.
+pub(crate) fn message(r: Result<(i64, Vec<u8>), Errno>) -> Response {
+    match r {
+        Ok((mtype, text)) => Response::Msg { mtype, text },
+        Err(e) => err(e),
+    }
 }
 
 fn err(e: Errno) -> Response {
@@ -203,10 +226,7 @@ pub fn serve(cx: &Ctx<'_>, req: Request) -> (Response, Option<OwnedFd>) {
             maxsize,
             msgtyp,
             flags,
-        } => match ns.msgrcv(cred, msqid, maxsize, msgtyp, flags, &wait) {
-            Ok((mtype, text)) => Response::Msg { mtype, text },
-            Err(e) => err(e),
-        },
+        } => message(ns.msgrcv(cred, msqid, maxsize, msgtyp, flags, &wait)),
         Request::Msgctl { msqid, cmd, set } => {
             let arg = set.map_or(MsgctlArg::None, MsgctlArg::Set);
             match ns.msgctl(cred, msqid, cmd, arg) {
@@ -252,19 +272,7 @@ pub fn serve(cx: &Ctx<'_>, req: Request) -> (Response, Option<OwnedFd>) {
             Ok(ShmctlOut::Usage(ret, usage)) => Response::ShmUsage { ret, usage },
             Err(e) => err(e),
         },
-        Request::Lock(lock) => {
-            return crate::lockserve::serve(
-                &crate::lockserve::LockCtx {
-                    locks: cx.locks,
-                    descriptions: cx.descriptions,
-                    hints: cx.hints,
-                    cred,
-                    irq: cx.irq,
-                    fd: cx.passed,
-                },
-                lock,
-            )
-        }
+        Request::Lock(lock) => return crate::lockserve::serve(&cx.lock_ctx(), lock),
         Request::Hello { .. } | Request::Cancel | Request::ForkChild { .. } => err(Errno::EINVAL),
     };
     (resp, None)

@@ -10,13 +10,13 @@
 //!
 //! Entry and exit: no lock held; the engine takes its object locks inside each step.
 
-use crate::dispatch::Ctx;
-use crate::lockserve::{self, LockCtx, ParkedLockCall};
+use crate::dispatch::{done, message, Ctx};
+use crate::lockserve::{self, ParkedLockCall};
 use crate::Shared;
 use std::time::Instant;
 use uipc::ipc::msg::{ParkedMsgrcv, ParkedMsgsnd};
 use uipc::ipc::sem::ParkedSemop;
-use uipc::{Errno, ParkCtx, Progress, WakeReason};
+use uipc::{ParkCtx, Progress, WakeReason};
 use uipc_proto::{Request, Response};
 
 /// One parked engine call.
@@ -45,20 +45,6 @@ impl<P> Outcome<P> {
             Outcome::Answer(r) => Outcome::Answer(r),
             Outcome::Waiting(p) => Outcome::Waiting(f(p)),
         }
-    }
-}
-
-fn done(r: Result<(), Errno>) -> Response {
-    match r {
-        Ok(()) => Response::Ret(0),
-        Err(e) => Response::Error(e.raw()),
-    }
-}
-
-fn message(r: Result<(i64, Vec<u8>), Errno>) -> Response {
-    match r {
-        Ok((mtype, text)) => Response::Msg { mtype, text },
-        Err(e) => Response::Error(e.raw()),
     }
 }
 
@@ -96,17 +82,7 @@ pub fn start(cx: &Ctx<'_>, req: &Request, park: &ParkCtx) -> Option<Outcome<Park
             Progress::Done(r) => Outcome::Answer(message(r)),
             Progress::Parked(p) => Outcome::Waiting(ParkedCall::Msgrcv(p)),
         },
-        Request::Lock(lock) => {
-            let lcx = LockCtx {
-                locks: cx.locks,
-                descriptions: cx.descriptions,
-                hints: cx.hints,
-                cred,
-                irq: cx.irq,
-                fd: cx.passed,
-            };
-            lockserve::start(&lcx, lock, park)?.map(ParkedCall::Lock)
-        }
+        Request::Lock(lock) => lockserve::start(&cx.lock_ctx(), lock, park)?.map(ParkedCall::Lock),
         _ => return None,
     })
 }
