@@ -1,6 +1,7 @@
 /* Shared helpers of the C test programs run under `uipc run` (and natively, as the oracle). */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +22,16 @@
             exit(1);                                                                  \
         }                                                                             \
     } while (0)
+
+/* A POSIX/OFD lock request for `len` bytes from `start` (SEEK_SET). */
+static inline struct flock range(short type, off_t start, off_t len) {
+    struct flock fl = {0};
+    fl.l_type = type;
+    fl.l_whence = SEEK_SET;
+    fl.l_start = start;
+    fl.l_len = len;
+    return fl;
+}
 
 union semun {
     int val;

@@ -39,15 +39,6 @@ static volatile sig_atomic_t handler_runs, main_rounds, failed_line, done;
             failed_line = __LINE__;                                                       \
     } while (0)
 
-static struct flock range(short type, off_t start, off_t len) {
-    struct flock fl = {0};
-    fl.l_type = type;
-    fl.l_whence = SEEK_SET;
-    fl.l_start = start;
-    fl.l_len = len;
-    return fl;
-}
-
 /* Lock 0..9, see the child's lock, fail on 150, unlock; on `fd`. Returns 0 or the line. */
 static int lock_round(int fd) {
     struct flock fl = range(F_WRLCK, 0, 10);

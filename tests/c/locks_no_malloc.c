@@ -19,15 +19,6 @@ static char path[64];
 static pid_t holder;
 static volatile sig_atomic_t handler_runs, handler_failed;
 
-static struct flock range(short type, off_t start, off_t len) {
-    struct flock fl = {0};
-    fl.l_type = type;
-    fl.l_whence = SEEK_SET;
-    fl.l_start = start;
-    fl.l_len = len;
-    return fl;
-}
-
 /* The counted calls on a fresh descriptor of the file; 0 or the failing line. */
 static int calls(void) {
     int fd = open(path, O_RDWR);
