@@ -25,7 +25,6 @@
 #include <time.h>
 
 #define WATCHDOG_S 50
-#define ENOUGH_S 25
 #define WATCHDOG_TEXT "50"
 #define SEM_WRAP 100
 

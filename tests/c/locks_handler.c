@@ -25,7 +25,6 @@
 
 #define PERIOD_US 2000
 #define STALL_S 10
-#define ENOUGH_S 25
 
 #define B_FILES 16
 
@@ -146,7 +145,7 @@ int main(int argc, char **argv) {
                                 .it_interval = {.tv_nsec = PERIOD_US * 1000}};
     CHECK(timer_settime(t, 0, &period, NULL) == 0);
 
-    struct timespec start, now;
+    struct timespec start;
     clock_gettime(CLOCK_MONOTONIC, &start);
     void *blocks[8] = {0};
     for (unsigned k = 0;; k++) {
@@ -159,10 +158,7 @@ int main(int argc, char **argv) {
         }
         int fd = open(path_c, O_RDONLY);
         CHECK(fd >= 0 && close(fd) == 0);
-        unsigned slot = k % 8;
-        free(blocks[slot]);
-        blocks[slot] = malloc(16 + (k * 97) % 5000);
-        CHECK(blocks[slot] != NULL);
+        churn_heap(blocks, k);
         main_rounds++;
         if (failed_line) {
             fprintf(stderr, "locks_handler: check failed in the handler at line %d\n",
@@ -170,20 +166,14 @@ int main(int argc, char **argv) {
             kill(holder, SIGKILL);
             return 1;
         }
-        if (k % 16 == 0) {
-            if (handler_runs >= target)
-                break;
-            clock_gettime(CLOCK_MONOTONIC, &now);
-            if (now.tv_sec - start.tv_sec >= ENOUGH_S && handler_runs >= target / 10)
-                break;
-        }
+        if (k % 16 == 0 && handler_test_done(handler_runs, target, &start))
+            break;
     }
     done = 1;
     CHECK(timer_delete(t) == 0);
     CHECK(write(release[1], "x", 1) == 1);
     expect_clean_exit(holder);
-    for (int i = 0; i < 8; i++)
-        free(blocks[i]);
+    free_churned(blocks);
     CHECK(close(a) == 0);
     unlink(path_a), unlink(path_c);
     for (int i = 0; i < B_FILES; i++)

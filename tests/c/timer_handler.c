@@ -24,7 +24,6 @@
 #define PERIOD_US 250
 #define SPARES 6
 #define STALL_S 5
-#define ENOUGH_S 25
 
 static timer_t periodic, spare[SPARES];
 static volatile sig_atomic_t handler_runs, main_rounds, failed_line;
@@ -105,7 +104,7 @@ int main(int argc, char **argv) {
     period.it_interval.tv_nsec = PERIOD_US * 1000;
     CHECK(timer_settime(periodic, 0, &period, NULL) == 0);
 
-    struct timespec start, now;
+    struct timespec start;
     clock_gettime(CLOCK_MONOTONIC, &start);
     void *blocks[8] = {0};
     for (unsigned k = 0;; k++) {
@@ -121,30 +120,21 @@ int main(int argc, char **argv) {
             CHECK(timer_settime(periodic, 0, &period, &got) == 0);
             CHECK(got.it_interval.tv_nsec == PERIOD_US * 1000);
         }
-        unsigned slot = k % 8;
-        free(blocks[slot]);
-        blocks[slot] = malloc(16 + (k * 97) % 5000);
-        CHECK(blocks[slot] != NULL);
+        churn_heap(blocks, k);
         main_rounds++;
         if (failed_line) {
             fprintf(stderr, "timer_handler: check failed in the handler at line %d\n",
                     (int)failed_line);
             return 1;
         }
-        if (k % 256 == 0) {
-            if (handler_runs >= target)
-                break;
-            clock_gettime(CLOCK_MONOTONIC, &now);
-            if (now.tv_sec - start.tv_sec >= ENOUGH_S && handler_runs >= target / 10)
-                break;
-        }
+        if (k % 256 == 0 && handler_test_done(handler_runs, target, &start))
+            break;
     }
     done = 1;
     CHECK(timer_delete(periodic) == 0);
     for (int i = 0; i < SPARES; i++)
         CHECK(timer_delete(spare[i]) == 0);
-    for (int i = 0; i < 8; i++)
-        free(blocks[i]);
+    free_churned(blocks);
     CHECK(!failed_line);
     printf("timer_handler: ok (%ld handler runs, %ld main rounds)\n", (long)handler_runs,
            (long)main_rounds);

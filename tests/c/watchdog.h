@@ -59,4 +59,33 @@ static inline void *watch_progress(void *arg) {
     }
 }
 
+/* A handler test's main loop stops at its target of handler runs, or after ENOUGH_S seconds
+ * once the handler reached a tenth of it (a slow machine still ends in time). */
+#define ENOUGH_S 25
+
+/* Whether the main loop may stop: the handler ran `target` times, or ENOUGH_S seconds passed
+ * since `start` and it ran a tenth of that. */
+static inline int handler_test_done(long runs, long target, const struct timespec *start) {
+    if (runs >= target)
+        return 1;
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return now.tv_sec - start->tv_sec >= ENOUGH_S && runs >= target / 10;
+}
+
+/* Heap churn in the main loop, so a handler that allocated would meet malloc mid-call: round
+ * `k` frees one of the eight blocks and allocates it again at another size. */
+static inline void churn_heap(void *blocks[8], unsigned k) {
+    unsigned slot = k % 8;
+    free(blocks[slot]);
+    blocks[slot] = malloc(16 + (k * 97) % 5000);
+    CHECK(blocks[slot] != NULL);
+}
+
+/* Frees what churn_heap left. */
+static inline void free_churned(void *blocks[8]) {
+    for (int i = 0; i < 8; i++)
+        free(blocks[i]);
+}
+
 #endif
