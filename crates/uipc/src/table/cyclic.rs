@@ -112,11 +112,13 @@ impl CyclicIdAllocator {
             .max(l.min_cycle)
             .min(l.ipcmni());
         let cursor = (self.last_idx + 1) as u32;
-        let idx = self
-            .used
-            .first_clear_in(cursor, window)
-            .or_else(|| self.used.first_clear_in(0, window))
-            .ok_or(Errno::ENOSPC)?;
+        let idx = match self.used.claim_first_clear_in(cursor, window) {
+            Some(idx) => idx,
+            None => self
+                .used
+                .claim_first_clear_in(0, window)
+                .ok_or(Errno::ENOSPC)?,
+        };
         if i64::from(idx) <= self.last_idx {
             self.seq += 1;
             if self.seq >= l.seq_max {
@@ -124,7 +126,6 @@ impl CyclicIdAllocator {
             }
         }
         self.last_idx = i64::from(idx);
-        self.used.insert(idx);
         Ok(l.id(self.seq, idx))
     }
 
