@@ -340,7 +340,7 @@ impl IpcNamespace {
             Attempt::Block(k) => k,
         };
         let q = Arc::new(Pending {
-            seq: set.next_seq.fetch_add(1, Relaxed),
+            seq: self.sem.arrivals.fetch_add(1, Relaxed),
             sops: sops.into(),
             tgid: cred.tgid,
             undo,

@@ -78,7 +78,7 @@ impl UndoMaps {
             adj: (0..set.nsems).map(|_| AtomicI32::new(0)).collect(),
         });
         {
-            let mut su = lock(&set.undos);
+            let mut su = lock(set.undo_list());
             if su.closed {
                 if proc_map.is_empty() {
                     shard.remove(&tgid);
@@ -118,10 +118,18 @@ impl UndoMaps {
 }
 
 impl SemSet {
+    /// The set's undo list, made empty and open if no one needed it before.
+    fn undo_list(&self) -> &Mutex<SetUndos> {
+        self.undos.get_or_init(Default::default)
+    }
+
     /// Zeroes semadj of semaphore `n` (SETVAL), or of all (SETALL), in every process.
     /// Entry: global mode (the array lock).
     pub(crate) fn reset_undo(&self, n: Option<usize>) {
-        for e in lock(&self.undos).entries.iter() {
+        let Some(list) = self.undos.get() else {
+            return;
+        };
+        for e in lock(list).entries.iter() {
             match n {
                 Some(n) => e.adj[n].store(0, Relaxed),
                 None => e.adj.iter().for_each(|a| a.store(0, Relaxed)),
@@ -129,9 +137,11 @@ impl SemSet {
         }
     }
 
-    /// Closes the set's undo list and returns its entries (RMID, in global mode).
+    /// Closes the set's undo list and returns its entries (RMID, in global mode). A set that
+    /// never had one gets a closed one, so that no SEM_UNDO operation racing with RMID can
+    /// add an entry afterwards.
     pub(crate) fn close_undo(&self) -> Vec<Arc<UndoEntry>> {
-        let mut su = lock(&self.undos);
+        let mut su = lock(self.undo_list());
         su.closed = true;
         std::mem::take(&mut su.entries)
     }
@@ -156,7 +166,9 @@ impl IpcNamespace {
             if g.arr.deleted {
                 continue;
             }
-            lock(&set.undos).entries.retain(|x| !Arc::ptr_eq(x, &e));
+            if let Some(list) = set.undos.get() {
+                lock(list).entries.retain(|x| !Arc::ptr_eq(x, &e));
+            }
             let mut locked = Locked::Global(g);
             let mut changed = Vec::new();
             for (n, a) in e.adj.iter().enumerate() {
