@@ -10,6 +10,7 @@ mod lookup_tests;
 pub mod msg;
 pub mod namespace;
 pub mod perm;
+mod perm_table;
 mod proc_int;
 pub mod registry;
 pub mod sem;
@@ -17,4 +18,4 @@ pub mod shm;
 
 pub use namespace::{IpcNamespace, Limits, NamespaceOptions, Sysctl};
 pub use perm::{IpcPerm, IpcPermStat};
-pub use registry::{IpcHeader, IpcObject, KeyEntry, Registry, Vacancy};
+pub use registry::{IpcHeader, IpcObject, KeyView, Registry, Vacancy};

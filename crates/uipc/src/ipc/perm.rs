@@ -7,7 +7,7 @@
 use crate::{Cap, Cred, Errno, Result};
 
 /// The owner, creator and mode of an object (`kern_ipc_perm` without key and seq).
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct IpcPerm {
     /// Owner user id (changed by IPC_SET).
     pub uid: u32,

@@ -6,8 +6,10 @@
 //!   objects are never in it. Beside each key the map keeps what opening the key checks (the
 //!   id, the permissions and the type's size: nsems, segment size), so a `*get` that finds its
 //!   key reads one map entry and never the object: 31900 opens read the map's runs of entries,
-//!   not one line of each of 7.6 MiB of semaphore sets. IPC_SET, the only call that changes
-//!   those permissions, updates the entry under the writer lock ([`Registry::set_key_perm`]).
+//!   not one line of each of 4.6 MiB of semaphore sets. The permissions are interned (a
+//!   4-byte reference into a `PermTable` of the distinct values), so an entry is 16 bytes
+//!   (24 for segments). IPC_SET, the only call that changes them, updates the entry under the
+//!   writer lock ([`Registry::set_key_perm`]).
 //! - Objects are found by id through an [`IdMap`] without any registry lock: the cost is the
 //!   same for every index, and memory follows the live objects. Its writer ([`IdMapWriter`])
 //!   lives in the writer-locked state, so changing it takes no second lock.
@@ -22,6 +24,7 @@
 
 use super::consts::{IPC_CREAT, IPC_EXCL, IPC_PRIVATE};
 use super::perm::IpcPerm;
+use super::perm_table::{PermId, PermTable};
 use crate::sync::{read, try_write, write, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use crate::table::hash::KeyBuildHasher;
 use crate::table::{CyclicIdAllocator, IdLayout, IdMap, IdMapWriter};
@@ -65,12 +68,22 @@ pub trait IpcObject: Send + Sync + 'static {
 }
 
 /// What the key map keeps for one key: everything `*get` needs to open it.
-#[derive(Clone, Debug)]
-pub struct KeyEntry<I> {
+#[derive(Clone, Copy, Debug)]
+struct KeyEntry<I> {
     /// The object's full id.
-    pub id: i32,
-    /// A copy of the object's permissions, kept equal by IPC_SET ([`Registry::set_key_perm`]).
-    pub perm: IpcPerm,
+    id: i32,
+    /// The object's permissions in the registry's `PermTable`, kept equal to the object's by
+    /// IPC_SET ([`Registry::set_key_perm`]).
+    perm: PermId,
+    /// The type's own part ([`IpcObject::KeyInfo`]).
+    info: I,
+}
+
+/// What a `*get` of an existing key checks (the type's `existing` closure gets it).
+#[derive(Debug)]
+pub struct KeyView<'a, I> {
+    /// The object's permissions.
+    pub perm: &'a IpcPerm,
     /// The type's own part ([`IpcObject::KeyInfo`]).
     pub info: I,
 }
@@ -84,6 +97,8 @@ pub struct RegistryState<T: IpcObject> {
     /// about n/3 entries in rehashes instead of n, for at most four times the entries' room
     /// right after a growth (at most 32000 keys by default: semmni, msgmni, shmmni).
     keys: HashMap<i32, KeyEntry<T::KeyInfo>, KeyBuildHasher>,
+    /// The distinct permissions the key entries name.
+    perms: PermTable,
     alloc: CyclicIdAllocator,
     next_id: i32,
     /// The right to change `Registry::objects`: held with the writer lock.
@@ -119,6 +134,7 @@ impl<T: IpcObject> Registry<T> {
         Registry {
             state: RwLock::new(RegistryState {
                 keys: HashMap::default(),
+                perms: PermTable::default(),
                 alloc: CyclicIdAllocator::new(layout),
                 next_id: -1,
                 objects: writer,
@@ -188,7 +204,7 @@ impl<T: IpcObject> Registry<T> {
         key: i32,
         flag: i32,
         create: impl FnOnce(Vacancy<'_, T>) -> Result<i32>,
-        existing: impl FnOnce(&KeyEntry<T::KeyInfo>) -> Result<()>,
+        existing: impl FnOnce(&KeyView<'_, T::KeyInfo>) -> Result<()>,
     ) -> Result<i32> {
         if key == IPC_PRIVATE {
             // Never in the key map: this always creates.
@@ -204,7 +220,7 @@ impl<T: IpcObject> Registry<T> {
         }
         let st = self.read();
         if let Some(entry) = st.keys.get(&key) {
-            return Self::opened(entry, flag, existing);
+            return Self::opened(entry, &st.perms, flag, existing);
         }
         if flag & IPC_CREAT == 0 {
             return Err(Errno::ENOENT);
@@ -222,15 +238,16 @@ impl<T: IpcObject> Registry<T> {
         key: i32,
         flag: i32,
         create: impl FnOnce(Vacancy<'_, T>) -> Result<i32>,
-        existing: impl FnOnce(&KeyEntry<T::KeyInfo>) -> Result<()>,
+        existing: impl FnOnce(&KeyView<'_, T::KeyInfo>) -> Result<()>,
     ) -> Result<i32> {
         match self.vacancy_in(st, key) {
             Ok(free) => create(free),
-            Err(entry) => Self::opened(entry, flag, existing),
+            Err((entry, perms)) => Self::opened(entry, perms, flag, existing),
         }
     }
 
-    /// `key`'s place in the key map if it is free (IPC_PRIVATE always is), else its entry. A
+    /// `key`'s place in the key map if it is free (IPC_PRIVATE always is), else its entry
+    /// (with the permissions table it refers to). A
     /// full map grows first, fourfold (see `RegistryState::keys`), so that entering the key
     /// cannot make hashbrown double it; an open that finds the map exactly full so grows it
     /// one creation early.
@@ -238,9 +255,10 @@ impl<T: IpcObject> Registry<T> {
         &'a self,
         st: &'a mut RegistryState<T>,
         key: i32,
-    ) -> std::result::Result<Vacancy<'a, T>, &'a KeyEntry<T::KeyInfo>> {
+    ) -> std::result::Result<Vacancy<'a, T>, (&'a KeyEntry<T::KeyInfo>, &'a PermTable)> {
         let RegistryState {
             keys,
+            perms,
             alloc,
             next_id,
             objects,
@@ -252,13 +270,14 @@ impl<T: IpcObject> Registry<T> {
                 keys.reserve(3 * keys.capacity().max(4));
             }
             match keys.entry(key) {
-                Entry::Occupied(taken) => return Err(taken.into_mut()),
+                Entry::Occupied(taken) => return Err((taken.into_mut(), perms)),
                 Entry::Vacant(place) => Some(place),
             }
         };
         Ok(Vacancy {
             reg: self,
             place,
+            perms,
             alloc,
             next_id,
             objects,
@@ -274,13 +293,17 @@ impl<T: IpcObject> Registry<T> {
     /// The tail of `ipcget` for a key that exists: EEXIST, then the type's checks.
     fn opened(
         entry: &KeyEntry<T::KeyInfo>,
+        perms: &PermTable,
         flag: i32,
-        existing: impl FnOnce(&KeyEntry<T::KeyInfo>) -> Result<()>,
+        existing: impl FnOnce(&KeyView<'_, T::KeyInfo>) -> Result<()>,
     ) -> Result<i32> {
         if flag & IPC_CREAT != 0 && flag & IPC_EXCL != 0 {
             return Err(Errno::EEXIST);
         }
-        existing(entry)?;
+        existing(&KeyView {
+            perm: perms.get(entry.perm),
+            info: entry.info,
+        })?;
         Ok(entry.id)
     }
 
@@ -305,23 +328,26 @@ impl<T: IpcObject> Registry<T> {
     /// IPC_SET's half in the key map: opening `h`'s key checks `perm` from now on. The caller
     /// holds the writer lock and has just stored `perm` in the object.
     pub fn set_key_perm(&self, st: &mut RegistryState<T>, h: &IpcHeader, perm: &IpcPerm) {
-        if let Some(entry) = Self::key_entry(st, h) {
-            entry.perm = perm.clone();
-        }
+        let Some(entry) = Self::key_entry(&mut st.keys, h) else {
+            return;
+        };
+        let old = std::mem::replace(&mut entry.perm, st.perms.intern(perm));
+        st.perms.release(old);
     }
 
     /// `h`'s own entry in the key map, if its key (not private) is still its.
     fn key_entry<'s>(
-        st: &'s mut RegistryState<T>,
+        keys: &'s mut HashMap<i32, KeyEntry<T::KeyInfo>, KeyBuildHasher>,
         h: &IpcHeader,
     ) -> Option<&'s mut KeyEntry<T::KeyInfo>> {
-        let entry = st.keys.get_mut(&h.key())?;
+        let entry = keys.get_mut(&h.key())?;
         (entry.id == h.id()).then_some(entry)
     }
 
     fn unhash(st: &mut RegistryState<T>, h: &IpcHeader) {
-        if Self::key_entry(st, h).is_some() {
+        if let Some(&mut KeyEntry { perm, .. }) = Self::key_entry(&mut st.keys, h) {
             st.keys.remove(&h.key());
+            st.perms.release(perm);
         }
     }
 
@@ -358,6 +384,7 @@ pub struct Vacancy<'a, T: IpcObject> {
     reg: &'a Registry<T>,
     /// The key's place in the key map; `None` for IPC_PRIVATE, which is never entered.
     place: Option<VacantEntry<'a, i32, KeyEntry<T::KeyInfo>>>,
+    perms: &'a mut PermTable,
     alloc: &'a mut CyclicIdAllocator,
     next_id: &'a mut i32,
     objects: &'a mut IdMapWriter,
@@ -403,7 +430,7 @@ impl<T: IpcObject> Vacancy<'_, T> {
         debug_assert_eq!(obj.header().id(), id);
         let out = then(&obj);
         if let Some(place) = self.place {
-            let perm = perm.clone();
+            let perm = self.perms.intern(perm);
             place.insert(KeyEntry { id, perm, info });
         }
         self.reg.objects.insert(self.objects, layout.idx(id), obj);
