@@ -130,7 +130,7 @@ pub struct Registry<T: IpcObject> {
 impl<T: IpcObject> Registry<T> {
     /// An empty registry with the given id layout.
     pub fn new(layout: IdLayout) -> Registry<T> {
-        let (objects, writer) = IdMap::new();
+        let (objects, writer) = IdMap::with_key_bound(layout.ipcmni());
         Registry {
             state: RwLock::new(RegistryState {
                 keys: HashMap::default(),

@@ -26,6 +26,12 @@
 //! average instead of once (doubling), the retired arrays together stay smaller than the live
 //! one, and the live one is at most 16/3 cells per entry right after a growth (at most 8/3
 //! when doubling). The IPC registries' maps hold at most 32000 entries by default (semmni).
+//! A map told that its keys stay below a bound ([`IdMap::with_key_bound`], IPCMNI for a
+//! registry) stops growing at the bound's power of two: keys below the array's size each sit
+//! at their own cell (see `IndexArray::home`), so the array is then a direct table that any
+//! load up to one free cell leaves at one probe per lookup. (A registry of 31900 sets so keeps
+//! 32768 cells, 256 KiB, not 65536.) It grows past the bound only rather than fill its last
+//! empty cell, which the probe loops need.
 //!
 //! A removal clears the slot's pointer, waits until no reader is inside the slot (readers stay
 //! there for a few instructions), and only then hands the `Arc` back, so no reader can take a
@@ -139,6 +145,8 @@ pub struct IdMap<T> {
     retired: Mutex<Vec<*mut IndexArray>>,
     /// Tells this map's writer from others' (a process-wide counter).
     owner: u64,
+    /// Index size at which every key sits at its own cell (see `with_key_bound`).
+    direct_cells: u64,
 }
 
 // SAFETY: the map hands out `Arc<T>` clones across threads and drops `T` on whichever thread
@@ -161,6 +169,13 @@ fn chunk_len(k: usize) -> usize {
 impl<T> IdMap<T> {
     /// An empty map and the one writer that may change it.
     pub fn new() -> (IdMap<T>, IdMapWriter) {
+        Self::with_key_bound(u32::MAX)
+    }
+
+    /// An empty map whose keys all stay below `bound`, and its writer: the index grows only
+    /// up to `bound`'s power of two (see the module doc). Inserting a larger key is allowed and
+    /// only costs probes.
+    pub fn with_key_bound(bound: u32) -> (IdMap<T>, IdMapWriter) {
         // Not a loom atomic: which number a map gets is not part of any interleaving.
         static OWNERS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         let owner = OWNERS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -172,6 +187,7 @@ impl<T> IdMap<T> {
                 .collect(),
             retired: Mutex::new(Vec::new()),
             owner,
+            direct_cells: u64::from(bound).next_power_of_two(),
         };
         let writer = IdMapWriter {
             owner,
@@ -311,8 +327,8 @@ impl<T> IdMap<T> {
             .store(Arc::into_raw(value) as *mut T, Release);
         // SAFETY: only writers (serialized by `w`) replace the index.
         let mut arr = unsafe { &*self.index.load(SeqCst) };
-        if (w.len + 1) * 4 > arr.cells.len() * 3 {
-            let bigger = IndexArray::new(arr.cells.len() * GROWTH);
+        if let Some(cells) = self.grown_size(w.len + 1, arr.cells.len()) {
+            let bigger = IndexArray::new(cells);
             // Nobody sees `bigger` before the swap below, which publishes its cells.
             for c in arr
                 .cells
@@ -329,6 +345,17 @@ impl<T> IdMap<T> {
         }
         Self::place(arr, cell(key, slot_no), Release);
         w.len += 1;
+    }
+
+    /// The index size to grow to before holding `len` entries in `cells`, if it must grow:
+    /// past 3/4 full, fourfold but not past the direct size; at the direct size, only to keep
+    /// one cell empty (then twofold).
+    fn grown_size(&self, len: usize, cells: usize) -> Option<usize> {
+        let direct = usize::try_from(self.direct_cells).unwrap_or(usize::MAX);
+        if cells >= direct {
+            return (len >= cells).then_some(cells * 2);
+        }
+        (len * 4 > cells * 3).then(|| (cells * GROWTH).min(direct))
     }
 
     /// Stores `c` in the first empty cell from its home. Only writers store cells, so the
@@ -491,6 +518,39 @@ mod tests {
         one.insert(&mut w, 15_777_204, Arc::new(2));
         assert_eq!(one.cells_probed(1), one.cells_probed(15_777_204));
         assert!((means[0] - means[1]).abs() < 0.5, "{means:?}");
+    }
+
+    #[test]
+    fn a_bounded_map_stops_at_the_bound_until_its_last_free_cell() {
+        let (m, mut w) = IdMap::<u32>::with_key_bound(1 << 12);
+        let cells = |m: &IdMap<u32>| {
+            // SAFETY: index arrays are freed only when the map is dropped.
+            unsafe { &*m.index.load(SeqCst) }.cells.len()
+        };
+        for k in 0..(1 << 12) - 1 {
+            m.insert(&mut w, k, Arc::new(k));
+        }
+        assert_eq!(cells(&m), 1 << 12, "an unbounded map would have 1 << 14");
+        assert!((0..(1 << 12) - 1).all(|k| m.cells_probed(k) == 1));
+        assert_eq!(
+            m.cells_probed((1 << 12) - 1),
+            1,
+            "a miss stops at its empty home"
+        );
+        m.insert(&mut w, (1 << 12) - 1, Arc::new(0));
+        assert_eq!(cells(&m), 1 << 13, "filling the last free cell grows it");
+        for k in 0..1 << 12 {
+            assert_eq!(
+                m.remove(&mut w, k).map(|v| *v),
+                Some(if k == 4095 { 0 } else { k })
+            );
+        }
+        assert!(w.is_empty());
+        let (unbounded, mut w) = IdMap::<u32>::new();
+        for k in 0..(1 << 12) - 1 {
+            unbounded.insert(&mut w, k, Arc::new(k));
+        }
+        assert_eq!(cells(&unbounded), 1 << 14);
     }
 
     #[test]
