@@ -19,7 +19,7 @@ use crate::{Cred, Result};
 impl SemSet {
     /// The latest otime over the semaphores (`get_semotime`).
     pub(crate) fn otime(&self) -> i64 {
-        self.sems.iter().map(|s| lock(s).otime).max().unwrap_or(0)
+        self.sems().iter().map(|s| lock(s).otime).max().unwrap_or(0)
     }
 }
 
@@ -146,7 +146,7 @@ impl IpcNamespace {
                 .stat(set.header.key(), id as u32 >> self.layout.shift),
             otime: set.otime(),
             ctime: arr.ctime,
-            nsems: set.nsems as u64,
+            nsems: set.nsems() as u64,
         };
         Ok(SemctlOut::Stat(if cmd == IPC_STAT { 0 } else { id }, ds))
     }
@@ -160,7 +160,7 @@ impl IpcNamespace {
         arg: SemctlArg<'_>,
     ) -> Result<SemctlOut> {
         let set = self.sem.registry.lookup(semid)?;
-        let nsems = set.nsems;
+        let nsems = set.nsems();
         set.perm
             .get()
             .check(cred, if cmd == SETALL { PERM_WRITE } else { PERM_READ })?;
@@ -232,7 +232,7 @@ impl IpcNamespace {
             return Err(Errno::ERANGE);
         }
         let set = self.sem.registry.lookup(semid)?;
-        if semnum < 0 || semnum as usize >= set.nsems {
+        if semnum < 0 || semnum as usize >= set.nsems() {
             return Err(Errno::EINVAL);
         }
         set.perm.get().check(cred, PERM_WRITE)?;
@@ -277,13 +277,13 @@ impl IpcNamespace {
         for q in g.arr.complex.take_all() {
             q.waiter.complete(Err(Errno::EIDRM));
         }
-        for s in set.sems.iter() {
+        for s in set.sems().iter() {
             for q in lock(s).pending.take_all() {
                 q.waiter.complete(Err(Errno::EIDRM));
             }
         }
         reg.remove(&mut st, &set);
-        self.sem.used_sems.fetch_sub(set.nsems as i64, Relaxed);
+        self.sem.used_sems.fetch_sub(set.nsems() as i64, Relaxed);
         let entries = set.close_undo();
         drop(g);
         drop(st);

@@ -8,6 +8,7 @@ use super::op::Pending;
 use super::SemSet;
 use crate::sync::{lock, Mutex, MutexGuard, Ordering::Acquire, Ordering::Release};
 use std::collections::VecDeque;
+use std::mem::ManuallyDrop;
 use std::ops::{Deref, DerefMut};
 use std::sync::Arc;
 
@@ -63,28 +64,55 @@ pub(crate) struct SemSlot {
 
 /// A set's semaphores. A one-semaphore set (the common case: most programs ask for one) keeps
 /// it inline, so creating the set is a single allocation; larger sets keep a boxed array.
-pub(crate) enum SemSlots {
-    One(Mutex<SemSlot>),
-    Many(Box<[Mutex<SemSlot>]>),
+///
+/// Which of the two a value holds is kept by its owner ([`SemSet`]'s `many`, in padding after
+/// the permissions), not here: an enum's tag would have taken 8 bytes more, and a
+/// one-semaphore set would no longer fit malloc's 128-byte chunks.
+pub(crate) union SemSlots {
+    one: ManuallyDrop<Mutex<SemSlot>>,
+    many: ManuallyDrop<Box<[Mutex<SemSlot>]>>,
 }
 
 impl SemSlots {
-    /// `n` fresh semaphores (value 0, no sempid, never operated on).
-    pub(crate) fn new(n: usize) -> SemSlots {
+    /// `n` (at least 1) fresh semaphores (value 0, no sempid, never operated on), and whether
+    /// they are the boxed kind (`many`, for [`SemSlots::get`] and [`SemSlots::drop_with`]).
+    pub(crate) fn new(n: usize) -> (SemSlots, bool) {
+        debug_assert!(n >= 1);
         if n == 1 {
-            SemSlots::One(Mutex::new(SemSlot::default()))
+            let one = ManuallyDrop::new(Mutex::new(SemSlot::default()));
+            (SemSlots { one }, false)
         } else {
-            SemSlots::Many((0..n).map(|_| Mutex::new(SemSlot::default())).collect())
+            let many = (0..n).map(|_| Mutex::new(SemSlot::default())).collect();
+            let many = ManuallyDrop::new(many);
+            (SemSlots { many }, true)
         }
     }
-}
 
-impl Deref for SemSlots {
-    type Target = [Mutex<SemSlot>];
-    fn deref(&self) -> &[Mutex<SemSlot>] {
-        match self {
-            SemSlots::One(one) => std::slice::from_ref(one),
-            SemSlots::Many(many) => many,
+    /// The semaphores.
+    ///
+    /// # Safety
+    /// `many` must be the flag [`SemSlots::new`] returned with this value.
+    pub(crate) unsafe fn get(&self, many: bool) -> &[Mutex<SemSlot>] {
+        if many {
+            // SAFETY: the caller vouches that `new` stored the boxed array.
+            unsafe { &self.many }
+        } else {
+            // SAFETY: the caller vouches that `new` stored one inline semaphore.
+            std::slice::from_ref(unsafe { &*self.one })
+        }
+    }
+
+    /// Drops the semaphores.
+    ///
+    /// # Safety
+    /// As [`SemSlots::get`]; and the value must not be used again (its owner is being dropped).
+    pub(crate) unsafe fn drop_with(&mut self, many: bool) {
+        if many {
+            // SAFETY: `many` holds the boxed array (caller), dropped only here, once.
+            unsafe { ManuallyDrop::drop(&mut self.many) }
+        } else {
+            // SAFETY: as above, for the inline semaphore.
+            unsafe { ManuallyDrop::drop(&mut self.one) }
         }
     }
 }
@@ -170,7 +198,7 @@ impl SemSet {
             self.global.store(true, crate::sync::Ordering::Relaxed);
             // Drain: a per-semaphore holder that saw the flag clear still holds its lock; each
             // lock/unlock pair here waits for it and publishes the flag to later lockers.
-            for s in self.sems.iter() {
+            for s in self.sems().iter() {
                 drop(lock(s));
             }
         }
@@ -181,7 +209,7 @@ impl SemSet {
     /// hysteresis, as Linux).
     pub(crate) fn lock_sem(&self, n: usize) -> Locked<'_> {
         if !self.global.load(Acquire) {
-            let slot = lock(&self.sems[n]);
+            let slot = lock(&self.sems()[n]);
             if !self.global.load(Acquire) {
                 return Locked::Sem { n, slot };
             }
@@ -190,7 +218,7 @@ impl SemSet {
         if !self.global.load(Acquire) {
             // Global mode ended while we waited: nobody can re-enter it while we hold the
             // array lock, and whoever does later drains this semaphore's lock.
-            let slot = lock(&self.sems[n]);
+            let slot = lock(&self.sems()[n]);
             drop(arr);
             return Locked::Sem { n, slot };
         }
@@ -206,7 +234,7 @@ impl Locked<'_> {
                 assert_eq!(*n, k, "per-semaphore mode owns one semaphore");
                 SlotRef::Held(slot)
             }
-            Locked::Global(g) => SlotRef::Own(lock(&g.set.sems[k])),
+            Locked::Global(g) => SlotRef::Own(lock(&g.set.sems()[k])),
         }
     }
 

@@ -56,7 +56,7 @@ use super::perm::{IpcPerm, IpcPermStat};
 use super::registry::{IpcHeader, IpcObject, Registry};
 use crate::sync::{AtomicBool, AtomicI32, AtomicI64, AtomicU64, Mutex, Ordering::Relaxed};
 use crate::table::IdLayout;
-use lock::{ArrayState, SemSlots, HYSTERESIS};
+use lock::{ArrayState, SemSlot, SemSlots, HYSTERESIS};
 use once_cell::race::OnceBox;
 use std::fmt::Write as _;
 
@@ -64,23 +64,34 @@ pub use parked::ParkedSemop;
 pub use types::{SemInfo, Sembuf, SemctlArg, SemctlOut, SemidDs, Timespec};
 
 /// One semaphore set (`struct sem_array`).
-// Field order is the memory order (`repr(C)`): a `*get` of an existing key reads the header,
-// `nsems` and the permissions, which so lie within 36 bytes (usually one cache line); Rust's
-// own order had put `nsems` and the permissions 112 bytes apart, always two lines. (The
-// lookup loop's time moved within its noise on the shared 2-core machine.)
+///
+/// A one-semaphore set is 104 bytes, so with the `Arc`'s two counts it fills one 128-byte
+/// malloc chunk: two cache lines for a `semget` to write (it was 160 bytes, a 192-byte chunk).
+/// Field order is the memory order (`repr(C)`): the two one-byte flags fill the padding after
+/// the permissions.
 #[repr(C)]
 pub struct SemSet {
     header: IpcHeader,
-    nsems: usize,
     perm: PermCell,
     /// Global mode (Linux's `use_global_lock > 0`): see the module doc.
     global: AtomicBool,
+    /// Which kind `sems` holds: a boxed array (more than one semaphore) or one inline. Fixed
+    /// at creation.
+    many: bool,
     array: Mutex<ArrayState>,
     sems: SemSlots,
     /// The processes' SEM_UNDO entries for this set, made by the first SEM_UNDO operation
-    /// (or RMID): most sets never have one, and an 8-byte pointer in place of the 40-byte
-    /// list keeps a one-semaphore set's allocation at 144 bytes instead of 192.
+    /// (or RMID): most sets never have one, and an 8-byte pointer takes the place of the
+    /// 40-byte list.
     undos: OnceBox<Mutex<undo::SetUndos>>,
+}
+
+impl Drop for SemSet {
+    fn drop(&mut self) {
+        // SAFETY: `many` came from `SemSlots::new` with `sems` and never changes; the set is
+        // being dropped, so `sems` is not used again.
+        unsafe { self.sems.drop_with(self.many) }
+    }
 }
 
 impl IpcObject for SemSet {
@@ -93,25 +104,32 @@ impl IpcObject for SemSet {
 
 impl SemSet {
     fn new(id: i32, key: i32, perm: &IpcPerm, nsems: usize, now: i64) -> SemSet {
+        let (sems, many) = SemSlots::new(nsems);
         SemSet {
             header: IpcHeader::new(id, key),
-            nsems,
             perm: PermCell::new(perm),
             global: AtomicBool::new(false),
+            many,
             array: Mutex::new(ArrayState {
                 ctime: now,
                 deleted: false,
                 complex: Default::default(),
                 hysteresis: HYSTERESIS,
             }),
-            sems: SemSlots::new(nsems),
+            sems,
             undos: OnceBox::new(),
         }
     }
 
     /// The number of semaphores.
     pub fn nsems(&self) -> usize {
-        self.nsems
+        self.sems().len()
+    }
+
+    /// The semaphores, each with its own lock (see the module doc for who may take which).
+    pub(crate) fn sems(&self) -> &[Mutex<SemSlot>] {
+        // SAFETY: `many` came from `SemSlots::new` with `sems` and never changes.
+        unsafe { self.sems.get(self.many) }
     }
 }
 
@@ -212,7 +230,7 @@ impl IpcNamespace {
                 set.header.key(),
                 set.header.id(),
                 p.mode,
-                set.nsems,
+                set.nsems(),
                 p.uid,
                 p.gid,
                 p.cuid,
@@ -228,9 +246,11 @@ impl IpcNamespace {
 #[cfg(test)]
 mod tests {
     /// A one-semaphore set is one allocation of the `Arc` (two counts) and the set; at most
-    /// 136 bytes keeps it in malloc's 144-byte chunks, 2.25 cache lines a `semget` writes.
+    /// 120 bytes keeps it in malloc's 128-byte chunks (8 bytes of each are malloc's): two
+    /// cache lines a `semget` writes.
     #[test]
-    fn a_one_semaphore_set_fits_a_144_byte_chunk() {
-        assert!(std::mem::size_of::<super::SemSet>() + 16 <= 136);
+    #[cfg(not(loom))]
+    fn a_one_semaphore_set_fits_a_128_byte_chunk() {
+        assert!(std::mem::size_of::<super::SemSet>() + 16 <= 120);
     }
 }

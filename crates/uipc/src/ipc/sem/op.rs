@@ -308,7 +308,7 @@ impl IpcNamespace {
         let undos = sops.iter().any(|s| s.sem_flg & SEM_UNDO != 0);
         let alter = sops.iter().any(|s| s.sem_op != 0);
         let set = self.sem.registry.lookup(semid)?;
-        if max >= set.nsems {
+        if max >= set.nsems() {
             return Err(Errno::EFBIG);
         }
         set.perm

@@ -75,7 +75,7 @@ impl UndoMaps {
             tgid,
             semid,
             set: Arc::downgrade(set),
-            adj: (0..set.nsems).map(|_| AtomicI32::new(0)).collect(),
+            adj: (0..set.nsems()).map(|_| AtomicI32::new(0)).collect(),
         });
         {
             let mut su = lock(set.undo_list());
