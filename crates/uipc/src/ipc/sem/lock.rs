@@ -18,9 +18,8 @@ pub(crate) const HYSTERESIS: u32 = 10;
 
 /// Sleeping operations in arrival order. Most sets never have one, so the queue is a pointer
 /// until its first sleeper (8 bytes, not a `VecDeque`'s 32: a one-semaphore set has two
-/// queues, and 48 bytes less make its one allocation 192 bytes instead of 240, a fifth less
-/// memory to write per semget and to read per semop). The first sleeper pays the allocation;
-/// the last one leaving frees it.
+/// queues, and 48 bytes less are much of what keeps the set in one 128-byte allocation, see
+/// [`SemSet`]). The first sleeper pays the allocation; the last one leaving frees it.
 #[derive(Default)]
 #[allow(clippy::box_collection)] // the box is the point: an 8-byte field until the first sleeper
 pub(crate) struct SleepQueue(Option<Box<VecDeque<Arc<Pending>>>>);
