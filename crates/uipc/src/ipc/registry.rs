@@ -189,8 +189,8 @@ impl<T: IpcObject> Registry<T> {
     /// `ipcget`, Linux's decision order for `*get(key, flag)` (after the type's own pre-checks):
     /// IPC_PRIVATE always creates; a missing key without IPC_CREAT is ENOENT; a missing key
     /// with it creates; IPC_CREAT|IPC_EXCL on a present key is EEXIST; then `existing` runs the
-    /// type's "more checks" and `ipcperms`, in that order, on the key's [`KeyEntry`].
-    /// Returns the id.
+    /// type's "more checks" and `ipcperms`, in that order, on what the key map keeps (a
+    /// [`KeyView`]). Returns the id.
     ///
     /// Opening an existing key under contention takes the lock for reading only (Linux takes
     /// its rwsem for writing every time), so `*get` calls that find their key run in
