@@ -8,12 +8,13 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 echo "== cargo test (workspace)"
-cargo test --workspace --release
+# The release profile without its whole-program LTO (Cargo.toml), so test binaries link fast.
+cargo test --workspace --profile release-tests
 
 echo "== loom models (modules named loom_models, and tests/loom_*.rs)"
 loom_run() { RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom "$@"; }
-loom_run cargo test -p uipc --release --lib loom_models
-loom_run cargo test -p uipc --release --test 'loom_*'
+loom_run cargo test -p uipc --profile release-tests --lib loom_models
+loom_run cargo test -p uipc --profile release-tests --test 'loom_*'
 
 echo "== uipc conform (short differential runs against the host kernel)"
 cargo build --release -p uipc-cli
