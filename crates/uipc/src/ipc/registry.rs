@@ -6,7 +6,7 @@
 //!   objects are never in it. Beside each key the map keeps what opening the key checks (the
 //!   id, the permissions and the type's size: nsems, segment size), so a `*get` that finds its
 //!   key reads one map entry and never the object: 31900 opens read the map's runs of entries,
-//!   not one line of each of 4.6 MiB of semaphore sets. The permissions are interned (a
+//!   not one line of each of 3.9 MiB of semaphore sets. The permissions are interned (a
 //!   4-byte reference into a `PermTable` of the distinct values), so an entry is 16 bytes
 //!   (24 for segments). IPC_SET, the only call that changes them, updates the entry under the
 //!   writer lock ([`Registry::set_key_perm`]).
@@ -247,10 +247,9 @@ impl<T: IpcObject> Registry<T> {
     }
 
     /// `key`'s place in the key map if it is free (IPC_PRIVATE always is), else its entry
-    /// (with the permissions table it refers to). A
-    /// full map grows first, fourfold (see `RegistryState::keys`), so that entering the key
-    /// cannot make hashbrown double it; an open that finds the map exactly full so grows it
-    /// one creation early.
+    /// (with the permissions table it refers to). A full map grows first, fourfold (see
+    /// `RegistryState::keys`), so that entering the key cannot make hashbrown double it; an
+    /// open that finds the map exactly full so grows it one creation early.
     fn vacancy_in<'a>(
         &'a self,
         st: &'a mut RegistryState<T>,
