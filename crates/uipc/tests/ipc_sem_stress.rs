@@ -321,3 +321,41 @@ fn rmid_during_traffic_ends_every_call_with_eidrm_or_einval() {
         "only the header left"
     );
 }
+
+/// A set's undo list is made by its first SEM_UNDO operation (or by RMID): RMID racing with
+/// the first registrations must still leave no process an entry for the removed set, before
+/// any process exits (Linux's `freeary` unlinks them all).
+#[test]
+fn rmid_racing_first_undo_registrations_leaves_no_entry_behind() {
+    let ns = Arc::new(IpcNamespace::new());
+    let root = Cred::root(1);
+    for round in 0..300 {
+        let id = ns.semget(&root, IPC_PRIVATE, 2, 0o600).unwrap();
+        let start = Arc::new(std::sync::Barrier::new(4));
+        let workers: Vec<_> = (0..3)
+            .map(|t| {
+                let (ns, start) = (ns.clone(), start.clone());
+                thread::spawn(move || {
+                    let me = Cred::root(5000 + t);
+                    start.wait();
+                    let up = [Sembuf::new(t as u16 % 2, 1, SEM_UNDO)];
+                    match ns.semop(&me, id, &up, &WaitCtx::FOREVER) {
+                        Ok(()) => {}
+                        Err(e) => assert!(e == Errno::EIDRM || e == Errno::EINVAL, "{e:?}"),
+                    }
+                })
+            })
+            .collect();
+        start.wait();
+        if round % 3 != 0 {
+            thread::yield_now();
+        }
+        ns.semctl(&root, id, 0, IPC_RMID, SemctlArg::None).unwrap();
+        for w in workers {
+            w.join().unwrap();
+        }
+        for pid in 5000..5003 {
+            assert_eq!(ns.sem_undo_entries(pid), 0, "round {round}, pid {pid}");
+        }
+    }
+}
