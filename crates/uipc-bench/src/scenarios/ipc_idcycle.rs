@@ -145,12 +145,14 @@ pub fn run(b: &Bench) -> Vec<Table> {
     } else if !extended {
         t.absent.push("kernel, 1 & 15777204: index 15777204 needs a host booted with ipcmni_extend; this one was not".into());
     }
+    // Percentages near zero, often negative: a kernel/uipc ratio of two of them is noise.
     let mut slowdown = Table::new(
         "slowdown against the 1 & 2 pair",
         "ids",
         "% slower",
         &["uipc", "kernel"],
-    );
+    )
+    .without_ratios();
     for &second in &PAIRS[1..] {
         let p = format!("1 & {second}");
         for imp in ["uipc", "kernel"] {
