@@ -154,3 +154,99 @@ fn exit_racing_creates_leaves_no_timer_and_no_unit_behind() {
     assert_eq!(t.sigpending(0), 0, "every unit came back");
     assert_eq!(t.table().chain_stats().1, 0, "no slot left behind");
 }
+
+/// Keeps the signals the timers queue, for the test to deliver.
+#[derive(Default)]
+struct Queued(std::sync::Mutex<Vec<TimerSignal>>);
+
+impl Notifier for Queued {
+    fn queue(&self, signal: TimerSignal) {
+        self.0.lock().unwrap().push(signal);
+    }
+}
+
+/// `timer_getoverrun` reads its answer without the timer's own lock. Readers racing the
+/// deliveries that move a periodic timer's overrun, then its delete, must see only overruns
+/// that a delivery moved (growing, as the deliveries' are), then EINVAL for good.
+#[test]
+fn getoverrun_racing_deliveries_and_delete_sees_delivered_overruns_then_einval() {
+    const MS: i64 = 1_000_000;
+    let clock = Arc::new(ManualClock::new(1000));
+    let queued = Arc::new(Queued::default());
+    let t = Arc::new(Timers::new(clock.clone(), queued.clone()));
+    let cred = Cred::root(77);
+    let id = t
+        .timer_create(
+            &cred,
+            CLOCK_MONOTONIC,
+            UserPtr::Valid(SigEvent::signal(10, 0)),
+            UserPtr::Valid(0),
+        )
+        .unwrap();
+    let spec = ItimerSpec::from_nanos(MS, MS);
+    t.timer_settime(&cred, id, 0, UserPtr::Valid(spec)).unwrap();
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let readers: Vec<_> = (0..3)
+        .map(|_| {
+            let (t, cred, stop) = (t.clone(), cred.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let mut seen = vec![0];
+                loop {
+                    match t.timer_getoverrun(&cred, id) {
+                        Ok(v) => {
+                            assert!(
+                                v >= *seen.last().unwrap(),
+                                "overrun went back: {seen:?} then {v}"
+                            );
+                            if v != *seen.last().unwrap() {
+                                seen.push(v);
+                            }
+                        }
+                        Err(e) => {
+                            assert_eq!(e, Errno::EINVAL);
+                            break;
+                        }
+                    }
+                    if stop.load(std::sync::atomic::Ordering::Relaxed) {
+                        panic!("the timer was deleted, yet getoverrun still finds it");
+                    }
+                }
+                for _ in 0..1000 {
+                    assert_eq!(t.timer_getoverrun(&cred, id), Err(Errno::EINVAL));
+                }
+                seen
+            })
+        })
+        .collect();
+    let mut delivered = Vec::new();
+    for round in 1..=300 {
+        // Let `round` whole periods pass with the signal pending: the delivery moves them.
+        clock.advance(round * MS);
+        t.run_expired();
+        let signals = std::mem::take(&mut *queued.0.lock().unwrap());
+        for s in signals {
+            if let Some(info) = t.dequeue_signal(&s) {
+                delivered.push(info.overrun);
+                assert_eq!(t.timer_getoverrun(&cred, id), Ok(info.overrun));
+            }
+        }
+    }
+    t.timer_delete(&cred, id).unwrap();
+    assert_eq!(t.timer_getoverrun(&cred, id), Err(Errno::EINVAL));
+    // Readers that still found the timer after the delete returned would fail on this flag.
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    assert!(delivered.windows(2).all(|w| w[0] < w[1]), "{delivered:?}");
+    assert!(
+        delivered.len() > 100,
+        "deliveries moved the overrun: {delivered:?}"
+    );
+    for r in readers {
+        for v in r.join().unwrap() {
+            // 0 is also what a timer reads before its first delivery.
+            assert!(
+                v == 0 || delivered.contains(&v),
+                "{v} was never delivered: {delivered:?}"
+            );
+        }
+    }
+}

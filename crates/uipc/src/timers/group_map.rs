@@ -163,12 +163,17 @@ impl<T> GroupMap<T> {
         true
     }
 
-    /// The value of `index`, if published.
-    pub(crate) fn get(&self, hash: u64, index: u8) -> Option<Arc<T>> {
+    /// `f` of the value of `index`, if published.
+    pub(crate) fn get_with<R>(
+        &self,
+        hash: u64,
+        index: u8,
+        f: impl FnOnce(&Arc<T>) -> R,
+    ) -> Option<R> {
         let i = self.find(hash)?;
         match &self.cells[i].group {
-            Group::One { index: held, value } if *held == index => value.clone(),
-            Group::Many { values, .. } => values[index as usize].clone(),
+            Group::One { index: held, value } if *held == index => value.as_ref().map(f),
+            Group::Many { values, .. } => values[index as usize].as_ref().map(f),
             _ => None,
         }
     }
@@ -299,8 +304,8 @@ mod tests {
         assert_eq!(m.heap_bytes(), MIN_CELLS * std::mem::size_of::<Cell<u32>>());
         assert!(m.reserve(h, 5));
         assert!(m.heap_bytes() > MIN_CELLS * std::mem::size_of::<Cell<u32>>());
-        assert_eq!(m.get(h, 3).as_deref(), Some(&30));
-        assert_eq!(m.get(h, 5), None, "reserved, not published");
+        assert_eq!(m.get_with(h, 3, |v| **v), Some(30));
+        assert_eq!(m.get_with(h, 5, |v| **v), None, "reserved, not published");
         assert!(!m.reserve(h, 3) && !m.reserve(h, 5));
         assert!(m.publish(h, 5, Arc::new(50)));
         assert!(!m.publish(h, 5, Arc::new(51)), "published once");
@@ -357,7 +362,7 @@ mod tests {
                 ),
                 _ => {
                     assert_eq!(
-                        m.get(h, i).map(|v| *v),
+                        m.get_with(h, i, |v| **v),
                         model.get(&(owner, id)).copied().flatten()
                     );
                     assert_eq!(m.holds(h, i), model.contains_key(&(owner, id)));
@@ -368,7 +373,7 @@ mod tests {
         }
         for (&(owner, id), value) in &model {
             let (h, i) = (group_hash(owner, id), slot_index(id));
-            assert_eq!(m.get(h, i).map(|v| *v), *value, "({owner}, {id})");
+            assert_eq!(m.get_with(h, i, |v| **v), *value, "({owner}, {id})");
         }
     }
 }

@@ -4,6 +4,8 @@
 //! Every call finds its timer with one table lookup (one stripe lock, released before anything
 //! else), then takes the timer's state lock and re-checks `deleted`: a delete that raced the
 //! lookup wins and the caller gets EINVAL, as with Linux's lookup-then-`it_lock` re-check.
+//! `timer_getoverrun` alone reads its answer under the stripe lock, from an atomic the other
+//! calls keep up to date under the state lock (see `Timer::overrun_last`).
 //!
 //! Locks: on entry and exit none. Inside: table stripe (alone) -> timer state -> driver heap.
 
@@ -15,11 +17,19 @@ use crate::errno::{Errno, Result};
 use crate::sync::Arc;
 use std::sync::MutexGuard;
 
-fn find(inner: &Inner, cred: &Cred, id: TimerId) -> Result<Arc<Timer>> {
+/// `id` as a table key: no negative id is ever handed out.
+fn table_id(id: TimerId) -> Result<i32> {
     if id.raw() < 0 {
         return Err(Errno::EINVAL);
     }
-    inner.table.lookup(cred.tgid, id.raw()).ok_or(Errno::EINVAL)
+    Ok(id.raw())
+}
+
+fn find(inner: &Inner, cred: &Cred, id: TimerId) -> Result<Arc<Timer>> {
+    inner
+        .table
+        .lookup(cred.tgid, table_id(id)?)
+        .ok_or(Errno::EINVAL)
 }
 
 fn locked(timer: &Timer) -> Result<MutexGuard<'_, TimerState>> {
@@ -77,7 +87,7 @@ pub(crate) fn timer_settime(
     } else {
         new.interval.to_nanos()
     };
-    st.overrun_last = 0;
+    timer.set_overrun_last(&mut st, 0);
     st.overrun = -1;
     st.signal_seq += 1;
     if new.value.is_zero() {
@@ -126,7 +136,7 @@ fn cpu_settime(
     } else {
         new.interval.to_nanos()
     };
-    st.overrun_last = 0;
+    timer.set_overrun_last(st, 0);
     st.overrun = -1;
     st.signal_seq += 1;
     let value = new.value.to_nanos();
@@ -159,10 +169,15 @@ pub(crate) fn timer_gettime(inner: &Inner, cred: &Cred, id: TimerId) -> Result<I
 }
 
 /// `timer_getoverrun(2)`: the overrun moved at the last delivery, clamped to `INT_MAX`.
+/// Reads the timer under the table's stripe lock alone (see `Timer::overrun_last`): a delete
+/// marks the timer gone before it leaves the table, so a racing call sees it gone (EINVAL) or
+/// answers before the delete, as with Linux's re-check under `it_lock`.
 pub(crate) fn timer_getoverrun(inner: &Inner, cred: &Cred, id: TimerId) -> Result<i32> {
-    let timer = find(inner, cred, id)?;
-    let st = locked(&timer)?;
-    Ok(overrun_to_int(st.overrun_last))
+    inner
+        .table
+        .read(cred.tgid, table_id(id)?, Timer::overrun_last)
+        .flatten()
+        .ok_or(Errno::EINVAL)
 }
 
 /// Marks `timer` deleted and disarms it; the caller removes it from the table and process.
@@ -174,6 +189,7 @@ pub(crate) fn kill_timer(inner: &Inner, timer: &Timer, process_gone: bool) -> bo
         return false;
     }
     st.deleted = true;
+    timer.set_gone(&mut st);
     st.signal_seq += 1;
     cancel(inner, timer, &mut st);
     if !timer.is_cpu() && !timer.is_sigev_none() {
@@ -289,10 +305,11 @@ pub(crate) fn dequeue_signal(inner: &Inner, sig: &TimerSignal) -> Option<SigInfo
             inner.driver.arm(timer, base, st.expires, seq);
         }
         st.status = Status::Armed;
-        st.overrun_last = st.overrun;
+        let moved = st.overrun;
+        timer.set_overrun_last(&mut st, moved);
         st.overrun = -1;
         st.signal_seq += 1;
-        overrun = overrun_to_int(st.overrun_last);
+        overrun = overrun_to_int(moved);
     }
     Some(SigInfo {
         signo,

@@ -12,10 +12,14 @@
 //! `signal_seq` invalidates a queued signal: settime, delete and each periodic delivery bump it,
 //! and a signal whose sequence no longer matches is dropped at dequeue.
 //!
+//! `timer_getoverrun`'s answer also lives outside `state`, in `Timer::overrun_report`: written
+//! under `state`, read with no lock but the table stripe's, so that call takes one lock and no
+//! count on the timer (Linux reads it under `it_lock` after an RCU lookup).
+//!
 //! Locks: `state` is taken after any table stripe lock has been released; the driver's queue
 //! locks are taken inside it (order: timer state -> driver queue), never the reverse.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
 use std::sync::Mutex;
 
 use super::cpu::{bump, CpuClockKind, CpuTarget};
@@ -105,8 +109,6 @@ pub(crate) struct TimerState {
     pub(crate) base: Base,
     /// Expirations since the last delivery, minus one (`-1`: none yet).
     pub(crate) overrun: i64,
-    /// What `timer_getoverrun` returns: `overrun` as moved at the last delivery.
-    pub(crate) overrun_last: i64,
     pub(crate) signal_seq: u64,
     /// The `signal_seq` the queued signal carries, while the embedder holds one.
     pub(crate) queued: Option<u64>,
@@ -126,8 +128,14 @@ pub struct Timer {
     pub(crate) listing: super::procfs::Listing,
     /// Bumped (under `state`) at every arm and cancel; a driver entry is live iff it matches.
     pub(crate) arm_seq: AtomicU64,
+    /// What `timer_getoverrun` returns: `overrun` as moved at the last delivery, clamped to
+    /// `INT_MAX`; [`GONE`] once the timer is deleted. Written only with `state` locked.
+    overrun_report: AtomicI32,
     pub(crate) state: Mutex<TimerState>,
 }
+
+/// `Timer::overrun_report` of a deleted timer (an overrun is never negative).
+const GONE: i32 = -1;
 
 /// `hrtimer_forward`: moves `*expires` forward by whole `interval`s until it is after `now`;
 /// returns how many intervals it moved (0 if it was already after `now`).
@@ -172,6 +180,7 @@ impl Timer {
             charged_uid,
             listing,
             arm_seq: AtomicU64::new(0),
+            overrun_report: AtomicI32::new(0),
             state: Mutex::new(TimerState {
                 deleted: false,
                 status: Status::Disarmed,
@@ -179,12 +188,31 @@ impl Timer {
                 expires: 0,
                 base: clock.base(true),
                 overrun: -1,
-                overrun_last: 0,
                 signal_seq: 0,
                 queued: None,
                 unit_held: true,
             }),
         }
+    }
+
+    /// Records the overrun `timer_getoverrun` reports from now on. Entry: `_st` is this
+    /// timer's locked state, and the timer is not deleted.
+    pub(crate) fn set_overrun_last(&self, _st: &mut TimerState, overrun: i64) {
+        self.overrun_report
+            .store(overrun_to_int(overrun), Ordering::Release);
+    }
+
+    /// Makes `timer_getoverrun` fail from now on. Entry: `st` is this timer's locked state,
+    /// which the caller has just marked deleted.
+    pub(crate) fn set_gone(&self, st: &mut TimerState) {
+        debug_assert!(st.deleted);
+        self.overrun_report.store(GONE, Ordering::Release);
+    }
+
+    /// `timer_getoverrun`'s answer, or `None` once the timer is deleted. Takes no lock.
+    pub(crate) fn overrun_last(&self) -> Option<i32> {
+        let v = self.overrun_report.load(Ordering::Acquire);
+        (v != GONE).then_some(v)
     }
 
     pub(crate) fn is_sigev_none(&self) -> bool {
