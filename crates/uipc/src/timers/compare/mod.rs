@@ -32,6 +32,9 @@ pub trait TimerIndex<T>: Send + Sync {
     fn publish(&self, owner: i32, id: i32, value: Arc<T>) -> bool;
     /// The published value.
     fn lookup(&self, owner: i32, id: i32) -> Option<Arc<T>>;
+    /// Calls `f` on the published value under the table's lock, taking no count on it (as
+    /// `timer_getoverrun` reads its timer); whether there was one.
+    fn read(&self, owner: i32, id: i32, f: &mut dyn FnMut(&T)) -> bool;
     /// Removes a slot, returning the published value.
     fn remove(&self, owner: i32, id: i32) -> Option<Arc<T>>;
     /// Bytes of table structure currently allocated.
@@ -47,6 +50,9 @@ impl<T: Send + Sync> TimerIndex<T> for TimerTable<T> {
     }
     fn lookup(&self, owner: i32, id: i32) -> Option<Arc<T>> {
         TimerTable::lookup(self, owner, id)
+    }
+    fn read(&self, owner: i32, id: i32, f: &mut dyn FnMut(&T)) -> bool {
+        TimerTable::read(self, owner, id, f).is_some()
     }
     fn remove(&self, owner: i32, id: i32) -> Option<Arc<T>> {
         TimerTable::remove(self, owner, id)
@@ -65,6 +71,9 @@ impl<T: Send + Sync> TimerIndex<T> for SeedHashTable<T> {
     }
     fn lookup(&self, owner: i32, id: i32) -> Option<Arc<T>> {
         SeedHashTable::lookup(self, owner, id)
+    }
+    fn read(&self, owner: i32, id: i32, f: &mut dyn FnMut(&T)) -> bool {
+        SeedHashTable::read(self, owner, id, f).is_some()
     }
     fn remove(&self, owner: i32, id: i32) -> Option<Arc<T>> {
         SeedHashTable::remove(self, owner, id)
@@ -133,6 +142,16 @@ impl<T: Send + Sync> TimerIndex<T> for MainlineTable<T> {
             .iter()
             .find(|s| s.0 == owner && s.1 == id)
             .and_then(|s| s.2.clone())
+    }
+    fn read(&self, owner: i32, id: i32, f: &mut dyn FnMut(&T)) -> bool {
+        let b = sync::lock(&self.buckets);
+        let chain = &b[Self::bucket(owner, id)];
+        chain
+            .iter()
+            .find(|s| s.0 == owner && s.1 == id)
+            .and_then(|s| s.2.as_deref())
+            .map(f)
+            .is_some()
     }
     fn remove(&self, owner: i32, id: i32) -> Option<Arc<T>> {
         let mut b = sync::lock(&self.buckets);
@@ -217,6 +236,16 @@ impl<T: Send + Sync> TimerIndex<T> for XarrayTable<T> {
         let a = self.array(owner, false)?;
         let v = sync::read(&a);
         v.get(id as u32 as usize)?.as_ref()?.clone()
+    }
+    fn read(&self, owner: i32, id: i32, f: &mut dyn FnMut(&T)) -> bool {
+        let Some(a) = self.array(owner, false) else {
+            return false;
+        };
+        let v = sync::read(&a);
+        v.get(id as u32 as usize)
+            .and_then(|slot| slot.as_ref()?.as_deref())
+            .map(f)
+            .is_some()
     }
     fn remove(&self, owner: i32, id: i32) -> Option<Arc<T>> {
         let a = self.array(owner, false)?;

@@ -104,6 +104,16 @@ impl<T> SeedHashTable<T> {
             .and_then(|s| s.value.clone())
     }
 
+    /// `f` of the published value of `(owner, id)`, if any, under the bucket lock.
+    pub fn read<R>(&self, owner: i32, id: i32, f: impl FnOnce(&T) -> R) -> Option<R> {
+        let slots = sync::lock(&self.bucket(owner, id).slots);
+        slots
+            .iter()
+            .find(|s| s.owner == owner && s.id == id)
+            .and_then(|s| s.value.as_deref())
+            .map(f)
+    }
+
     /// Removes `(owner, id)`, reserved or published. Returns the published value, if any.
     pub fn remove(&self, owner: i32, id: i32) -> Option<Arc<T>> {
         let mut slots = sync::lock(&self.bucket(owner, id).slots);
