@@ -192,8 +192,14 @@ fn getoverrun_racing_deliveries_and_delete_sees_delivered_overruns_then_einval()
             std::thread::spawn(move || {
                 let mut seen = vec![0];
                 loop {
+                    // Read before the call: once the delete has returned, no call may find it.
+                    let deleted = stop.load(std::sync::atomic::Ordering::Acquire);
                     match t.timer_getoverrun(&cred, id) {
                         Ok(v) => {
+                            assert!(
+                                !deleted,
+                                "the timer was deleted, yet getoverrun still finds it"
+                            );
                             assert!(
                                 v >= *seen.last().unwrap(),
                                 "overrun went back: {seen:?} then {v}"
@@ -206,9 +212,6 @@ fn getoverrun_racing_deliveries_and_delete_sees_delivered_overruns_then_einval()
                             assert_eq!(e, Errno::EINVAL);
                             break;
                         }
-                    }
-                    if stop.load(std::sync::atomic::Ordering::Relaxed) {
-                        panic!("the timer was deleted, yet getoverrun still finds it");
                     }
                 }
                 for _ in 0..1000 {
@@ -233,8 +236,8 @@ fn getoverrun_racing_deliveries_and_delete_sees_delivered_overruns_then_einval()
     }
     t.timer_delete(&cred, id).unwrap();
     assert_eq!(t.timer_getoverrun(&cred, id), Err(Errno::EINVAL));
-    // Readers that still found the timer after the delete returned would fail on this flag.
-    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    // A reader that still finds the timer after seeing this flag fails.
+    stop.store(true, std::sync::atomic::Ordering::Release);
     assert!(delivered.windows(2).all(|w| w[0] < w[1]), "{delivered:?}");
     assert!(
         delivered.len() > 100,

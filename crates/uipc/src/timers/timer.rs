@@ -195,9 +195,10 @@ impl Timer {
         }
     }
 
-    /// Records the overrun `timer_getoverrun` reports from now on. Entry: `_st` is this
+    /// Records the overrun `timer_getoverrun` reports from now on. Entry: `st` is this
     /// timer's locked state, and the timer is not deleted.
-    pub(crate) fn set_overrun_last(&self, _st: &mut TimerState, overrun: i64) {
+    pub(crate) fn set_overrun_last(&self, st: &mut TimerState, overrun: i64) {
+        debug_assert!(!st.deleted);
         self.overrun_report
             .store(overrun_to_int(overrun), Ordering::Release);
     }
