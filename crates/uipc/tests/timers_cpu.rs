@@ -1,5 +1,8 @@
 //! CPU-time clocks through an embedder-supplied source (posix-cpu-timers semantics).
 
+mod common;
+use common::Recorder;
+
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use uipc::timers::*;
@@ -23,15 +26,6 @@ impl FakeCpu {
     }
     fn forget(&self, target: CpuTarget) {
         self.0.lock().unwrap().remove(&target);
-    }
-}
-
-#[derive(Default)]
-struct Recorder(Mutex<Vec<TimerSignal>>);
-
-impl Notifier for Recorder {
-    fn queue(&self, signal: TimerSignal) {
-        self.0.lock().unwrap().push(signal);
     }
 }
 

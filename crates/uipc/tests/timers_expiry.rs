@@ -1,26 +1,14 @@
 //! Expiry, overrun, gettime and clock jumps, driven by hand with a ManualClock (§8.4, §8.5).
 
-use std::sync::{Arc, Mutex};
+mod common;
+use common::Recorder;
+
+use std::sync::Arc;
 use uipc::timers::*;
 use uipc::{Cred, ManualClock};
 
 const MS: i64 = 1_000_000;
 const SEC: i64 = 1_000_000_000;
-
-#[derive(Default)]
-struct Recorder(Mutex<Vec<TimerSignal>>);
-
-impl Notifier for Recorder {
-    fn queue(&self, signal: TimerSignal) {
-        self.0.lock().unwrap().push(signal);
-    }
-}
-
-impl Recorder {
-    fn take(&self) -> Vec<TimerSignal> {
-        std::mem::take(&mut self.0.lock().unwrap())
-    }
-}
 
 struct Rig {
     clock: Arc<ManualClock>,

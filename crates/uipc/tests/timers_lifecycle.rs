@@ -1,19 +1,13 @@
 //! Process exit, exec and fork (reference §9), and the real-time driver thread.
 
+mod common;
+use common::Recorder;
+
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use uipc::timers::*;
 use uipc::{Cred, Errno, ManualClock, SystemClock};
-
-#[derive(Default)]
-struct Recorder(Mutex<Vec<TimerSignal>>);
-
-impl Notifier for Recorder {
-    fn queue(&self, signal: TimerSignal) {
-        self.0.lock().unwrap().push(signal);
-    }
-}
 
 fn create(t: &Timers, c: &Cred, ev: SigEvent) -> Result<TimerId, Errno> {
     t.timer_create(c, CLOCK_MONOTONIC, UserPtr::Valid(ev), UserPtr::Valid(0))

@@ -1,20 +1,14 @@
 //! timer_settime must not allocate (it may run in a signal handler of the preload library's
 //! process): the driver's heaps get their room at timer_create, and compaction frees no timer.
 
-use std::sync::{Arc, Mutex};
+mod common;
+use common::Recorder;
+
+use std::sync::Arc;
 use uipc::timers::*;
 use uipc::{Cred, ManualClock};
 
 const MS: i64 = 1_000_000;
-
-#[derive(Default)]
-struct Recorder(Mutex<Vec<TimerSignal>>);
-
-impl Notifier for Recorder {
-    fn queue(&self, signal: TimerSignal) {
-        self.0.lock().unwrap().push(signal);
-    }
-}
 
 fn engine() -> (Arc<ManualClock>, Timers, Cred) {
     let clock = Arc::new(ManualClock::new(1000));

@@ -2,6 +2,8 @@
 //! Bounded in iterations; checks that ids never collide within a process, every lookup of a
 //! live timer succeeds, every lookup of a deleted one fails, and the accounting balances.
 
+mod common;
+
 use std::collections::HashSet;
 use std::sync::{Arc, Barrier};
 use uipc::timers::*;
@@ -155,16 +157,6 @@ fn exit_racing_creates_leaves_no_timer_and_no_unit_behind() {
     assert_eq!(t.table().chain_stats().1, 0, "no slot left behind");
 }
 
-/// Keeps the signals the timers queue, for the test to deliver.
-#[derive(Default)]
-struct Queued(std::sync::Mutex<Vec<TimerSignal>>);
-
-impl Notifier for Queued {
-    fn queue(&self, signal: TimerSignal) {
-        self.0.lock().unwrap().push(signal);
-    }
-}
-
 /// `timer_getoverrun` reads its answer without the timer's own lock. Readers racing the
 /// deliveries that move a periodic timer's overrun, then its delete, must see only overruns
 /// that a delivery moved (growing, as the deliveries' are), then EINVAL for good.
@@ -172,7 +164,7 @@ impl Notifier for Queued {
 fn getoverrun_racing_deliveries_and_delete_sees_delivered_overruns_then_einval() {
     const MS: i64 = 1_000_000;
     let clock = Arc::new(ManualClock::new(1000));
-    let queued = Arc::new(Queued::default());
+    let queued = Arc::new(common::Recorder::default());
     let t = Arc::new(Timers::new(clock.clone(), queued.clone()));
     let cred = Cred::root(77);
     let id = t
@@ -226,7 +218,7 @@ fn getoverrun_racing_deliveries_and_delete_sees_delivered_overruns_then_einval()
         // Let `round` whole periods pass with the signal pending: the delivery moves them.
         clock.advance(round * MS);
         t.run_expired();
-        let signals = std::mem::take(&mut *queued.0.lock().unwrap());
+        let signals = queued.take();
         for s in signals {
             if let Some(info) = t.dequeue_signal(&s) {
                 delivered.push(info.overrun);

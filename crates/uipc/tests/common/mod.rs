@@ -2,9 +2,27 @@
 #![allow(dead_code)]
 
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use uipc::locks::{FileId, OfdId, OpenFile};
+use uipc::timers::{Notifier, TimerSignal};
 use uipc::{Interrupt, ParkCtx};
+
+/// A timer notifier that keeps every signal it is given, for the test to deliver or inspect.
+#[derive(Default)]
+pub struct Recorder(pub Mutex<Vec<TimerSignal>>);
+
+impl Notifier for Recorder {
+    fn queue(&self, signal: TimerSignal) {
+        self.0.lock().unwrap().push(signal);
+    }
+}
+
+impl Recorder {
+    /// The signals kept so far, which it forgets.
+    pub fn take(&self) -> Vec<TimerSignal> {
+        std::mem::take(&mut self.0.lock().unwrap())
+    }
+}
 
 /// Open file description `ofd` of `file`, readable and writable, at offset 0 of a file `size`
 /// bytes long.
