@@ -103,6 +103,16 @@ impl<T> MainlineTable<T> {
         let x = (owner as u32).wrapping_mul(0x9e37_79b9) ^ id as u32;
         (x.wrapping_mul(0x61c8_8647) >> 23) as usize
     }
+
+    /// `f` of the published value of `(owner, id)`, if any, under the global lock.
+    fn with_value<R>(&self, owner: i32, id: i32, f: impl FnOnce(&Arc<T>) -> R) -> Option<R> {
+        let b = sync::lock(&self.buckets);
+        b[Self::bucket(owner, id)]
+            .iter()
+            .find(|s| s.0 == owner && s.1 == id)
+            .and_then(|s| s.2.as_ref())
+            .map(f)
+    }
 }
 
 impl<T> Default for MainlineTable<T> {
@@ -136,22 +146,10 @@ impl<T: Send + Sync> TimerIndex<T> for MainlineTable<T> {
         }
     }
     fn lookup(&self, owner: i32, id: i32) -> Option<Arc<T>> {
-        let b = sync::lock(&self.buckets);
-        let chain = &b[Self::bucket(owner, id)];
-        chain
-            .iter()
-            .find(|s| s.0 == owner && s.1 == id)
-            .and_then(|s| s.2.clone())
+        self.with_value(owner, id, Arc::clone)
     }
     fn read(&self, owner: i32, id: i32, f: &mut dyn FnMut(&T)) -> bool {
-        let b = sync::lock(&self.buckets);
-        let chain = &b[Self::bucket(owner, id)];
-        chain
-            .iter()
-            .find(|s| s.0 == owner && s.1 == id)
-            .and_then(|s| s.2.as_deref())
-            .map(f)
-            .is_some()
+        self.with_value(owner, id, |v| f(v)).is_some()
     }
     fn remove(&self, owner: i32, id: i32) -> Option<Arc<T>> {
         let mut b = sync::lock(&self.buckets);
@@ -183,6 +181,13 @@ impl<T> XarrayTable<T> {
         XarrayTable {
             processes: RwLock::new(HashMap::new()),
         }
+    }
+
+    /// `f` of the published value of `(owner, id)`, if any, under the array's read lock.
+    fn with_value<R>(&self, owner: i32, id: i32, f: impl FnOnce(&Arc<T>) -> R) -> Option<R> {
+        let a = self.array(owner, false)?;
+        let v = sync::read(&a);
+        v.get(id as u32 as usize)?.as_ref()?.as_ref().map(f)
     }
 
     fn array(&self, owner: i32, create: bool) -> Option<Arc<DenseArray<T>>> {
@@ -233,19 +238,10 @@ impl<T: Send + Sync> TimerIndex<T> for XarrayTable<T> {
         }
     }
     fn lookup(&self, owner: i32, id: i32) -> Option<Arc<T>> {
-        let a = self.array(owner, false)?;
-        let v = sync::read(&a);
-        v.get(id as u32 as usize)?.as_ref()?.clone()
+        self.with_value(owner, id, Arc::clone)
     }
     fn read(&self, owner: i32, id: i32, f: &mut dyn FnMut(&T)) -> bool {
-        let Some(a) = self.array(owner, false) else {
-            return false;
-        };
-        let v = sync::read(&a);
-        v.get(id as u32 as usize)
-            .and_then(|slot| slot.as_ref()?.as_deref())
-            .map(f)
-            .is_some()
+        self.with_value(owner, id, |v| f(v)).is_some()
     }
     fn remove(&self, owner: i32, id: i32) -> Option<Arc<T>> {
         let a = self.array(owner, false)?;

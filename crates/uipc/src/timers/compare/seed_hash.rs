@@ -97,20 +97,20 @@ impl<T> SeedHashTable<T> {
 
     /// The published value of `(owner, id)`, if any. Takes one bucket lock.
     pub fn lookup(&self, owner: i32, id: i32) -> Option<Arc<T>> {
-        let slots = sync::lock(&self.bucket(owner, id).slots);
-        slots
-            .iter()
-            .find(|s| s.owner == owner && s.id == id)
-            .and_then(|s| s.value.clone())
+        self.with_value(owner, id, Arc::clone)
     }
 
     /// `f` of the published value of `(owner, id)`, if any, under the bucket lock.
     pub fn read<R>(&self, owner: i32, id: i32, f: impl FnOnce(&T) -> R) -> Option<R> {
+        self.with_value(owner, id, |v| f(v))
+    }
+
+    fn with_value<R>(&self, owner: i32, id: i32, f: impl FnOnce(&Arc<T>) -> R) -> Option<R> {
         let slots = sync::lock(&self.bucket(owner, id).slots);
         slots
             .iter()
             .find(|s| s.owner == owner && s.id == id)
-            .and_then(|s| s.value.as_deref())
+            .and_then(|s| s.value.as_ref())
             .map(f)
     }
 
