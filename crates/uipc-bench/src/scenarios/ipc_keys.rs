@@ -5,7 +5,7 @@
 //! child per call and time only the call inside it, as the seed did; on uipc and "before" every
 //! call carries a different caller identity (pid), which is what a process is to the engine.
 //! The in-process designs make each timed run in a child process of their own, after untimed
-//! warm-up runs ([`isolated`]); the implementations' runs alternate ([`Bench::rounds`]).
+//! warm-up runs (`isolated`); the implementations' runs alternate ([`Bench::rounds`]).
 
 use crate::before::linear_keys::LinearSemRegistry;
 use crate::report::Table;

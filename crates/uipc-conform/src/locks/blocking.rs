@@ -9,7 +9,7 @@
 //! ends with EINTR too.
 //!
 //! Before comparing state with requests waiting, the driver polls until both sides show the
-//! expected number of blocked requests (at most [`BLOCK_POLL`]): a woken waiter that has to
+//! expected number of blocked requests (at most `BLOCK_POLL`): a woken waiter that has to
 //! wait again is briefly in neither list.
 
 use super::worker::*;

@@ -15,9 +15,9 @@
 //!   EDEADLK when the closing request is POSIX and it can follow the waiting owners from the
 //!   lock in its way back to itself (POSIX waiters blocked by POSIX locks); otherwise the
 //!   request waits, and is interrupted after [`CYCLE_ALARM_MS`]. Then the chain is released.
-//! - Tree: `w[0]` holds W[0,9]; `w[1]` waits for W[0,4]; `w[2]` for W[2,3], which conflicts
+//! - Tree: `w[0]` holds W\[0,9\]; `w[1]` waits for W\[0,4\]; `w[2]` for W\[2,3\], which conflicts
 //!   with `w[1]`'s request and so waits behind it (depth 2 in `/proc/locks`); `w[3]` for
-//!   R[5,9], which does not (depth 1). `w[0]`'s unlock wakes `w[1]` and `w[3]`; `w[2]` waits
+//!   R\[5,9\], which does not (depth 1). `w[0]`'s unlock wakes `w[1]` and `w[3]`; `w[2]` waits
 //!   again, now behind `w[1]`'s lock, until `w[1]` unlocks.
 //! - Interrupted: `w[0]` holds a write lock (POSIX, OFD or flock), `w[1]` waits for it and is
 //!   interrupted; its request must be gone afterwards.
