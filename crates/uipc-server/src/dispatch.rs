@@ -8,7 +8,7 @@
 
 use crate::memfd::MemfdBacking;
 use std::os::fd::{FromRawFd, OwnedFd, RawFd};
-use uipc::ipc::consts::{IPC_NOWAIT, IPC_STAT, PAGE_SIZE};
+use uipc::ipc::consts::{IPC_NOWAIT, PAGE_SIZE};
 use uipc::ipc::msg::{MsgctlArg, MsgctlOut};
 use uipc::ipc::sem::{Sembuf, SemctlArg, SemctlOut};
 use uipc::ipc::shm::ShmctlOut;
@@ -175,14 +175,11 @@ pub fn serve(cx: &Ctx<'_>, req: Request) -> (Response, Option<OwnedFd>) {
             None if nsops == 0 => err(Errno::EINVAL),
             None => err(Errno::EFAULT),
         },
-        Request::SemNsems { semid } => {
-            // Only to size SETALL's read; the SETALL itself is checked as the caller.
-            match ns.semctl(&Cred::root(cred.tgid), semid, 0, IPC_STAT, SemctlArg::None) {
-                Ok(SemctlOut::Stat(_, ds)) => Response::Ret(ds.nsems as i64),
-                Ok(_) => err(Errno::EINVAL),
-                Err(e) => err(e),
-            }
-        }
+        // Only to size SETALL's read, with SETALL's own lookup and permission check.
+        Request::SemNsems { semid } => match ns.sem_nsems_for_setall(cred, semid) {
+            Ok(n) => Response::Ret(n as i64),
+            Err(e) => err(e),
+        },
         Request::Semctl {
             semid,
             semnum,

@@ -8,6 +8,12 @@
 //! the lock is taken and before the reply, so a process that closes after its own lock call
 //! returned, or after it got a description someone locked, sees it set.
 //!
+//! Clients cannot write the hints (zeroing a byte would make other users' clients skip the
+//! closes that drop their locks): the file is made by [`crate::memfd::sealed_memfd`] (mode
+//! 0600, fixed size), and once the daemon has mapped it writable it is sealed with
+//! F_SEAL_FUTURE_WRITE, so no later `write`, writable shared mapping or truncation succeeds
+//! for anyone, root included; the daemon's own mapping keeps working.
+//!
 //! No lock: each byte is written with an atomic store.
 
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
@@ -32,17 +38,7 @@ impl LockHints {
     /// A fresh, all-zero page set; `None` if the memfd cannot be made or mapped (clients then
     /// report every close).
     pub fn new() -> Option<LockHints> {
-        // SAFETY: creates an anonymous file from a NUL-terminated name.
-        let raw = unsafe { libc::memfd_create(c"uipc-lock-hints".as_ptr(), libc::MFD_CLOEXEC) };
-        if raw < 0 {
-            return None;
-        }
-        // SAFETY: a fresh descriptor owned by nobody else.
-        let memfd = unsafe { OwnedFd::from_raw_fd(raw) };
-        // SAFETY: sizes our own memfd.
-        if unsafe { libc::ftruncate(memfd.as_raw_fd(), HINT_SLOTS as libc::off_t) } != 0 {
-            return None;
-        }
+        let memfd = crate::memfd::sealed_memfd(c"uipc-lock-hints", HINT_SLOTS as u64, true).ok()?;
         // SAFETY: maps the whole file shared; the result is checked.
         let p = unsafe {
             libc::mmap(
@@ -57,10 +53,16 @@ impl LockHints {
         if p == libc::MAP_FAILED {
             return None;
         }
-        Some(LockHints {
+        let hints = LockHints {
             memfd,
             base: p.cast(),
-        })
+        };
+        let seals = libc::F_SEAL_FUTURE_WRITE | libc::F_SEAL_SEAL;
+        // SAFETY: adds seals to our own memfd.
+        if unsafe { libc::fcntl(hints.memfd.as_raw_fd(), libc::F_ADD_SEALS, seals) } != 0 {
+            return None;
+        }
+        Some(hints)
     }
 
     /// Marks `file` as possibly locked.

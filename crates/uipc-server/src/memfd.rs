@@ -6,6 +6,13 @@
 //! memory itself: `read_at` and `write_at` use `pread`/`pwrite`, and the resident page count
 //! is the file's allocated blocks.
 //!
+//! No client can widen what it was given ([`sealed_memfd`]): the file is mode 0600, owned by
+//! the daemon's user, so a client that got a read-only descriptor cannot reopen it read-write
+//! through `/proc/self/fd/N` (a client with CAP_DAC_OVERRIDE can, as it could attach the
+//! segment read-write anyway; a client running as the daemon's own user can change the mode),
+//! and it is sealed against shrinking and growing (and against new seals), so no attacher can
+//! change a segment's size under the others' mappings.
+//!
 //! The engine hands back a segment's memory as `Arc<dyn ShmMemory>`; [`MemfdBacking::fd_of`]
 //! finds the descriptor behind it through an index keyed by the memory's address, which each
 //! memory removes itself from when dropped. Lock: the index mutex is a leaf.
@@ -41,6 +48,33 @@ fn key_of(mem: *const MemfdMemory) -> usize {
     mem as usize
 }
 
+/// A memory file of `len` bytes that no client can resize or reopen writable: created with
+/// sealing allowed, mode 0600 (owned by the daemon's user), sized, then sealed against
+/// shrinking, growing and `extra_seals`. `F_SEAL_SEAL` is added last unless `open` asks to
+/// keep adding seals (the caller then adds it).
+pub(crate) fn sealed_memfd(name: &std::ffi::CStr, len: u64, open: bool) -> Result<OwnedFd> {
+    let len = libc::off_t::try_from(len).map_err(|_| Errno::EINVAL)?;
+    // SAFETY: the name is NUL-terminated; the flags are valid.
+    let raw =
+        unsafe { libc::memfd_create(name.as_ptr(), libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING) };
+    if raw < 0 {
+        return Err(Errno::ENOMEM);
+    }
+    // SAFETY: `raw` was just returned by memfd_create and is owned by nobody else.
+    let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+    let seals = libc::F_SEAL_SHRINK | libc::F_SEAL_GROW | if open { 0 } else { libc::F_SEAL_SEAL };
+    // SAFETY: plain system calls on our own open memfd; the length fits off_t.
+    let ok = unsafe {
+        libc::fchmod(fd.as_raw_fd(), 0o600) == 0
+            && libc::ftruncate(fd.as_raw_fd(), len) == 0
+            && libc::fcntl(fd.as_raw_fd(), libc::F_ADD_SEALS, seals) == 0
+    };
+    if !ok {
+        return Err(Errno::ENOMEM);
+    }
+    Ok(fd)
+}
+
 impl MemfdBacking {
     /// An empty backing.
     pub fn new() -> MemfdBacking {
@@ -57,20 +91,7 @@ impl MemfdBacking {
 impl ShmBacking for MemfdBacking {
     fn create(&self, _key: i32, size: u64) -> Result<Arc<dyn ShmMemory>> {
         let len = size.div_ceil(PAGE).checked_mul(PAGE).ok_or(Errno::ENOMEM)?;
-        if len > i64::MAX as u64 {
-            return Err(Errno::ENOMEM);
-        }
-        // SAFETY: the name is a NUL-terminated literal; the flags are valid.
-        let raw = unsafe { libc::memfd_create(c"uipc-shm".as_ptr(), libc::MFD_CLOEXEC) };
-        if raw < 0 {
-            return Err(Errno::ENOMEM);
-        }
-        // SAFETY: `raw` was just returned by memfd_create and is owned by nobody else.
-        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
-        // SAFETY: `fd` is an open memfd; the length fits off_t (checked above).
-        if unsafe { libc::ftruncate(fd.as_raw_fd(), len as libc::off_t) } != 0 {
-            return Err(Errno::ENOMEM);
-        }
+        let fd = sealed_memfd(c"uipc-shm", len, false)?;
         let mem = Arc::new(MemfdMemory {
             fd,
             len,
@@ -165,6 +186,14 @@ mod tests {
         assert_eq!(m.len(), 8192);
         assert!(b.fd_of(&m).is_some());
         assert_eq!(m.resident_pages(), 0);
+        let fd = b.fd_of(&m).unwrap();
+        // SAFETY: plain system calls on the live memfd.
+        unsafe {
+            assert_eq!(libc::ftruncate(fd, 0), -1, "sealed against shrinking");
+            assert_eq!(libc::ftruncate(fd, 1 << 20), -1, "sealed against growing");
+            let seals = libc::fcntl(fd, libc::F_GET_SEALS);
+            assert_ne!(seals & libc::F_SEAL_SEAL, 0);
+        }
         m.write_at(4094, b"abcd").unwrap();
         assert_eq!(m.resident_pages(), 2);
         let mut buf = [9u8; 6];

@@ -11,6 +11,12 @@ static N: AtomicUsize = AtomicUsize::new(0);
 /// this process and a counter) and serves it from a new thread. Returns the socket's path and
 /// the daemon's shared state.
 pub fn start(tag: &str) -> (PathBuf, Arc<Shared>) {
+    start_with(tag, false)
+}
+
+/// [`start`], with `shared`: a socket other users may connect to.
+#[allow(dead_code)] // not every test binary starts a shared daemon
+pub fn start_with(tag: &str, shared: bool) -> (PathBuf, Arc<Shared>) {
     let dir = std::env::temp_dir().join(format!(
         "uipc-{tag}-test-{}-{}",
         std::process::id(),
@@ -20,7 +26,7 @@ pub fn start(tag: &str) -> (PathBuf, Arc<Shared>) {
     let socket = dir.join("socket");
     let server = Server::bind(&Options {
         socket: socket.clone(),
-        shared: false,
+        shared,
         state: None,
     })
     .unwrap();

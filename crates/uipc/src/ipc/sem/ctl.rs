@@ -102,6 +102,17 @@ impl IpcNamespace {
         }
     }
 
+    /// The size of set `semid`, for a caller about to SETALL it: the lookup and the write
+    /// permission check SETALL makes before it reads its values (EINVAL, EIDRM, EACCES).
+    pub fn sem_nsems_for_setall(&self, cred: &Cred, semid: i32) -> Result<usize> {
+        if semid < 0 {
+            return Err(Errno::EINVAL);
+        }
+        let set = self.sem.registry.lookup(semid)?;
+        set.perm.get().check(cred, PERM_WRITE)?;
+        Ok(set.nsems())
+    }
+
     fn sem_info(&self, cmd: i32) -> SemctlOut {
         let l = &self.limits;
         let mut info = SemInfo {
