@@ -98,6 +98,9 @@ static void msgs(void) {
 
 static void shms(void) {
     CHECK(shmget(IPC_PRIVATE, 0, 0600) == -1 && errno == EINVAL);
+    /* Past loff_t: EINVAL; more than the host can commit: ENOMEM (overcommit 0 or 2). */
+    CHECK(shmget(IPC_PRIVATE, 1UL << 63, 0600) == -1 && errno == EINVAL);
+    CHECK(shmget(IPC_PRIVATE, (1UL << 63) - 4096, 0600) == -1 && errno == ENOMEM);
     int id = shmget(0x75490004, 5000, IPC_CREAT | 0600);
     CHECK(id >= 0);
     CHECK(shmget(0x75490004, 9000, 0) == -1 && errno == EINVAL);

@@ -26,7 +26,8 @@
 //! The socket lives in a directory that is not writable by others: created 0700 (0755 with
 //! `shared`) if missing, refused if it exists and is group- or other-writable or belongs to
 //! another user (root's directories excepted). The socket is
-//! 0600, or 0666 with `shared` (connecting needs write permission on it); the daemon judges
+//! 0600, or 0666 with `shared` (connecting needs write permission on it), from its creation
+//! ([`listen`]); the daemon judges
 //! every call by the caller's kernel-verified credentials either way.
 //!
 //! ## Not supported
@@ -72,6 +73,7 @@ pub mod conn;
 pub mod descriptions;
 pub mod dispatch;
 pub mod hints;
+pub mod listen;
 pub mod lockserve;
 pub mod memfd;
 pub mod parked;
@@ -276,9 +278,8 @@ impl Server {
         if let Some(state) = opts.state.as_deref().filter(|p| p.exists()) {
             state::restore(&ns, state)?;
         }
-        let listener = UnixListener::bind(&opts.socket)?;
         let mode = if opts.shared { 0o666 } else { 0o600 };
-        std::fs::set_permissions(&opts.socket, std::fs::Permissions::from_mode(mode))?;
+        let listener = listen::bind_listener(&opts.socket, mode)?;
         let reactor = Reactor::new()?;
         let shared = Arc::new(Shared {
             ns,

@@ -100,3 +100,38 @@ fn segsz_keeps_exact_bytes_and_owner_is_the_creator() {
     assert!(ds.ctime > 0);
     assert_eq!(usage(&ns).shm_tot, 2);
 }
+
+/// The host's commit check (`/proc/sys/vm/overcommit_memory` 0 or 2) refuses a segment as
+/// large as 2^63 - 4096 bytes.
+fn host_overcommits_always() -> bool {
+    std::fs::read_to_string("/proc/sys/vm/overcommit_memory").is_ok_and(|m| m.trim() == "1")
+}
+
+#[test]
+fn a_size_past_loff_t_is_einval_and_one_the_host_cannot_commit_is_enomem() {
+    let ns = IpcNamespace::new();
+    let r = root();
+    assert_eq!(ns.shmget(&r, 0, 1 << 63, 0o600), Err(Errno::EINVAL));
+    assert_eq!(
+        ns.shmget(&r, 0, (1 << 63) + 4096, 0o600),
+        Err(Errno::EINVAL)
+    );
+    assert_eq!(
+        ns.shmget(&r, 0, u64::MAX - (1 << 24), 0o600),
+        Err(Errno::EINVAL),
+        "shmmax itself"
+    );
+    if !host_overcommits_always() {
+        assert_eq!(
+            ns.shmget(&r, 0, (1 << 63) - 4096, 0o600),
+            Err(Errno::ENOMEM)
+        );
+    }
+    // SHM_NORESERVE skips the charge (outside strict overcommit).
+    let strict =
+        std::fs::read_to_string("/proc/sys/vm/overcommit_memory").is_ok_and(|m| m.trim() == "2");
+    if !strict {
+        assert!(ns.shmget(&r, 0, 1 << 62, SHM_NORESERVE | 0o600).is_ok());
+    }
+    assert_eq!(usage(&ns).shm_tot, if strict { 0 } else { 1 << 50 });
+}

@@ -4,13 +4,15 @@
 //! Order (observed on 6.18): the registry's ipcget order; for an existing key, a size larger
 //! than the segment is EINVAL before ipcperms' EACCES (0 always passes). A new segment is
 //! checked in `newseg`'s order: size outside `[1, shmmax]` EINVAL, page-count overflow ENOSPC,
-//! `shm_tot + pages > shmall` ENOSPC, SHM_HUGETLB without privilege EPERM, the backing's own
-//! failure, and last the count limit (shmmni) ENOSPC inside [`Vacancy::add`](crate::ipc::registry::Vacancy::add).
+//! `shm_tot + pages > shmall` ENOSPC, SHM_HUGETLB without privilege EPERM, a size past
+//! `loff_t` EINVAL (`__shmem_file_setup`), more pages than the host would commit ENOMEM
+//! (`shmem_acct_size`, skipped for SHM_NORESERVE outside strict overcommit; read from the
+//! host's `/proc/sys/vm/overcommit_memory` and `/proc/meminfo`), the backing's own failure, and last the count limit (shmmni) ENOSPC inside [`Vacancy::add`](crate::ipc::registry::Vacancy::add).
 //!
 //! Locks: the registry write lock for the whole call; the creator's process shard is taken
 //! under it to record the new segment.
 
-use super::super::consts::{PAGE_SIZE, SHM_HUGETLB};
+use super::super::consts::{PAGE_SIZE, SHM_HUGETLB, SHM_NORESERVE};
 use super::super::perm::IpcPerm;
 use super::super::registry::IpcHeader;
 use super::procs::Tgid;
@@ -18,6 +20,49 @@ use super::{SegState, ShmSegment};
 use crate::ipc::IpcNamespace;
 use crate::sync::{Mutex, Ordering::Relaxed};
 use crate::{Cap, Cred, Errno, Result};
+
+const OVERCOMMIT_ALWAYS: u32 = 1;
+const OVERCOMMIT_NEVER: u32 = 2;
+
+fn overcommit_mode() -> Option<u32> {
+    std::fs::read_to_string("/proc/sys/vm/overcommit_memory")
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
+}
+
+/// `/proc/meminfo` fields, in pages.
+fn meminfo_pages(fields: &[&str]) -> Option<Vec<u64>> {
+    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
+    fields
+        .iter()
+        .map(|f| {
+            let line = info.lines().find(|l| l.split(':').next() == Some(f))?;
+            let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+            Some(kb / (PAGE_SIZE / 1024))
+        })
+        .collect()
+}
+
+/// `__vm_enough_memory` as the host would decide it for `pages` more pages: always yes with
+/// overcommit 1; with 0 (heuristic), no if they exceed RAM plus swap; with 2 (strict), no if
+/// they take the committed total past the commit limit (the kernel's small admin and user
+/// reserves are not modelled). Unknown (no `/proc`): yes.
+fn host_can_commit(pages: u64) -> Result<()> {
+    let fits = match overcommit_mode() {
+        None | Some(OVERCOMMIT_ALWAYS) => true,
+        Some(OVERCOMMIT_NEVER) => meminfo_pages(&["CommitLimit", "Committed_AS"])
+            .is_none_or(|v| v[1].saturating_add(pages) <= v[0]),
+        Some(_) => meminfo_pages(&["MemTotal", "SwapTotal"])
+            .is_none_or(|v| pages <= v[0].saturating_add(v[1])),
+    };
+    if fits {
+        Ok(())
+    } else {
+        Err(Errno::ENOMEM)
+    }
+}
 
 /// The group that may use SHM_HUGETLB without CAP_IPC_LOCK (`vm.hugetlb_shm_group` default).
 const HUGETLB_SHM_GROUP: u32 = 0;
@@ -49,6 +94,16 @@ impl IpcNamespace {
                     && !cred.in_group(HUGETLB_SHM_GROUP)
                 {
                     return Err(Errno::EPERM);
+                }
+                // __shmem_file_setup: the size must fit loff_t.
+                if size > i64::MAX as u64 {
+                    return Err(Errno::EINVAL);
+                }
+                // shmem_acct_size: the pages are charged unless SHM_NORESERVE (which strict
+                // overcommit ignores).
+                let strict = overcommit_mode() == Some(OVERCOMMIT_NEVER);
+                if flag & SHM_NORESERVE == 0 || strict {
+                    host_can_commit(pages)?;
                 }
                 let memory = ids.backing.create(key, size)?;
                 let now = self.now();
