@@ -17,7 +17,8 @@ loom_run cargo test -p uipc --profile release-tests --lib loom_models
 loom_run cargo test -p uipc --profile release-tests --test 'loom_*'
 
 echo "== uipc conform (short differential runs against the host kernel)"
-cargo build --release -p uipc-cli
+# The preload library too: `uipc bench shim` runs its calls under `uipc run`.
+cargo build --release -p uipc-cli -p uipc-preload
 for what in ipc locks timers; do
     ./target/release/uipc conform "$what" --ops 2000 --seed 1
 done

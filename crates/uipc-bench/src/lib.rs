@@ -139,5 +139,10 @@ pub fn scenarios() -> Vec<Scenario> {
             about: "uipc's id and key tables beside dashmap and scc, from every core",
             run: scenarios::peers::run,
         },
+        Scenario {
+            name: "shim",
+            about: "calls through `uipc run` (preload + daemon) against the kernel; semop throughput of N processes",
+            run: scenarios::shim::run,
+        },
     ]
 }

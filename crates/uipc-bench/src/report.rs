@@ -44,6 +44,9 @@ pub struct Table {
     pub absent: Vec<String>,
     /// Whether to print the kernel/uipc and before/uipc columns (off for tables of ratios).
     pub ratios: bool,
+    /// Print one uipc/kernel column instead (how many times the kernel's cost uipc pays, or
+    /// for throughputs the share of the kernel's that uipc reaches).
+    pub uipc_over: bool,
 }
 
 /// Median of `xs` (not empty).
@@ -97,12 +100,19 @@ impl Table {
             rows: Vec::new(),
             absent: Vec::new(),
             ratios: true,
+            uipc_over: false,
         }
     }
 
     /// The same table without ratio columns.
     pub fn without_ratios(mut self) -> Table {
         self.ratios = false;
+        self
+    }
+
+    /// The same table with one uipc/kernel ratio column instead of kernel/uipc.
+    pub fn uipc_over_kernel(mut self) -> Table {
+        self.uipc_over = true;
         self
     }
 
@@ -159,11 +169,16 @@ impl Table {
         let ratios: Vec<&str> = ["kernel", "before", "mainline"]
             .into_iter()
             .filter(|b| self.columns.iter().any(|c| c == b))
+            .filter(|b| !self.uipc_over || *b == "kernel")
             .collect();
         let has_uipc = self.ratios && self.columns.iter().any(|c| c == "uipc");
         if has_uipc {
             for b in &ratios {
-                header.push(format!("{b}/uipc"));
+                header.push(if self.uipc_over {
+                    format!("uipc/{b}")
+                } else {
+                    format!("{b}/uipc")
+                });
             }
         }
         let mut lines = vec![header];
@@ -185,7 +200,8 @@ impl Table {
             if has_uipc {
                 for b in &ratios {
                     line.push(match (self.get(p, b), self.get(p, "uipc")) {
-                        (Some(x), Some(u)) if u > 0.0 => fmt_ratio(x / u),
+                        (Some(x), Some(u)) if self.uipc_over && x > 0.0 => fmt_ratio(u / x),
+                        (Some(x), Some(u)) if !self.uipc_over && u > 0.0 => fmt_ratio(x / u),
                         _ => "-".into(),
                     });
                 }
@@ -236,6 +252,18 @@ mod tests {
         assert_eq!(fmt_ratio(0.8), "0.8x");
         assert_eq!(fmt_ratio(0.0046), "0.0046x");
         assert_eq!(fmt_ratio(0.05), "0.050x");
+    }
+
+    #[test]
+    fn uipc_over_kernel_shows_one_inverse_ratio() {
+        let mut t = Table::new("calls", "call", "ns", &["kernel", "uipc"]).uipc_over_kernel();
+        t.add("semop", "kernel", &[200.0]);
+        t.add("semop", "uipc", &[5000.0]);
+        let s = t.render();
+        assert!(
+            s.contains("uipc/kernel") && s.contains("25.0x") && !s.contains("kernel/uipc"),
+            "{s}"
+        );
     }
 
     #[test]

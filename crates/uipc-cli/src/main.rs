@@ -38,6 +38,12 @@ enum Command {
     Ipcrm(IpcrmArgs),
     /// List a daemon's file locks (util-linux lslocks's default columns).
     Locks(LocksArgs),
+    /// The program `uipc bench shim` runs natively and under `uipc run` (not for direct use).
+    #[command(hide = true)]
+    BenchChild {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
 }
 
 #[derive(Args)]
@@ -359,6 +365,9 @@ fn main() -> ExitCode {
     }
     match command {
         Command::Bench(args) => bench(args),
+        Command::BenchChild { args } => {
+            ExitCode::from(uipc_bench::scenarios::shim::child_main(&args) as u8)
+        }
         Command::Conform { what } => conform(what),
         Command::Serve(args) => serve(args),
         Command::Run(args) => run::run(args.socket, args.locks, args.timers, &args.argv),

@@ -4,6 +4,7 @@ pub mod ipc_idcycle;
 pub mod ipc_keys;
 pub mod lockperf;
 pub mod peers;
+pub mod shim;
 pub mod timers;
 
 use uipc::ipc::sem::Sembuf;
