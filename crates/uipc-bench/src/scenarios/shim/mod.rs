@@ -8,7 +8,7 @@
 //! and reports nanoseconds per call; each cell is the median over the rounds.
 //!
 //! Tables:
-//! - "calls through `uipc run`": one row per call ([`calls::CALLS`]), ns per call (per pair or
+//! - "calls through `uipc run`": one row per call (`calls::CALLS`), ns per call (per pair or
 //!   round trip where the row says so); the ratio column is uipc / kernel (how many times
 //!   slower the call is through `uipc run`).
 //! - "semop throughput": N processes (1, 2, 4, 8, 16) each doing semop on a set of its own, or
