@@ -74,6 +74,25 @@ impl Attachments {
         Some(self.slice()[i].len)
     }
 
+    /// The attachment whose range holds `addr`, as (start, length).
+    pub fn containing(&self, addr: usize) -> Option<(usize, usize)> {
+        let i = match self.search(addr) {
+            Ok(i) => i,
+            Err(0) => return None,
+            Err(i) => i - 1,
+        };
+        let e = self.slice()[i];
+        (addr - e.start < e.len).then_some((e.start, e.len))
+    }
+
+    /// Changes the length of the attachment starting at `start` (a mapping resized in place).
+    pub fn resize(&mut self, start: usize, len: usize) {
+        if let Ok(i) = self.search(start) {
+            // SAFETY: `i < self.len`: rewrites a written entry.
+            unsafe { (*self.entries.add(i)).len = len };
+        }
+    }
+
     /// Forgets the attachment starting at `start`; returns its length.
     pub fn remove(&mut self, start: usize) -> Option<usize> {
         let i = self.search(start).ok()?;
@@ -91,11 +110,10 @@ impl Attachments {
         Some(len)
     }
 
-    /// Forgets every attachment that overlaps `[start, end)` (a new mapping replaced them).
-    pub fn remove_overlapping(&mut self, start: usize, end: usize) {
-        // Entries never overlap each other, so those that overlap the range are consecutive:
-        // from the last one starting before `start` (if it reaches past it) to the last one
-        // starting before `end`.
+    /// The index of the first entry that may overlap `[start, ...)`. Entries never overlap
+    /// each other, so those that overlap a range are consecutive: from the last one starting
+    /// before `start` (if it reaches past it) to the last one starting before the range's end.
+    fn first_from(&self, start: usize) -> usize {
         let mut i = match self.search(start) {
             Ok(i) => i,
             Err(i) => i,
@@ -106,6 +124,18 @@ impl Attachments {
                 i -= 1;
             }
         }
+        i
+    }
+
+    /// The start of the first attachment that overlaps `[start, end)`.
+    pub fn first_overlapping(&self, start: usize, end: usize) -> Option<usize> {
+        let e = *self.slice().get(self.first_from(start))?;
+        (e.start < end).then_some(e.start)
+    }
+
+    /// Forgets every attachment that overlaps `[start, end)` (a new mapping replaced them).
+    pub fn remove_overlapping(&mut self, start: usize, end: usize) {
+        let i = self.first_from(start);
         while i < self.len && self.slice()[i].start < end {
             let e = self.slice()[i];
             self.remove(e.start);
@@ -232,6 +262,12 @@ mod tests {
         assert_eq!(starts(&t), [(1000, 100), (3000, 100), (5000, 100)]);
         assert_eq!(t.get(3000), Some(100));
         assert_eq!(t.get(3001), None);
+        assert_eq!(t.containing(3099), Some((3000, 100)));
+        assert_eq!(t.containing(3100), None);
+        assert_eq!(t.containing(999), None);
+        t.resize(3000, 200);
+        assert_eq!(t.containing(3100), Some((3000, 200)));
+        t.resize(3000, 100);
         assert_eq!(t.remove(3000), Some(100));
         assert_eq!(t.remove(3000), None);
         assert_eq!(starts(&t), [(1000, 100), (5000, 100)]);
@@ -257,6 +293,9 @@ mod tests {
         }
         // [0x3000, 0x6000) touches the end of the first (0x3000 is past it), overlaps the
         // second and third, and stops short of the fourth.
+        assert_eq!(t.first_overlapping(0x3000, 0x6000), Some(0x3000));
+        assert_eq!(t.first_overlapping(0x2fff, 0x3000), Some(0x1000));
+        assert_eq!(t.first_overlapping(0x7000, 0x8000), None);
         t.remove_overlapping(0x3000, 0x6000);
         assert_eq!(starts(&t), [(0x1000, 0x2000), (0x8000, 0x2000)]);
         // A range starting inside an attachment removes it.

@@ -3,8 +3,9 @@
 //! processes they fork share uipc's semaphores, message queues and shared memory.
 //!
 //! Exports: semget, semop, semtimedop, semctl, msgget, msgsnd, msgrcv, msgctl, shmget, shmat,
-//! shmdt, shmctl, and fork (to hand inherited attachments to the daemon). Without
-//! `$UIPC_SOCKET` each call goes to the kernel unchanged.
+//! shmdt, shmctl, fork (to hand inherited attachments to the daemon), and remap_file_pages and
+//! mremap (`remap.rs`: on an attachment they act on the segment as Linux's do, IPC_RMID
+//! included). Without `$UIPC_SOCKET` each call goes to the kernel unchanged.
 //!
 //! File locks (`locks.rs`): fcntl and fcntl64 (lock commands only; every other command goes to
 //! libc's fcntl with its argument unchanged), flock, lockf, lockf64, and close, dup2, dup3,
@@ -158,6 +159,12 @@
 //!   (daemon(3) calls its internal fork), is not announced: the child's inherited
 //!   attachments are mapped but not counted (a raw-forked child gets sessions of its own at
 //!   its first call).
+//! - Shared memory is counted per attachment, not per mapping: Linux's shm_nattch counts the
+//!   segment's memory areas, so a remap_file_pages, mprotect or munmap that splits an
+//!   attachment raises it there, not here; and a munmap of an attachment (rather than shmdt)
+//!   detaches nothing. mremap of part of an attachment, or with MREMAP_DONTUNMAP, leaves the
+//!   library's record where the attachment was (shmdt at its start unmaps its whole original
+//!   range). `/proc/PID/maps` names the segments' memfds, not `/SYSV<key> (deleted)`.
 //! - execve is seen when the new image makes its first call (its `Hello` says it is new; under
 //!   `--locks` the constructor makes it): an image that never calls keeps its old attachments
 //!   counted until it exits, and one started without the library keeps them too.
@@ -224,6 +231,7 @@ mod kernel;
 mod locks;
 mod mapbuf;
 mod msg;
+mod remap;
 mod sem;
 mod shm;
 mod sigmask;

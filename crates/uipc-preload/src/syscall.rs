@@ -106,6 +106,27 @@ pub extern "C-unwind" fn syscall(
     if is_ipc(nr) && crate::conn::enabled() {
         return ipc(nr, args);
     }
+    if nr == libc::SYS_remap_file_pages {
+        let p = |k: usize| args[k] as usize;
+        return crate::remap::remap_file_pages(
+            p(0) as *mut c_void,
+            p(1),
+            a3 as c_int,
+            p(3),
+            a5 as c_int,
+        )
+        .into();
+    }
+    if nr == libc::SYS_mremap {
+        let p = |k: usize| args[k] as usize;
+        return crate::remap::mremap(
+            p(0) as *mut c_void,
+            p(1),
+            p(2),
+            a4 as c_int,
+            p(4) as *mut c_void,
+        ) as c_long;
+    }
     if is_timer(nr) && timer::routed() {
         return timers(nr, args);
     }

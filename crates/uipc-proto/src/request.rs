@@ -104,6 +104,10 @@ pub enum Request {
     ShmMoved { from: u64, to: u64 },
     /// shmdt(2) of the attachment starting at `addr`.
     Shmdt { addr: u64 },
+    /// remap_file_pages(2) inside the attachment starting at `addr`: Linux closes the old
+    /// mapping of the range and maps the segment again. `last`: the range held the
+    /// attachment's last mapped pages (see `IpcNamespace::shm_remap`).
+    ShmRemap { addr: u64, last: bool },
     /// shmctl(2). `set` is IPC_SET's buffer.
     Shmctl {
         shmid: i32,
@@ -133,6 +137,7 @@ mod tag {
     pub const SHM_MOVED: u8 = 32;
     pub const SHMDT: u8 = 33;
     pub const SHMCTL: u8 = 34;
+    pub const SHM_REMAP: u8 = 35;
     pub const FORK_CHILD: u8 = 40;
     pub const LOCK: u8 = 50;
 }
@@ -341,6 +346,11 @@ impl Request {
                 w.u8(tag::SHMDT);
                 w.u64(*addr);
             }
+            Request::ShmRemap { addr, last } => {
+                w.u8(tag::SHM_REMAP);
+                w.u64(*addr);
+                w.bool(*last);
+            }
             Request::Shmctl { shmid, cmd, set } => {
                 w.u8(tag::SHMCTL);
                 w.i32(*shmid);
@@ -450,6 +460,10 @@ impl Request {
                 to: r.u64()?,
             },
             tag::SHMDT => Request::Shmdt { addr: r.u64()? },
+            tag::SHM_REMAP => Request::ShmRemap {
+                addr: r.u64()?,
+                last: r.bool()?,
+            },
             tag::SHMCTL => Request::Shmctl {
                 shmid: r.i32()?,
                 cmd: r.i32()?,

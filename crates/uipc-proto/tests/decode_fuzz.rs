@@ -150,6 +150,7 @@ fn request() -> impl Strategy<Value = Request> {
         }),
         (any::<u64>(), any::<u64>()).prop_map(|(from, to)| Request::ShmMoved { from, to }),
         any::<u64>().prop_map(|addr| Request::Shmdt { addr }),
+        (any::<u64>(), any::<bool>()).prop_map(|(addr, last)| Request::ShmRemap { addr, last }),
         (
             any::<i32>(),
             any::<i32>(),

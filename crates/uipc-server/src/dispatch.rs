@@ -262,6 +262,7 @@ pub fn serve(cx: &Ctx<'_>, req: Request) -> (Response, Option<OwnedFd>) {
         },
         Request::ShmMoved { from, to } => done(ns.shm_attach_move(cred.tgid, from, to)),
         Request::Shmdt { addr } => done(ns.shmdt(cred, addr)),
+        Request::ShmRemap { addr, last } => done(ns.shm_remap(cred, addr, last)),
         Request::Shmctl { shmid, cmd, set } => match ns.shmctl(cred, shmid, cmd, set.as_ref()) {
             Ok(ShmctlOut::Done) => Response::Ret(0),
             Ok(ShmctlOut::Stat(ret, ds)) => Response::ShmStat { ret, ds },

@@ -155,3 +155,28 @@ fn shm_rnd_rounding_to_zero_records_an_explicit_attachment_at_zero() {
     );
     ns.shmdt(&c, 0).unwrap();
 }
+
+#[test]
+fn remap_of_the_last_pages_after_rmid_destroys_the_segment_and_fails() {
+    let ns = IpcNamespace::new();
+    let p = Cred::root(10);
+    let id = ns.shmget(&p, 0, 3 * PAGE_SIZE, 0o600).unwrap();
+    let a = ns.shmat(&p, id, 0, 0).unwrap();
+    let b = ns.shmat(&p, id, 0, 0).unwrap();
+    // Before IPC_RMID: close and reopen, nattch unchanged.
+    ns.shm_remap(&p, a.addr, true).unwrap();
+    ns.shm_remap(&p, a.addr, false).unwrap();
+    assert_eq!(stat(&ns, id).unwrap().nattch, 2);
+    ns.shmctl(&p, id, IPC_RMID, None).unwrap();
+    // Another attachment keeps the segment: the remap succeeds.
+    ns.shm_remap(&p, a.addr, true).unwrap();
+    ns.shmdt(&p, b.addr).unwrap();
+    // Part of the attachment stays mapped: nattch cannot reach 0.
+    ns.shm_remap(&p, a.addr, false).unwrap();
+    assert_eq!(stat(&ns, id).unwrap().nattch, 1);
+    // The last mapping closed: the segment is gone, the remap fails, the attachment too.
+    assert_eq!(ns.shm_remap(&p, a.addr, true), Err(Errno::EINVAL));
+    assert_eq!(stat(&ns, id).err(), Some(Errno::EINVAL));
+    assert_eq!(ns.shmdt(&p, a.addr), Err(Errno::EINVAL));
+    assert_eq!(ns.shm_remap(&p, a.addr, false), Err(Errno::EINVAL));
+}

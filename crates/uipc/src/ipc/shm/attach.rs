@@ -171,6 +171,49 @@ impl IpcNamespace {
         }
     }
 
+    /// `remap_file_pages(2)` inside process `cred.tgid`'s attachment at `addr`. Linux emulates
+    /// it with an mmap of the segment's file over the range: the old mapping of the range is
+    /// closed first (`shm_close`: nattch - 1, dtime, lpid, and the segment destroyed if that
+    /// was its last mapping and it may be destroyed), then the file is mapped again
+    /// (`shm_mmap`: EINVAL if the segment is gone, else nattch + 1, atime, lpid).
+    ///
+    /// `last`: the range held the attachment's last mapped pages, so the close is the
+    /// attachment's. Otherwise other pages stay mapped, nattch cannot reach 0 and only the
+    /// times and lpid change. On EINVAL the attachment is gone (the caller unmaps the range).
+    pub fn shm_remap(&self, cred: &Cred, addr: u64, last: bool) -> Result<()> {
+        let me = Tgid(cred.tgid);
+        if !last {
+            let seg = {
+                let shard = self.shm.procs.shard(me);
+                let at = shard.get(&me).and_then(|p| p.attaches.get(&addr));
+                at.ok_or(Errno::EINVAL)?.seg.clone()
+            };
+            let mut s = seg.lock();
+            let now = self.now();
+            s.dtime = now;
+            s.atime = now;
+            s.lpid = cred.tgid;
+            return Ok(());
+        }
+        let at = {
+            let mut shard = self.shm.procs.shard(me);
+            let proc = shard.get_mut(&me).ok_or(Errno::EINVAL)?;
+            proc.attaches.remove(&addr).ok_or(Errno::EINVAL)?
+        };
+        self.shm_release(&at.seg, me);
+        let mut shard = self.shm.procs.shard(me);
+        let mut s = at.seg.lock();
+        if s.deleted {
+            return Err(Errno::EINVAL);
+        }
+        s.nattch += 1;
+        s.atime = self.now();
+        s.lpid = cred.tgid;
+        drop(s);
+        shard.entry(me).or_default().attaches.insert(addr, at);
+        Ok(())
+    }
+
     /// Process `tgid`'s attachments as `(address, shmid)`, in address order.
     pub fn shm_attachments(&self, tgid: i32) -> Vec<(u64, i32)> {
         let tgid = Tgid(tgid);
