@@ -38,6 +38,9 @@ tests=(msg_sem_exchange sem_undo_kill shm_share shm_remap shm_rdonly_segv semop_
     calls_errno perm_setuid eintr_storm exec_rules cancel_thread closefrom syscall_ipc timers
     timer_ids_exec vfork_spawn handler_ipc ipc_no_malloc handler_altstack timer_handler
     timer_no_malloc "load 64 100")
+# Linux's process model (privilege drops, exec, orphans): run under uipc run --locks --timers.
+process_tests=(priv_drop)
+export PROCESS_TESTS="${process_tests[*]}"
 
 # File locks: each program on the host kernel, then under `uipc run --locks`; the locks taken
 # under uipc are not in the host's /proc/locks, and `uipc locks` lists what lslocks lists on
@@ -72,11 +75,30 @@ if [ "$(id -u)" = 0 ]; then
         # shellcheck disable=SC2086 # a test may carry arguments
         timeout 60 unshare --ipc $out/$t
     done
+    # Linux's process model: each on the host kernel here, under uipc run --locks --timers below.
+    for t in "${process_tests[@]}"; do timeout 60 unshare --ipc "$out/$t"; done
     echo "-- under uipc run (one private IPC namespace, checked afterwards)"
     timeout 300 unshare --ipc bash -c '
         set -euo pipefail
         uipc=$1 out=$2; shift 2
         for t in "$@"; do timeout 60 "$uipc" run -- $out/$t; done
+        for t in $PROCESS_TESTS; do timeout 60 "$uipc" run --locks --timers -- "$out/$t"; done
+        # A root program whose children switch uid stay clients (su, setpriv) ...
+        "$uipc" run -- sh -c "su nobody -s /bin/sh -c \"ipcmk -M 100\" &&
+            setpriv --reuid=65534 --regid=65534 --clear-groups ipcmk -S 1 &&
+            \"$uipc\" ipcs -m | grep -q \"nobody *644 *100\" && \"$uipc\" ipcs -s | grep -q nobody"
+        # ... while another user outside the program cannot reach its private daemon.
+        sockfile=$(mktemp)
+        "$uipc" run -- sh -c "echo \$UIPC_SOCKET > $sockfile; sleep 3" &
+        runner=$!
+        for _ in $(seq 100); do [ -s "$sockfile" ] && break; sleep 0.05; done
+        if setpriv --reuid=65534 --regid=65534 --clear-groups \
+            "$uipc" ipcs --socket "$(cat "$sockfile")" 2>/dev/null; then
+            echo "another user reached a private daemon" >&2
+            exit 1
+        fi
+        wait "$runner"
+        rm -f "$sockfile"
         # POSIX timers served in the process; timers checks /proc/self/timers stays empty.
         timeout 60 "$uipc" run --timers -- "$out/timers"
         # settime, gettime and getoverrun from a timer handler: no deadlock, no malloc.
@@ -199,6 +221,7 @@ else
     timeout 60 "$uipc" run --timers -- "$out/timers"
     timeout 60 "$uipc" run --timers -- "$out/timer_ids_exec"
     timeout 60 "$uipc" run --locks --timers -- "$out/vfork_spawn"
+    for t in "${process_tests[@]}"; do timeout 60 "$uipc" run --locks --timers -- "$out/$t"; done
     shared_daemon "$uipc" "$out"
     after=$(cat /proc/sysvipc/sem /proc/sysvipc/msg /proc/sysvipc/shm)
     if [ "$before" != "$after" ]; then

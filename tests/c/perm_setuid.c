@@ -1,6 +1,6 @@
 /* A process that drops root (setuid to nobody) is judged by its new ids: EACCES for mode
- * checks, EPERM for owner-only commands. It calls once before dropping, so that under uipc
- * its session exists (the private daemon's socket is reachable by its owner only). */
+ * checks, EPERM for owner-only commands. It calls once before dropping (its connection to the
+ * daemon then predates the switch; tests/c/priv_drop.c makes its first call after). */
 #include "check.h"
 
 int main(void) {

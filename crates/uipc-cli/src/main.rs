@@ -131,6 +131,11 @@ struct ServeArgs {
     /// Let other users connect (socket mode 0666); their calls are still judged by their ids.
     #[arg(long)]
     shared: bool,
+    /// Serve only the descendants of this process, whatever their uid, and this user: the
+    /// private daemon of a `uipc run` (socket mode 0666 in a directory others can only
+    /// traverse).
+    #[arg(long, value_name = "PID", hide = true)]
+    private_to: Option<i32>,
     /// Restore the namespace from this file at start (if it exists) and save it there on
     /// SIGTERM, SIGINT or SIGHUP: same ids, keys, owners, values, messages and contents.
     #[arg(long, value_name = "PATH")]
@@ -313,6 +318,7 @@ fn serve(args: ServeArgs) -> ExitCode {
     let opts = uipc_server::Options {
         socket: args.socket.unwrap_or_else(uipc_server::default_socket_path),
         shared: args.shared,
+        private_to: args.private_to,
         state: args.state,
     };
     let run = uipc_server::run_until_signalled(&opts);

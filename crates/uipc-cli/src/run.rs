@@ -3,7 +3,10 @@
 //!
 //! Without `--socket`, a `uipc run` started under another one (`$UIPC_SOCKET` set and
 //! answering) joins its daemon, so nested programs share one namespace; otherwise the daemon
-//! is private, its socket in a fresh 0700 directory. A daemon started here is a child process
+//! is private: it serves the program and every descendant whatever uid they switch to, and
+//! refuses other users (its socket is 0666 in a fresh 0711 directory, and the daemon admits
+//! only this process's descendants and this user: `uipc_server::admission`). A daemon
+//! started here is a child process
 //! (`uipc serve`) that gets SIGTERM once the program and every descendant that outlived it
 //! are gone (`uipc run` is their subreaper), or when `uipc run` itself dies
 //! (PR_SET_PDEATHSIG). The library is `libuipc_preload.so` next to the `uipc` binary (or
@@ -45,11 +48,30 @@ fn preload_library() -> Result<PathBuf, String> {
     }
 }
 
+/// Whether every user may traverse `dir` and each directory above it.
+fn traversable_by_all(dir: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    dir.ancestors().all(|d| {
+        d.as_os_str().is_empty()
+            || std::fs::metadata(d).is_ok_and(|m| m.permissions().mode() & 0o001 != 0)
+    })
+}
+
+/// A socket path in a fresh directory of mode 0711: only its owner may list or change it, but
+/// every user may traverse it, so that the program's descendants reach the daemon whatever uid
+/// they switch to (the daemon itself refuses processes outside the program's tree). The
+/// directory is made under `$XDG_RUNTIME_DIR` or the temporary directory, whichever every
+/// user can traverse (`/tmp` if neither).
 fn private_socket() -> Result<PathBuf, String> {
-    let base = std::env::var_os("XDG_RUNTIME_DIR")
-        .filter(|d| !d.is_empty())
-        .map(PathBuf::from)
-        .unwrap_or_else(std::env::temp_dir);
+    let base = [
+        std::env::var_os("XDG_RUNTIME_DIR").filter(|d| !d.is_empty()),
+        Some(std::env::temp_dir().into_os_string()),
+    ]
+    .into_iter()
+    .flatten()
+    .map(PathBuf::from)
+    .find(|d| d.is_absolute() && traversable_by_all(d))
+    .unwrap_or_else(|| PathBuf::from("/tmp"));
     let template = base.join("uipc-run-XXXXXX");
     let mut bytes = template.into_os_string().into_encoded_bytes();
     bytes.push(0);
@@ -64,13 +86,21 @@ fn private_socket() -> Result<PathBuf, String> {
     bytes.pop();
     // SAFETY: mkdtemp filled in the template with a path (bytes that were valid before).
     let dir = PathBuf::from(unsafe { std::ffi::OsString::from_encoded_bytes_unchecked(bytes) });
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o711))
+        .map_err(|e| format!("cannot set the mode of {}: {e}", dir.display()))?;
     Ok(dir.join("socket"))
 }
 
-fn start_daemon(socket: &Path) -> Result<Child, String> {
+/// Starts `uipc serve` on `socket`; with `private`, serving only this process's descendants
+/// (and this user).
+fn start_daemon(socket: &Path, private: bool) -> Result<Child, String> {
     let exe = std::env::current_exe().map_err(|e| e.to_string())?;
     let mut cmd = Command::new(exe);
     cmd.arg("serve").arg("--socket").arg(socket);
+    if private {
+        cmd.arg("--private-to").arg(std::process::id().to_string());
+    }
     cmd.env_remove("LD_PRELOAD");
     // SAFETY: prctl is async-signal-safe; it runs in the child before exec.
     unsafe {
@@ -192,7 +222,7 @@ fn run_inner(
     };
     let mut daemon = None;
     if !answers(&socket) {
-        daemon = Some(start_daemon(&socket)?);
+        daemon = Some(start_daemon(&socket, private_dir.is_some())?);
     }
     let mut preload = lib.into_os_string();
     if let Some(old) = std::env::var_os("LD_PRELOAD").filter(|o| !o.is_empty()) {

@@ -28,7 +28,9 @@
 //! another user (root's directories excepted). The socket is
 //! 0600, or 0666 with `shared` (connecting needs write permission on it), from its creation
 //! ([`listen`]); the daemon judges
-//! every call by the caller's kernel-verified credentials either way.
+//! every call by the caller's kernel-verified credentials either way. A `uipc run`'s private
+//! daemon (`private_to`) has a 0666 socket in a 0711 directory and admits only the run's
+//! descendants and its own user ([`admission`]).
 //!
 //! ## Not supported
 //! - POSIX timers are not served by the daemon: `uipc run --timers` serves them inside each
@@ -69,6 +71,7 @@
 //!   work or reached one of the slow steps above (it then wakes an idle worker to lead):
 //!   frames that arrive meanwhile wait for that one call.
 
+pub mod admission;
 pub mod conn;
 pub mod descriptions;
 pub mod dispatch;
@@ -102,6 +105,10 @@ pub struct Options {
     pub socket: PathBuf,
     /// Let other users connect (socket 0666, directory 0755 when created).
     pub shared: bool,
+    /// Serve only this process's descendants (whatever their uid) and the daemon's own user:
+    /// a `uipc run`'s private daemon ([`admission`]). The socket is 0666 (the directory 0711
+    /// when created) so that a descendant reaches it after switching uid.
+    pub private_to: Option<i32>,
     /// Restore the namespace from this file at start (if it exists) and save it there when
     /// stopped by SIGTERM, SIGINT or SIGHUP ([`run_until_signalled`]).
     pub state: Option<PathBuf>,
@@ -198,7 +205,7 @@ fn raise_fd_limit() {
     }
 }
 
-fn prepare_dir(dir: &Path, shared: bool) -> io::Result<()> {
+fn prepare_dir(dir: &Path, mode: u32) -> io::Result<()> {
     match std::fs::metadata(dir) {
         Ok(m) => {
             if !m.is_dir() {
@@ -225,7 +232,7 @@ fn prepare_dir(dir: &Path, shared: bool) -> io::Result<()> {
         }
         Err(e) if e.kind() == io::ErrorKind::NotFound => std::fs::DirBuilder::new()
             .recursive(true)
-            .mode(if shared { 0o755 } else { 0o700 })
+            .mode(mode)
             .create(dir),
         Err(e) => Err(e),
     }
@@ -259,7 +266,11 @@ impl Server {
             } else {
                 dir
             },
-            opts.shared,
+            match (opts.shared, opts.private_to) {
+                (true, _) => 0o755,
+                (false, Some(_)) => 0o711,
+                (false, None) => 0o700,
+            },
         )?;
         if opts.socket.exists() {
             if UnixStream::connect(&opts.socket).is_ok() {
@@ -278,16 +289,28 @@ impl Server {
         if let Some(state) = opts.state.as_deref().filter(|p| p.exists()) {
             state::restore(&ns, state)?;
         }
-        let mode = if opts.shared { 0o666 } else { 0o600 };
+        let mode = if opts.shared || opts.private_to.is_some() {
+            0o666
+        } else {
+            0o600
+        };
         let listener = listen::bind_listener(&opts.socket, mode)?;
         let reactor = Reactor::new()?;
+        let admission = match opts.private_to {
+            Some(root) => admission::Admission::Tree {
+                root,
+                // SAFETY: plain getter.
+                owner: unsafe { libc::geteuid() },
+            },
+            None => admission::Admission::Anyone,
+        };
         let shared = Arc::new(Shared {
             ns,
             locks: LockManager::new(),
             descriptions: descriptions::Descriptions::new(),
             hints: hints::LockHints::new(),
             backing,
-            procs: Procs::new()?,
+            procs: Procs::new(admission)?,
             jobs: Arc::new(Jobs::new(reactor.wake_handle()?)),
             reactor,
             parked: std::sync::atomic::AtomicUsize::new(0),

@@ -32,6 +32,7 @@
 //! by the handling thread, and cancellers run with no lock of this module held (they take a
 //! connection's call slot, then drop a guard, which takes `inner`).
 
+use crate::admission::Admission;
 use std::collections::HashMap;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -73,6 +74,7 @@ struct ProcInner {
 pub struct Procs {
     map: Mutex<HashMap<i32, Arc<ProcState>>>,
     epoll: OwnedFd,
+    admission: Admission,
 }
 
 /// Ends a parked call at once (EINTR) and answers it.
@@ -135,8 +137,8 @@ fn has_exited(pidfd: &OwnedFd) -> bool {
 }
 
 impl Procs {
-    /// An empty table.
-    pub fn new() -> std::io::Result<Procs> {
+    /// An empty table, which takes in the processes `admission` admits.
+    pub fn new(admission: Admission) -> std::io::Result<Procs> {
         // SAFETY: plain syscall.
         let raw = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
         if raw < 0 {
@@ -146,6 +148,7 @@ impl Procs {
             map: Mutex::new(HashMap::new()),
             // SAFETY: a fresh epoll descriptor owned by nobody else.
             epoll: unsafe { OwnedFd::from_raw_fd(raw) },
+            admission,
         })
     }
 
@@ -156,7 +159,16 @@ impl Procs {
     }
 
     /// Starts a request of process `pid` from session `session`: ESRCH if the process is gone.
-    pub fn enter(&self, pid: i32, session: u64, irq: &Interrupt) -> Result<ProcGuard, Errno> {
+    /// A process met for the first time must be admitted ([`Admission`]): `uid` is its
+    /// verified effective uid, or None for a child its admitted parent announced (EACCES if
+    /// refused).
+    pub fn enter(
+        &self,
+        pid: i32,
+        uid: Option<u32>,
+        session: u64,
+        irq: &Interrupt,
+    ) -> Result<ProcGuard, Errno> {
         if pid <= 0 {
             return Err(Errno::ESRCH);
         }
@@ -165,6 +177,12 @@ impl Procs {
             match map.get(&pid) {
                 Some(p) => p.clone(),
                 None => {
+                    if let Some(uid) = uid {
+                        let peer = PeerCred { pid, uid, gid: 0 };
+                        if !self.admission.admits(peer) {
+                            return Err(Errno::EACCES);
+                        }
+                    }
                     let p = Arc::new(ProcState {
                         pid,
                         pidfd: pidfd_open(pid)?,

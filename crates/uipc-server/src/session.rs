@@ -26,6 +26,7 @@
 //! slot); the slot is held across the engine call that may park, so a notification that comes
 //! at once waits for the call to be stored.
 
+use crate::admission::parent_of;
 use crate::conn::{lock, CallSlot, Conn, Parked};
 use crate::dispatch::{self, Ctx};
 use crate::parked::{self, Outcome, ParkedCall};
@@ -39,13 +40,6 @@ use std::time::Instant;
 use uipc::{Errno, WakeReason};
 use uipc_proto::transport::{PeerCred, Received};
 use uipc_proto::{Request, Response, VERSION};
-
-/// The parent pid of `pid` from `/proc/PID/stat`.
-fn parent_of(pid: i32) -> Option<i32> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let after_comm = &stat[stat.rfind(')')? + 1..];
-    after_comm.split_whitespace().nth(1)?.parse().ok()
-}
 
 /// Runs one job from the pool.
 pub fn run_job(shared: &Arc<Shared>, job: Job) {
@@ -90,8 +84,15 @@ fn hello(shared: &Shared, conn: &Arc<Conn>, frame: Received) {
     shared.jobs.promote();
     reap_exits(shared);
     let known = shared.procs.get(peer.pid).is_some();
-    let Ok(guard) = shared.procs.enter(peer.pid, conn.id, &conn.irq) else {
-        return close(shared, conn);
+    let guard = match shared
+        .procs
+        .enter(peer.pid, Some(peer.uid), conn.id, &conn.irq)
+    {
+        Ok(guard) => guard,
+        Err(e) => {
+            conn.reply(&Response::Error(e.raw()), None, &shared.jobs);
+            return close(shared, conn);
+        }
     };
     if new_image && known {
         // The process ran execve since its last session: Linux drops its attachments, and
@@ -135,7 +136,10 @@ fn serve_frame(shared: &Arc<Shared>, conn: &Arc<Conn>, frame: Received) {
         _ => {}
     }
     reap_exits(shared);
-    let Ok(guard) = shared.procs.enter(peer.pid, conn.id, &conn.irq) else {
+    let Ok(guard) = shared
+        .procs
+        .enter(peer.pid, Some(peer.uid), conn.id, &conn.irq)
+    else {
         return close(shared, conn);
     };
     let mut slot = lock(&conn.call);
@@ -246,7 +250,7 @@ fn serve_one(
         let resp = if parent_of(child) != Some(peer.pid) {
             Response::Error(Errno::EPERM.raw())
         } else {
-            match shared.procs.enter(child, conn.id, &conn.irq) {
+            match shared.procs.enter(child, None, conn.id, &conn.irq) {
                 Ok(_child_guard) => {
                     shared.ns.process_fork(peer.pid, child);
                     Response::Ret(0)

@@ -18,6 +18,7 @@ fn options(tag: &str, shared: bool) -> Options {
     Options {
         socket: dir.join("socket"),
         shared,
+        private_to: None,
         state: None,
     }
 }

@@ -27,6 +27,7 @@ pub fn start_with(tag: &str, shared: bool) -> (PathBuf, Arc<Shared>) {
     let server = Server::bind(&Options {
         socket: socket.clone(),
         shared,
+        private_to: None,
         state: None,
     })
     .unwrap();
