@@ -367,6 +367,7 @@ fn scenario(rng: &mut Rng, workers: usize) -> Op {
         Scenario::Cycle,
         Scenario::Cycle,
         Scenario::Tree,
+        Scenario::Delayed,
         Scenario::Interrupted,
         Scenario::FlockShared,
         Scenario::FlockUpgrade,
@@ -376,7 +377,11 @@ fn scenario(rng: &mut Rng, workers: usize) -> Op {
         Scenario::Interrupted => 2,
         _ => n,
     };
-    let k = rng.range(2, most as i64) as usize;
+    let k = match scenario {
+        // Three owners exactly (a run has at least three workers).
+        Scenario::Delayed => 3.min(n),
+        _ => rng.range(2, most as i64) as usize,
+    };
     // Half of the fcntl scenarios are all POSIX, where Linux's deadlock detection applies.
     let mask = if rng.chance(1, 2) {
         0

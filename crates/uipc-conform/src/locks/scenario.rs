@@ -19,6 +19,12 @@
 //!   with `w[1]`'s request and so waits behind it (depth 2 in `/proc/locks`); `w[3]` for
 //!   R\[5,9\], which does not (depth 1). `w[0]`'s unlock wakes `w[1]` and `w[3]`; `w[2]` waits
 //!   again, now behind `w[1]`'s lock, until `w[1]` unlocks.
+//! - Delayed deadlock: `w[0]`, `w[1]`, `w[2]` hold W[2,6], W[9,13], W[17,21]; `w[1]` waits for
+//!   [17,21] (behind `w[2]`), then `w[2]` for [2,15] (behind `w[0]`, who waits for nobody).
+//!   `w[0]`'s unlock leaves `w[2]` blocked by `w[1]`, who waits for it: Linux checks the woken
+//!   request again and refuses it with EDEADLK where it follows POSIX waiters; otherwise it
+//!   waits on and is interrupted after [`DELAYED_ALARM_MS`]. `w[2]`'s unlock then lets `w[1]`
+//!   go.
 //! - Interrupted: `w[0]` holds a write lock (POSIX, OFD or flock), `w[1]` waits for it and is
 //!   interrupted; its request must be gone afterwards.
 //! - flock, shared waiters: `w[0]` holds LOCK_EX, the others wait for LOCK_SH; all are woken.
@@ -34,6 +40,10 @@ use uipc::locks::*;
 /// interrupted; also how long an interrupted waiter waits.
 pub const CYCLE_ALARM_MS: i64 = 50;
 
+/// How long the delayed deadlock's last request may wait before it is interrupted: it must
+/// outlast the release that (where Linux sees the cycle) fails it.
+pub const DELAYED_ALARM_MS: i64 = 1000;
+
 /// What a scenario does (see the module doc).
 #[derive(Clone, Copy, Debug)]
 pub enum Scenario {
@@ -43,6 +53,8 @@ pub enum Scenario {
     Cycle,
     /// Waiters at depths 1 and 2.
     Tree,
+    /// A waiter left blocked by an owner who waits for it (three owners).
+    Delayed,
     /// A waiter interrupted.
     Interrupted,
     /// One LOCK_EX holder, LOCK_SH waiters.
@@ -132,6 +144,24 @@ impl Run {
                 for (i, &owner) in w.iter().enumerate().skip(2) {
                     self.both(&label, owner, lock(mask, i, false, F_UNLCK, 0, 0))?;
                 }
+            }
+            Scenario::Delayed => {
+                let held = [(2, 5), (9, 5), (17, 5)];
+                for (i, &(start, len)) in held.iter().enumerate() {
+                    self.both(&label, w[i], lock(mask, i, false, F_WRLCK, start, len))?;
+                }
+                let call = lock(mask, 1, true, F_WRLCK, 17, 5);
+                let second = self.start(w[1], call, SAFETY_ALARM_MS)?;
+                self.wait_blocked(&label, 1)?;
+                let call = lock(mask, 2, true, F_WRLCK, 2, 14);
+                let third = self.start(w[2], call, DELAYED_ALARM_MS)?;
+                self.wait_blocked(&label, 2)?;
+                self.both(&label, w[0], lock(mask, 0, false, F_UNLCK, 0, 0))?;
+                self.finish(&label, third)?;
+                self.wait_blocked(&label, 1)?;
+                self.both(&label, w[2], lock(mask, 2, false, F_UNLCK, 0, 0))?;
+                self.finish(&label, second)?;
+                self.both(&label, w[1], lock(mask, 1, false, F_UNLCK, 0, 0))?;
             }
             Scenario::Interrupted => {
                 let (hold, wait, release) = match mask % 3 {

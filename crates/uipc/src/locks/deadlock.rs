@@ -19,7 +19,9 @@
 //!   cycle of waiting owners is reported, whatever its length.
 //!
 //! In both modes only the request that would close the cycle gets EDEADLK; the others keep
-//! sleeping. Owners are processes and open file descriptions, not threads: as on Linux, a
+//! sleeping. A sleeping request that a release leaves blocked by another owner is checked
+//! again ([`DeadlockGraph::recheck`]), as Linux checks a woken request that must wait again:
+//! a delayed deadlock (it waits behind an owner who, meanwhile, waits for it) fails it then. Owners are processes and open file descriptions, not threads: as on Linux, a
 //! thread waiting through an OFD while its process holds POSIX locks is two unrelated owners,
 //! and threads of one process sharing an owner can see a cycle that their threads would break.
 //!
@@ -113,11 +115,40 @@ impl DeadlockGraph {
         matches!(self.mode, DeadlockMode::Full)
     }
 
-    /// Records new blockers for a request that still sleeps.
-    pub fn set_blockers(&self, id: u64, blockers: &[Owner]) {
+    /// A sleeping request of `owner` that a release left blocked by other owners (`blockers`):
+    /// if `check`, fails with EDEADLK when waiting behind them closes a cycle (Linux finds
+    /// this when the woken request retries and must wait again); else records the blockers
+    /// for its record `id`, if it has one. One hold of the graph's lock, as for a new request.
+    pub fn recheck(
+        &self,
+        id: Option<u64>,
+        owner: Owner,
+        blockers: &[Owner],
+        check: bool,
+    ) -> Result<()> {
         let mut g = lock(&self.inner);
-        if let Some(r) = g.requests.get_mut(&id) {
+        let cycle = check
+            && match self.mode {
+                DeadlockMode::Linux => g.linux_walk(owner, blockers),
+                DeadlockMode::Full => g.full_search(owner, blockers),
+            };
+        if cycle {
+            return Err(Errno::EDEADLK);
+        }
+        if let Some(r) = id.and_then(|id| g.requests.get_mut(&id)) {
             r.1 = blockers.to_vec();
+        }
+        Ok(())
+    }
+
+    /// Whether a sleeping request whose blockers changed from `old` to `new` is checked for a
+    /// cycle again. Linux wakes a request when the lock it hangs under goes, and checks it
+    /// again only if it must then wait behind another one: its first blocker changed. A full
+    /// search looks again at any change.
+    pub fn rechecks(&self, old: &[Owner], new: &[Owner]) -> bool {
+        match self.mode {
+            DeadlockMode::Linux => old.first() != new.first(),
+            DeadlockMode::Full => true,
         }
     }
 
@@ -260,7 +291,7 @@ mod tests {
             .check_and_insert(p(1), &[p(2)], true, true)
             .unwrap()
             .unwrap();
-        g.set_blockers(a, &[p(3)]);
+        g.recheck(Some(a), p(1), &[p(3)], true).unwrap();
         assert!(
             g.check_and_insert(p(2), &[p(1)], true, true).is_ok(),
             "1 now waits for 3"

@@ -17,7 +17,9 @@
 //! queued, marked `woken`, until its sleeper takes the file's mutex, leaves the queue and tries
 //! again. Handing the range to the sleeper instead would be fairer but makes every lock of a
 //! contended range wait for a context switch (a convoy: seed 001's posix01 ran 200 times
-//! slower that way). Requests that still conflict get their blockers recorded again.
+//! slower that way). Requests that still conflict get their blockers recorded again; one left
+//! behind a new first blocker is checked for a deadlock then (Linux wakes it, and it finds the
+//! cycle as it waits again), and in a cycle it is woken so that its retry gets EDEADLK.
 //!
 //! Lock order: the file map shard (only to find the file) -> `FileLocks::state` -> the deadlock
 //! graph (`super::deadlock`) -> a `Waiter`'s state. Nothing sleeps holding `state`.
@@ -340,8 +342,22 @@ impl FileState {
                 b.woken = true;
                 retrying.push(req);
             } else if blockers != b.blockers {
-                if let Some(id) = b.graph_id {
-                    graph.set_blockers(id, &blockers);
+                // Linux would have woken it to retry and wait again behind a new blocker,
+                // checking for a cycle first (a delayed deadlock): checked here, atomically
+                // with the new blockers' record; in a cycle it is woken and its retry fails.
+                let check =
+                    graph.rechecks(&b.blockers, &blockers) && graph.policy(req.kind, req.kind).0;
+                if graph
+                    .recheck(b.graph_id, req.owner, &blockers, check)
+                    .is_err()
+                {
+                    if let Some(id) = b.graph_id.take() {
+                        graph.remove(id);
+                    }
+                    b.waiter.complete(());
+                    b.woken = true;
+                    retrying.push(req);
+                    continue;
                 }
                 b.blockers = blockers;
             }

@@ -39,7 +39,9 @@
 //!   whatever blocks it then; uipc lists (and records for deadlock detection) the tree as if
 //!   every request still asleep had been inserted in arrival order. In Linux mode a sleeping
 //!   request's blockers are recorded again only after a release (Linux keeps the one blocker
-//!   it slept on), and, as on Linux, deadlock is checked again on each retry.
+//!   it slept on), and, as on Linux, deadlock is checked again on each retry and whenever a
+//!   release leaves a sleeping request behind a new first blocker (where Linux wakes it and
+//!   it waits again).
 //! - `CLONE_FILES` sharing between processes: the POSIX owner is always the caller's tgid.
 //! - The `fcntl`/`close` race Linux repairs by undoing a lock set through a descriptor closed
 //!   meanwhile: the engine sees no descriptors.
