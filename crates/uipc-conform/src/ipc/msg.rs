@@ -9,7 +9,7 @@
 //! Host and engine ids are kept in pairs; they should be equal (both namespaces start empty
 //! and allocate alike), and msgget compares them. Times are compared only as "set or not".
 
-use super::host::{as_user, result};
+use super::host::{as_user, effective_caps, result};
 use super::{Ctx, KEYS_PER_TYPE, USER_GID, USER_UID};
 use std::cell::RefCell;
 use uipc::ipc::consts::{
@@ -18,7 +18,7 @@ use uipc::ipc::consts::{
 };
 use uipc::ipc::msg::{MsgInfo, MsgctlArg, MsgctlOut, MsqidDs, MsqidSet};
 use uipc::ipc::{IpcPermStat, Sysctl};
-use uipc::{CapSet, Cred, Errno, WaitCtx};
+use uipc::{Cred, Errno, WaitCtx};
 
 /// Type base of msg keys.
 const BASE: i32 = 1;
@@ -54,14 +54,7 @@ pub fn step(ctx: &mut Ctx) {
 fn cred(ctx: &Ctx, user: bool) -> Cred {
     let mut cred = ctx.cred(user).clone();
     if !user {
-        let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-        let eff = status
-            .lines()
-            .find_map(|l| l.strip_prefix("CapEff:"))
-            .and_then(|hex| u64::from_str_radix(hex.trim(), 16).ok());
-        if let Some(bits) = eff {
-            cred.caps = CapSet::from_bits(bits);
-        }
+        cred.caps = effective_caps();
     }
     cred
 }
