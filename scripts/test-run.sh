@@ -229,4 +229,20 @@ else
         exit 1
     fi
 fi
+echo "-- scripts/install.sh into a temporary prefix: PREFIX/bin/uipc finds PREFIX/lib/uipc"
+prefix=$(mktemp -d)
+bash scripts/install.sh --prefix "$prefix" > /dev/null
+[ ! -e "$prefix/bin/libuipc_preload.so" ] && [ -f "$prefix/lib/uipc/libuipc_preload.so" ]
+(
+    cd /
+    if [ "$(id -u)" = 0 ]; then
+        timeout 60 unshare --ipc "$prefix/bin/uipc" run -- sh -c \
+            'ipcmk -Q && ipcs -q && test -z "$(tail -n +2 /proc/sysvipc/msg)"'
+    else
+        timeout 60 "$prefix/bin/uipc" run -- ipcmk -Q
+    fi
+) | tee "$out/install-run.txt"
+grep -q '^Message queue id: 0$' "$out/install-run.txt"
+rm -rf "$prefix"
+echo "install: ok"
 echo "uipc run: all C tests passed"

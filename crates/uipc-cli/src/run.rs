@@ -9,8 +9,8 @@
 //! started here is a child process
 //! (`uipc serve`) that gets SIGTERM once the program and every descendant that outlived it
 //! are gone (`uipc run` is their subreaper), or when `uipc run` itself dies
-//! (PR_SET_PDEATHSIG). The library is `libuipc_preload.so` next to the `uipc` binary (or
-//! `$UIPC_PRELOAD`); it is prepended to `LD_PRELOAD`, and `UIPC_SOCKET` names the socket.
+//! (PR_SET_PDEATHSIG). The library is `libuipc_preload.so` next to the `uipc` binary, else
+//! `../lib/uipc/libuipc_preload.so` from the binary's directory (or `$UIPC_PRELOAD`); it is prepended to `LD_PRELOAD`, and `UIPC_SOCKET` names the socket.
 //! `--locks` also routes file locks (fcntl, flock, lockf) to the daemon: it sets
 //! `UIPC_LOCKS=1` for the program (without it, an inherited value is left as it is, so a
 //! nested `uipc run` keeps its parent's choice).
@@ -37,14 +37,21 @@ fn preload_library() -> Result<PathBuf, String> {
         return Ok(PathBuf::from(p));
     }
     let exe = std::env::current_exe().map_err(|e| format!("cannot find the uipc binary: {e}"))?;
-    let lib = exe.with_file_name("libuipc_preload.so");
-    if lib.exists() {
-        Ok(lib)
-    } else {
-        Err(format!(
-            "{} is missing (build it with `cargo build --release -p uipc-preload`)",
-            lib.display()
-        ))
+    // Beside the binary (the build tree), or in PREFIX/lib/uipc for PREFIX/bin/uipc (an
+    // install by scripts/install.sh).
+    let beside = exe.with_file_name("libuipc_preload.so");
+    let installed = exe
+        .parent()
+        .and_then(Path::parent)
+        .map(|prefix| prefix.join("lib/uipc/libuipc_preload.so"));
+    let candidates = [Some(beside.clone()), installed];
+    match candidates.into_iter().flatten().find(|p| p.exists()) {
+        Some(lib) => Ok(lib),
+        None => Err(format!(
+            "{} is missing (build it with `cargo build --release -p uipc-preload`, or install \
+             both with scripts/install.sh)",
+            beside.display()
+        )),
     }
 }
 
