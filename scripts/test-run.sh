@@ -36,7 +36,7 @@ export -f shared_daemon
 
 tests=(msg_sem_exchange sem_undo_kill shm_share shm_remap shm_rdonly_segv semop_eintr threads_block
     calls_errno perm_setuid eintr_storm exec_rules cancel_thread closefrom syscall_ipc timers
-    timer_ids_exec vfork_spawn handler_ipc ipc_no_malloc handler_altstack timer_handler
+    timer_ids_exec timer_overrun vfork_spawn handler_ipc ipc_no_malloc handler_altstack timer_handler
     timer_no_malloc "load 64 100")
 # Linux's process model (privilege drops, exec, orphans): run under uipc run --locks --timers.
 process_tests=(priv_drop)
@@ -104,6 +104,8 @@ if [ "$(id -u)" = 0 ]; then
         # settime, gettime and getoverrun from a timer handler: no deadlock, no malloc.
         timeout 60 "$uipc" run --timers -- "$out/timer_handler"
         timeout 60 "$uipc" run --timers -- "$out/timer_no_malloc"
+        # Overruns fixed at the dequeue: unblocking, sigwaitinfo, at 1 ns, 1 us and 1 ms.
+        timeout 120 "$uipc" run --timers -- "$out/timer_overrun"
         # The id counter carried across exec by every exec function, as Linux keeps it.
         timeout 60 "$uipc" run --timers -- "$out/timer_ids_exec"
         # vfork / posix_spawn / raw fork children with file locks and timers routed too.

@@ -23,7 +23,7 @@ impl SignalsBlocked {
         // mask into `old`, which it always fills when given a valid `how`.
         unsafe {
             libc::sigfillset(all.as_mut_ptr());
-            libc::pthread_sigmask(libc::SIG_SETMASK, all.as_ptr(), old.as_mut_ptr());
+            crate::timer_mask::set_mask(libc::SIG_SETMASK, all.as_ptr(), old.as_mut_ptr());
             SignalsBlocked {
                 old: old.assume_init(),
             }
@@ -39,8 +39,7 @@ impl Default for SignalsBlocked {
 
 impl Drop for SignalsBlocked {
     fn drop(&mut self) {
-        // SAFETY: restores the mask saved in `new`.
-        unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &self.old, std::ptr::null_mut()) };
+        crate::timer_mask::set_mask(libc::SIG_SETMASK, &self.old, std::ptr::null_mut());
     }
 }
 

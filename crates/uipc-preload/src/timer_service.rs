@@ -58,7 +58,7 @@
 //! service starts its table there.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 use uipc::timers::{
@@ -82,7 +82,7 @@ fn raw_id(nr: libc::c_long) -> i32 {
 }
 
 /// What the engine queues, waiting for the service thread.
-struct Outbox(Mutex<Vec<TimerSignal>>);
+pub(crate) struct Outbox(pub(crate) Mutex<Vec<TimerSignal>>);
 
 impl Notifier for Outbox {
     fn queue(&self, signal: TimerSignal) {
@@ -97,14 +97,22 @@ impl Notifier for Outbox {
 
 /// One program image's timers; see the module doc.
 pub struct Service {
-    engine: Timers,
+    pub(crate) engine: Timers,
     pid: i32,
-    outbox: Arc<Outbox>,
-    in_flight: Mutex<HashMap<i32, InFlight>>,
+    pub(crate) outbox: Arc<Outbox>,
+    pub(crate) in_flight: Mutex<HashMap<i32, InFlight>>,
     callbacks: Mutex<HashMap<i32, Callback>>,
     thread_started: AtomicBool,
     /// Live timers: sizes the outbox and `in_flight` ([`Service::make_room`]).
     timers: AtomicUsize,
+    /// Batches taken from the outbox (counted under its lock) and batches handed to the
+    /// kernel: `timer_catch_up` waits for the batch holding what it queued.
+    pub(crate) batches_taken: AtomicU64,
+    pub(crate) batches_sent: AtomicU64,
+    /// Threads setting a mask that may unblock signals: while non-zero a pending signal is
+    /// not taken back to update its overrun (it would be missing from the kernel at the
+    /// unblock), see `timer_mask`.
+    pub(crate) unblocking: AtomicUsize,
 }
 
 static SERVICE: AtomicPtr<Service> = AtomicPtr::new(std::ptr::null_mut());
@@ -151,6 +159,9 @@ pub fn get_or_make() -> &'static Service {
         callbacks: Mutex::new(HashMap::new()),
         thread_started: AtomicBool::new(false),
         timers: AtomicUsize::new(0),
+        batches_taken: AtomicU64::new(0),
+        batches_sent: AtomicU64::new(0),
+        unblocking: AtomicUsize::new(0),
     }));
     let seen = SERVICE.load(Ordering::Acquire);
     match SERVICE.compare_exchange(seen, fresh, Ordering::AcqRel, Ordering::Acquire) {
@@ -318,7 +329,7 @@ impl Service {
     /// Looks whether timer `id`'s signal in flight was taken; if it was, dequeues it from the
     /// engine. With `take_back`, a process signal still pending is taken out of the kernel and
     /// dropped (settime and delete: Linux discards it at dequeue).
-    fn settle(&self, id: i32, take_back: bool) {
+    pub(crate) fn settle(&self, id: i32, take_back: bool) {
         if id < 0 {
             return;
         }
@@ -356,7 +367,7 @@ impl Service {
         // with every signal blocked (it must never run the program's handlers); restored below.
         unsafe {
             libc::sigfillset(all.as_mut_ptr());
-            libc::pthread_sigmask(libc::SIG_SETMASK, all.as_ptr(), old.as_mut_ptr());
+            crate::timer_mask::set_mask(libc::SIG_SETMASK, all.as_ptr(), old.as_mut_ptr());
         }
         let started = std::thread::Builder::new()
             .name("uipc-timers".into())
@@ -364,7 +375,7 @@ impl Service {
             .spawn(move || self.serve())
             .is_ok();
         // SAFETY: restores the mask saved above.
-        unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, old.as_ptr(), std::ptr::null_mut()) };
+        crate::timer_mask::set_mask(libc::SIG_SETMASK, old.as_ptr(), std::ptr::null_mut());
         if !started {
             self.thread_started.store(false, Ordering::SeqCst);
         }
@@ -378,23 +389,24 @@ impl Service {
         loop {
             let next_check = self.check_due();
             self.engine.run_expired();
-            loop {
+            let batch = loop {
                 let capacity = {
                     let mut outbox = lock(&self.outbox.0);
                     if queued.capacity() >= outbox.capacity() {
                         std::mem::swap(&mut *outbox, &mut queued);
-                        break;
+                        break self.batches_taken.fetch_add(1, Ordering::AcqRel) + 1;
                     }
                     outbox.capacity()
                 };
                 queued.reserve_exact(capacity);
-            }
+            };
             let mut next_check = next_check;
             for sig in queued.drain(..) {
                 if let Some(at) = self.deliver(sig) {
                     next_check = Some(next_check.map_or(at, |n: Instant| n.min(at)));
                 }
             }
+            self.batches_sent.store(batch, Ordering::Release);
             let until_check = next_check.map(|at| at.saturating_duration_since(Instant::now()));
             let timeout = match (self.engine.next_deadline(), until_check) {
                 (Some(a), Some(b)) => Some(a.min(b)),
@@ -433,7 +445,8 @@ impl Service {
                     sig.target,
                     SignalTarget::Process | SignalTarget::ThreadCallback
                 );
-                if process && take_from_kernel(self.pid, sig.signo, id) {
+                let unblocking = self.unblocking.load(Ordering::Acquire) != 0;
+                if process && !unblocking && take_from_kernel(self.pid, sig.signo, id) {
                     let overrun = entry.overrun.min(i32::MAX as u64) as i32;
                     if self.send(sig, overrun) != 0 {
                         self.engine.dequeue_signal(&entry.signal);

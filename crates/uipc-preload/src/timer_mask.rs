@@ -1,0 +1,207 @@
+//! The signal-mask and signal-wait exports that keep timer signals as Linux times them
+//! (`uipc run --timers`): sigprocmask, pthread_sigmask, sigwaitinfo and sigtimedwait.
+//!
+//! Linux queues a timer's signal in the expiry interrupt and fixes its overrun when the
+//! signal is dequeued: the expirations between the one that queued it and the dequeue (the
+//! timer is re-armed then, on its grid). Here the service thread fires timers, so it may run
+//! late, and it learns of a dequeue only by seeing the signal no longer pending. Two moments
+//! a program can observe are made exact:
+//! - Unblocking: before a mask that may unblock signals is set, the timers due by now are
+//!   fired and the call waits (bounded) until the service thread has queued their signals
+//!   in the kernel ([`Service::catch_up`]), so the new mask delivers what Linux would have
+//!   had pending. timer_getoverrun right after counts the expirations the pending signal
+//!   absorbed (the dequeue is settled at that call).
+//! - Accepting with sigwaitinfo or sigtimedwait: a timer signal taken is dequeued from the
+//!   engine at once, and the `si_overrun` the caller reads is the engine's count at that
+//!   moment, the one timer_getoverrun then returns (Linux's rule: fixed at dequeue).
+//!
+//! The library's own mask changes go to the C library's function ([`set_mask`]), never
+//! through these exports. Without `$UIPC_TIMERS` (or before any timer exists) each export is
+//! the C library's function and nothing else.
+
+use crate::sigmask::SignalsBlocked;
+use crate::timer_abi::{siginfo_code_and_timer, SIGINFO};
+use crate::timer_service::{current, Service};
+use libc::{c_int, c_void, sigset_t, timespec};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+type MaskFn = unsafe extern "C" fn(c_int, *const sigset_t, *mut sigset_t) -> c_int;
+type WaitFn = unsafe extern "C" fn(*const sigset_t, *mut c_void, *const timespec) -> c_int;
+
+static PTHREAD_SIGMASK: AtomicUsize = AtomicUsize::new(0);
+static SIGPROCMASK: AtomicUsize = AtomicUsize::new(0);
+static SIGTIMEDWAIT: AtomicUsize = AtomicUsize::new(0);
+
+/// The next definition of `name` (the C library's), cached in `slot`.
+fn next(slot: &AtomicUsize, name: &std::ffi::CStr) -> usize {
+    let mut p = slot.load(Ordering::Relaxed);
+    if p == 0 {
+        // SAFETY: looks up the next definition of a NUL-terminated symbol name.
+        p = unsafe { libc::dlsym(libc::RTLD_NEXT, name.as_ptr()) } as usize;
+        slot.store(p, Ordering::Relaxed);
+    }
+    p
+}
+
+/// Looks up the C library's functions; called by the library's constructor.
+pub fn prepare() {
+    next(&PTHREAD_SIGMASK, c"pthread_sigmask");
+    next(&SIGPROCMASK, c"sigprocmask");
+    next(&SIGTIMEDWAIT, c"sigtimedwait");
+}
+
+/// The C library's `pthread_sigmask` (the library's own mask changes).
+pub fn set_mask(how: c_int, set: *const sigset_t, old: *mut sigset_t) -> c_int {
+    match next(&PTHREAD_SIGMASK, c"pthread_sigmask") {
+        0 => libc::ENOSYS,
+        // SAFETY: the C library's pthread_sigmask with the caller's arguments.
+        p => unsafe { std::mem::transmute::<usize, MaskFn>(p)(how, set, old) },
+    }
+}
+
+/// The service, when timers are routed and this process has made one.
+fn service() -> Option<&'static Service> {
+    crate::timer::routed().then(current).flatten()
+}
+
+/// pthread_sigmask(3).
+#[no_mangle]
+pub extern "C" fn pthread_sigmask(how: c_int, set: *const sigset_t, old: *mut sigset_t) -> c_int {
+    let _unblocking = before_mask(how, set);
+    set_mask(how, set, old)
+}
+
+/// sigprocmask(2).
+#[no_mangle]
+pub extern "C" fn sigprocmask(how: c_int, set: *const sigset_t, old: *mut sigset_t) -> c_int {
+    let _unblocking = before_mask(how, set);
+    match next(&SIGPROCMASK, c"sigprocmask") {
+        0 => {
+            // SAFETY: writes this thread's errno.
+            unsafe { *libc::__errno_location() = libc::ENOSYS };
+            -1
+        }
+        // SAFETY: the C library's sigprocmask with the caller's arguments.
+        p => unsafe { std::mem::transmute::<usize, MaskFn>(p)(how, set, old) },
+    }
+}
+
+/// Before a mask that may unblock signals: the timers due are fired and their signals queued
+/// ([`Service::catch_up`]), and until the returned guard is dropped (after the mask is set) the
+/// service thread takes no pending signal back to re-queue it: each is in the kernel when the
+/// mask changes, as Linux would hold it.
+fn before_mask(how: c_int, set: *const sigset_t) -> Option<Unblocking> {
+    if set.is_null() || how == libc::SIG_BLOCK {
+        return None;
+    }
+    let svc = service()?;
+    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| svc.catch_up()));
+    svc.unblocking.fetch_add(1, Ordering::AcqRel);
+    // A take-back already under way (the service holds `in_flight` across it) ends first.
+    let held = SignalsBlocked::new();
+    drop(svc.in_flight.lock().unwrap_or_else(|e| e.into_inner()));
+    drop(held);
+    Some(Unblocking(svc))
+}
+
+/// Re-queueing held off while a mask is set (see [`before_mask`]).
+struct Unblocking(&'static Service);
+
+impl Drop for Unblocking {
+    fn drop(&mut self) {
+        self.0.unblocking.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// sigtimedwait(2).
+#[no_mangle]
+pub extern "C" fn sigtimedwait(
+    set: *const sigset_t,
+    info: *mut c_void,
+    timeout: *const timespec,
+) -> c_int {
+    let Some(svc) = service() else {
+        return real_wait(set, info, timeout);
+    };
+    let mut own = [0u8; SIGINFO];
+    let buf = if info.is_null() {
+        own.as_mut_ptr().cast()
+    } else {
+        info
+    };
+    let r = real_wait(set, buf, timeout);
+    if r > 0 {
+        // SAFETY: the kernel filled `buf`, a siginfo the caller gave or ours (128 bytes).
+        let bytes = unsafe { &mut *buf.cast::<[u8; SIGINFO]>() };
+        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| accepted(svc, bytes)));
+    }
+    r
+}
+
+/// sigwaitinfo(2).
+#[no_mangle]
+pub extern "C" fn sigwaitinfo(set: *const sigset_t, info: *mut c_void) -> c_int {
+    sigtimedwait(set, info, std::ptr::null())
+}
+
+fn real_wait(set: *const sigset_t, info: *mut c_void, timeout: *const timespec) -> c_int {
+    match next(&SIGTIMEDWAIT, c"sigtimedwait") {
+        0 => {
+            // SAFETY: writes this thread's errno.
+            unsafe { *libc::__errno_location() = libc::ENOSYS };
+            -1
+        }
+        // SAFETY: the C library's sigtimedwait with the caller's arguments.
+        p => unsafe { std::mem::transmute::<usize, WaitFn>(p)(set, info, timeout) },
+    }
+}
+
+/// A signal accepted by sigwaitinfo or sigtimedwait: if it is one of our timers', the
+/// engine dequeues it now and `si_overrun` gets the count fixed by that dequeue.
+fn accepted(svc: &Service, info: &mut [u8; SIGINFO]) {
+    let (code, id) = siginfo_code_and_timer(info);
+    if code != uipc::timers::SI_TIMER {
+        return;
+    }
+    let saved = errno();
+    let _held = SignalsBlocked::new();
+    if let Ok(overrun) = svc.getoverrun(id) {
+        info[20..24].copy_from_slice(&overrun.to_le_bytes());
+    }
+    // SAFETY: restores this thread's errno (the call succeeded; errno stays the caller's).
+    unsafe { *libc::__errno_location() = saved };
+}
+
+fn errno() -> c_int {
+    // SAFETY: reads this thread's errno.
+    unsafe { *libc::__errno_location() }
+}
+
+/// How long an unblocking call waits at most for the service thread.
+const CATCH_UP_WAIT: Duration = Duration::from_millis(50);
+
+impl Service {
+    /// Fires the timers due by now and waits (at most [`CATCH_UP_WAIT`]) until the service
+    /// thread has queued their signals in the kernel. All signals stay blocked meanwhile.
+    pub(crate) fn catch_up(&self) {
+        let saved = errno();
+        let _held = SignalsBlocked::new();
+        self.engine.run_expired();
+        let target = {
+            let outbox = self.outbox.0.lock().unwrap_or_else(|e| e.into_inner());
+            if outbox.is_empty() {
+                return;
+            }
+            self.batches_taken.load(Ordering::Acquire) + 1
+        };
+        self.engine.clock_was_set();
+        let start = Instant::now();
+        while self.batches_sent.load(Ordering::Acquire) < target && start.elapsed() < CATCH_UP_WAIT
+        {
+            std::thread::yield_now();
+        }
+        // SAFETY: restores this thread's errno.
+        unsafe { *libc::__errno_location() = saved };
+    }
+}
