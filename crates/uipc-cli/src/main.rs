@@ -270,7 +270,7 @@ fn bench(args: BenchArgs) -> ExitCode {
                 unexplained.extend(t.missing_cells());
             }
             if let Some(dir) = &args.svg {
-                let stem = chart_file_stem(s.name, &t.title);
+                let stem = uipc_bench::chart::file_stem(s.name, &t.title);
                 if let Err(e) = uipc_bench::chart::draw(t, dir, &stem) {
                     eprintln!("uipc bench: chart {stem}: {e}");
                 }
@@ -298,20 +298,6 @@ fn bench(args: BenchArgs) -> ExitCode {
         }
     }
     ExitCode::SUCCESS
-}
-
-/// `scenario-title` with everything but letters, digits and `+` turned into single dashes.
-fn chart_file_stem(scenario: &str, title: &str) -> String {
-    let raw = format!("{scenario}-{title}");
-    let mut stem = String::new();
-    for c in raw.chars() {
-        if c.is_ascii_alphanumeric() || c == '+' {
-            stem.push(c.to_ascii_lowercase());
-        } else if !stem.ends_with('-') {
-            stem.push('-');
-        }
-    }
-    stem.trim_end_matches('-').to_string()
 }
 
 fn serve(args: ServeArgs) -> ExitCode {
