@@ -41,6 +41,8 @@ pub struct Received {
     pub cred: Option<PeerCred>,
     /// A descriptor sent with the frame.
     pub fd: Option<OwnedFd>,
+    /// What the payload costs its reader's budget ([`crate::reader`]), given back on drop.
+    pub charge: crate::reader::Charge,
 }
 
 /// Why reading a frame failed.
@@ -69,12 +71,37 @@ struct CmsgBuf([u8; CMSG_SPACE]);
 /// Writes one frame. `cred` sends SCM_CREDENTIALS with the caller's pid, euid and egid;
 /// `fd` is passed with SCM_RIGHTS.
 pub fn send_frame(sock: RawFd, payload: &[u8], cred: bool, fd: Option<RawFd>) -> io::Result<()> {
+    send_from(sock, payload, cred, fd, 0, 0).map(|_| ())
+}
+
+/// Writes as much of one frame as the socket takes now (MSG_DONTWAIT, no credentials sent):
+/// the bytes of the frame (its 4-byte length included) written, the whole frame's
+/// `payload.len() + 4` once done. Continue with [`send_frame_rest`].
+pub fn send_frame_nowait(sock: RawFd, payload: &[u8], fd: Option<RawFd>) -> io::Result<usize> {
+    send_from(sock, payload, false, fd, 0, libc::MSG_DONTWAIT)
+}
+
+/// Writes the rest of a frame of which `sent` bytes were written, waiting as the socket
+/// allows (its SO_SNDTIMEO bounds each wait).
+pub fn send_frame_rest(sock: RawFd, payload: &[u8], sent: usize) -> io::Result<()> {
+    send_from(sock, payload, false, None, sent, 0).map(|_| ())
+}
+
+/// Writes the frame from byte `sent`; with MSG_DONTWAIT in `flags`, stops at EAGAIN and
+/// returns the bytes written so far.
+fn send_from(
+    sock: RawFd,
+    payload: &[u8],
+    cred: bool,
+    fd: Option<RawFd>,
+    mut sent: usize,
+    flags: libc::c_int,
+) -> io::Result<usize> {
     if payload.len() as u64 > u64::from(MAX_FRAME) {
         return Err(io::Error::from_raw_os_error(libc::EMSGSIZE));
     }
     let header = (payload.len() as u32).to_le_bytes();
     let total = header.len() + payload.len();
-    let mut sent = 0usize;
     while sent < total {
         let mut iov = [libc::iovec {
             iov_base: std::ptr::null_mut(),
@@ -108,17 +135,18 @@ pub fn send_frame(sock: RawFd, payload: &[u8], cred: bool, fd: Option<RawFd>) ->
             fill_control(&mut msg, &mut cbuf, cred, fd);
         }
         // SAFETY: `msg` points at live iovecs and a control buffer sized by `msg_controllen`.
-        let n = unsafe { libc::sendmsg(sock, &msg, libc::MSG_NOSIGNAL) };
+        let n = unsafe { libc::sendmsg(sock, &msg, libc::MSG_NOSIGNAL | flags) };
         if n < 0 {
             let e = io::Error::last_os_error();
-            if e.kind() == io::ErrorKind::Interrupted {
-                continue;
+            match e.raw_os_error() {
+                Some(libc::EINTR) => continue,
+                Some(libc::EAGAIN) if flags & libc::MSG_DONTWAIT != 0 => return Ok(sent),
+                _ => return Err(e),
             }
-            return Err(e);
         }
         sent += n as usize;
     }
-    Ok(())
+    Ok(sent)
 }
 
 fn fill_control(msg: &mut libc::msghdr, cbuf: &mut CmsgBuf, cred: bool, fd: Option<RawFd>) {
@@ -307,6 +335,7 @@ pub fn recv_frame(sock: RawFd, interruptible: bool) -> Result<Received, RecvErro
         payload,
         cred: head.cred,
         fd: head.fd,
+        charge: Default::default(),
     })
 }
 

@@ -13,6 +13,13 @@
 //! client already hung up or sent more, as the old thread-per-connection daemon's socket
 //! watch fired at once on unread bytes.
 //!
+//! Replies never make a worker wait for a client that does not read ([`Conn::reply`]): a
+//! reply is sent without waiting; a client whose socket cannot take it (it left earlier
+//! replies unread) loses its connection. A large reply first gets a send buffer it fits in,
+//! and only to a client that has read everything before; only if the kernel refuses such a
+//! buffer (a daemon without CAP_NET_ADMIN, a reply over `net.core.wmem_max`) does the rest
+//! wait, bounded by the socket's send timeout, with another worker leading meanwhile.
+//!
 //! Lock order: `call` (held by the worker that starts, polls or cancels the parked call,
 //! across the engine call) -> engine locks; `call` -> a process's record (a guard dropped);
 //! `io` -> raising the interrupt (a waiter's state, then the job queue through its notifier);
@@ -24,18 +31,66 @@ use crate::workers::{Job, Jobs};
 use std::collections::VecDeque;
 use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::net::UnixStream;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use uipc::{Interrupt, ParkCtx};
-use uipc_proto::reader::FrameReader;
-use uipc_proto::transport::{send_frame, Received};
-use uipc_proto::{Request, Response};
+use uipc_proto::reader::{Budget, FrameReader};
+use uipc_proto::transport::{send_frame_nowait, send_frame_rest, Received};
+use uipc_proto::{Request, Response, MAX_FRAME};
 
 /// Frames a busy connection may have waiting before it counts as hung up.
 const MAX_QUEUED: usize = 4;
 
-/// Replies up to this size go without waiting to a writable socket (its default send buffer
-/// is over 200 KiB, and a client reads each reply before its next call).
+/// Replies up to this size need no room made for them: a client that reads its replies has
+/// room (the default send buffer is over 200 KiB, and a client reads each reply before its
+/// next call).
 const SURE_REPLY: usize = 16 << 10;
+
+/// Bytes sent on `sock` that its peer has not read yet (SIOCOUTQ).
+fn unsent_bytes(sock: RawFd) -> libc::c_int {
+    let mut n: libc::c_int = 0;
+    // SAFETY: reads an int into live space.
+    if unsafe { libc::ioctl(sock, libc::TIOCOUTQ, &mut n) } != 0 {
+        return 0;
+    }
+    n
+}
+
+/// Makes `sock`'s send buffer hold a frame of `len` bytes with the kernel's overhead
+/// (SO_SNDBUFFORCE if the daemon may, else SO_SNDBUF up to `net.core.wmem_max`). False only
+/// if the socket is gone.
+fn fit_send_buffer(sock: RawFd, len: usize) -> bool {
+    let want = len
+        .saturating_mul(2)
+        .saturating_add(64 << 10)
+        .min(i32::MAX as usize) as libc::c_int;
+    let mut have: libc::c_int = 0;
+    let mut sz = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+    let int = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: reads and sets int options from and into live values of the stated size.
+    unsafe {
+        if libc::getsockopt(
+            sock,
+            libc::SOL_SOCKET,
+            libc::SO_SNDBUF,
+            (&mut have as *mut libc::c_int).cast(),
+            &mut sz,
+        ) != 0
+        {
+            return false;
+        }
+        // The kernel reports twice the size set, and sets twice the size asked.
+        if have >= want {
+            return true;
+        }
+        let half = (want / 2 + 1) as libc::c_int;
+        let p = (&half as *const libc::c_int).cast();
+        if libc::setsockopt(sock, libc::SOL_SOCKET, libc::SO_SNDBUFFORCE, p, int) != 0 {
+            libc::setsockopt(sock, libc::SOL_SOCKET, libc::SO_SNDBUF, p, int);
+        }
+    }
+    true
+}
 
 pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
@@ -73,6 +128,10 @@ struct IoState {
 pub struct Conn {
     /// Its id (the session id in process records, and the event loop's token).
     pub id: u64,
+    /// The peer's uid when it connected (the connection counts against its bounds).
+    pub uid: u32,
+    /// The Hello was answered (the event loop's view, for frame bounds).
+    pub(crate) greeted: AtomicBool,
     stream: UnixStream,
     /// Raised to end the call in flight with EINTR.
     pub irq: Interrupt,
@@ -86,13 +145,22 @@ pub struct Conn {
 }
 
 impl Conn {
-    /// A connection on `stream`, whose parked calls notify through `jobs`.
-    pub fn new(id: u64, stream: UnixStream, jobs: &Arc<Jobs>) -> Arc<Conn> {
+    /// A connection on `stream` of user `uid`, whose parked calls notify through `jobs` and
+    /// whose frames are charged to `budget`.
+    pub fn new(
+        id: u64,
+        stream: UnixStream,
+        jobs: &Arc<Jobs>,
+        uid: u32,
+        budget: Arc<Budget>,
+    ) -> Arc<Conn> {
         Arc::new_cyclic(|me: &std::sync::Weak<Conn>| {
             let (me, jobs) = (me.clone(), jobs.clone());
             let irq = Interrupt::new();
             Conn {
                 id,
+                uid,
+                greeted: AtomicBool::new(false),
                 stream,
                 park: ParkCtx::new(
                     Arc::new(move || {
@@ -105,7 +173,7 @@ impl Conn {
                 irq,
                 call: Mutex::new(CallSlot::default()),
                 io: Mutex::new(IoState::default()),
-                reader: Mutex::new(FrameReader::new()),
+                reader: Mutex::new(FrameReader::with_budget(budget)),
             }
         })
     }
@@ -115,23 +183,40 @@ impl Conn {
         self.stream.as_raw_fd()
     }
 
-    /// Sends a reply (with a descriptor); false if the client is gone. If the send may wait
-    /// (a large reply, or a client that has not made room), `jobs` first gets another worker
-    /// to watch the sockets, as the send may take up to the socket's send timeout.
+    /// The longest frame the connection may send now (see [`crate::limits`]).
+    pub fn frame_limit(&self) -> u32 {
+        if !self.greeted.load(Ordering::Acquire) {
+            crate::limits::HELLO_MAX_FRAME
+        } else if lock(&self.io).busy {
+            crate::limits::BUSY_MAX_FRAME
+        } else {
+            MAX_FRAME
+        }
+    }
+
+    /// Sends a reply (with a descriptor); false if the client is gone or does not read its
+    /// replies (the caller closes the connection). See the module doc.
     pub fn reply(&self, resp: &Response, pass: Option<RawFd>, jobs: &Jobs) -> bool {
         let payload = resp.encode();
-        let mut p = libc::pollfd {
-            fd: self.fd(),
-            events: libc::POLLOUT,
-            revents: 0,
-        };
-        // A socket reports POLLOUT while a quarter of its send buffer is free, so only small
-        // replies are sure to go at once.
-        // SAFETY: one live pollfd, zero timeout.
-        if payload.len() > SURE_REPLY || unsafe { libc::poll(&mut p, 1, 0) } != 1 {
-            jobs.promote();
+        let total = payload.len() + 4;
+        let large = payload.len() > SURE_REPLY;
+        if large && (unsent_bytes(self.fd()) != 0 || !fit_send_buffer(self.fd(), total)) {
+            return false;
         }
-        send_frame(self.fd(), &payload, false, pass).is_ok()
+        let sent = match send_frame_nowait(self.fd(), &payload, pass) {
+            Ok(n) => n,
+            Err(_) => return false,
+        };
+        if sent == total {
+            return true;
+        }
+        if !large || sent == 0 {
+            return false;
+        }
+        // The kernel would not give a buffer the reply fits in: the rest waits for the
+        // client (which has read all else), with another worker leading meanwhile.
+        jobs.promote();
+        send_frame_rest(self.fd(), &payload, sent).is_ok()
     }
 
     fn dispatch(self: &Arc<Self>, io: &mut IoState, frame: Received, jobs: &Jobs) {

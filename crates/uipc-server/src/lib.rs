@@ -76,6 +76,7 @@ pub mod conn;
 pub mod descriptions;
 pub mod dispatch;
 pub mod hints;
+pub mod limits;
 pub mod listen;
 pub mod lockserve;
 pub mod memfd;

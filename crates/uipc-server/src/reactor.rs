@@ -17,15 +17,22 @@
 //! entry becomes a [`Job::Deadline`]. A call answered before its deadline takes its entry out
 //! ([`Reactor::remove_deadline`]), so the set holds only calls still waiting.
 //!
-//! Lock order: `conns`, `deadlines` are leaves (a connection's own locks are taken with
+//! Bounds ([`crate::limits`]): each accepted connection is admitted by its user's books
+//! (`SO_PEERCRED`) and the descriptor reserve, or closed at once; each read is bounded by the
+//! connection's frame limit; a connection not greeted within the hello time-out is dropped
+//! (a FIFO of accept times, checked each turn). At the descriptor limit a spare descriptor
+//! is closed to accept and close one waiting connection, then reopened.
+//!
+//! Lock order: `conns`, `deadlines`, `hello_due`, `spare` are leaves (a connection's own locks are taken with
 //! neither held).
 //!
 //! [`FrameReader`]: uipc_proto::reader::FrameReader
 
 use crate::conn::{lock, Conn};
+use crate::limits::{Users, FD_RESERVE, HELLO_TIMEOUT};
 use crate::workers::Job;
 use crate::Shared;
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::net::{UnixListener, UnixStream};
@@ -48,6 +55,51 @@ pub struct Reactor {
     deadlines: Mutex<BTreeSet<(Instant, u64)>>,
     next_id: AtomicU64,
     listener: OnceLock<UnixListener>,
+    /// Each user's connections and frame bytes.
+    pub users: Users,
+    /// Connections not yet greeted, by accept time (oldest first).
+    hello_due: Mutex<VecDeque<(Instant, u64)>>,
+    /// Closed to make room to accept (and close) a connection at the descriptor limit.
+    spare: Mutex<Option<OwnedFd>>,
+    /// Accept only below this descriptor number.
+    fd_ceiling: u64,
+}
+
+fn open_spare() -> Option<OwnedFd> {
+    // SAFETY: opens a NUL-terminated path; the result is checked and owned.
+    let raw = unsafe { libc::open(c"/dev/null".as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) };
+    // SAFETY: a fresh descriptor owned by nobody else.
+    (raw >= 0).then(|| unsafe { OwnedFd::from_raw_fd(raw) })
+}
+
+fn fd_limit() -> u64 {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: reads this process's limit into a live struct.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } != 0 {
+        return 1024;
+    }
+    lim.rlim_cur
+}
+
+/// The uid of the peer of a connected socket.
+fn peer_uid(fd: RawFd) -> Option<u32> {
+    // SAFETY: zeroed ucred is valid output space.
+    let mut cred: libc::ucred = unsafe { std::mem::zeroed() };
+    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
+    // SAFETY: reads the peer credentials into live space of the stated size.
+    let r = unsafe {
+        libc::getsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_PEERCRED,
+            (&mut cred as *mut libc::ucred).cast(),
+            &mut len,
+        )
+    };
+    (r == 0).then_some(cred.uid)
 }
 
 /// Wakes the leader from `epoll_wait` through the eventfd `wake`.
@@ -113,6 +165,10 @@ impl Reactor {
             deadlines: Mutex::new(BTreeSet::new()),
             next_id: AtomicU64::new(WAKE + 1),
             listener: OnceLock::new(),
+            users: Users::default(),
+            hello_due: Mutex::new(VecDeque::new()),
+            spare: Mutex::new(open_spare()),
+            fd_ceiling: fd_limit().saturating_sub(FD_RESERVE),
         };
         r.add(r.wake.as_raw_fd(), WAKE, libc::EPOLLIN as u32)?;
         Ok(r)
@@ -141,7 +197,42 @@ impl Reactor {
     /// Forgets a connection; its socket closes when the last reference goes.
     pub fn remove(&self, conn: &Conn) {
         self.stop_watching(conn);
-        lock(&self.conns).remove(&conn.id);
+        if lock(&self.conns).remove(&conn.id).is_some() {
+            let greeted = conn.greeted.load(Ordering::Acquire);
+            self.users.left(conn.uid, greeted);
+        }
+    }
+
+    /// The connection's Hello was answered: full-size frames from now on, and it no longer
+    /// counts as not greeted.
+    pub fn greeted(&self, conn: &Conn) {
+        if !conn.greeted.swap(true, Ordering::AcqRel) {
+            self.users.greeted(conn.uid);
+        }
+    }
+
+    /// Drops connections whose hello time-out passed.
+    fn expire_hellos(&self) {
+        let now = Instant::now();
+        loop {
+            let id = {
+                let mut due = lock(&self.hello_due);
+                match due.front() {
+                    Some(&(at, id)) if at <= now => {
+                        due.pop_front();
+                        id
+                    }
+                    _ => return,
+                }
+            };
+            let conn = lock(&self.conns).get(&id).cloned();
+            if let Some(c) = conn.filter(|c| !c.greeted.load(Ordering::Acquire)) {
+                self.stop_watching(&c);
+                if c.hang_up() {
+                    self.remove(&c);
+                }
+            }
+        }
     }
 
     /// Connections open now.
@@ -166,7 +257,9 @@ impl Reactor {
     }
 
     fn timeout_ms(&self) -> i32 {
-        let Some((at, _)) = lock(&self.deadlines).first().copied() else {
+        let deadline = lock(&self.deadlines).first().map(|d| d.0);
+        let hello = lock(&self.hello_due).front().map(|d| d.0);
+        let Some(at) = deadline.into_iter().chain(hello).min() else {
             return -1;
         };
         let left = at.saturating_duration_since(Instant::now());
@@ -241,6 +334,7 @@ impl Reactor {
             }
         }
         self.fire_deadlines(shared);
+        self.expire_hellos();
     }
 
     fn accept_all(&self, shared: &Arc<Shared>) {
@@ -261,9 +355,10 @@ impl Reactor {
                 match io::Error::last_os_error().raw_os_error() {
                     Some(libc::EAGAIN) => return,
                     Some(libc::EINTR) | Some(libc::ECONNABORTED) => continue,
+                    Some(libc::EMFILE) | Some(libc::ENFILE) => return self.shed(listener),
                     _ => {
-                        // Out of descriptors (or memory): let clients wait in the backlog
-                        // rather than spin on the still-readable listener.
+                        // Out of memory: let clients wait in the backlog rather than spin
+                        // on the still-readable listener.
                         eprintln!("uipc serve: accept: {}", io::Error::last_os_error());
                         std::thread::sleep(Duration::from_millis(50));
                         return;
@@ -272,21 +367,50 @@ impl Reactor {
             }
             // SAFETY: a fresh connected socket owned by nobody else.
             let stream = unsafe { UnixStream::from_raw_fd(raw) };
+            let budget = if (raw as u64) < self.fd_ceiling {
+                peer_uid(raw).and_then(|uid| Some((uid, self.users.admit(uid)?)))
+            } else {
+                None
+            };
+            let Some((uid, budget)) = budget else {
+                continue;
+            };
             prepare_socket(raw);
             let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-            let conn = Conn::new(id, stream, &shared.jobs);
+            let conn = Conn::new(id, stream, &shared.jobs, uid, budget);
             lock(&self.conns).insert(id, conn.clone());
+            lock(&self.hello_due).push_back((Instant::now() + HELLO_TIMEOUT, id));
             let events = (libc::EPOLLIN | libc::EPOLLRDHUP) as u32;
             if self.add(conn.fd(), id, events).is_err() {
-                lock(&self.conns).remove(&id);
+                self.remove(&conn);
             }
         }
+    }
+
+    /// Out of descriptors: closes the spare one to accept a waiting connection and close it
+    /// (its client sees end of file rather than a hang), then takes the spare back.
+    fn shed(&self, listener: &UnixListener) {
+        let mut spare = lock(&self.spare);
+        *spare = None;
+        // SAFETY: accepts on our live listening socket; the descriptor is closed at once.
+        unsafe {
+            let raw = libc::accept4(
+                listener.as_raw_fd(),
+                std::ptr::null_mut(),
+                std::ptr::null_mut(),
+                libc::SOCK_CLOEXEC,
+            );
+            if raw >= 0 {
+                libc::close(raw);
+            }
+        }
+        *spare = open_spare();
     }
 
     fn read_from(&self, conn: &Arc<Conn>, shared: &Shared) {
         let mut reader = lock(&conn.reader);
         for _ in 0..FRAMES_PER_TURN {
-            let keep_reading = match reader.read(conn.fd()) {
+            let keep_reading = match reader.read(conn.fd(), conn.frame_limit()) {
                 Ok(Some(frame)) => conn.incoming(frame, &shared.jobs),
                 Ok(None) => return,
                 Err(_) => false,

@@ -102,6 +102,7 @@ fn hello(shared: &Shared, conn: &Arc<Conn>, frame: Received) {
     }
     drop(guard);
     lock(&conn.call).greeted = true;
+    shared.reactor.greeted(conn);
     if !conn.reply(&Response::Hello { version: VERSION }, None, &shared.jobs) {
         return close(shared, conn);
     }

@@ -8,17 +8,13 @@
 //! they skip.
 
 use std::os::fd::{AsRawFd, OwnedFd};
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::OnceLock;
 use uipc::ipc::consts::{IPC_CREAT, IPC_PRIVATE, IPC_STAT, SETALL, SHM_RDONLY};
 use uipc_proto::client::Connection;
 use uipc_proto::{LockRequest, Request, Response, SemArg};
 #[allow(dead_code)]
 mod common;
-
-const NOBODY: u32 = 65534;
 
 fn daemon() -> &'static PathBuf {
     static PATH: OnceLock<PathBuf> = OnceLock::new();
@@ -41,21 +37,8 @@ fn ret(c: &Connection, req: Request) -> i64 {
     }
 }
 
-/// Runs `scenario` with `args` as uid/gid 65534 and asserts that it passed.
 fn as_nobody(scenario: &str, args: &[String]) {
-    let out = Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "nobody_side", "--nocapture", "--test-threads=1"])
-        .env("UIPC_NOBODY", format!("{scenario} {}", args.join(" ")))
-        .uid(NOBODY)
-        .gid(NOBODY)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{scenario} as nobody failed:\n{}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    common::as_nobody("nobody_side", scenario, args);
 }
 
 fn errno() -> i32 {

@@ -35,3 +35,29 @@ pub fn start_with(tag: &str, shared: bool) -> (PathBuf, Arc<Shared>) {
     std::thread::spawn(move || server.run());
     (socket, shared)
 }
+
+/// Runs this test binary again as uid/gid 65534 (`nobody`), only its test `entry`, with
+/// `UIPC_NOBODY` set to the scenario and its arguments; asserts that it passed. The entry
+/// reads the variable and does nothing without it.
+#[allow(dead_code)]
+pub fn as_nobody(entry: &str, scenario: &str, args: &[String]) {
+    let out = nobody(entry, scenario, args).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{scenario} as nobody failed:\n{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// The command [`as_nobody`] runs (to start it without waiting).
+#[allow(dead_code)]
+pub fn nobody(entry: &str, scenario: &str, args: &[String]) -> std::process::Command {
+    use std::os::unix::process::CommandExt;
+    let mut c = std::process::Command::new(std::env::current_exe().unwrap());
+    c.args(["--exact", entry, "--nocapture", "--test-threads=1"])
+        .env("UIPC_NOBODY", format!("{scenario} {}", args.join(" ")))
+        .uid(65534)
+        .gid(65534);
+    c
+}
