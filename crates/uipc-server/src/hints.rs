@@ -9,7 +9,7 @@
 //! returned, or after it got a description someone locked, sees it set.
 //!
 //! Clients cannot write the hints (zeroing a byte would make other users' clients skip the
-//! closes that drop their locks): the file is made by [`crate::memfd::sealed_memfd`] (mode
+//! closes that drop their locks): the file is made by `memfd::sealed_memfd` (mode
 //! 0600, fixed size), and once the daemon has mapped it writable it is sealed with
 //! F_SEAL_FUTURE_WRITE, so no later `write`, writable shared mapping or truncation succeeds
 //! for anyone, root included; the daemon's own mapping keeps working.

@@ -62,14 +62,20 @@
 //!   `capset` that keeps the effective ids is not seen.
 //! - What still holds a worker while it runs (never while a call waits for a waker): the
 //!   `/proc/*/fd` scans of lock closes and sweeps, the reading of `/proc/PID/status` for new
-//!   credentials, a reply to a client that does not read it (a client whose receive buffer is
-//!   full holds its worker until it reads, for at most 10 seconds: then the connection is
-//!   closed), and an exit handled by a
+//!   credentials, a large reply the kernel would not buffer whole (only
+//!   for a daemon without CAP_NET_ADMIN, with a reply over `net.core.wmem_max`, to a client
+//!   that read everything before: the rest waits for it, at most 10 seconds; a client that
+//!   left replies unread loses its connection instead, [`conn`]), and an exit handled by a
 //!   worker, which waits for the process's requests that are being served at that moment.
 //!   With every worker held so, other connections wait; parked calls never hold one. While
 //!   the worker that read a frame serves it, nobody watches the sockets unless it found more
 //!   work or reached one of the slow steps above (it then wakes an idle worker to lead):
 //!   frames that arrive meanwhile wait for that one call.
+//! - The bounds of [`limits`] are per user, not per process: a user's own processes can crowd
+//!   each other out. A client with CAP_DAC_OVERRIDE, or running as the daemon's user, can
+//!   reopen a read-only segment descriptor writable (it could attach the segment writable
+//!   anyway). The namespace's own limits (shmmni, msgmni, msgmnb, ...) are shared by all
+//!   users, as on one kernel.
 
 pub mod admission;
 pub mod conn;

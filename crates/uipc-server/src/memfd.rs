@@ -6,7 +6,7 @@
 //! memory itself: `read_at` and `write_at` use `pread`/`pwrite`, and the resident page count
 //! is the file's allocated blocks.
 //!
-//! No client can widen what it was given ([`sealed_memfd`]): the file is mode 0600, owned by
+//! No client can widen what it was given (`sealed_memfd`): the file is mode 0600, owned by
 //! the daemon's user, so a client that got a read-only descriptor cannot reopen it read-write
 //! through `/proc/self/fd/N` (a client with CAP_DAC_OVERRIDE can, as it could attach the
 //! segment read-write anyway; a client running as the daemon's own user can change the mode),
