@@ -163,6 +163,49 @@ fn err(e: impl std::fmt::Display) -> String {
     e.to_string()
 }
 
+/// The frame of a chart on `root`: caption, margins, axes, ticks and their titles (`x_mesh`:
+/// vertical grid lines, off for bars).
+macro_rules! frame {
+    ($root:expr, $caption:expr, $x:expr, $y:expr, $table:expr, $ticks:expr, $x_labels:expr,
+     $x_fmt:expr, $y_fmt:expr, $x_mesh:expr) => {{
+        let mut chart = ChartBuilder::on($root)
+            .caption($caption, ("sans-serif", 18))
+            .margin(14)
+            .x_label_area_size(44)
+            .y_label_area_size(64)
+            .build_cartesian_2d($x, $y)
+            .map_err(err)?;
+        let mut mesh = chart.configure_mesh();
+        if !$x_mesh {
+            mesh.disable_x_mesh();
+        }
+        mesh.x_labels($x_labels)
+            .y_labels(8)
+            .x_label_formatter($x_fmt)
+            .y_label_formatter($y_fmt)
+            .x_desc($table.param_name.clone())
+            .y_desc($ticks.title.clone())
+            .label_style(("sans-serif", 14))
+            .draw()
+            .map_err(err)?;
+        chart
+    }};
+}
+
+/// The implementations' legend, in the upper left corner.
+fn legend<'a, DB: DrawingBackend + 'a, CT: plotters::coord::CoordTranslate>(
+    chart: &mut ChartContext<'a, DB, CT>,
+) -> Result<(), String> {
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperLeft)
+        .label_font(("sans-serif", 14))
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .draw()
+        .map_err(err)
+}
+
 /// Writes `table` to `dir/<file_stem>.svg`.
 pub fn draw(table: &Table, dir: &Path, file_stem: &str) -> Result<(), String> {
     std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
@@ -241,24 +284,9 @@ fn lines(
     let y_label = |y: &f64| ticks.label(*y);
     macro_rules! plot {
         ($x:expr, $y:expr) => {{
-            let mut chart = ChartBuilder::on(root)
-                .caption(caption, ("sans-serif", 18))
-                .margin(14)
-                .x_label_area_size(44)
-                .y_label_area_size(64)
-                .build_cartesian_2d($x, $y)
-                .map_err(err)?;
-            chart
-                .configure_mesh()
-                .x_labels(if x_log { 8 } else { ranked.len() + 1 })
-                .y_labels(8)
-                .x_label_formatter(&x_label)
-                .y_label_formatter(&y_label)
-                .x_desc(table.param_name.clone())
-                .y_desc(ticks.title.clone())
-                .label_style(("sans-serif", 14))
-                .draw()
-                .map_err(err)?;
+            let x_labels = if x_log { 8 } else { ranked.len() + 1 };
+            let mut chart =
+                frame!(root, caption, $x, $y, table, ticks, x_labels, &x_label, &y_label, true);
             for (i, col) in table.columns.iter().enumerate() {
                 let mut pts: Vec<(f64, f64)> = table
                     .params
@@ -282,14 +310,7 @@ fn lines(
                     .draw_series(pts.iter().map(|&p| Circle::new(p, 3, color.filled())))
                     .map_err(err)?;
             }
-            chart
-                .configure_series_labels()
-                .position(SeriesLabelPosition::UpperLeft)
-                .label_font(("sans-serif", 14))
-                .background_style(WHITE.mix(0.85))
-                .border_style(BLACK)
-                .draw()
-                .map_err(err)?;
+            legend(&mut chart)?;
         }};
     }
     let xr = x_lo / 1.3..x_hi * 1.3;
@@ -326,25 +347,18 @@ fn bars(
     let width = 0.8 / k as f64;
     macro_rules! plot {
         ($y:expr, $base:expr) => {{
-            let mut chart = ChartBuilder::on(root)
-                .caption(caption, ("sans-serif", 18))
-                .margin(14)
-                .x_label_area_size(44)
-                .y_label_area_size(64)
-                .build_cartesian_2d(-0.5f64..(n as f64 - 0.5), $y)
-                .map_err(err)?;
-            chart
-                .configure_mesh()
-                .disable_x_mesh()
-                .x_labels(n + 1)
-                .y_labels(8)
-                .x_label_formatter(&x_label)
-                .y_label_formatter(&y_label)
-                .x_desc(table.param_name.clone())
-                .y_desc(ticks.title.clone())
-                .label_style(("sans-serif", 14))
-                .draw()
-                .map_err(err)?;
+            let mut chart = frame!(
+                root,
+                caption,
+                -0.5f64..(n as f64 - 0.5),
+                $y,
+                table,
+                ticks,
+                n + 1,
+                &x_label,
+                &y_label,
+                false
+            );
             for (c, col) in table.columns.iter().enumerate() {
                 let color = color_of(col, c);
                 let rects: Vec<_> = table
@@ -370,14 +384,7 @@ fn bars(
                         Rectangle::new([(x, y - 5), (x + 12, y + 5)], color.filled())
                     });
             }
-            chart
-                .configure_series_labels()
-                .position(SeriesLabelPosition::UpperLeft)
-                .label_font(("sans-serif", 14))
-                .background_style(WHITE.mix(0.85))
-                .border_style(BLACK)
-                .draw()
-                .map_err(err)?;
+            legend(&mut chart)?;
         }};
     }
     if y_log {
