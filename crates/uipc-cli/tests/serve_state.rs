@@ -1,0 +1,658 @@
+//! `uipc serve --state FILE`, the real daemon stopped and started again: no acknowledged
+//! message lost or duplicated under traffic, sparse segments saved sparse in bounded memory, a
+//! restored file consumed before serving, a damaged file refused.
+//!
+//! Each test runs the `uipc` binary as a child and talks to it with the wire protocol's client.
+//! A daemon's peak memory is its `ru_maxrss` from `wait4` (the kernel's high-water mark of its
+//! resident set, what `/proc/PID/status` shows as VmHWM while it runs, kept after it exits).
+
+use std::collections::{HashMap, HashSet};
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use uipc::ipc::consts::*;
+use uipc::ipc::msg::MsqidSet;
+use uipc::ipc::sem::Sembuf;
+use uipc_proto::client::Connection;
+use uipc_proto::{Request, Response, SemArg};
+
+static N: AtomicUsize = AtomicUsize::new(0);
+
+fn scratch(tag: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!(
+        "uipc-serve-state-{tag}-{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    ));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+struct Daemon {
+    child: Child,
+    socket: PathBuf,
+}
+
+/// How a daemon ended: its exit code, its peak resident set in KiB and what it printed.
+struct Ended {
+    code: Option<i32>,
+    max_rss_kib: i64,
+    stderr: String,
+}
+
+fn uipc() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_uipc"))
+}
+
+impl Daemon {
+    /// Starts `uipc serve` on `dir/socket` with `dir/state` and waits until it answers.
+    fn start(dir: &Path, extra: &[&str]) -> Daemon {
+        let socket = dir.join("socket");
+        let child = uipc()
+            .arg("serve")
+            .arg("--socket")
+            .arg(&socket)
+            .arg("--state")
+            .arg(dir.join("state"))
+            .args(extra)
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut d = Daemon { child, socket };
+        let t0 = Instant::now();
+        while Connection::connect(&d.socket, false).is_err() {
+            if let Ok(Some(_)) = d.child.try_wait() {
+                panic!("the daemon exited: {}", d.stderr_now());
+            }
+            assert!(
+                t0.elapsed() < Duration::from_secs(30),
+                "daemon never answered"
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        d
+    }
+
+    fn stderr_now(&mut self) -> String {
+        let mut s = String::new();
+        if let Some(mut e) = self.child.stderr.take() {
+            use std::io::Read;
+            let _ = e.read_to_string(&mut s);
+        }
+        s
+    }
+
+    fn connect(&self) -> Connection {
+        Connection::connect(&self.socket, false).unwrap()
+    }
+
+    /// Sends `sig` and reaps the daemon with `wait4`.
+    fn stop(mut self, sig: i32) -> Ended {
+        let pid = self.child.id() as i32;
+        // SAFETY: signals our own child, which has not been reaped.
+        unsafe { libc::kill(pid, sig) };
+        wait4(pid, &mut self)
+    }
+}
+
+fn wait4(pid: i32, d: &mut Daemon) -> Ended {
+    let mut status = 0;
+    // SAFETY: zeroed rusage is valid output space.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: reaps our own child into live output variables.
+    let r = unsafe { libc::wait4(pid, &mut status, 0, &mut ru) };
+    assert_eq!(r, pid, "wait4");
+    let code = libc::WIFEXITED(status).then(|| libc::WEXITSTATUS(status));
+    Ended {
+        code,
+        max_rss_kib: ru.ru_maxrss,
+        stderr: d.stderr_now(),
+    }
+}
+
+/// Runs the daemon with `extra` expecting it to refuse to start: it must exit within 10 s
+/// (one that starts is stopped, and reported as started: code `None`).
+fn run_to_end(dir: &Path, extra: &[&str]) -> Ended {
+    let mut child = uipc()
+        .arg("serve")
+        .arg("--socket")
+        .arg(dir.join("socket"))
+        .arg("--state")
+        .arg(dir.join("state"))
+        .args(extra)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let t0 = Instant::now();
+    while child.try_wait().unwrap().is_none() && t0.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let started = child.try_wait().unwrap().is_none();
+    if started {
+        let _ = child.kill();
+    }
+    let out = child.wait_with_output().unwrap();
+    Ended {
+        code: if started { None } else { out.status.code() },
+        max_rss_kib: 0,
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+fn call(c: &Connection, req: Request) -> std::io::Result<Response> {
+    c.call(&req, false).map(|(r, _)| r)
+}
+
+fn ret(c: &Connection, req: Request) -> i32 {
+    match call(c, req).unwrap() {
+        Response::Ret(v) => v as i32,
+        other => panic!("{other:?}"),
+    }
+}
+
+const KEY_Q: i32 = 0x57a7e;
+const KEY_S: i32 = 0x57a7f;
+
+/// A small deterministic generator for the rounds' timings.
+fn next_rand(x: &mut u64) -> u64 {
+    *x ^= *x << 13;
+    *x ^= *x >> 7;
+    *x ^= *x << 17;
+    *x
+}
+
+#[derive(Default)]
+struct Ledger {
+    /// Messages whose msgsnd was answered with success.
+    acked: HashSet<u64>,
+    /// Messages whose msgsnd was sent, answered or not.
+    attempted: HashSet<u64>,
+    /// Every message received, in order of receipt (a duplicate appears twice).
+    received: Vec<u64>,
+    /// semops (+1 on both semaphores) answered with success, and sent.
+    sem_acked: u64,
+    sem_attempted: u64,
+}
+
+const SENDERS: u64 = 3;
+const RECEIVERS: usize = 2;
+const SEM_BUDGET: u64 = 2000;
+
+fn sender(path: PathBuf, me: u64, next: Arc<Mutex<HashMap<u64, u64>>>, ledger: Arc<Mutex<Ledger>>) {
+    let Ok(c) = Connection::connect(&path, false) else {
+        return;
+    };
+    let q = ret(
+        &c,
+        Request::Msgget {
+            key: KEY_Q,
+            flag: 0,
+        },
+    );
+    let s = ret(
+        &c,
+        Request::Semget {
+            key: KEY_S,
+            nsems: 0,
+            flag: 0,
+        },
+    );
+    loop {
+        let n = {
+            let mut next = next.lock().unwrap();
+            let n = next.entry(me).or_insert(0);
+            *n += 1;
+            *n
+        };
+        let seq = (me << 32) | n;
+        ledger.lock().unwrap().attempted.insert(seq);
+        let sent = call(
+            &c,
+            Request::Msgsnd {
+                msqid: q,
+                mtype: 1 + (seq % 3) as i64,
+                msgsz: 8,
+                text: Some(seq.to_le_bytes().to_vec()),
+                flags: 0,
+            },
+        );
+        match sent {
+            Ok(Response::Ret(0)) => {
+                ledger.lock().unwrap().acked.insert(seq);
+            }
+            _ => return,
+        }
+        if n % 4 == 0 && ledger.lock().unwrap().sem_attempted < SEM_BUDGET {
+            ledger.lock().unwrap().sem_attempted += 1;
+            let op = Request::Semtimedop {
+                semid: s,
+                nsops: 2,
+                sops: Some(vec![Sembuf::new(0, 1, 0), Sembuf::new(1, 1, 0)]),
+                timeout: None,
+            };
+            match call(&c, op) {
+                Ok(Response::Ret(0)) => ledger.lock().unwrap().sem_acked += 1,
+                _ => return,
+            }
+        }
+    }
+}
+
+fn receiver(path: PathBuf, ledger: Arc<Mutex<Ledger>>) {
+    let Ok(c) = Connection::connect(&path, false) else {
+        return;
+    };
+    let q = ret(
+        &c,
+        Request::Msgget {
+            key: KEY_Q,
+            flag: 0,
+        },
+    );
+    loop {
+        // A blocking receive: parked in the daemon until a sender's message completes it.
+        let got = call(
+            &c,
+            Request::Msgrcv {
+                msqid: q,
+                maxsize: 64,
+                msgtyp: 0,
+                flags: 0,
+            },
+        );
+        match got {
+            Ok(Response::Msg { text, .. }) => {
+                let seq = u64::from_le_bytes(text.try_into().unwrap());
+                ledger.lock().unwrap().received.push(seq);
+            }
+            _ => return,
+        }
+    }
+}
+
+#[test]
+fn acknowledged_messages_survive_ten_save_restore_rounds_under_traffic_exactly_once() {
+    let dir = scratch("traffic");
+    let ledger = Arc::new(Mutex::new(Ledger::default()));
+    let next = Arc::new(Mutex::new(HashMap::new()));
+    let mut rng = 0x9e3779b97f4a7c15u64;
+    for round in 0..10 {
+        let d = Daemon::start(&dir, &[]);
+        if round == 0 {
+            let c = d.connect();
+            let q = ret(
+                &c,
+                Request::Msgget {
+                    key: KEY_Q,
+                    flag: IPC_CREAT | 0o600,
+                },
+            );
+            // A small queue, so senders park too (msgsnd woken to retry).
+            let set = MsqidSet {
+                uid: 0,
+                gid: 0,
+                mode: 0o600,
+                qbytes: 256,
+            };
+            let r = call(
+                &c,
+                Request::Msgctl {
+                    msqid: q,
+                    cmd: IPC_SET,
+                    set: Some(set),
+                },
+            );
+            assert!(matches!(r, Ok(Response::Ret(0))), "{r:?}");
+            ret(
+                &c,
+                Request::Semget {
+                    key: KEY_S,
+                    nsems: 2,
+                    flag: IPC_CREAT | 0o600,
+                },
+            );
+        }
+        let mut threads = Vec::new();
+        for me in 0..SENDERS {
+            let (p, n, l) = (d.socket.clone(), next.clone(), ledger.clone());
+            threads.push(std::thread::spawn(move || sender(p, me, n, l)));
+        }
+        for _ in 0..RECEIVERS {
+            let (p, l) = (d.socket.clone(), ledger.clone());
+            threads.push(std::thread::spawn(move || receiver(p, l)));
+        }
+        std::thread::sleep(Duration::from_millis(80 + next_rand(&mut rng) % 160));
+        let end = d.stop(libc::SIGTERM);
+        assert_eq!(end.code, Some(0), "round {round}: {}", end.stderr);
+        for t in threads {
+            t.join().unwrap();
+        }
+    }
+    // The last state: drain what is still queued.
+    let d = Daemon::start(&dir, &[]);
+    let c = d.connect();
+    let q = ret(
+        &c,
+        Request::Msgget {
+            key: KEY_Q,
+            flag: 0,
+        },
+    );
+    let mut l = ledger.lock().unwrap();
+    loop {
+        let r = call(
+            &c,
+            Request::Msgrcv {
+                msqid: q,
+                maxsize: 64,
+                msgtyp: 0,
+                flags: IPC_NOWAIT,
+            },
+        )
+        .unwrap();
+        match r {
+            Response::Msg { text, .. } => l
+                .received
+                .push(u64::from_le_bytes(text.try_into().unwrap())),
+            Response::Error(e) if e == libc::ENOMSG => break,
+            other => panic!("{other:?}"),
+        }
+    }
+    let s = ret(
+        &c,
+        Request::Semget {
+            key: KEY_S,
+            nsems: 0,
+            flag: 0,
+        },
+    );
+    let values = match call(
+        &c,
+        Request::Semctl {
+            semid: s,
+            semnum: 0,
+            cmd: GETALL,
+            arg: SemArg::None,
+        },
+    ) {
+        Ok(Response::SemAll(v)) => v,
+        other => panic!("{other:?}"),
+    };
+    d.stop(libc::SIGTERM);
+
+    let mut seen = HashSet::new();
+    let duplicated: Vec<_> = l.received.iter().filter(|s| !seen.insert(**s)).collect();
+    let lost: Vec<_> = l.acked.iter().filter(|s| !seen.contains(s)).collect();
+    let invented: Vec<_> = seen.iter().filter(|s| !l.attempted.contains(s)).collect();
+    assert!(
+        l.acked.len() > 1000,
+        "too little traffic: {}",
+        l.acked.len()
+    );
+    assert!(
+        duplicated.is_empty() && lost.is_empty() && invented.is_empty(),
+        "{} acknowledged, {} received: {} duplicated, {} lost, {} invented",
+        l.acked.len(),
+        l.received.len(),
+        duplicated.len(),
+        lost.len(),
+        invented.len()
+    );
+    eprintln!(
+        "{} messages acknowledged, {} received, {} semops acknowledged",
+        l.acked.len(),
+        l.received.len(),
+        l.sem_acked
+    );
+    let v = u64::from(values[0]);
+    assert_eq!(
+        values[0], values[1],
+        "a semop applied to one semaphore only"
+    );
+    assert!(
+        l.sem_acked <= v && v <= l.sem_attempted,
+        "semaphore {v}, {} acknowledged, {} sent",
+        l.sem_acked,
+        l.sem_attempted
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+const GIB: u64 = 1 << 30;
+
+#[test]
+fn a_sparse_gibibyte_segment_is_saved_in_bounded_memory_to_a_small_file() {
+    let dir = scratch("sparse");
+    let d = Daemon::start(&dir, &[]);
+    let c = d.connect();
+    let id = ret(
+        &c,
+        Request::Shmget {
+            key: 0x5ba75e,
+            size: GIB,
+            flag: IPC_CREAT | 0o600,
+        },
+    );
+    let (resp, fd) = c
+        .call(
+            &Request::Shmat {
+                shmid: id,
+                addr: 0,
+                flags: 0,
+            },
+            false,
+        )
+        .unwrap();
+    assert!(matches!(resp, Response::ShmAttached { .. }), "{resp:?}");
+    let mem = std::fs::File::from(fd.expect("the segment's memfd"));
+    let marks: [(u64, &[u8]); 3] = [(0, b"first"), (GIB / 2 + 3, b"middle"), (GIB - 4, b"last")];
+    for (at, bytes) in marks {
+        mem.write_all_at(bytes, at).unwrap();
+    }
+    drop(mem);
+    drop(c);
+    let t0 = Instant::now();
+    let end = d.stop(libc::SIGTERM);
+    assert_eq!(end.code, Some(0), "{}", end.stderr);
+    let size = std::fs::metadata(dir.join("state")).unwrap().len();
+    eprintln!(
+        "1 GiB segment: saved in {:?} to {size} bytes, daemon peak RSS {} KiB",
+        t0.elapsed(),
+        end.max_rss_kib
+    );
+    assert!(
+        end.max_rss_kib < 64 << 10,
+        "the daemon's peak resident set was {} KiB",
+        end.max_rss_kib
+    );
+    let size = std::fs::metadata(dir.join("state")).unwrap().len();
+    assert!(
+        size < 64 << 10,
+        "a 1 GiB segment with 15 bytes written saved as {size} bytes"
+    );
+
+    let d = Daemon::start(&dir, &[]);
+    let c = d.connect();
+    let id = ret(
+        &c,
+        Request::Shmget {
+            key: 0x5ba75e,
+            size: 0,
+            flag: 0,
+        },
+    );
+    let (_, fd) = c
+        .call(
+            &Request::Shmat {
+                shmid: id,
+                addr: 0,
+                flags: SHM_RDONLY,
+            },
+            false,
+        )
+        .unwrap();
+    let mem = std::fs::File::from(fd.unwrap());
+    for (at, bytes) in marks {
+        let mut back = vec![0u8; bytes.len()];
+        mem.read_exact_at(&mut back, at).unwrap();
+        assert_eq!(back, bytes);
+    }
+    // SAFETY: zeroed stat is valid output space; the descriptor is open.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: as above.
+    assert_eq!(unsafe { libc::fstat(mem.as_raw_fd(), &mut st) }, 0);
+    assert!(
+        st.st_blocks * 512 < 1 << 20,
+        "restored with {} blocks",
+        st.st_blocks
+    );
+    let end = d.stop(libc::SIGTERM);
+    assert_eq!(end.code, Some(0), "{}", end.stderr);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn queue_count(d: &Daemon) -> i32 {
+    let c = d.connect();
+    match call(
+        &c,
+        Request::Msgctl {
+            msqid: 0,
+            cmd: MSG_INFO,
+            set: None,
+        },
+    ) {
+        Ok(Response::MsgInfo { info, .. }) => info.msgpool,
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn a_restored_state_file_is_consumed_so_a_crash_cannot_bring_it_back() {
+    let dir = scratch("consumed");
+    let d = Daemon::start(&dir, &[]);
+    let c = d.connect();
+    let q = ret(
+        &c,
+        Request::Msgget {
+            key: 0x1234,
+            flag: IPC_CREAT | 0o600,
+        },
+    );
+    let send = Request::Msgsnd {
+        msqid: q,
+        mtype: 1,
+        msgsz: 3,
+        text: Some(b"old".to_vec()),
+        flags: 0,
+    };
+    assert!(matches!(call(&c, send), Ok(Response::Ret(0))));
+    drop(c);
+    assert_eq!(d.stop(libc::SIGTERM).code, Some(0));
+    assert!(dir.join("state").exists());
+
+    // Restored, then the message consumed, then a crash (no save).
+    let d = Daemon::start(&dir, &[]);
+    assert!(
+        !dir.join("state").exists(),
+        "the restored file is still in place while serving"
+    );
+    let c = d.connect();
+    let got = call(
+        &c,
+        Request::Msgrcv {
+            msqid: q,
+            maxsize: 16,
+            msgtyp: 0,
+            flags: IPC_NOWAIT,
+        },
+    );
+    assert!(matches!(got, Ok(Response::Msg { .. })), "{got:?}");
+    drop(c);
+    d.stop(libc::SIGKILL);
+
+    let d = Daemon::start(&dir, &[]);
+    assert_eq!(
+        queue_count(&d),
+        0,
+        "the consumed message came back after a crash"
+    );
+    let end = d.stop(libc::SIGTERM);
+    assert!(
+        end.stderr.contains("consumed"),
+        "no word about the crash: {}",
+        end.stderr
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_damaged_state_file_stops_the_daemon_unless_told_to_discard_it() {
+    let dir = scratch("damaged");
+    let d = Daemon::start(&dir, &[]);
+    let c = d.connect();
+    let q = ret(
+        &c,
+        Request::Msgget {
+            key: 0x4321,
+            flag: IPC_CREAT | 0o600,
+        },
+    );
+    let send = Request::Msgsnd {
+        msqid: q,
+        mtype: 7,
+        msgsz: 5,
+        text: Some(b"hello".to_vec()),
+        flags: 0,
+    };
+    assert!(matches!(call(&c, send), Ok(Response::Ret(0))));
+    drop(c);
+    assert_eq!(d.stop(libc::SIGTERM).code, Some(0));
+    let path = dir.join("state");
+    let good = std::fs::read(&path).unwrap();
+    // One bit of the message's text flipped.
+    let at = good
+        .windows(5)
+        .position(|w| w == b"hello")
+        .expect("the text is in the file");
+    let mut bad = good.clone();
+    bad[at] ^= 0x20;
+    std::fs::write(&path, &bad).unwrap();
+    let end = run_to_end(&dir, &[]);
+    assert!(
+        matches!(end.code, Some(c) if c != 0),
+        "started on a damaged file"
+    );
+    assert!(end.stderr.contains("checksum"), "{}", end.stderr);
+    assert!(!dir.join("socket").exists());
+    assert_eq!(
+        std::fs::read(&path).unwrap(),
+        bad,
+        "the damaged file is kept as it was"
+    );
+
+    let mut short = good.clone();
+    short.truncate(good.len() - 1);
+    std::fs::write(&path, &short).unwrap();
+    let end = run_to_end(&dir, &[]);
+    assert!(
+        matches!(end.code, Some(c) if c != 0),
+        "started on a truncated file"
+    );
+    assert!(end.stderr.contains("truncated"), "{}", end.stderr);
+
+    let d = Daemon::start(&dir, &["--state-discard-damaged"]);
+    assert_eq!(queue_count(&d), 0);
+    let end = d.stop(libc::SIGTERM);
+    assert!(end.stderr.contains("damaged"), "{}", end.stderr);
+    let kept = std::fs::read_dir(&dir)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .any(|e| e.file_name().to_string_lossy().starts_with("state.damaged"));
+    assert!(kept, "the damaged file is moved aside, not deleted");
+    let _ = std::fs::remove_dir_all(&dir);
+}
