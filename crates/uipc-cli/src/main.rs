@@ -140,6 +140,10 @@ struct ServeArgs {
     /// SIGTERM, SIGINT or SIGHUP: same ids, keys, owners, values, messages and contents.
     #[arg(long, value_name = "PATH")]
     state: Option<std::path::PathBuf>,
+    /// With --state: if the file is damaged (truncated, changed, another version), move it
+    /// aside to FILE.damaged and start empty instead of refusing to start.
+    #[arg(long, requires = "state")]
+    state_discard_damaged: bool,
 }
 
 #[derive(Subcommand)]
@@ -306,6 +310,7 @@ fn serve(args: ServeArgs) -> ExitCode {
         shared: args.shared,
         private_to: args.private_to,
         state: args.state,
+        state_discard_damaged: args.state_discard_damaged,
     };
     let run = uipc_server::run_until_signalled(&opts);
     match run {

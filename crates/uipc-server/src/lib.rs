@@ -21,7 +21,9 @@
 //! descriptions no process holds open any more.
 //!
 //! Shared memory is memfd-backed ([`memfd`]): shmat sends the segment's memfd with the reply
-//! and the client maps it. With a state file the namespace survives a restart ([`state`]).
+//! and the client maps it. With a state file the namespace survives a restart ([`state`]):
+//! the daemon stops serving before it saves ([`stop`]), so the file holds what its replies
+//! acknowledged.
 //!
 //! The socket lives in a directory that is not writable by others: created 0700 (0755 with
 //! `shared`) if missing, refused if it exists and is group- or other-writable or belongs to
@@ -91,6 +93,7 @@ pub mod procs;
 pub mod reactor;
 pub mod session;
 pub mod state;
+pub mod stop;
 pub mod workers;
 
 use memfd::MemfdBacking;
@@ -119,6 +122,9 @@ pub struct Options {
     /// Restore the namespace from this file at start (if it exists) and save it there when
     /// stopped by SIGTERM, SIGINT or SIGHUP ([`run_until_signalled`]).
     pub state: Option<PathBuf>,
+    /// A damaged state file is moved aside (FILE.damaged) and the daemon starts empty,
+    /// instead of refusing to start.
+    pub state_discard_damaged: bool,
 }
 
 /// The state every session shares.
@@ -137,6 +143,7 @@ pub struct Shared {
     pub reactor: Reactor,
     jobs: Arc<Jobs>,
     parked: std::sync::atomic::AtomicUsize,
+    stop: stop::StopGate,
 }
 
 /// A bound daemon, not yet accepting.
@@ -172,7 +179,8 @@ pub fn run_until_signalled(opts: &Options) -> io::Result<()> {
             unsafe { libc::sigwait(&set, &mut sig) };
             let mut code = 0;
             if let Some(path) = state {
-                if let Err(e) = state::save(&shared.ns, &path) {
+                shared.stop_serving();
+                if let Err(e) = state::save(&shared.ns, &shared.backing, &path) {
                     eprintln!("uipc serve: saving {}: {e}", path.display());
                     code = 1;
                 }
@@ -246,6 +254,12 @@ fn prepare_dir(dir: &Path, mode: u32) -> io::Result<()> {
 }
 
 impl Shared {
+    /// Stops serving for good and returns once the namespace is still ([`stop`]): what a save
+    /// needs.
+    pub fn stop_serving(&self) {
+        self.stop.close(|| self.jobs.pending());
+    }
+
     /// Calls parked now (waiting without a thread).
     pub fn parked_calls(&self) -> usize {
         self.parked.load(std::sync::atomic::Ordering::Relaxed)
@@ -293,8 +307,8 @@ impl Server {
             shm_backing: Some(backing.clone()),
             ..Default::default()
         });
-        if let Some(state) = opts.state.as_deref().filter(|p| p.exists()) {
-            state::restore(&ns, state)?;
+        if let Some(state) = opts.state.as_deref() {
+            state::restore_at_start(&ns, state, opts.state_discard_damaged)?;
         }
         let mode = if opts.shared || opts.private_to.is_some() {
             0o666
@@ -321,13 +335,17 @@ impl Server {
             jobs: Arc::new(Jobs::new(reactor.wake_handle()?)),
             reactor,
             parked: std::sync::atomic::AtomicUsize::new(0),
+            stop: stop::StopGate::default(),
         });
         workers::spawn(&shared, workers::default_count())?;
         let s = shared.clone();
         std::thread::Builder::new()
             .name("uipc-exits".into())
             .spawn(move || loop {
-                s.procs.reap_ready(-1, &|| {}, &|pid| s.process_exit(pid));
+                s.procs.reap_ready(-1, &|| {}, &|pid| {
+                    let _inside = s.stop.enter();
+                    s.process_exit(pid)
+                });
             })?;
         Ok(Server {
             shared,

@@ -24,6 +24,7 @@ use crate::Shared;
 use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::os::fd::OwnedFd;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use uipc_proto::transport::Received;
 
@@ -51,6 +52,8 @@ pub struct Jobs {
     ready: Condvar,
     /// The event loop's eventfd: wakes the leader.
     wake_leader: OwnedFd,
+    /// Resumption and deadline jobs queued or running (what a stop waits for, `stop.rs`).
+    pending: AtomicUsize,
 }
 
 thread_local! {
@@ -73,11 +76,15 @@ impl Jobs {
             }),
             ready: Condvar::new(),
             wake_leader,
+            pending: AtomicUsize::new(0),
         }
     }
 
     /// Queues `job` (kept by the leader if it found it) and makes sure a worker takes it.
     pub fn push(&self, job: Job) {
+        if !matches!(job, Job::Frame(..)) {
+            self.pending.fetch_add(1, Ordering::SeqCst);
+        }
         let job = FOUND.with(|f| match f.borrow_mut().as_mut() {
             Some(found) => {
                 found.push(job);
@@ -96,6 +103,11 @@ impl Jobs {
             drop(st);
             crate::reactor::kick(&self.wake_leader);
         }
+    }
+
+    /// Resumption and deadline jobs queued or being run.
+    pub fn pending(&self) -> usize {
+        self.pending.load(Ordering::SeqCst)
     }
 
     /// Before a step that may take long (a `/proc` scan, a wait for an exit, a send that may
@@ -168,7 +180,11 @@ pub fn default_count() -> usize {
 pub fn work(shared: &Arc<Shared>) -> ! {
     loop {
         let job = shared.jobs.next(shared);
-        crate::session::run_job(shared, job);
+        let counted = !matches!(job, Job::Frame(..));
+        crate::stop::run(shared, job);
+        if counted {
+            shared.jobs.pending.fetch_sub(1, Ordering::SeqCst);
+        }
     }
 }
 

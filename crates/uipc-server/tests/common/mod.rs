@@ -29,6 +29,7 @@ pub fn start_with(tag: &str, shared: bool) -> (PathBuf, Arc<Shared>) {
         shared,
         private_to: None,
         state: None,
+        state_discard_damaged: false,
     })
     .unwrap();
     let shared = server.shared().clone();
