@@ -109,7 +109,7 @@ use uipc::locks::LockManager;
 use workers::Jobs;
 
 /// How the daemon listens.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Default)]
 pub struct Options {
     /// The socket path.
     pub socket: PathBuf,

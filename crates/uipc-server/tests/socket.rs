@@ -20,6 +20,7 @@ fn options(tag: &str, shared: bool) -> Options {
         shared,
         private_to: None,
         state: None,
+        state_discard_damaged: false,
     }
 }
 
