@@ -45,24 +45,24 @@ struct Ended {
     stderr: String,
 }
 
-fn uipc() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_uipc"))
+/// `uipc serve` on `dir/socket` with `dir/state`, and `extra` arguments.
+fn serve(dir: &Path, extra: &[&str]) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_uipc"));
+    cmd.arg("serve")
+        .arg("--socket")
+        .arg(dir.join("socket"))
+        .arg("--state")
+        .arg(dir.join("state"))
+        .args(extra)
+        .stderr(Stdio::piped());
+    cmd
 }
 
 impl Daemon {
     /// Starts `uipc serve` on `dir/socket` with `dir/state` and waits until it answers.
     fn start(dir: &Path, extra: &[&str]) -> Daemon {
         let socket = dir.join("socket");
-        let child = uipc()
-            .arg("serve")
-            .arg("--socket")
-            .arg(&socket)
-            .arg("--state")
-            .arg(dir.join("state"))
-            .args(extra)
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
+        let child = serve(dir, extra).spawn().unwrap();
         let mut d = Daemon { child, socket };
         let t0 = Instant::now();
         while Connection::connect(&d.socket, false).is_err() {
@@ -118,16 +118,7 @@ fn wait4(pid: i32, d: &mut Daemon) -> Ended {
 /// Runs the daemon with `extra` expecting it to refuse to start: it must exit within 10 s
 /// (one that starts is stopped, and reported as started: code `None`).
 fn run_to_end(dir: &Path, extra: &[&str]) -> Ended {
-    let mut child = uipc()
-        .arg("serve")
-        .arg("--socket")
-        .arg(dir.join("socket"))
-        .arg("--state")
-        .arg(dir.join("state"))
-        .args(extra)
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = serve(dir, extra).spawn().unwrap();
     let t0 = Instant::now();
     while child.try_wait().unwrap().is_none() && t0.elapsed() < Duration::from_secs(10) {
         std::thread::sleep(Duration::from_millis(10));
@@ -153,6 +144,10 @@ fn ret(c: &Connection, req: Request) -> i32 {
         Response::Ret(v) => v as i32,
         other => panic!("{other:?}"),
     }
+}
+
+fn msgget(c: &Connection, key: i32, flag: i32) -> i32 {
+    ret(c, Request::Msgget { key, flag })
 }
 
 const KEY_Q: i32 = 0x57a7e;
@@ -187,13 +182,7 @@ fn sender(path: PathBuf, me: u64, next: Arc<Mutex<HashMap<u64, u64>>>, ledger: A
     let Ok(c) = Connection::connect(&path, false) else {
         return;
     };
-    let q = ret(
-        &c,
-        Request::Msgget {
-            key: KEY_Q,
-            flag: 0,
-        },
-    );
+    let q = msgget(&c, KEY_Q, 0);
     let s = ret(
         &c,
         Request::Semget {
@@ -247,13 +236,7 @@ fn receiver(path: PathBuf, ledger: Arc<Mutex<Ledger>>) {
     let Ok(c) = Connection::connect(&path, false) else {
         return;
     };
-    let q = ret(
-        &c,
-        Request::Msgget {
-            key: KEY_Q,
-            flag: 0,
-        },
-    );
+    let q = msgget(&c, KEY_Q, 0);
     loop {
         // A blocking receive: parked in the daemon until a sender's message completes it.
         let got = call(
@@ -285,13 +268,7 @@ fn acknowledged_messages_survive_ten_save_restore_rounds_under_traffic_exactly_o
         let d = Daemon::start(&dir, &[]);
         if round == 0 {
             let c = d.connect();
-            let q = ret(
-                &c,
-                Request::Msgget {
-                    key: KEY_Q,
-                    flag: IPC_CREAT | 0o600,
-                },
-            );
+            let q = msgget(&c, KEY_Q, IPC_CREAT | 0o600);
             // A small queue, so senders park too (msgsnd woken to retry).
             let set = MsqidSet {
                 uid: 0,
@@ -336,13 +313,7 @@ fn acknowledged_messages_survive_ten_save_restore_rounds_under_traffic_exactly_o
     // The last state: drain what is still queued.
     let d = Daemon::start(&dir, &[]);
     let c = d.connect();
-    let q = ret(
-        &c,
-        Request::Msgget {
-            key: KEY_Q,
-            flag: 0,
-        },
-    );
+    let q = msgget(&c, KEY_Q, 0);
     let mut l = ledger.lock().unwrap();
     loop {
         let r = call(
@@ -531,28 +502,30 @@ fn queue_count(d: &Daemon) -> i32 {
     }
 }
 
-#[test]
-fn a_restored_state_file_is_consumed_so_a_crash_cannot_bring_it_back() {
-    let dir = scratch("consumed");
-    let d = Daemon::start(&dir, &[]);
+/// A daemon on `dir` given a queue with key `key` holding `text`, then stopped: the state
+/// file holds them. Returns the queue's id.
+fn saved_with_a_message(dir: &Path, key: i32, text: &[u8]) -> i32 {
+    let d = Daemon::start(dir, &[]);
     let c = d.connect();
-    let q = ret(
-        &c,
-        Request::Msgget {
-            key: 0x1234,
-            flag: IPC_CREAT | 0o600,
-        },
-    );
+    let q = msgget(&c, key, IPC_CREAT | 0o600);
     let send = Request::Msgsnd {
         msqid: q,
-        mtype: 1,
-        msgsz: 3,
-        text: Some(b"old".to_vec()),
+        mtype: 7,
+        msgsz: text.len() as u64,
+        text: Some(text.to_vec()),
         flags: 0,
     };
     assert!(matches!(call(&c, send), Ok(Response::Ret(0))));
     drop(c);
     assert_eq!(d.stop(libc::SIGTERM).code, Some(0));
+    assert!(dir.join("state").exists());
+    q
+}
+
+#[test]
+fn a_restored_state_file_is_consumed_so_a_crash_cannot_bring_it_back() {
+    let dir = scratch("consumed");
+    let q = saved_with_a_message(&dir, 0x1234, b"old");
     assert!(dir.join("state").exists());
 
     // Restored, then the message consumed, then a crash (no save).
@@ -590,28 +563,18 @@ fn a_restored_state_file_is_consumed_so_a_crash_cannot_bring_it_back() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// With `bytes` as its state file, the daemon exits non-zero and says `why`.
+fn refused_to_start(dir: &Path, bytes: &[u8], why: &str) {
+    std::fs::write(dir.join("state"), bytes).unwrap();
+    let end = run_to_end(dir, &[]);
+    assert!(matches!(end.code, Some(c) if c != 0), "started ({why})");
+    assert!(end.stderr.contains(why), "{}", end.stderr);
+}
+
 #[test]
 fn a_damaged_state_file_stops_the_daemon_unless_told_to_discard_it() {
     let dir = scratch("damaged");
-    let d = Daemon::start(&dir, &[]);
-    let c = d.connect();
-    let q = ret(
-        &c,
-        Request::Msgget {
-            key: 0x4321,
-            flag: IPC_CREAT | 0o600,
-        },
-    );
-    let send = Request::Msgsnd {
-        msqid: q,
-        mtype: 7,
-        msgsz: 5,
-        text: Some(b"hello".to_vec()),
-        flags: 0,
-    };
-    assert!(matches!(call(&c, send), Ok(Response::Ret(0))));
-    drop(c);
-    assert_eq!(d.stop(libc::SIGTERM).code, Some(0));
+    saved_with_a_message(&dir, 0x4321, b"hello");
     let path = dir.join("state");
     let good = std::fs::read(&path).unwrap();
     // One bit of the message's text flipped.
@@ -621,13 +584,7 @@ fn a_damaged_state_file_stops_the_daemon_unless_told_to_discard_it() {
         .expect("the text is in the file");
     let mut bad = good.clone();
     bad[at] ^= 0x20;
-    std::fs::write(&path, &bad).unwrap();
-    let end = run_to_end(&dir, &[]);
-    assert!(
-        matches!(end.code, Some(c) if c != 0),
-        "started on a damaged file"
-    );
-    assert!(end.stderr.contains("checksum"), "{}", end.stderr);
+    refused_to_start(&dir, &bad, "checksum");
     assert!(!dir.join("socket").exists());
     assert_eq!(
         std::fs::read(&path).unwrap(),
@@ -637,13 +594,7 @@ fn a_damaged_state_file_stops_the_daemon_unless_told_to_discard_it() {
 
     let mut short = good.clone();
     short.truncate(good.len() - 1);
-    std::fs::write(&path, &short).unwrap();
-    let end = run_to_end(&dir, &[]);
-    assert!(
-        matches!(end.code, Some(c) if c != 0),
-        "started on a truncated file"
-    );
-    assert!(end.stderr.contains("truncated"), "{}", end.stderr);
+    refused_to_start(&dir, &short, "truncated");
 
     let d = Daemon::start(&dir, &["--state-discard-damaged"]);
     assert_eq!(queue_count(&d), 0);
