@@ -104,6 +104,7 @@ fn daemon_side() {
         shared: false,
         private_to: None,
         state: None,
+        state_discard_damaged: false,
     })
     .unwrap();
     let _ = server.run();

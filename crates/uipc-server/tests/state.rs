@@ -221,8 +221,9 @@ fn a_truncated_or_bit_flipped_file_is_refused_whole() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// A segment whose memory file a client shrank cannot be saved: the save fails and says
-/// which segment, and the previous file stays.
+/// A segment that cannot be saved fails the save, which says which segment, and the previous
+/// file stays: memory that is not one of the daemon's memfds, and a memory file a client
+/// shrank (where seals do not forbid it).
 #[test]
 fn a_segment_that_cannot_be_read_fails_the_save_loudly() {
     use std::os::fd::AsRawFd;
@@ -232,30 +233,34 @@ fn a_segment_that_cannot_be_read_fails_the_save_loudly() {
     let path = dir.join("state");
     save(&a, &backing, &path).unwrap();
     let before = std::fs::read(&path).unwrap();
+    let failed = |ns: &IpcNamespace, backing: &MemfdBacking, shm: i32| {
+        let e = save(ns, backing, &path).expect_err("saved without the segment");
+        assert!(e.to_string().contains(&format!("segment {shm}")), "{e}");
+        assert_eq!(
+            std::fs::read(&path).unwrap(),
+            before,
+            "the old file was replaced"
+        );
+        let left: Vec<_> = std::fs::read_dir(&dir).unwrap().collect();
+        assert_eq!(left.len(), 1, "a temporary file was left behind");
+    };
+
+    let heap = IpcNamespace::new();
+    let shm = heap.shmget(&root, 0x5eec, 100, IPC_CREAT | 0o600).unwrap();
+    failed(&heap, &backing, shm);
+
     let shm = a.shmget(&root, 0x5eed, 1 << 20, IPC_CREAT | 0o600).unwrap();
     let at = a.shmat(&root, shm, 0, 0).unwrap();
     at.write(0, b"data").unwrap();
     let fd = backing.fd_of(&at.memory).unwrap();
-    // What any attacher could do with the descriptor shmat sent it.
+    // What an attacher could do with the descriptor shmat sent it, were it not sealed.
     // SAFETY: shrinks our own open memfd.
-    let shrunk = unsafe { libc::ftruncate(fd.as_raw_fd(), 4096) };
-    if shrunk != 0 {
-        // Sealed memory files refuse it: then nothing can make a segment unsaveable here.
-        assert_eq!(
-            std::io::Error::last_os_error().raw_os_error(),
-            Some(libc::EPERM)
-        );
-        return;
+    if unsafe { libc::ftruncate(fd.as_raw_fd(), 4096) } == 0 {
+        failed(&a, &backing, shm);
+    } else {
+        let e = std::io::Error::last_os_error();
+        assert_eq!(e.raw_os_error(), Some(libc::EPERM), "{e}");
     }
-    let e = save(&a, &backing, &path).expect_err("saved without the segment");
-    assert!(e.to_string().contains(&format!("segment {shm}")), "{e}");
-    assert_eq!(
-        std::fs::read(&path).unwrap(),
-        before,
-        "the old file was replaced"
-    );
-    let left: Vec<_> = std::fs::read_dir(&dir).unwrap().collect();
-    assert_eq!(left.len(), 1, "a temporary file was left behind");
     let _ = std::fs::remove_dir_all(&dir);
 }
 
