@@ -35,7 +35,7 @@ pub const FRAME_BYTES_PER_UID: u64 = 64 << 20;
 /// Connections one user may have open.
 pub const CONNS_PER_UID: usize = 1024;
 /// Connections of one user that have not said hello yet.
-pub const UNGREETED_PER_UID: usize = 64;
+pub const UNGREETED_PER_UID: usize = 256;
 /// How long a new connection has to say hello.
 pub const HELLO_TIMEOUT: Duration = Duration::from_secs(5);
 /// Descriptors kept free below the descriptor limit when accepting.
