@@ -140,7 +140,27 @@ if [ "$(id -u)" = 0 ]; then
     timeout 60 unshare --ipc "$out/ipcs_fixture" "$native" > "$out/ipcs-host.txt" 2>/dev/null
     timeout 60 "$uipc" run -- "$out/ipcs_fixture" "$under" > "$out/ipcs-uipc.txt" 2>/dev/null
     diff -u "$out/ipcs-host.txt" "$out/ipcs-uipc.txt"
-    echo "ipcs/ipcrm: same output as util-linux"
+    # Every other option of util-linux's ipcs, and combinations, stderr and exit status included.
+    opts=("-c" "-p" "-t" "-l" "-u" "-b" "--human" "-q -c" "-m -p" "-s -t" "-a -u" "-m -s -l"
+        "-l -b" "-l --human" "-q -l --human" "-u -b" "-u --human" "-m --human" "-q -b" "-p -c"
+        "-c -t" "-b --human" "--human -b" "-q -i 0" "-q -i 0 --human" "-q -i 1 -b" "-m -i 0"
+        "-m -i 1 -b" "-m -i 0 --human" "-m -i 1 -t" "-s -i 0" "-s -i 1" "-s -i 99" "-q -i 7"
+        "-i 0" "-q -s -i 0" "-a -i 0")
+    each=''
+    for o in "${opts[@]}"; do each+="echo '## $o'; P $o; echo rc=\$?; "; done
+    # Normalised, and only these: times (the two runs happen at different moments; their
+    # columns keep their width) and the fixture's pid with the blanks around it (pids differ
+    # between the runs, and so may their digit counts, which move the padding).
+    norm='sed -E -e "s/[A-Z][a-z]{2} [A-Z][a-z]{2} [ 0-9][0-9] [0-9]{2}:[0-9]{2}:[0-9]{2} [0-9]{4}/TIME/g"'
+    norm+=' -e "s/[A-Z][a-z]{2} [ 0-9][0-9] [0-9]{2}:[0-9]{2}:[0-9]{2} /TIME /g"'
+    norm+=' -e "s/ *\<$FIXTURE_PID\> */ PID /g"'
+    native="( ${each//P/ipcs} ) 2>&1 | $norm"
+    # The one other difference: the program's name in its error messages.
+    under="( ${each//P/$abs ipcs} ) 2>&1 | sed -e 's/^uipc ipcs: /ipcs: /' | $norm"
+    timeout 60 unshare --ipc "$out/ipcs_fixture" "$native" > "$out/ipcs-opts-host.txt"
+    timeout 60 "$uipc" run -- "$out/ipcs_fixture" "$under" > "$out/ipcs-opts-uipc.txt"
+    diff -u "$out/ipcs-opts-host.txt" "$out/ipcs-opts-uipc.txt"
+    echo "ipcs/ipcrm: same output as util-linux (default format, ${#opts[@]} other option sets)"
 
     echo "-- uipc serve --state: stopped and started again, the same objects"
     state_dir=$(mktemp -d)

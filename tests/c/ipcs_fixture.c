@@ -1,7 +1,7 @@
 /* Creates a fixed set of SysV objects (keys, private ones, a segment marked for removal while
  * attached, a locked one, queued messages, an object given to nobody), then runs the shell
- * command in argv[1]: `ipcs`/`ipcrm` on the host kernel, `uipc ipcs`/`uipc ipcrm` under uipc.
- * The two outputs must be the same. */
+ * command in argv[1] (with FIXTURE_PID set to this process's pid): `ipcs`/`ipcrm` on the host
+ * kernel, `uipc ipcs`/`uipc ipcrm` under uipc. The two outputs must be the same. */
 #include "check.h"
 
 int main(int argc, char **argv) {
@@ -27,6 +27,12 @@ int main(int argc, char **argv) {
     CHECK(semctl(m2, 0, IPC_STAT, (union semun){.buf = &ds}) == 0);
     ds.sem_perm.uid = 65534;
     CHECK(semctl(m2, 0, IPC_SET, (union semun){.buf = &ds}) == 0);
+    struct sembuf up = {1, 2, 0};
+    CHECK(semop(m1, &up, 1) == 0);
+    /* The command may hide this process's pid (it differs from run to run). */
+    char pid[16];
+    snprintf(pid, sizeof pid, "%d", (int)getpid());
+    CHECK(setenv("FIXTURE_PID", pid, 1) == 0);
     fflush(stdout);
     int st = system(argv[1]);
     CHECK(WIFEXITED(st));

@@ -32,7 +32,7 @@ enum Command {
     Serve(ServeArgs),
     /// Run a program (and what it forks) with its SysV IPC served by uipc.
     Run(RunArgs),
-    /// List a daemon's SysV IPC objects (util-linux ipcs's default format).
+    /// List a daemon's SysV IPC objects (util-linux ipcs's formats).
     Ipcs(IpcsArgs),
     /// Remove a daemon's SysV IPC objects by id or key (util-linux ipcrm's options).
     Ipcrm(IpcrmArgs),
@@ -76,6 +76,35 @@ struct IpcsArgs {
     /// All three (the default).
     #[arg(short = 'a', long = "all")]
     all: bool,
+    /// Print details on the object with this id (with one of -q, -m, -s).
+    #[arg(
+        short = 'i',
+        long = "id",
+        value_name = "ID",
+        allow_negative_numbers = true
+    )]
+    id: Option<i32>,
+    /// Show attach, detach and change times.
+    #[arg(short = 't', long = "time", overrides_with_all = ["pid", "creator", "limits", "summary"])]
+    time: bool,
+    /// Show PIDs of creator and last operator.
+    #[arg(short = 'p', long = "pid", overrides_with_all = ["time", "creator", "limits", "summary"])]
+    pid: bool,
+    /// Show creator and owner.
+    #[arg(short = 'c', long = "creator", overrides_with_all = ["time", "pid", "limits", "summary"])]
+    creator: bool,
+    /// Show resource limits.
+    #[arg(short = 'l', long = "limits", overrides_with_all = ["time", "pid", "creator", "summary"])]
+    limits: bool,
+    /// Show status summary.
+    #[arg(short = 'u', long = "summary", overrides_with_all = ["time", "pid", "creator", "limits"])]
+    summary: bool,
+    /// Show sizes in human-readable format.
+    #[arg(long = "human", overrides_with = "bytes")]
+    human: bool,
+    /// Show sizes in bytes.
+    #[arg(short = 'b', long = "bytes", overrides_with = "human")]
+    bytes: bool,
 }
 
 #[derive(Args)]
@@ -371,12 +400,33 @@ fn main() -> ExitCode {
         Command::Locks(a) => locks::locks(a.socket, a.pid, !a.noheadings),
         Command::Ipcs(a) => {
             let any = a.queues || a.shmems || a.semaphores;
+            // With -i, no resource option means none (util-linux refuses it).
+            let default = !any && a.id.is_none();
             let t = ipcs::Types {
-                msg: a.all || !any || a.queues,
-                shm: a.all || !any || a.shmems,
-                sem: a.all || !any || a.semaphores,
+                msg: a.all || default || a.queues,
+                shm: a.all || default || a.shmems,
+                sem: a.all || default || a.semaphores,
             };
-            ipcs::ipcs(a.socket, t)
+            let format = match (a.time, a.pid, a.creator, a.limits, a.summary) {
+                (true, ..) => ipcs::Format::Time,
+                (_, true, ..) => ipcs::Format::Pid,
+                (_, _, true, ..) => ipcs::Format::Creator,
+                (_, _, _, true, _) => ipcs::Format::Limits,
+                (.., true) => ipcs::Format::Status,
+                _ => ipcs::Format::Default,
+            };
+            let unit = match (a.human, a.bytes) {
+                (true, _) => ipcs::Unit::Human,
+                (_, true) => ipcs::Unit::Bytes,
+                _ => ipcs::Unit::Default,
+            };
+            let ask = ipcs::Ask {
+                types: t,
+                format,
+                unit,
+                id: a.id,
+            };
+            ipcs::ipcs(a.socket, ask)
         }
         Command::Ipcrm(a) => {
             let all = match a.all.as_deref() {

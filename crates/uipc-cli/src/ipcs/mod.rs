@@ -1,0 +1,365 @@
+//! `uipc ipcs`: util-linux's ipcs, against a uipc daemon.
+//!
+//! The daemon is the one at `--socket`, else `$UIPC_SOCKET` (so it works inside
+//! `uipc run -- sh`), else the default socket. The listing walks each type's indices with
+//! `*_STAT_ANY` up to the highest index in use (from `*_INFO`), which is what util-linux's
+//! ipcs does when /proc/sysvipc is missing; `-l` asks each type's IPC_INFO, `-u` its `*_INFO`,
+//! `-s -i` each semaphore's GETVAL, GETNCNT, GETZCNT and GETPID. Every format is util-linux's
+//! (2.38), column for column: the default, `-c`, `-t`, `-p`, `-l`, `-u`, `-i ID`, each with
+//! `-b` or `--human` where util-linux takes them, sections in its order (queues, segments,
+//! semaphores). As in util-linux, the last format option and the last unit option given win.
+//! scripts/test-run.sh compares each with util-linux's on the same objects.
+
+mod fmt;
+mod summary;
+mod tables;
+
+pub use fmt::Unit;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use uipc::ipc::consts::*;
+use uipc::ipc::msg::{MsgInfo, MsqidDs};
+use uipc::ipc::sem::{SemInfo, SemidDs};
+use uipc::ipc::shm::ShmidDs;
+use uipc_proto::client::Connection;
+use uipc_proto::{Request, Response};
+
+/// Which daemon to talk to.
+pub fn socket(explicit: Option<PathBuf>) -> PathBuf {
+    explicit
+        .or_else(|| {
+            std::env::var_os("UIPC_SOCKET")
+                .filter(|s| !s.is_empty())
+                .map(PathBuf::from)
+        })
+        .unwrap_or_else(uipc_server::default_socket_path)
+}
+
+pub(crate) fn connect(path: &Path) -> Result<Connection, String> {
+    Connection::connect(path, false)
+        .map_err(|e| format!("no uipc daemon answers on {}: {e}", path.display()))
+}
+
+pub(crate) fn call(c: &Connection, req: Request) -> Result<Response, String> {
+    c.call(&req, false)
+        .map(|(r, _)| r)
+        .map_err(|e| format!("daemon: {e}"))
+}
+
+/// Which types a command covers.
+#[derive(Clone, Copy)]
+pub struct Types {
+    /// Message queues.
+    pub msg: bool,
+    /// Shared memory.
+    pub shm: bool,
+    /// Semaphores.
+    pub sem: bool,
+}
+
+fn max_index(c: &Connection, req: Request) -> Result<i32, String> {
+    Ok(match call(c, req)? {
+        Response::MsgInfo { ret, .. }
+        | Response::SemInfo { ret, .. }
+        | Response::ShmUsage { ret, .. } => ret,
+        Response::Error(e) => return Err(format!("info: errno {e}")),
+        other => return Err(format!("info: unexpected {other:?}")),
+    })
+}
+
+/// Every object of a type as the daemon's `*_STAT_ANY` returns it.
+fn each(
+    c: &Connection,
+    info: Request,
+    stat: impl Fn(i32) -> Request,
+) -> Result<Vec<Response>, String> {
+    let max = max_index(c, info)?;
+    let mut out = Vec::new();
+    for idx in 0..=max {
+        match call(c, stat(idx))? {
+            Response::Error(_) => {}
+            r => out.push(r),
+        }
+    }
+    Ok(out)
+}
+
+pub(crate) fn list_msg(c: &Connection) -> Result<Vec<(i32, Response)>, String> {
+    let info = Request::Msgctl {
+        msqid: 0,
+        cmd: MSG_INFO,
+        set: None,
+    };
+    let all = each(c, info, |i| Request::Msgctl {
+        msqid: i,
+        cmd: MSG_STAT_ANY,
+        set: None,
+    })?;
+    Ok(all
+        .into_iter()
+        .filter_map(|r| match &r {
+            Response::MsgStat { ret, .. } => Some((*ret, r)),
+            _ => None,
+        })
+        .collect())
+}
+
+pub(crate) fn list_shm(c: &Connection) -> Result<Vec<(i32, Response)>, String> {
+    let info = Request::Shmctl {
+        shmid: 0,
+        cmd: SHM_INFO,
+        set: None,
+    };
+    let all = each(c, info, |i| Request::Shmctl {
+        shmid: i,
+        cmd: SHM_STAT_ANY,
+        set: None,
+    })?;
+    Ok(all
+        .into_iter()
+        .filter_map(|r| match &r {
+            Response::ShmStat { ret, .. } => Some((*ret, r)),
+            _ => None,
+        })
+        .collect())
+}
+
+pub(crate) fn list_sem(c: &Connection) -> Result<Vec<(i32, Response)>, String> {
+    let info = Request::Semctl {
+        semid: 0,
+        semnum: 0,
+        cmd: SEM_INFO,
+        arg: uipc_proto::SemArg::None,
+    };
+    let all = each(c, info, |i| Request::Semctl {
+        semid: i,
+        semnum: 0,
+        cmd: SEM_STAT_ANY,
+        arg: uipc_proto::SemArg::None,
+    })?;
+    Ok(all
+        .into_iter()
+        .filter_map(|r| match &r {
+            Response::SemStat { ret, .. } => Some((*ret, r)),
+            _ => None,
+        })
+        .collect())
+}
+
+/// Which output (`-c`, `-t`, `-p`, `-l`, `-u`; the default listing otherwise).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Format {
+    /// The default columns.
+    Default,
+    /// `-c`.
+    Creator,
+    /// `-t`.
+    Time,
+    /// `-p`.
+    Pid,
+    /// `-l`.
+    Limits,
+    /// `-u`.
+    Status,
+}
+
+/// What `uipc ipcs` was asked.
+pub struct Ask {
+    /// The object types.
+    pub types: Types,
+    /// The format.
+    pub format: Format,
+    /// `-b` / `--human`.
+    pub unit: Unit,
+    /// `-i ID`.
+    pub id: Option<i32>,
+}
+
+fn msgs(c: &Connection) -> Result<Vec<(i32, MsqidDs)>, String> {
+    Ok(list_msg(c)?
+        .into_iter()
+        .filter_map(|(id, r)| match r {
+            Response::MsgStat { ds, .. } => Some((id, ds)),
+            _ => None,
+        })
+        .collect())
+}
+
+fn segments(c: &Connection) -> Result<Vec<(i32, ShmidDs)>, String> {
+    Ok(list_shm(c)?
+        .into_iter()
+        .filter_map(|(id, r)| match r {
+            Response::ShmStat { ds, .. } => Some((id, ds)),
+            _ => None,
+        })
+        .collect())
+}
+
+fn sems(c: &Connection) -> Result<Vec<(i32, SemidDs)>, String> {
+    Ok(list_sem(c)?
+        .into_iter()
+        .filter_map(|(id, r)| match r {
+            Response::SemStat { ds, .. } => Some((id, ds)),
+            _ => None,
+        })
+        .collect())
+}
+
+fn unexpected(what: &str, r: Response) -> String {
+    match r {
+        Response::Error(e) => format!("{what}: errno {e}"),
+        other => format!("{what}: unexpected {other:?}"),
+    }
+}
+
+fn msg_info(c: &Connection, cmd: i32) -> Result<MsgInfo, String> {
+    match call(
+        c,
+        Request::Msgctl {
+            msqid: 0,
+            cmd,
+            set: None,
+        },
+    )? {
+        Response::MsgInfo { info, .. } => Ok(info),
+        r => Err(unexpected("msgctl", r)),
+    }
+}
+
+fn sem_info(c: &Connection, cmd: i32) -> Result<SemInfo, String> {
+    let arg = uipc_proto::SemArg::None;
+    match call(
+        c,
+        Request::Semctl {
+            semid: 0,
+            semnum: 0,
+            cmd,
+            arg,
+        },
+    )? {
+        Response::SemInfo { info, .. } => Ok(info),
+        r => Err(unexpected("semctl", r)),
+    }
+}
+
+fn shm_call(c: &Connection, cmd: i32) -> Result<Response, String> {
+    call(
+        c,
+        Request::Shmctl {
+            shmid: 0,
+            cmd,
+            set: None,
+        },
+    )
+}
+
+fn sections(c: &Connection, t: Types, format: Format, unit: Unit) -> Result<String, String> {
+    let mut s = String::from("\n");
+    if t.msg {
+        s += &match format {
+            Format::Limits => summary::msg_limits(&msg_info(c, IPC_INFO)?, unit),
+            Format::Status => summary::msg_status(&msg_info(c, MSG_INFO)?, unit),
+            _ => tables::msg(&msgs(c)?, format, unit),
+        };
+        s += "\n";
+    }
+    if t.shm {
+        s += &match format {
+            Format::Limits => match shm_call(c, IPC_INFO)? {
+                Response::ShmInfo { info, .. } => summary::shm_limits(&info, unit),
+                r => return Err(unexpected("shmctl", r)),
+            },
+            Format::Status => match shm_call(c, SHM_INFO)? {
+                Response::ShmUsage { usage, .. } => summary::shm_status(&usage),
+                r => return Err(unexpected("shmctl", r)),
+            },
+            _ => tables::shm(&segments(c)?, format, unit),
+        };
+        s += "\n";
+    }
+    if t.sem {
+        s += &match format {
+            Format::Limits => summary::sem_limits(&sem_info(c, IPC_INFO)?),
+            Format::Status => summary::sem_status(&sem_info(c, SEM_INFO)?),
+            _ => tables::sem(&sems(c)?, format),
+        };
+        s += "\n";
+    }
+    Ok(s)
+}
+
+fn sem_value(c: &Connection, semid: i32, semnum: i32, cmd: i32) -> Result<i64, String> {
+    let arg = uipc_proto::SemArg::None;
+    match call(
+        c,
+        Request::Semctl {
+            semid,
+            semnum,
+            cmd,
+            arg,
+        },
+    )? {
+        Response::Ret(v) => Ok(v),
+        r => Err(unexpected("semctl failed", r)),
+    }
+}
+
+/// `-i ID`: the object in full, or `None` if no object of the type has that id.
+fn detail(c: &Connection, t: Types, id: i32, unit: Unit) -> Result<Option<String>, String> {
+    if t.msg {
+        let found = msgs(c)?.into_iter().find(|(i, _)| *i == id);
+        return Ok(found.map(|(_, ds)| summary::msg_detail(id, &ds, unit)));
+    }
+    if t.shm {
+        let found = segments(c)?.into_iter().find(|(i, _)| *i == id);
+        return Ok(found.map(|(_, ds)| summary::shm_detail(id, &ds, unit)));
+    }
+    let Some((_, ds)) = sems(c)?.into_iter().find(|(i, _)| *i == id) else {
+        return Ok(None);
+    };
+    let mut lines = Vec::new();
+    for n in 0..ds.nsems as i32 {
+        let mut line = [0; 4];
+        for (v, cmd) in line.iter_mut().zip([GETVAL, GETNCNT, GETZCNT, GETPID]) {
+            *v = sem_value(c, id, n, cmd)?;
+        }
+        lines.push(line);
+    }
+    Ok(Some(summary::sem_detail(id, &ds, &lines)))
+}
+
+/// `uipc ipcs`.
+pub fn ipcs(socket_path: Option<PathBuf>, ask: Ask) -> ExitCode {
+    let t = ask.types;
+    if ask.id.is_some() && [t.msg, t.shm, t.sem].iter().filter(|b| **b).count() != 1 {
+        eprintln!("uipc ipcs: when using an ID, a single resource must be specified");
+        return ExitCode::FAILURE;
+    }
+    let path = socket(socket_path);
+    let c = match connect(&path) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("uipc ipcs: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let text = match ask.id {
+        Some(id) => detail(&c, t, id, ask.unit).map(|found| {
+            found.unwrap_or_else(|| {
+                eprintln!("uipc ipcs: id {id} not found");
+                String::new()
+            })
+        }),
+        None => sections(&c, t, ask.format, ask.unit),
+    };
+    match text {
+        Ok(text) => {
+            print!("{text}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("uipc ipcs: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
