@@ -39,7 +39,7 @@ tests=(msg_sem_exchange sem_undo_kill shm_share shm_remap shm_rdonly_segv semop_
     timer_ids_exec timer_overrun vfork_spawn handler_ipc ipc_no_malloc handler_altstack timer_handler
     timer_no_malloc "load 64 100")
 # Linux's process model (privilege drops, exec, orphans): run under uipc run --locks --timers.
-process_tests=(priv_drop)
+process_tests=(priv_drop ident_per_call)
 export PROCESS_TESTS="${process_tests[*]}"
 
 # File locks: each program on the host kernel, then under `uipc run --locks`; the locks taken
@@ -188,13 +188,23 @@ if [ "$(id -u)" = 0 ]; then
     # calls_errno checks that the objects it creates are owned by its euid (nobody here).
     echo "-- uipc serve --shared as root, a client as nobody: judged by its own ids"
     shared_dir=$(mktemp -d)
-    cp "$uipc" target/release/libuipc_preload.so "$out/calls_errno" "$shared_dir/"
+    cp "$uipc" target/release/libuipc_preload.so "$out/calls_errno" "$out/ident_per_call" \
+        "$shared_dir/"
     chmod 755 "$shared_dir"
     "$uipc" serve --shared --socket "$shared_dir/run/socket" &
     serve_pid=$!
     for _ in $(seq 200); do [ -S "$shared_dir/run/socket" ] && break; sleep 0.05; done
     timeout 60 setpriv --reuid=65534 --regid=65534 --clear-groups \
         "$shared_dir/uipc" run --socket "$shared_dir/run/socket" -- "$shared_dir/calls_errno"
+    # A user in a user namespace of its own (root there, as after unshare -Ur) has no
+    # capability over root's 0600 set: on the host kernel, then on the shared daemon.
+    as_nobody='setpriv --reuid=65534 --regid=65534 --clear-groups'
+    timeout 60 unshare --ipc sh -c "$shared_dir/ident_per_call make 0x75492020 &&
+        $as_nobody $shared_dir/ident_per_call userns 0x75492020"
+    "$shared_dir/uipc" run --socket "$shared_dir/run/socket" -- \
+        "$shared_dir/ident_per_call" make 0x75492020
+    timeout 60 $as_nobody "$shared_dir/uipc" run --socket "$shared_dir/run/socket" -- \
+        "$shared_dir/ident_per_call" userns 0x75492020
     kill -TERM "$serve_pid"
     wait "$serve_pid"
     rm -rf "$shared_dir"

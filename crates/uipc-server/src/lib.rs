@@ -59,12 +59,16 @@
 //! - A frame's pid is the number the kernel reports at receive time; a process that died and
 //!   whose pid was reused at once could be confused with its successor (SCM_PIDFD would close
 //!   this gap).
-//! - Credentials other than the verified pid, euid and egid come from `/proc/PID/status`
-//!   (the main thread's view) and are cached until the verified ids change: a `setgroups` or
-//!   `capset` that keeps the effective ids is not seen.
+//! - Capabilities are read with `capget` of the process (its main thread's) and supplementary
+//!   groups from its `/proc/PID/status` (the main thread's too): a thread whose capabilities
+//!   or groups differ from its main thread's (capset, setgroups or setuid made by one thread
+//!   through a raw system call) is judged by the main thread's, with the groups dropped if its
+//!   effective ids differ. A process in an ancestor of the daemon's user namespace gets no
+//!   capabilities (Linux grants it those it holds there).
 //! - What still holds a worker while it runs (never while a call waits for a waker): the
-//!   `/proc/*/fd` scans of lock closes and sweeps, the reading of `/proc/PID/status` for new
-//!   credentials, a large reply the kernel would not buffer whole (only
+//!   `/proc/*/fd` scans of lock closes and sweeps, the reading of `/proc/PID/status` when a
+//!   check needs the caller's supplementary groups, a large reply the kernel would not buffer
+//!   whole (only
 //!   for a daemon without CAP_NET_ADMIN, with a reply over `net.core.wmem_max`, to a client
 //!   that read everything before: the rest waits for it, at most 10 seconds; a client that
 //!   left replies unread loses its connection instead, [`conn`]), and an exit handled by a

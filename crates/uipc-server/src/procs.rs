@@ -21,12 +21,14 @@
 //! carrying the same pid opens a new pidfd (ESRCH if nothing runs under it; a zombie's
 //! pidfd is ready at once, so its record is cleaned again right away).
 //!
-//! Credentials: the kernel verifies the pid, effective uid and effective gid each frame
-//! carries; the real and saved ids, supplementary groups, effective capabilities and
-//! RLIMIT_MEMLOCK come from `/proc/PID/status` and `prlimit`, read when the frame's ids
-//! differ from the cached ones. If the status file's effective ids do not match the verified
-//! ones (the process changed ids since), the daemon trusts only the verified ids: no
-//! capabilities, no supplementary groups.
+//! Credentials ([`cred_of`]), read for each call, nothing cached: the kernel verifies the pid,
+//! effective uid and effective gid each frame carries; effective capabilities (`capget`, and
+//! `/proc/PID/ns/user` to count them only within the daemon's user namespace) and
+//! supplementary groups (`/proc/PID/status`) are read when a check of the call first needs
+//! them, the real and saved ids and RLIMIT_MEMLOCK only for SHM_LOCK. If the status file's
+//! effective ids do not match the verified ones (the process changed ids since, or the calling
+//! thread's differ from the main thread's), the daemon trusts only the verified ids: no
+//! supplementary groups.
 //!
 //! Lock order: `Procs::map` -> one `ProcState::inner`. An exit is handled with no guard held
 //! by the handling thread, and cancellers run with no lock of this module held (they take a
@@ -36,7 +38,7 @@ use crate::admission::Admission;
 use std::collections::HashMap;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
-use uipc::{CapSet, Cred, Errno, Interrupt};
+use uipc::{Cap, CapSet, Cred, Errno, Interrupt};
 use uipc_proto::transport::PeerCred;
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -66,8 +68,6 @@ struct ProcInner {
     interrupts: HashMap<u64, Interrupt>,
     /// How to end the parked calls among them, by session id.
     cancellers: HashMap<u64, Canceller>,
-    /// Credentials built for the last verified ids seen.
-    cred: Option<(PeerCred, Cred)>,
 }
 
 /// The table of client processes.
@@ -191,7 +191,6 @@ impl Procs {
                             inflight: 0,
                             interrupts: HashMap::new(),
                             cancellers: HashMap::new(),
-                            cred: None,
                         }),
                         changed: Condvar::new(),
                     });
@@ -298,65 +297,160 @@ impl Procs {
     }
 }
 
-impl ProcState {
-    /// The engine identity for a frame with verified ids `peer`.
-    pub fn cred(&self, peer: PeerCred) -> Cred {
-        let mut g = lock(&self.inner);
-        if let Some((p, c)) = &g.cred {
-            if *p == peer {
-                return c.clone();
-            }
-        }
-        let c = read_cred(peer);
-        g.cred = Some((peer, c.clone()));
-        c
-    }
-}
-
-/// Parses `/proc/PID/status` (ids, groups, CapEff) into a `Cred` for `peer`.
-fn read_cred(peer: PeerCred) -> Cred {
+/// The engine identity of a frame with verified ids `peer`, as the kernel judges the call now.
+///
+/// The effective uid and gid are the frame's (SCM_CREDENTIALS: the sending thread's, checked
+/// by the kernel at the send). Capabilities and supplementary groups are read from the kernel
+/// when a check first needs them ([`uipc::Lazy`]: [`read_caps`], [`read_groups`]), so a
+/// capset(), setgroups() or change of user namespace counts from the next call, and most calls
+/// (an owner using its object, a mode that grants the request) read nothing. With `full`
+/// (SHM_LOCK, which charges the real uid and reads RLIMIT_MEMLOCK) the real and saved ids and
+/// the limit are read from `/proc/PID/status` and `prlimit` too; otherwise they are the
+/// effective ones, which no other call looks at.
+pub fn cred_of(peer: PeerCred, full: bool) -> Cred {
     let mut cred = Cred {
         caps: CapSet::EMPTY,
+        lazy_caps: Some(uipc::Lazy::new(read_caps)),
+        lazy_groups: Some(uipc::Lazy::new(read_groups)),
         ..Cred::user(peer.pid, peer.uid, peer.gid)
     };
-    let Ok(text) = std::fs::read_to_string(format!("/proc/{}/status", peer.pid)) else {
-        return cred;
-    };
-    let ids = |line: &str| -> Vec<u32> {
-        line.split_whitespace()
-            .filter_map(|w| w.parse().ok())
-            .collect()
-    };
-    let (mut uids, mut gids, mut groups, mut caps) = (vec![], vec![], vec![], None);
-    for line in text.lines() {
-        if let Some(rest) = line.strip_prefix("Uid:") {
-            uids = ids(rest);
-        } else if let Some(rest) = line.strip_prefix("Gid:") {
-            gids = ids(rest);
-        } else if let Some(rest) = line.strip_prefix("Groups:") {
-            groups = ids(rest);
-        } else if let Some(rest) = line.strip_prefix("CapEff:") {
-            caps = u64::from_str_radix(rest.trim(), 16).ok();
+    if full {
+        if let Some(status) = Status::read(&cred) {
+            cred.uid = status.uid;
+            cred.suid = status.suid;
+            cred.gid = status.gid;
+            cred.sgid = status.sgid;
+        }
+        let mut lim = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        // SAFETY: reads another process's limit into a live struct; no new limit is set.
+        if unsafe { libc::prlimit(peer.pid, libc::RLIMIT_MEMLOCK, std::ptr::null(), &mut lim) } == 0
+        {
+            cred.rlimit_memlock = lim.rlim_cur;
         }
     }
-    if uids.len() < 3 || gids.len() < 3 || uids[1] != peer.uid || gids[1] != peer.gid {
-        return cred;
-    }
-    cred.uid = uids[0];
-    cred.suid = uids[2];
-    cred.gid = gids[0];
-    cred.sgid = gids[2];
-    cred.groups = groups;
-    cred.caps = CapSet::from_bits(caps.unwrap_or(0));
-    let mut lim = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: reads another process's limit into a live struct; no new limit is set.
-    if unsafe { libc::prlimit(peer.pid, libc::RLIMIT_MEMLOCK, std::ptr::null(), &mut lim) } == 0 {
-        cred.rlimit_memlock = lim.rlim_cur;
-    }
     cred
+}
+
+/// The capabilities that matter to the engine: none of them counts outside the daemon's user
+/// namespace.
+const ENGINE_CAPS: [Cap; 7] = [
+    Cap::IPC_LOCK,
+    Cap::IPC_OWNER,
+    Cap::SYS_ADMIN,
+    Cap::SYS_RESOURCE,
+    Cap::LEASE,
+    Cap::WAKE_ALARM,
+    Cap::CHECKPOINT_RESTORE,
+];
+
+/// The caller's effective capabilities over the daemon's objects, now: its effective set
+/// (`capget` of the process, which reads its main thread's) if it lives in the daemon's user
+/// namespace, which owns the namespace served; none otherwise (Linux's `ns_capable` against
+/// the IPC namespace's owner: capabilities a process holds in a user namespace of its own, as
+/// after `unshare -Ur`, give nothing over the daemon's objects). A process in an ancestor of
+/// the daemon's user namespace also gets none here (Linux would grant its capabilities there).
+pub fn read_caps(cred: &Cred) -> CapSet {
+    let mut head = CapHeader {
+        version: LINUX_CAPABILITY_VERSION_3,
+        pid: cred.tgid,
+    };
+    let mut data = [CapData::default(); 2];
+    // SAFETY: capget with a v3 header and room for the two data structs it fills; it only
+    // reads the target's sets.
+    if unsafe { libc::syscall(libc::SYS_capget, &mut head, data.as_mut_ptr()) } != 0 {
+        return CapSet::EMPTY;
+    }
+    let caps =
+        CapSet::from_bits(u64::from(data[0].effective) | (u64::from(data[1].effective) << 32));
+    if !ENGINE_CAPS.iter().any(|&c| caps.has(c)) || !in_daemon_user_ns(cred.tgid) {
+        return CapSet::EMPTY;
+    }
+    caps
+}
+
+/// `_LINUX_CAPABILITY_VERSION_3`: 64-bit sets, in two halves.
+const LINUX_CAPABILITY_VERSION_3: u32 = 0x2008_0522;
+
+/// `struct __user_cap_header_struct`.
+#[repr(C)]
+struct CapHeader {
+    version: u32,
+    pid: i32,
+}
+
+/// `struct __user_cap_data_struct`: one 32-bit half of each set.
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+struct CapData {
+    effective: u32,
+    permitted: u32,
+    inheritable: u32,
+}
+
+/// Whether process `pid` is in the daemon's user namespace (`/proc/PID/ns/user` names the
+/// same namespace as the daemon's own; unreadable: no).
+fn in_daemon_user_ns(pid: i32) -> bool {
+    static OURS: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+    let ours = OURS.get_or_init(|| user_ns_of("self"));
+    ours.is_some() && *ours == user_ns_of(&pid.to_string())
+}
+
+/// The target of `/proc/WHO/ns/user` (`user:[INODE]`).
+fn user_ns_of(who: &str) -> Option<String> {
+    std::fs::read_link(format!("/proc/{who}/ns/user"))
+        .ok()
+        .and_then(|p| p.into_os_string().into_string().ok())
+}
+
+/// The caller's supplementary groups, now (`/proc/PID/status`); none if its effective ids
+/// there are not the frame's (the main thread's differ from the calling thread's, or the
+/// process changed ids since it sent the frame).
+pub fn read_groups(cred: &Cred) -> Vec<u32> {
+    Status::read(cred).map(|s| s.groups).unwrap_or_default()
+}
+
+/// What the daemon reads from `/proc/PID/status`.
+struct Status {
+    uid: u32,
+    suid: u32,
+    gid: u32,
+    sgid: u32,
+    groups: Vec<u32>,
+}
+
+impl Status {
+    /// `/proc/PID/status` of `cred`'s process, if its effective ids are `cred`'s.
+    fn read(cred: &Cred) -> Option<Status> {
+        let text = std::fs::read_to_string(format!("/proc/{}/status", cred.tgid)).ok()?;
+        let ids = |line: &str| -> Vec<u32> {
+            line.split_whitespace()
+                .filter_map(|w| w.parse().ok())
+                .collect()
+        };
+        let (mut uids, mut gids, mut groups) = (vec![], vec![], vec![]);
+        for line in text.lines() {
+            if let Some(rest) = line.strip_prefix("Uid:") {
+                uids = ids(rest);
+            } else if let Some(rest) = line.strip_prefix("Gid:") {
+                gids = ids(rest);
+            } else if let Some(rest) = line.strip_prefix("Groups:") {
+                groups = ids(rest);
+            }
+        }
+        if uids.len() < 3 || gids.len() < 3 || uids[1] != cred.euid || gids[1] != cred.egid {
+            return None;
+        }
+        Some(Status {
+            uid: uids[0],
+            suid: uids[2],
+            gid: gids[0],
+            sgid: gids[2],
+            groups,
+        })
+    }
 }
 
 #[cfg(test)]
@@ -364,24 +458,24 @@ mod tests {
     use super::*;
 
     #[test]
-    fn own_status_gives_root_caps_and_a_mismatched_euid_gives_none() {
+    fn own_identity_is_read_when_asked_and_a_mismatched_euid_reads_no_groups() {
         // SAFETY: plain getters.
         let (pid, euid, egid) = unsafe { (libc::getpid(), libc::geteuid(), libc::getegid()) };
-        let me = read_cred(PeerCred {
+        let peer = PeerCred {
             pid,
             uid: euid,
             gid: egid,
-        });
+        };
+        let me = cred_of(peer, true);
         assert_eq!((me.euid, me.egid, me.tgid), (euid, egid, pid));
-        if euid == 0 {
-            assert!(me.has_cap(uipc::Cap::SYS_ADMIN));
-        }
-        let other = read_cred(PeerCred {
-            pid,
-            uid: euid + 1,
-            gid: egid,
-        });
-        assert_eq!(other.caps, CapSet::EMPTY);
-        assert_eq!(other.euid, euid + 1);
+        assert_eq!(me.caps, CapSet::EMPTY, "nothing read before a check asks");
+        assert_eq!(me.has_cap(Cap::SYS_ADMIN), euid == 0);
+        // SAFETY: plain getter.
+        assert_eq!(me.uid, unsafe { libc::getuid() });
+        let other = Cred {
+            euid: euid + 1,
+            ..me.clone()
+        };
+        assert!(read_groups(&other).is_empty());
     }
 }

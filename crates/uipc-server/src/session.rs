@@ -144,7 +144,7 @@ fn serve_frame(shared: &Arc<Shared>, conn: &Arc<Conn>, frame: Received) {
         return close(shared, conn);
     };
     let mut slot = lock(&conn.call);
-    match serve_one(shared, conn, peer, &guard, (req, frame.fd)) {
+    match serve_one(shared, conn, peer, (req, frame.fd)) {
         Served::Reply(resp, pass) => {
             let sent = conn.reply(&resp, pass.as_ref().map(|p| p.as_raw_fd()), &shared.jobs);
             drop(guard);
@@ -243,10 +243,11 @@ fn serve_one(
     shared: &Shared,
     conn: &Conn,
     peer: PeerCred,
-    guard: &ProcGuard,
     (req, passed): (Request, Option<OwnedFd>),
 ) -> Served {
-    let cred = guard.proc().cred(peer);
+    // SHM_LOCK charges the real uid against RLIMIT_MEMLOCK; no other call reads either.
+    let full = matches!(req, Request::Shmctl { cmd, .. } if cmd == uipc::ipc::consts::SHM_LOCK);
+    let cred = crate::procs::cred_of(peer, full);
     if let Request::ForkChild { child } = req {
         let resp = if parent_of(child) != Some(peer.pid) {
             Response::Error(Errno::EPERM.raw())

@@ -4,7 +4,8 @@
 //! look at: pids, the three uids and gids, supplementary groups, the capabilities that override
 //! permission checks, and the two resource limits these subsystems read. The embedder fills it
 //! from wherever it learns identities (kernel-verified socket credentials in the daemon, its own
-//! task model in a sandbox).
+//! task model in a sandbox); capabilities and supplementary groups may instead be read when a
+//! check first needs them ([`Lazy`]).
 
 /// A Linux capability number, as in `<linux/capability.h>`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -68,6 +69,42 @@ impl CapSet {
     }
 }
 
+/// A part of the identity an embedder reads only when a check needs it (the daemon reads the
+/// caller's capabilities and supplementary groups from the kernel at that moment, rather than
+/// on every call): [`Cred::has_cap`] and [`Cred::in_group`] call `read` with the caller's
+/// `Cred` the first time the known part does not decide, and keep the answer for the rest of
+/// the call. Most calls never look: the owner's check stops before the groups, and a mode
+/// that grants the request before CAP_IPC_OWNER.
+#[derive(Clone, Debug)]
+pub struct Lazy<T> {
+    read: fn(&Cred) -> T,
+    // Not `crate::sync`: a plain one-time cell, never part of a loom model.
+    once: std::sync::OnceLock<T>,
+}
+
+impl<T> Lazy<T> {
+    /// A value to be read by `read` at the first check that needs it.
+    pub fn new(read: fn(&Cred) -> T) -> Lazy<T> {
+        Lazy {
+            read,
+            once: std::sync::OnceLock::new(),
+        }
+    }
+
+    fn get(&self, cred: &Cred) -> &T {
+        self.once.get_or_init(|| (self.read)(cred))
+    }
+}
+
+/// Two are the same if they read the same way (what they read depends on the `Cred`).
+impl<T> PartialEq for Lazy<T> {
+    fn eq(&self, other: &Lazy<T>) -> bool {
+        std::ptr::fn_addr_eq(self.read, other.read)
+    }
+}
+
+impl<T> Eq for Lazy<T> {}
+
 /// `RLIM_INFINITY`.
 pub const RLIM_INFINITY: u64 = u64::MAX;
 
@@ -92,8 +129,12 @@ pub struct Cred {
     pub sgid: u32,
     /// Supplementary groups.
     pub groups: Vec<u32>,
+    /// More supplementary groups, read when a check first needs them (see [`Lazy`]).
+    pub lazy_groups: Option<Lazy<Vec<u32>>>,
     /// Effective capabilities, within the IPC namespace's user namespace.
     pub caps: CapSet,
+    /// More effective capabilities, read when a check first needs them (see [`Lazy`]).
+    pub lazy_caps: Option<Lazy<CapSet>>,
     /// `RLIMIT_MEMLOCK` (bytes), read by SHM_LOCK.
     pub rlimit_memlock: u64,
     /// `RLIMIT_SIGPENDING`, read by timer_create.
@@ -113,7 +154,9 @@ impl Cred {
             egid: 0,
             sgid: 0,
             groups: Vec::new(),
+            lazy_groups: None,
             caps: CapSet::ALL,
+            lazy_caps: None,
             rlimit_memlock: 8 << 20,
             rlimit_sigpending: 63_000,
         }
@@ -144,11 +187,20 @@ impl Cred {
     /// Whether the effective capability set holds `cap`.
     pub fn has_cap(&self, cap: Cap) -> bool {
         self.caps.has(cap)
+            || self
+                .lazy_caps
+                .as_ref()
+                .is_some_and(|lazy| lazy.get(self).has(cap))
     }
 
     /// `in_group_p`: the effective gid or a supplementary group is `gid`.
     pub fn in_group(&self, gid: u32) -> bool {
-        self.egid == gid || self.groups.contains(&gid)
+        self.egid == gid
+            || self.groups.contains(&gid)
+            || self
+                .lazy_groups
+                .as_ref()
+                .is_some_and(|lazy| lazy.get(self).contains(&gid))
     }
 }
 
@@ -174,6 +226,26 @@ mod tests {
             ..Cred::user(2, 1000, 100)
         };
         assert!(u.in_group(100) && u.in_group(7) && !u.in_group(0));
+        fn read_once(cred: &Cred) -> Vec<u32> {
+            assert!(
+                !READ.swap(true, std::sync::atomic::Ordering::SeqCst),
+                "read twice"
+            );
+            vec![cred.euid + 1]
+        }
+        static READ: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+        let lazy = Cred {
+            lazy_groups: Some(Lazy::new(read_once)),
+            ..Cred::user(2, 1000, 100)
+        };
+        assert!(lazy.in_group(100), "the effective gid needs no read");
+        assert!(!READ.load(std::sync::atomic::Ordering::SeqCst));
+        assert!(lazy.in_group(1001) && !lazy.in_group(7) && lazy.in_group(1001));
+        let caps = Cred {
+            lazy_caps: Some(Lazy::new(|_| CapSet::EMPTY.with(Cap::IPC_OWNER))),
+            ..Cred::user(2, 1000, 100)
+        };
+        assert!(caps.has_cap(Cap::IPC_OWNER) && !caps.has_cap(Cap::SYS_ADMIN));
         assert!(!CapSet::ALL.without(Cap::SYS_ADMIN).has(Cap::SYS_ADMIN));
     }
 }

@@ -34,6 +34,6 @@ pub mod timers;
 pub mod wait;
 
 pub use clock::{Clock, ManualClock, SystemClock};
-pub use cred::{Cap, CapSet, Cred};
+pub use cred::{Cap, CapSet, Cred, Lazy};
 pub use errno::{Errno, Result};
 pub use wait::{Interrupt, Notifier, ParkCtx, Progress, WaitCtx, Waiter, WakeReason};
