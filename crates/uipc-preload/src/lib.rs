@@ -22,7 +22,8 @@
 //! (`timer_service.rs`), otherwise the C library's own functions. The exec functions (execve,
 //! execv, execvp, execvpe, execl, execle, execlp, fexecve, execveat: `exec.rs`) carry the
 //! timer id counter to the new program image under `--timers`; sigprocmask, pthread_sigmask,
-//! sigwaitinfo and sigtimedwait (`timer_mask.rs`) keep timer overruns as Linux fixes them.
+//! sigwaitinfo, sigtimedwait (`timer_mask.rs`) and sigaction (`timer_handlers.rs`) keep timer
+//! overruns as Linux fixes them.
 //!
 //! Every export catches panics (none crosses the C ABI: the call fails with EINVAL instead),
 //! sets errno through `__errno_location` on failure and leaves it untouched on success. Thread
@@ -106,16 +107,15 @@
 //!     getoverrun reports but no signal carries: such timers deliver fewer signals than Linux
 //!     (measured with a handler, 1 s: 1 ms periods 981 signals against the host's 990;
 //!     200 µs periods 2,361 against 4,899).
-//!   - `si_overrun`: exact for a signal accepted with sigwaitinfo or sigtimedwait (the
-//!     library's exports dequeue it from the engine and write the count, `timer_mask.rs`).
-//!     For a signal taken by a handler, a still-pending process signal is taken back and
-//!     queued again with the overrun at each boundary, so one taken right after a boundary,
-//!     before that update, carries one less than getoverrun then returns (Linux: equal); a
-//!     SIGEV_THREAD_ID signal cannot be taken back from another thread's queue: in a handler
-//!     its `si_overrun` is 0 (its getoverrun is right). Re-queueing moves it behind other
-//!     queued signals of its number. signalfd reads are not corrected either.
+//!   - `si_overrun`: exact for a signal accepted with sigwaitinfo or sigtimedwait, or taken
+//!     by a handler installed with sigaction and SA_SIGINFO (the library's exports dequeue it
+//!     from the engine then and write the count: `timer_mask.rs`, `timer_handlers.rs`),
+//!     SIGEV_THREAD_ID included. Not corrected: signalfd reads, and handlers installed by a
+//!     raw rt_sigaction. A still-pending process signal is also taken back and queued again
+//!     with the overrun at each boundary, which moves it behind other queued signals of its
+//!     number.
 //!   - Unblocking: sigprocmask and pthread_sigmask (the library's exports) fire the timers due
-//!     and wait up to 50 ms for their signals to be queued before setting a mask that may
+//!     and wait up to 1 s for their signals to be queued before setting a mask that may
 //!     unblock, so a signal blocked at its expiry is pending at the unblock as on Linux and
 //!     getoverrun then counts what it absorbed; an unblock by sigsuspend, pselect, ppoll or a
 //!     raw rt_sigprocmask does not wait.
@@ -248,6 +248,7 @@ mod slots;
 mod syscall;
 mod timer;
 mod timer_abi;
+mod timer_handlers;
 mod timer_in_flight;
 mod timer_mask;
 mod timer_service;
@@ -343,6 +344,7 @@ extern "C" fn init() {
     exec::prepare();
     timer::prepare();
     timer_mask::prepare();
+    timer_handlers::prepare();
 }
 
 /// Runs [`init`] when the library is loaded.

@@ -179,22 +179,28 @@ fn errno() -> c_int {
 }
 
 /// How long an unblocking call waits at most for the service thread.
-const CATCH_UP_WAIT: Duration = Duration::from_millis(50);
+const CATCH_UP_WAIT: Duration = Duration::from_secs(1);
 
 impl Service {
     /// Fires the timers due by now and waits (at most [`CATCH_UP_WAIT`]) until the service
-    /// thread has queued their signals in the kernel. All signals stay blocked meanwhile.
+    /// thread has queued their signals in the kernel, and any it was sending. All signals
+    /// stay blocked meanwhile.
     pub(crate) fn catch_up(&self) {
         let saved = errno();
         let _held = SignalsBlocked::new();
         self.engine.run_expired();
+        // The batch holding what is queued now, or else the one being sent (taken from the
+        // outbox, not yet in the kernel).
         let target = {
             let outbox = self.outbox.0.lock().unwrap_or_else(|e| e.into_inner());
-            if outbox.is_empty() {
-                return;
-            }
-            self.batches_taken.load(Ordering::Acquire) + 1
+            let taken = self.batches_taken.load(Ordering::Acquire);
+            taken + u64::from(!outbox.is_empty())
         };
+        if self.batches_sent.load(Ordering::Acquire) >= target {
+            // SAFETY: restores this thread's errno.
+            unsafe { *libc::__errno_location() = saved };
+            return;
+        }
         self.engine.clock_was_set();
         let start = Instant::now();
         while self.batches_sent.load(Ordering::Acquire) < target && start.elapsed() < CATCH_UP_WAIT
