@@ -14,6 +14,11 @@
 //!   signals unblocked, as glibc runs it;
 //! - SIGEV_NONE: nothing (the engine never arms such a timer).
 //!
+//! The caller's identity: `timer_create` asks the kernel (raw getuid, getgid, gettid and the
+//! RLIMIT_SIGPENDING limit: the engine counts queued signals per user); settime, gettime,
+//! getoverrun and delete find the timer by the process alone, as Linux does, so they ask
+//! nothing (the pid is the library's cached one, `vfork.rs`).
+//!
 //! # Signals in flight
 //! The engine keeps at most one signal per timer queued and turns expirations meanwhile into the
 //! overrun; a periodic timer is re-armed only when its signal is dequeued. The kernel tells no
@@ -127,7 +132,7 @@ pub fn current() -> Option<&'static Service> {
     let p = SERVICE.load(Ordering::Acquire);
     // SAFETY: a non-null pointer is a leaked `Box<Service>`, never freed.
     let svc = unsafe { p.as_ref() }?;
-    (svc.pid == raw_id(libc::SYS_getpid)).then_some(svc)
+    (svc.pid == crate::vfork::pid()).then_some(svc)
 }
 
 /// The service of this process, made on first use (without its thread yet).
@@ -202,6 +207,13 @@ impl Service {
             cred.rlimit_sigpending = limit.rlim_cur;
         }
         cred
+    }
+
+    /// The caller as settime, gettime, getoverrun and delete need it: Linux finds the timer
+    /// by the calling process alone and checks no id or limit, and so does the engine (it
+    /// reads only `tgid`), so nothing is asked of the kernel; the ids are left as nobody's.
+    fn owner(&self) -> Cred {
+        Cred::user(self.pid, u32::MAX, u32::MAX)
     }
 
     /// `timer_create` with a checked sigevent; `out` is where the id goes (`len` 4 or 8 bytes).
@@ -287,7 +299,7 @@ impl Service {
         }
         let old = self
             .engine
-            .timer_settime(&self.cred(), TimerId::from_raw(id), flags, new)?;
+            .timer_settime(&self.owner(), TimerId::from_raw(id), flags, new)?;
         // The service thread recomputes its sleep: arming a CPU-time timer (polled) or one
         // whose expiry has passed does not wake the engine's driver by itself.
         self.engine.clock_was_set();
@@ -298,21 +310,21 @@ impl Service {
     pub fn gettime(&self, id: i32) -> Result<ItimerSpec, Errno> {
         self.settle(id, false);
         self.engine
-            .timer_gettime(&self.cred(), TimerId::from_raw(id))
+            .timer_gettime(&self.owner(), TimerId::from_raw(id))
     }
 
     /// `timer_getoverrun`.
     pub fn getoverrun(&self, id: i32) -> Result<i32, Errno> {
         self.settle(id, false);
         self.engine
-            .timer_getoverrun(&self.cred(), TimerId::from_raw(id))
+            .timer_getoverrun(&self.owner(), TimerId::from_raw(id))
     }
 
     /// `timer_delete`.
     pub fn delete(&self, id: i32) -> Result<(), Errno> {
         self.settle(id, true);
         self.engine
-            .timer_delete(&self.cred(), TimerId::from_raw(id))?;
+            .timer_delete(&self.owner(), TimerId::from_raw(id))?;
         self.timers.fetch_sub(1, Ordering::Relaxed);
         lock(&self.callbacks).remove(&id);
         // A signal still in flight (a thread's, which cannot be taken back) is forgotten here,
