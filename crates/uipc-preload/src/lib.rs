@@ -174,6 +174,14 @@
 //!   detaches nothing. mremap of part of an attachment, or with MREMAP_DONTUNMAP, leaves the
 //!   library's record where the attachment was (shmdt at its start unmaps its whole original
 //!   range). `/proc/PID/maps` names the segments' memfds, not `/SYSV<key> (deleted)`.
+//! - The library keeps the caller's pid instead of asking the kernel on every call (the
+//!   atfork handler renews it), until the process first calls vfork, the C library's clone or
+//!   `_Fork`, or `syscall()` with a fork or clone number (`vfork.rs`). A child made by a fork
+//!   or clone system call that the program issues with its own instructions is not seen: it
+//!   would talk on its parent's sessions with its parent's pid. Likewise a slot checks that
+//!   its descriptor is still its socket only after a close, dup2, dup3, fclose, close_range,
+//!   closefrom or `syscall()` of those numbers (`slots.rs`): a descriptor of the library's
+//!   closed or replaced by the program's own system call instruction is not noticed.
 //! - execve is seen when the new image makes its first call (its `Hello` says it is new; under
 //!   `--locks` the constructor makes it): an image that never calls keeps its old attachments
 //!   counted until it exits, and one started without the library keeps them too.

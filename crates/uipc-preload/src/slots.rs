@@ -23,18 +23,32 @@
 //! descriptor without allocating) whose destructor closes the thread's sockets and unmaps its
 //! buffers.
 //!
-//! Before each call a slot's descriptor is checked to still be its socket (same inode): a
-//! program may close descriptors it does not know about, and the number may then name its
-//! own file; such a slot forgets the number and connects again. A connection made before a
+//! A program may close descriptors it does not know about, and the number may then name its
+//! own file; a slot whose descriptor no longer names its socket (another inode) forgets the
+//! number and connects again. The check (an fstat) is made only when a descriptor may have
+//! been closed or replaced since the slot last checked: the library's close, dup2, dup3,
+//! fclose, close_range, closefrom and `syscall()` with those numbers bump [`CLOSES`] before
+//! they act, and a slot remembers the count it last checked at. (A descriptor closed by a
+//! system call the program issues with its own instructions is not seen: listed in the crate
+//! doc's limits.) A connection made before a
 //! fork (an older [`crate::conn::GENERATION`]) is closed without a word and replaced.
 
 use crate::conn::open_session;
 use crate::mapbuf::{self, MapBuf};
 use std::cell::Cell;
 use std::os::fd::RawFd;
-use std::sync::atomic::{compiler_fence, AtomicUsize, Ordering};
+use std::sync::atomic::{compiler_fence, AtomicU64, AtomicUsize, Ordering};
 use uipc::Errno;
 use uipc_proto::client::{inode_of, ReplySpace};
+
+/// Calls that may have closed or replaced a descriptor, counted (see the module doc).
+static CLOSES: AtomicU64 = AtomicU64::new(0);
+
+/// Says that a descriptor may be closed or replaced now: the next call of every slot checks
+/// its socket again. Called before the close happens.
+pub fn descriptors_may_change() {
+    CLOSES.fetch_add(1, Ordering::SeqCst);
+}
 
 /// Connections a thread keeps: its own calls', and one level of signal handler.
 pub const CACHED_SLOTS: usize = 2;
@@ -46,6 +60,8 @@ pub struct Slot {
     fd: Cell<RawFd>,
     inode: Cell<u64>,
     generation: Cell<u64>,
+    /// [`CLOSES`] when the descriptor was last checked.
+    checked_at: Cell<u64>,
     busy: Cell<bool>,
     buf: Cell<*mut u8>,
 }
@@ -57,6 +73,7 @@ impl Slot {
             fd: Cell::new(-1),
             inode: Cell::new(0),
             generation: Cell::new(0),
+            checked_at: Cell::new(0),
             busy: Cell::new(false),
             buf: Cell::new(std::ptr::null_mut()),
         }
@@ -94,8 +111,13 @@ impl Slot {
     /// fork. Only with `may_announce` can the hello say that the image is new.
     fn connection(&self, generation: u64, may_announce: bool) -> Result<RawFd, Errno> {
         let fd = self.fd.get();
+        // Read before any check, so that a close counted after it is seen next time.
+        let closes = CLOSES.load(Ordering::SeqCst);
         if fd >= 0 {
-            if self.generation.get() == generation && inode_of(fd) == Some(self.inode.get()) {
+            if self.generation.get() == generation
+                && (self.checked_at.get() == closes || inode_of(fd) == Some(self.inode.get()))
+            {
+                self.checked_at.set(closes);
                 return Ok(fd);
             }
             self.drop_connection();
@@ -104,6 +126,7 @@ impl Slot {
         self.fd.set(fd);
         self.inode.set(inode_of(fd).unwrap_or(0));
         self.generation.set(generation);
+        self.checked_at.set(closes);
         Ok(fd)
     }
 }

@@ -133,8 +133,14 @@ pub extern "C-unwind" fn syscall(
     if crate::exec::is_exec_number(nr) && timer::routed() {
         return crate::exec::syscall_routed(nr, args);
     }
+    if crate::locks::is_lock_number(nr) && nr != libc::SYS_fcntl && nr != libc::SYS_flock {
+        crate::slots::descriptors_may_change();
+    }
     if crate::locks::is_lock_number(nr) && crate::locks::routing() {
         return crate::locks::syscall_routed(nr, args);
+    }
+    if crate::vfork::is_child_number(nr) {
+        crate::vfork::unseen_child_ahead();
     }
     pass(nr, args)
 }

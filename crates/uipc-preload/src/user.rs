@@ -34,7 +34,7 @@ pub fn copy_in_to(addr: usize, buf: &mut [u8]) -> Result<(), Errno> {
         iov_len: buf.len(),
     };
     // SAFETY: `local` is a live buffer of `buf.len()` bytes; the kernel checks `remote`.
-    let n = unsafe { libc::process_vm_readv(libc::getpid(), &local, 1, &remote, 1, 0) };
+    let n = unsafe { libc::process_vm_readv(crate::vfork::pid(), &local, 1, &remote, 1, 0) };
     if n == buf.len() as isize {
         Ok(())
     } else {
@@ -59,7 +59,7 @@ pub fn copy_out(addr: usize, data: &[u8]) -> Result<(), Errno> {
         iov_len: data.len(),
     };
     // SAFETY: `local` is live for reading; the kernel checks `remote`.
-    let n = unsafe { libc::process_vm_writev(libc::getpid(), &local, 1, &remote, 1, 0) };
+    let n = unsafe { libc::process_vm_writev(crate::vfork::pid(), &local, 1, &remote, 1, 0) };
     if n == data.len() as isize {
         Ok(())
     } else {

@@ -11,7 +11,9 @@
 //! cancellation) withdraws the request the same way.
 
 use crate::codec::Writer;
-use crate::transport::{recv_head, recv_payload, send_frame, FrameHead, RecvError};
+use crate::transport::{
+    recv_head, recv_head_early, recv_payload, send_frame, FrameHead, RecvError, EARLY,
+};
 use crate::{Request, Response, VERSION};
 use std::io;
 use std::os::fd::{FromRawFd, OwnedFd, RawFd};
@@ -200,7 +202,9 @@ fn wait_reply<S: ReplySpace + ?Sized>(
 ) -> io::Result<Reply> {
     let mut cancelled = false;
     loop {
-        let mut head = match recv_head(fd, interruptible && !cancelled) {
+        // A small reply comes whole with its length, in one read.
+        let mut early = [0u8; EARLY];
+        let (mut head, got) = match recv_head_early(fd, interruptible && !cancelled, &mut early) {
             Ok(head) => head,
             Err(RecvError::Io(e)) if e.raw_os_error() == Some(libc::EINTR) => {
                 send_cancel(fd)?;
@@ -210,10 +214,14 @@ fn wait_reply<S: ReplySpace + ?Sized>(
             Err(e) => return Err(recv_error(e)),
         };
         let Some(buf) = reply.space(head.len) else {
+            let len = head.len;
+            head.len -= got;
             discard_payload(fd, &mut head).map_err(recv_error)?;
+            head.len = len;
             return Err(io::Error::from_raw_os_error(libc::ENOMEM));
         };
-        recv_payload(fd, &mut head, buf).map_err(recv_error)?;
+        buf[..got].copy_from_slice(&early[..got]);
+        recv_payload(fd, &mut head, &mut buf[got..]).map_err(recv_error)?;
         return Ok(Reply {
             len: head.len,
             fd: head.fd,

@@ -62,6 +62,28 @@ impl From<io::Error> for RecvError {
     }
 }
 
+/// Where [`send_frame`] gets the pid it puts in SCM_CREDENTIALS (0: a raw getpid).
+static PID_SOURCE: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// Makes [`send_frame`] take the sender's pid from `source` instead of a getpid system call
+/// (the preload library's cached pid). `source` must return the calling process's pid: the
+/// kernel refuses a frame with any other (EPERM).
+pub fn set_pid_source(source: fn() -> i32) {
+    PID_SOURCE.store(source as usize, std::sync::atomic::Ordering::Release);
+}
+
+fn own_pid() -> libc::pid_t {
+    match PID_SOURCE.load(std::sync::atomic::Ordering::Acquire) {
+        // SAFETY: getpid takes no arguments and cannot fail (raw: see `fill_control`).
+        0 => unsafe { libc::syscall(libc::SYS_getpid) as libc::pid_t },
+        f => {
+            // SAFETY: only `set_pid_source` stores a non-zero value, a `fn() -> i32`.
+            let source = unsafe { std::mem::transmute::<usize, fn() -> i32>(f) };
+            source()
+        }
+    }
+}
+
 // Room for one `ucred` and one descriptor, aligned for `cmsghdr`.
 const CMSG_SPACE: usize = 128;
 
@@ -172,7 +194,7 @@ fn fill_control(msg: &mut libc::msghdr, cbuf: &mut CmsgBuf, cred: bool, fd: Opti
             // Raw system calls: another preloaded library (fakeroot's) may fake the libc
             // getters, and the kernel refuses credentials the process does not hold.
             let me = libc::ucred {
-                pid: libc::syscall(libc::SYS_getpid) as libc::pid_t,
+                pid: own_pid(),
                 uid: libc::syscall(libc::SYS_geteuid) as libc::uid_t,
                 gid: libc::syscall(libc::SYS_getegid) as libc::gid_t,
             };
@@ -311,6 +333,52 @@ pub fn recv_head(sock: RawFd, interruptible: bool) -> Result<FrameHead, RecvErro
     }
     head.len = len as usize;
     Ok(head)
+}
+
+/// The most payload bytes [`recv_head_early`] takes with the length.
+pub const EARLY: usize = 64;
+
+/// [`recv_head`] for a peer that sends one frame per exchange (the daemon's replies): the
+/// first `recvmsg` asks for the length and up to `early.len()` (at most [`EARLY`]) payload
+/// bytes too, so a small frame arrives in one system call. Returns the head and how many
+/// payload bytes are in `early`; the rest follows with [`recv_payload`]. Bytes past the
+/// frame's end (a peer sending more than it should) are an error. Allocates nothing.
+pub fn recv_head_early(
+    sock: RawFd,
+    interruptible: bool,
+    early: &mut [u8],
+) -> Result<(FrameHead, usize), RecvError> {
+    let mut head = FrameHead {
+        len: 0,
+        cred: None,
+        fd: None,
+    };
+    let mut buf = [0u8; 4 + EARLY];
+    let want = 4 + early.len().min(EARLY);
+    let mut got = 0;
+    while got < 4 {
+        match recv_some(sock, &mut buf[got..want], &mut head.cred, &mut head.fd, 0) {
+            Ok(0) if got == 0 => return Err(RecvError::Closed),
+            Ok(0) => return Err(RecvError::Bad(DecodeError::Truncated)),
+            Ok(n) => got += n,
+            Err(e) => match e.raw_os_error() {
+                Some(libc::EINTR) if interruptible && got == 0 => return Err(RecvError::Io(e)),
+                Some(libc::EINTR) | Some(libc::EAGAIN) => continue,
+                _ => return Err(RecvError::Io(e)),
+            },
+        }
+    }
+    let len = u32::from_le_bytes([buf[0], buf[1], buf[2], buf[3]]);
+    if len > MAX_FRAME {
+        return Err(RecvError::Bad(DecodeError::Oversized(u64::from(len))));
+    }
+    head.len = len as usize;
+    let extra = got - 4;
+    if extra > head.len {
+        return Err(RecvError::Bad(DecodeError::TrailingBytes(extra - head.len)));
+    }
+    early[..extra].copy_from_slice(&buf[4..got]);
+    Ok((head, extra))
 }
 
 /// Reads `buf.len()` payload bytes of the frame `head` began (signals are retried), adding

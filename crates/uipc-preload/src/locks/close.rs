@@ -121,6 +121,7 @@ pub(super) fn before_close(fd: c_int) {
 /// close(2).
 #[no_mangle]
 pub extern "C-unwind" fn close(fd: c_int) -> c_int {
+    crate::slots::descriptors_may_change();
     before_close(fd);
     match real!(close, unsafe extern "C" fn(c_int) -> c_int) {
         // SAFETY: libc's close.
@@ -140,6 +141,7 @@ pub(super) fn before_dup(oldfd: c_int, newfd: c_int, flags: c_int) {
 /// dup2(2): `newfd`, if open, is closed first (unless the call fails or is a no-op).
 #[no_mangle]
 pub extern "C-unwind" fn dup2(oldfd: c_int, newfd: c_int) -> c_int {
+    crate::slots::descriptors_may_change();
     before_dup(oldfd, newfd, 0);
     match real!(dup2, unsafe extern "C" fn(c_int, c_int) -> c_int) {
         // SAFETY: libc's dup2.
@@ -151,6 +153,7 @@ pub extern "C-unwind" fn dup2(oldfd: c_int, newfd: c_int) -> c_int {
 /// dup3(2): as dup2, for valid flags.
 #[no_mangle]
 pub extern "C-unwind" fn dup3(oldfd: c_int, newfd: c_int, flags: c_int) -> c_int {
+    crate::slots::descriptors_may_change();
     before_dup(oldfd, newfd, flags);
     match real!(dup3, unsafe extern "C" fn(c_int, c_int, c_int) -> c_int) {
         // SAFETY: libc's dup3.
@@ -162,6 +165,7 @@ pub extern "C-unwind" fn dup3(oldfd: c_int, newfd: c_int, flags: c_int) -> c_int
 /// fclose(3): libc closes the stream's descriptor internally, out of the wrapper's reach.
 #[no_mangle]
 pub extern "C-unwind" fn fclose(stream: *mut FILE) -> c_int {
+    crate::slots::descriptors_may_change();
     if routing() && !stream.is_null() {
         // SAFETY: the caller passes an open stream (as libc's fclose requires).
         let fd = unsafe { libc::fileno(stream) };
@@ -258,6 +262,7 @@ pub extern "C-unwind" fn close_range(
     last: libc::c_uint,
     flags: c_int,
 ) -> c_int {
+    crate::slots::descriptors_may_change();
     before_close_range_call(first, last, flags);
     match real!(
         close_range,
@@ -272,6 +277,7 @@ pub extern "C-unwind" fn close_range(
 /// closefrom(3).
 #[no_mangle]
 pub extern "C-unwind" fn closefrom(lowfd: c_int) {
+    crate::slots::descriptors_may_change();
     if lowfd >= 0 {
         let _ = guarded(|| {
             before_close_range(lowfd as u32, u32::MAX);
