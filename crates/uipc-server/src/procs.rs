@@ -92,7 +92,9 @@ impl Drop for ProcGuard {
         g.inflight -= 1;
         g.interrupts.remove(&self.session);
         g.cancellers.remove(&self.session);
-        if g.inflight == 0 {
+        // Only an exit waits on `changed` (for the last request in flight), and only once the
+        // process is no longer alive: no wake-up system call per request otherwise.
+        if g.inflight == 0 && g.life != Life::Alive {
             self.proc.changed.notify_all();
         }
     }
