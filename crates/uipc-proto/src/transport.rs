@@ -282,8 +282,24 @@ fn fill(
     fd: &mut Option<OwnedFd>,
     interruptible: bool,
 ) -> Result<(), RecvError> {
+    let need = buf.len();
+    fill_at_least(sock, buf, start, need, cred, fd, interruptible).map(|_| ())
+}
+
+/// Reads into `buf` from `start` until at least `need` bytes are there (each read asks for
+/// the whole rest of `buf`); returns how many are. EINTR before the first byte ends it when
+/// `interruptible`; otherwise EINTR and EAGAIN are retried.
+fn fill_at_least(
+    sock: RawFd,
+    buf: &mut [u8],
+    start: usize,
+    need: usize,
+    cred: &mut Option<PeerCred>,
+    fd: &mut Option<OwnedFd>,
+    interruptible: bool,
+) -> Result<usize, RecvError> {
     let mut got = start;
-    while got < buf.len() {
+    while got < need {
         match recv_some(sock, &mut buf[got..], cred, fd, 0) {
             Ok(0) if got == 0 => return Err(RecvError::Closed),
             Ok(0) => return Err(RecvError::Bad(DecodeError::Truncated)),
@@ -295,7 +311,7 @@ fn fill(
             },
         }
     }
-    Ok(())
+    Ok(got)
 }
 
 /// The start of a frame: its payload's length, and what came with the bytes read so far.
@@ -355,19 +371,15 @@ pub fn recv_head_early(
     };
     let mut buf = [0u8; 4 + EARLY];
     let want = 4 + early.len().min(EARLY);
-    let mut got = 0;
-    while got < 4 {
-        match recv_some(sock, &mut buf[got..want], &mut head.cred, &mut head.fd, 0) {
-            Ok(0) if got == 0 => return Err(RecvError::Closed),
-            Ok(0) => return Err(RecvError::Bad(DecodeError::Truncated)),
-            Ok(n) => got += n,
-            Err(e) => match e.raw_os_error() {
-                Some(libc::EINTR) if interruptible && got == 0 => return Err(RecvError::Io(e)),
-                Some(libc::EINTR) | Some(libc::EAGAIN) => continue,
-                _ => return Err(RecvError::Io(e)),
-            },
-        }
-    }
+    let got = fill_at_least(
+        sock,
+        &mut buf[..want],
+        0,
+        4,
+        &mut head.cred,
+        &mut head.fd,
+        interruptible,
+    )?;
     let len = u32::from_le_bytes([buf[0], buf[1], buf[2], buf[3]]);
     if len > MAX_FRAME {
         return Err(RecvError::Bad(DecodeError::Oversized(u64::from(len))));
