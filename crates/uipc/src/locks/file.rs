@@ -131,6 +131,10 @@ pub(crate) struct FileState {
     /// Set, under the shard's writer lock, when the file leaves the map: an operation that finds
     /// it set looks the file up again.
     pub removed: bool,
+    /// Every blocked request not woken is behind one that was woken and has not retried yet
+    /// (Linux mode only): a release then wakes and records nothing, and the walk is skipped.
+    /// Cleared whenever `blocked` changes.
+    pub quiet: bool,
 }
 
 /// A file's lock context.
@@ -201,6 +205,19 @@ impl FileState {
         tree
     }
 
+    /// The kind of every held POSIX/OFD lock and every POSIX/OFD request asleep, if they are
+    /// all of one kind (and there is at least one).
+    pub fn uniform_posix_kind(&self) -> Option<LockKind> {
+        let mut kinds = self.posix.iter().map(|h| h.kind).chain(
+            self.blocked
+                .iter()
+                .filter(|b| !b.woken && b.req.kind != LockKind::Flock)
+                .map(|b| b.req.kind),
+        );
+        let first = kinds.next()?;
+        kinds.all(|k| k == first).then_some(first)
+    }
+
     /// The kind of lock or request a tree node is.
     pub fn node_kind(&self, node: Parent) -> LockKind {
         match node {
@@ -226,9 +243,27 @@ impl FileState {
                     .count();
                 (i, i + n)
             }
-            None if req.ty.is_none() => return Ok(false),
-            None => (self.posix.len(), self.posix.len()),
+            None => match req.ty {
+                None => return Ok(false),
+                // The owner's first lock: nothing to merge with (no allocation).
+                Some(ty) => {
+                    if self.posix.len() >= limit {
+                        return Err(Errno::ENOLCK);
+                    }
+                    self.posix.push(req.held(ty));
+                    return Ok(false);
+                }
+            },
         };
+        if req.ty.is_none()
+            && self.posix[from..to]
+                .iter()
+                .all(|h| req.start <= h.start && h.end <= req.end)
+        {
+            // An unlock of all the owner's locks (no allocation).
+            self.posix.drain(from..to);
+            return Ok(true);
+        }
         let old: Vec<Piece> = self.posix[from..to]
             .iter()
             .map(|h| Piece {
@@ -317,7 +352,12 @@ impl FileState {
     /// until its sleeper retries; it leaves the deadlock graph at once. The rest get their
     /// blockers recorded again.
     pub fn wake_unblocked(&mut self, graph: &DeadlockGraph) {
+        if self.quiet {
+            return;
+        }
         let mut retrying: Vec<Request> = Vec::new();
+        // Whether every request left asleep is behind a woken one.
+        let mut all_behind = !graph.wants_every_edge();
         for i in 0..self.blocked.len() {
             let req = self.blocked[i].req;
             if self.blocked[i].woken {
@@ -333,6 +373,9 @@ impl FileState {
             }
             let blockers = self.blockers(&req);
             let b = &mut self.blocked[i];
+            if !blockers.is_empty() || behind_woken {
+                all_behind = false;
+            }
             if blockers.is_empty() && !behind_woken {
                 if let Some(id) = b.graph_id.take() {
                     graph.remove(id);
@@ -362,6 +405,13 @@ impl FileState {
                 b.blockers = blockers;
             }
         }
+        self.quiet = all_behind && !retrying.is_empty();
+    }
+
+    /// Queues a request that must wait.
+    pub fn enqueue(&mut self, blocked: Blocked) {
+        self.quiet = false;
+        self.blocked.push(blocked);
     }
 
     /// Dequeues a sleeper's request after it timed out or was interrupted.
@@ -371,6 +421,7 @@ impl FileState {
             .iter()
             .position(|b| Arc::ptr_eq(&b.waiter, waiter))
         {
+            self.quiet = false;
             let b = self.blocked.remove(i);
             if let Some(id) = b.graph_id {
                 graph.remove(id);

@@ -12,6 +12,13 @@
 //! file up again, so a lock is never set on a context that left the map (which would let a
 //! second context for the same file miss the conflict). `loom_models` checks this.
 //!
+//! Each thread remembers the last context it used (map, file, `Arc`), so a thread that locks
+//! one file again and again goes straight to the file's mutex, touching no shard lock and no
+//! shared reference count: only the file's own lock's cache line moves between cores. The
+//! remembered context is checked under its mutex like any other (`removed` set: looked up
+//! again), so it is only ever a shortcut to the live context. It keeps a context (of a map
+//! since dropped, even) allocated until the thread uses another file or exits.
+//!
 //! Lock order: shard (reader or writer) -> file state; an operation never holds a shard lock
 //! while it waits for a file's mutex except the remover, and nobody takes a shard lock while
 //! holding a file's mutex.
@@ -28,14 +35,28 @@ type Shard = RwLock<HashMap<FileId, Arc<FileLocks>, IntBuildHasher>>;
 /// File -> lock context, sharded.
 pub(crate) struct FileMap {
     shards: Box<[Shard]>,
+    /// Tells this map's contexts from other maps' in the threads' last-used slot.
+    #[cfg_attr(loom, allow(dead_code))]
+    id: u64,
+}
+
+/// The last context this thread used: (map id, file, context).
+#[cfg(not(loom))]
+type LastUsed = std::cell::Cell<Option<(u64, FileId, Arc<FileLocks>)>>;
+
+#[cfg(not(loom))]
+thread_local! {
+    static LAST_USED: LastUsed = const { std::cell::Cell::new(None) };
 }
 
 impl FileMap {
     /// A map with `shards` shards, rounded up to a power of two.
     pub fn new(shards: usize) -> FileMap {
         let n = shards.max(1).next_power_of_two();
+        static NEXT_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         FileMap {
             shards: (0..n).map(|_| RwLock::new(HashMap::default())).collect(),
+            id: NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
         }
     }
 
@@ -66,6 +87,17 @@ impl FileMap {
         create: bool,
         mut f: impl FnMut(&Arc<FileLocks>, MutexGuard<'_, FileState>) -> R,
     ) -> Option<R> {
+        #[cfg(not(loom))]
+        if let Some((id, last, ctx)) = LAST_USED.with(|l| l.take()) {
+            if id == self.id && last == file {
+                let st = lock(&ctx.state);
+                if !st.removed {
+                    let r = f(&ctx, st);
+                    LAST_USED.with(|l| l.set(Some((id, last, ctx))));
+                    return Some(r);
+                }
+            }
+        }
         loop {
             let ctx = if create {
                 self.get_or_create(file)
@@ -76,7 +108,10 @@ impl FileMap {
             if st.removed {
                 continue;
             }
-            return Some(f(&ctx, st));
+            let r = f(&ctx, st);
+            #[cfg(not(loom))]
+            LAST_USED.with(|l| l.set(Some((self.id, file, ctx))));
+            return Some(r);
         }
     }
 

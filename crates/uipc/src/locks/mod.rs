@@ -212,11 +212,17 @@ impl LockManager {
         if !wait {
             return Step::Done(Err(Errno::EAGAIN));
         }
-        let tree = st.waiter_tree();
-        // A request with blockers conflicts with a held lock, so it has a parent.
-        let parent_kind = st
-            .tree_parent(req, &tree)
-            .map_or(req.kind, |p| st.node_kind(p));
+        // A request with blockers conflicts with a held lock, so it has a parent. Flock
+        // requests hang under flock nodes; where every POSIX/OFD node is of one kind, that is
+        // the parent's kind; only a mixed list needs the tree.
+        let parent_kind = match req.kind {
+            LockKind::Flock => LockKind::Flock,
+            _ => st.uniform_posix_kind().unwrap_or_else(|| {
+                let tree = st.waiter_tree();
+                st.tree_parent(req, &tree)
+                    .map_or(req.kind, |p| st.node_kind(p))
+            }),
+        };
         let (check, record) = self.graph.policy(req.kind, parent_kind);
         let graph_id = match self
             .graph
@@ -226,7 +232,7 @@ impl LockManager {
             Err(e) => return Step::Done(Err(e)),
         };
         let waiter = park.waiter();
-        st.blocked.push(Blocked {
+        st.enqueue(Blocked {
             req: *req,
             waiter: waiter.clone(),
             graph_id,
