@@ -21,6 +21,10 @@
 //! - "kernel": N forked processes doing the real system calls on files in /dev/shm (tmpfs, as
 //!   in the seed), each opening the file itself and reporting its time through a pipe.
 //!
+//! Two more tables ([`super::lockperf_more`]): posix01 and flock01 beside two CPU-bound
+//! processes, and 128 processes on one file through the daemon (`uipc run --locks`) beside
+//! the kernel.
+//!
 //! Threads stand for processes in the first two columns: what makes tasks distinct owners to a
 //! lock manager is their identity (tgid, open file description), not their address space. On a
 //! machine with fewer cores than tasks, every column also measures how the scheduler hands the
@@ -40,7 +44,7 @@ use uipc::{Cred, Errno, WaitCtx};
 
 /// One of the seed's four tests.
 #[derive(Clone, Copy)]
-struct LockTest {
+pub(crate) struct LockTest {
     name: &'static str,
     lock: HostLock,
     /// All tasks on one file (the "01" tests) or each on its own ("02").
@@ -70,11 +74,19 @@ const TESTS: [LockTest; 4] = [
     },
 ];
 
+/// The one-file test of that name (posix01 or flock01).
+pub(crate) fn one_file_test(name: &str) -> &'static LockTest {
+    TESTS
+        .iter()
+        .find(|t| t.name == name && t.same_file)
+        .expect("a one-file test")
+}
+
 /// N, and M for the same-file and own-file tests.
-struct Sizes {
-    tasks: usize,
-    same_file_iterations: usize,
-    own_file_iterations: usize,
+pub(crate) struct Sizes {
+    pub(crate) tasks: usize,
+    pub(crate) same_file_iterations: usize,
+    pub(crate) own_file_iterations: usize,
 }
 
 impl Sizes {
@@ -170,7 +182,7 @@ fn uipc_task(
     Ok((t0, Instant::now()))
 }
 
-fn uipc_run(test: &LockTest, sizes: &Sizes) -> Result<TaskTimes, Errno> {
+pub(crate) fn uipc_run(test: &LockTest, sizes: &Sizes) -> Result<TaskTimes, Errno> {
     let manager = LockManager::new();
     let iterations = sizes.iterations(test);
     threaded(sizes.tasks, |i, start| {
@@ -205,7 +217,7 @@ fn before_task(
     Ok((t0, Instant::now()))
 }
 
-fn before_run(test: &LockTest, sizes: &Sizes) -> Result<TaskTimes, Errno> {
+pub(crate) fn before_run(test: &LockTest, sizes: &Sizes) -> Result<TaskTimes, Errno> {
     let table = GlobalLockTable::new();
     let iterations = sizes.iterations(test);
     threaded(sizes.tasks, |i, start| {
@@ -214,7 +226,7 @@ fn before_run(test: &LockTest, sizes: &Sizes) -> Result<TaskTimes, Errno> {
 }
 
 /// Where the kernel column's files go: tmpfs as in the seed, else the temporary directory.
-fn host_dir() -> std::path::PathBuf {
+pub(crate) fn host_dir() -> std::path::PathBuf {
     let shm = std::path::Path::new("/dev/shm");
     if shm.is_dir() {
         shm.into()
@@ -224,7 +236,11 @@ fn host_dir() -> std::path::PathBuf {
 }
 
 /// One run of `test` on the host kernel, its files in `dir` (removed afterwards).
-fn kernel_run(test: &LockTest, sizes: &Sizes, dir: &std::path::Path) -> Option<TaskTimes> {
+pub(crate) fn kernel_run(
+    test: &LockTest,
+    sizes: &Sizes,
+    dir: &std::path::Path,
+) -> Option<TaskTimes> {
     let files = if test.same_file { 1 } else { sizes.tasks };
     let names: Vec<std::path::PathBuf> = (0..files)
         .map(|i| dir.join(format!("uipc-lockperf-{}-{i}", std::process::id())))
@@ -301,9 +317,11 @@ impl Runs {
 pub fn run(b: &Bench) -> Vec<Table> {
     let sizes = Sizes::new(b.opts.quick);
     let columns = ["uipc", "before", "kernel"];
+    // The main tables, the two one-file tests beside spinners (three columns) and through
+    // the daemon (two).
     b.plan(
         "lockperf",
-        (TESTS.len() * columns.len() * b.opts.runs) as u64,
+        ((TESTS.len() * columns.len() + 2 * 3 + 2 * 2) * b.opts.runs) as u64,
     );
     let n = sizes.tasks;
     let m = format!(
@@ -343,8 +361,18 @@ pub fn run(b: &Bench) -> Vec<Table> {
         before_runs.add_to(test.name, "before", &mut sums, &mut walls);
         kernel_runs.add_to(test.name, "kernel", &mut sums, &mut walls);
     }
-    vec![sums, walls]
+    let busy = super::lockperf_more::busy_table(b, &sizes);
+    let (daemon_tasks, daemon_iterations) = if b.opts.quick {
+        (128, 20)
+    } else {
+        (128, DAEMON_M)
+    };
+    let daemon = super::lockperf_more::daemon_table(b, daemon_tasks, daemon_iterations);
+    vec![sums, walls, busy, daemon]
 }
+
+/// M of the daemon table: every lock call is a round trip to the daemon.
+const DAEMON_M: usize = 1000;
 
 #[cfg(test)]
 mod tests {

@@ -3,6 +3,7 @@
 pub mod ipc_idcycle;
 pub mod ipc_keys;
 pub mod lockperf;
+pub mod lockperf_more;
 pub mod peers;
 pub mod shim;
 pub mod timers;

@@ -51,8 +51,9 @@ pub fn child_main(args: &[String]) -> i32 {
             }
             0
         }
+        (Some("lockperf"), _) => super::lockperf_more::child_main(&args[1..]),
         _ => {
-            eprintln!("usage: uipc bench-child calls ITERS | throughput ITERS");
+            eprintln!("usage: uipc bench-child calls ITERS | throughput ITERS | lockperf ...");
             2
         }
     }
@@ -67,7 +68,10 @@ fn tput_row(procs: usize, shared: bool) -> String {
 }
 
 /// Runs the child with `args`, natively or under `uipc run`; its rows, or why it failed.
-fn child(under_uipc: bool, args: &[String]) -> Result<Vec<(String, Option<f64>)>, String> {
+pub(crate) fn child(
+    under_uipc: bool,
+    args: &[String],
+) -> Result<Vec<(String, Option<f64>)>, String> {
     let exe = std::env::current_exe().map_err(|e| format!("cannot find the uipc binary: {e}"))?;
     let mut cmd = Command::new(&exe);
     if under_uipc {
