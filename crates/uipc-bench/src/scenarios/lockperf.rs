@@ -362,17 +362,15 @@ pub fn run(b: &Bench) -> Vec<Table> {
         kernel_runs.add_to(test.name, "kernel", &mut sums, &mut walls);
     }
     let busy = super::lockperf_more::busy_table(b, &sizes);
-    let (daemon_tasks, daemon_iterations) = if b.opts.quick {
-        (128, 20)
-    } else {
-        (128, DAEMON_M)
-    };
-    let daemon = super::lockperf_more::daemon_table(b, daemon_tasks, daemon_iterations);
+    let daemon_iterations = if b.opts.quick { 5 } else { DAEMON_M };
+    let daemon = super::lockperf_more::daemon_table(b, sizes.tasks, daemon_iterations);
     vec![sums, walls, busy, daemon]
 }
 
-/// M of the daemon table: every lock call is a round trip to the daemon.
-const DAEMON_M: usize = 1000;
+/// M of the daemon table: every lock call is a round trip to the daemon, and every flock
+/// call that conflicts has the daemon read all of `/proc` (its sweep of descriptions nobody
+/// holds any more), milliseconds each.
+const DAEMON_M: usize = 20;
 
 #[cfg(test)]
 mod tests {
