@@ -136,3 +136,42 @@ fn a_parked_flock_is_granted_after_the_holders_unlock() {
         Err(Errno::EAGAIN)
     );
 }
+
+#[test]
+fn releases_while_a_woken_waiter_has_not_retried_wake_no_one_else_and_a_requeue_wakes_the_next() {
+    let m = LockManager::new();
+    set(&m, 1, F_WRLCK).unwrap();
+    let (ctx2, told2) = common::counted(None);
+    let p2 = park_setlkw(&m, 2, &ctx2);
+    let (ctx3, told3) = common::counted(None);
+    let p3 = park_setlkw(&m, 3, &ctx3);
+    set(&m, 1, F_UNLCK).unwrap();
+    assert_eq!(told2.load(Ordering::SeqCst), 1);
+    // The running owner takes the range back and releases it again and again before 2 retries:
+    // 3 waits behind 2, so nobody else is woken.
+    for _ in 0..3 {
+        set(&m, 1, F_WRLCK).unwrap();
+        set(&m, 1, F_UNLCK).unwrap();
+    }
+    set(&m, 1, F_WRLCK).unwrap();
+    assert_eq!(told2.load(Ordering::SeqCst), 1);
+    assert_eq!(told3.load(Ordering::SeqCst), 0);
+    // 2 retries while 1 holds the range: it waits again, now after 3.
+    let p2 = match p2.poll(&m) {
+        Progress::Parked(p) => p,
+        Progress::Done(r) => panic!("granted over pid 1's lock: {r:?}"),
+    };
+    assert_eq!(blocked(&m), 2);
+    set(&m, 1, F_UNLCK).unwrap();
+    assert_eq!(
+        told3.load(Ordering::SeqCst),
+        1,
+        "the oldest sleeper is woken"
+    );
+    assert_eq!(told2.load(Ordering::SeqCst), 1);
+    assert!(matches!(p3.poll(&m), Progress::Done(Ok(()))));
+    set(&m, 3, F_UNLCK).unwrap();
+    assert_eq!(told2.load(Ordering::SeqCst), 2);
+    assert!(matches!(p2.poll(&m), Progress::Done(Ok(()))));
+    assert_eq!(blocked(&m), 0);
+}
