@@ -40,7 +40,7 @@ tests=(msg_sem_exchange sem_undo_kill shm_share shm_remap shm_rdonly_segv semop_
     timer_handler
     timer_no_malloc "load 64 100")
 # Linux's process model (privilege drops, exec, orphans): run under uipc run --locks --timers.
-process_tests=(priv_drop ident_per_call)
+process_tests=(priv_drop ident_per_call orphan_reap)
 export PROCESS_TESTS="${process_tests[*]}"
 
 # File locks: each program on the host kernel, then under `uipc run --locks`; the locks taken

@@ -17,6 +17,10 @@
 //! `--timers` sets `UIPC_TIMERS=1`: the library then serves POSIX timers inside each process
 //! (no daemon involved); a nested `uipc run` without it keeps the inherited value.
 //!
+//! Orphans: `uipc run` is the subreaper of the program's descendants and reaps each one that
+//! dies while the program runs (not only after it), so a dead orphan never stays a zombie that
+//! looks alive; the program's own status is kept for the exit status.
+//!
 //! While the program runs, `uipc run` ignores SIGINT and SIGQUIT (the terminal sends them to
 //! the program too, which decides) and passes SIGTERM and SIGHUP on to it, so the daemon stays
 //! up as long as the program does. The exit status is the program's, or 128 + the signal
@@ -177,10 +181,40 @@ pub fn run(socket: Option<PathBuf>, locks: bool, timers: bool, argv: &[String]) 
     }
 }
 
+/// Waits for the program (`program`), reaping every other child that ends meanwhile: the
+/// program's orphaned descendants, reparented to us (a subreaper), are reaped as they die, as
+/// init would reap them, so a killed orphan does not linger as a zombie that `kill(pid, 0)`
+/// reports alive. The daemon's own end is noted in `daemon_reaped` (it is not to be signalled
+/// or waited for again).
+fn wait_reaping_orphans(
+    program: i32,
+    daemon: Option<i32>,
+    daemon_reaped: &mut bool,
+) -> std::io::Result<std::process::ExitStatus> {
+    loop {
+        let mut status = 0;
+        // SAFETY: waits for any child of ours, writing its status into a live int.
+        let pid = unsafe { libc::waitpid(-1, &mut status, 0) };
+        if pid < 0 {
+            let e = std::io::Error::last_os_error();
+            if e.kind() == std::io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(e);
+        }
+        if pid == program {
+            return Ok(std::process::ExitStatus::from_raw(status));
+        }
+        if Some(pid) == daemon {
+            *daemon_reaped = true;
+        }
+    }
+}
+
 /// Once the program has exited: its descendants that outlived it were reparented to us (we
 /// are a subreaper); reap them until no child but the daemon is left, as listed in
 /// `/proc/self/task/TID/children` (without that file, stop with the program).
-fn wait_for_descendants(daemon: Option<i32>) {
+fn wait_for_descendants(daemon: Option<i32>, daemon_reaped: &mut bool) {
     let me = std::process::id();
     let children = format!("/proc/{me}/task/{me}/children");
     loop {
@@ -189,6 +223,9 @@ fn wait_for_descendants(daemon: Option<i32>) {
             let pid = unsafe { libc::waitpid(-1, std::ptr::null_mut(), libc::WNOHANG) };
             if pid <= 0 {
                 break;
+            }
+            if Some(pid) == daemon {
+                *daemon_reaped = true;
             }
         }
         let Ok(list) = std::fs::read_to_string(&children) else {
@@ -247,16 +284,18 @@ fn run_inner(
     if timers {
         command.env("UIPC_TIMERS", "1");
     }
-    let status = command.spawn().and_then(|mut child| {
+    let daemon_pid = daemon.as_ref().map(|d| d.id() as i32);
+    let mut daemon_reaped = false;
+    let status = command.spawn().and_then(|child| {
         forward_signals_to(child.id() as i32);
-        let status = child.wait();
+        let status = wait_reaping_orphans(child.id() as i32, daemon_pid, &mut daemon_reaped);
         stop_forwarding();
         status
     });
     if status.is_ok() {
-        wait_for_descendants(daemon.as_ref().map(|d| d.id() as i32));
+        wait_for_descendants(daemon_pid, &mut daemon_reaped);
     }
-    if let Some(mut d) = daemon {
+    if let Some(mut d) = daemon.filter(|_| !daemon_reaped) {
         // SAFETY: signals our own child, which has not been reaped yet.
         unsafe { libc::kill(d.id() as i32, libc::SIGTERM) };
         let _ = d.wait();
