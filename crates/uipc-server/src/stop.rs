@@ -48,7 +48,9 @@ impl Drop for Inside<'_> {
     fn drop(&mut self) {
         let mut st = crate::conn::lock(&self.0.state);
         st.inside -= 1;
-        if st.inside == 0 {
+        // Only the closer waits for `inside` to drain, and it sets `stopping` under this lock
+        // before it waits: no wake-up system call per job otherwise.
+        if st.inside == 0 && self.0.stopping.load(Ordering::SeqCst) {
             self.0.changed.notify_all();
         }
     }
