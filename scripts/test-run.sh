@@ -39,8 +39,9 @@ tests=(msg_sem_exchange sem_undo_kill shm_share shm_remap shm_rdonly_segv semop_
     timer_ids_exec timer_overrun vfork_spawn unseen_children handler_ipc ipc_no_malloc handler_altstack
     timer_handler
     timer_no_malloc "load 64 100")
-# Linux's process model (privilege drops, exec, orphans): run under uipc run --locks --timers.
-process_tests=(priv_drop ident_per_call orphan_reap)
+# Linux's process model (privilege drops, exec, orphans, /proc views): run under uipc
+# run --locks --timers.
+process_tests=(priv_drop ident_per_call orphan_reap proc_sysctl)
 export PROCESS_TESTS="${process_tests[*]}"
 
 # File locks: each program on the host kernel, then under `uipc run --locks`; the locks taken
@@ -62,6 +63,10 @@ timeout 30 "$uipc" run --locks -- "$out/locks_visible" uipc \
     "$out/list-locks.sh $(realpath "$uipc") locks > $out/locks-uipc.txt"
 grep -qx 'locks_visible PID OFDLCK 10B READ 0 6 0 /tmp/uipc-locks-visible-PID' "$out/locks-uipc.txt"
 diff -u "$out/locks-host.txt" <(grep -v OFDLCK "$out/locks-uipc.txt")
+# Under --locks /proc/locks shows uipc's locks: util-linux lslocks, unchanged, lists them.
+timeout 30 "$uipc" run --locks -- "$out/locks_visible" uipc \
+    "$out/list-locks.sh lslocks > $out/lslocks-uipc.txt"
+diff -u "$out/locks-host.txt" "$out/lslocks-uipc.txt"
 # Locks through syscall(SYS_fcntl / SYS_flock) and closes through syscall(SYS_close, ...):
 # the kernel's without --locks, the daemon's with it (listed by `uipc locks`).
 timeout 60 "$out/locks_syscall" kernel
@@ -162,6 +167,18 @@ if [ "$(id -u)" = 0 ]; then
     timeout 60 "$uipc" run -- "$out/ipcs_fixture" "$under" > "$out/ipcs-opts-uipc.txt"
     diff -u "$out/ipcs-opts-host.txt" "$out/ipcs-opts-uipc.txt"
     echo "ipcs/ipcrm: same output as util-linux (default format, ${#opts[@]} other option sets)"
+    echo "-- /proc views: /proc/sysvipc, util-linux ipcs and lsipc, unchanged, inside uipc run"
+    # The same objects on the host (private IPC namespace) and under uipc run; the creator's
+    # pid and the times are made comparable.
+    views='{ cat /proc/sysvipc/shm /proc/sysvipc/msg /proc/sysvipc/sem; ipcs; ipcs -l; ipcs -u;
+        ipcs -c; ipcs -p; ipcs -t; ipcs -m -i 0; lsipc; lsipc -s; lsipc -q; lsipc -m; } 2>&1 |
+        sed -e "s/\b$PPID\b/PID/g" -e "s/\b1[7-9][0-9]\{8\}\b/TIME/g" \
+            -e "s/[A-Z][a-z][a-z] [ 0-9][0-9] [0-9:]\{8\}/DATE/g" -e "s/[0-9][0-9]:[0-9][0-9]/HH:MM/g"'
+    timeout 60 unshare --ipc "$out/ipcs_fixture" "$views" > "$out/views-host.txt"
+    timeout 60 "$uipc" run -- "$out/ipcs_fixture" "$views" > "$out/views-uipc.txt"
+    grep -q '^0x00004321 0  rw-rw-rw-   root     3$' "$out/views-host.txt"
+    diff -u "$out/views-host.txt" "$out/views-uipc.txt"
+    echo "/proc views: same output as on the host"
 
     echo "-- uipc serve --state: stopped and started again, the same objects"
     state_dir=$(mktemp -d)

@@ -25,6 +25,11 @@
 //! sigwaitinfo, sigtimedwait (`timer_mask.rs`) and sigaction (`timer_handlers.rs`) keep timer
 //! overruns as Linux fixes them.
 //!
+//! `/proc` views (`procview.rs`, `procwrite.rs`): open, open64, openat, openat64, their
+//! fortified forms, fopen and fopen64 of `/proc/sysvipc/{sem,msg,shm}`, the IPC files of
+//! `/proc/sys/kernel` and, under `--locks`, `/proc/locks` give the daemon's view in the
+//! kernel's format; `write` (and the closes above) carry writes to those sysctls to the daemon.
+//!
 //! Every export catches panics (none crosses the C ABI: the call fails with EINVAL instead),
 //! sets errno through `__errno_location` on failure and leaves it untouched on success. Thread
 //! cancellation is held off inside the library except while semop, semtimedop, msgsnd or
@@ -225,6 +230,20 @@
 //! - Not async-signal-safe: timer_create and timer_delete under `--timers` (they allocate;
 //!   the other three timer exports are safe, with the limits under "POSIX timers" above), nor
 //!   the exec functions under `--timers` (they build the new image's environment).
+//! - `/proc` views: recognised by absolute path only (`/proc/sysvipc/sem`, `.`, `..` and
+//!   repeated slashes resolved as text): a relative path (`sysvipc/sem` from `/proc`), a path
+//!   through a symbolic link or `/proc/self/..`, an `openat` relative to a directory
+//!   descriptor, a raw system call or `syscall(SYS_openat, ...)`, and a `stat` of the file
+//!   (size 0 either way) reach the kernel's files. A view's text is taken at open (Linux
+//!   renders at each read from position 0). Under `--locks`, `/proc/locks` shows uipc's
+//!   locks, then the kernel's renumbered after them (both read at open). The open and write
+//!   paths of views allocate (not async-signal-safe, unlike open(2) and write(2)).
+//! - Sysctl writes: a write the library does not see (stdio's, inside the C library, as in
+//!   bash's `echo > file`) goes to the memfd and is applied when a descriptor of it is
+//!   closed, so its errno is lost (Linux: the write fails; bash prints "write error");
+//!   through an O_RDWR descriptor such writes are lost. Once a process has opened a sysctl for
+//!   writing, each of its `write` calls costs an fstat (the lookup of its table of such
+//!   descriptors, 16 entries, oldest replaced).
 //! - semctl's variadic argument is read as x86-64 and aarch64 pass it; other ABIs are not
 //!   handled. The structure layouts are x86-64's.
 //! - A shmat at a given address checks only the daemon's record and the kernel's
@@ -253,6 +272,8 @@ mod kernel;
 mod locks;
 mod mapbuf;
 mod msg;
+mod procview;
+mod procwrite;
 mod remap;
 mod sem;
 mod shm;
@@ -358,6 +379,8 @@ extern "C" fn init() {
     timer::prepare();
     timer_mask::prepare();
     timer_handlers::prepare();
+    procview::prepare();
+    procwrite::prepare();
 }
 
 /// Runs [`init`] when the library is loaded.

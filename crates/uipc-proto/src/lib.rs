@@ -25,6 +25,7 @@ pub mod client;
 pub mod codec;
 pub mod exchange;
 pub mod locks;
+pub mod procfs;
 pub mod reader;
 pub mod request;
 pub mod response;
@@ -32,6 +33,7 @@ pub mod transport;
 
 pub use codec::DecodeError;
 pub use locks::{hint_slot, LockLine, LockRequest, LockResponse, HINT_SLOTS};
+pub use procfs::{ProcFile, ProcRequest};
 pub use request::{Request, SemArg, MAX_SOPS, MAX_TEXT};
 pub use response::{Response, ResponseView};
 

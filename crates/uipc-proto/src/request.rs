@@ -119,6 +119,8 @@ pub enum Request {
     ForkChild { child: i32 },
     /// A file-lock call ([`crate::locks`]); the descriptor travels beside it.
     Lock(crate::locks::LockRequest),
+    /// A `/proc` view ([`crate::procfs`]).
+    Proc(crate::procfs::ProcRequest),
 }
 
 mod tag {
@@ -140,6 +142,7 @@ mod tag {
     pub const SHM_REMAP: u8 = 35;
     pub const FORK_CHILD: u8 = 40;
     pub const LOCK: u8 = 50;
+    pub const PROC: u8 = 60;
 }
 
 fn put_option<T>(w: &mut Writer<'_>, v: &Option<T>, each: impl FnOnce(&mut Writer<'_>, &T)) {
@@ -369,6 +372,10 @@ impl Request {
                 w.u8(tag::LOCK);
                 lock.encode_into(w);
             }
+            Request::Proc(p) => {
+                w.u8(tag::PROC);
+                p.encode_into(w);
+            }
         }
     }
 
@@ -477,6 +484,7 @@ impl Request {
             },
             tag::FORK_CHILD => Request::ForkChild { child: r.i32()? },
             tag::LOCK => Request::Lock(crate::locks::LockRequest::decode_from(&mut r)?),
+            tag::PROC => Request::Proc(crate::procfs::ProcRequest::decode_from(&mut r)?),
             t => return Err(DecodeError::UnknownTag(t)),
         };
         r.finish()?;

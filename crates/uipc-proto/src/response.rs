@@ -6,7 +6,7 @@
 //! [`ResponseView::decode`] decodes without allocating (for the preload library, which may run
 //! in a signal handler): the two responses with data of any length (a message's text,
 //! GETALL's values) borrow it from the frame, and every other response but a lock listing
-//! holds only fixed-size fields. [`Response::decode`] is the same decoder, copying.
+//! holds only fixed-size fields (and a `/proc` text). [`Response::decode`] is the same decoder, copying.
 
 use crate::codec::{DecodeError, Reader, Writer};
 use uipc::ipc::msg::{MsgInfo, MsqidDs};
@@ -54,6 +54,8 @@ pub enum Response {
     },
     /// A file-lock answer ([`crate::locks`]).
     Lock(crate::locks::LockResponse),
+    /// A `/proc` file's text ([`crate::procfs`]).
+    Text(Vec<u8>),
 }
 
 mod tag {
@@ -71,6 +73,7 @@ mod tag {
     pub const SHM_USAGE: u8 = 32;
     pub const SHM_ATTACHED: u8 = 33;
     pub const LOCK: u8 = 50;
+    pub const TEXT: u8 = 60;
 }
 
 /// A response decoded without copying its variable-length data out of the frame.
@@ -87,7 +90,7 @@ pub enum ResponseView<'a> {
     /// which is the layout of GETALL's `unsigned short` array on little-endian machines.
     SemAll(&'a [u8]),
     /// Any other response. None of them allocates in decoding, except a lock listing
-    /// ([`crate::LockResponse::List`]).
+    /// ([`crate::LockResponse::List`]) and a `/proc` text.
     Other(Response),
 }
 
@@ -271,6 +274,10 @@ impl Response {
                 w.u8(tag::LOCK);
                 lock.encode_into(w);
             }
+            Response::Text(text) => {
+                w.u8(tag::TEXT);
+                w.bytes(text);
+            }
         }
     }
 
@@ -379,6 +386,7 @@ impl Response {
                 read_only: r.bool()?,
             },
             tag::LOCK => Response::Lock(crate::locks::LockResponse::decode_from(&mut r)?),
+            tag::TEXT => Response::Text(r.bytes()?),
             t => return Err(DecodeError::UnknownTag(t)),
         };
         r.finish()?;

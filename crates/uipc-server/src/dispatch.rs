@@ -271,6 +271,7 @@ pub fn serve(cx: &Ctx<'_>, req: Request) -> (Response, Option<OwnedFd>) {
             Err(e) => err(e),
         },
         Request::Lock(lock) => return crate::lockserve::serve(&cx.lock_ctx(), lock),
+        Request::Proc(p) => crate::procserve::serve(ns, cx.locks, cred, p),
         Request::Hello { .. } | Request::Cancel | Request::ForkChild { .. } => err(Errno::EINVAL),
     };
     (resp, None)

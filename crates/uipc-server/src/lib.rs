@@ -94,6 +94,7 @@ pub mod lockserve;
 pub mod memfd;
 pub mod parked;
 pub mod procs;
+pub mod procserve;
 pub mod reactor;
 pub mod session;
 pub mod state;

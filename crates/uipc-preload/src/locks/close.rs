@@ -122,6 +122,7 @@ pub(super) fn before_close(fd: c_int) {
 #[no_mangle]
 pub extern "C-unwind" fn close(fd: c_int) -> c_int {
     crate::slots::descriptors_may_change();
+    crate::procwrite::before_close(fd);
     before_close(fd);
     match real!(close, unsafe extern "C" fn(c_int) -> c_int) {
         // SAFETY: libc's close.
@@ -133,6 +134,9 @@ pub extern "C-unwind" fn close(fd: c_int) -> c_int {
 /// What dup2 (`flags` 0) and dup3 do first: `newfd`, if open, is closed by the call unless
 /// it fails or is a no-op (the same descriptor, which dup3 refuses and dup2 leaves alone).
 pub(super) fn before_dup(oldfd: c_int, newfd: c_int, flags: c_int) {
+    if oldfd != newfd {
+        crate::procwrite::before_close(newfd);
+    }
     if oldfd != newfd && flags & !libc::O_CLOEXEC == 0 && is_open(oldfd) && is_open(newfd) {
         before_close(newfd);
     }
@@ -166,6 +170,7 @@ pub extern "C-unwind" fn dup3(oldfd: c_int, newfd: c_int, flags: c_int) -> c_int
 #[no_mangle]
 pub extern "C-unwind" fn fclose(stream: *mut FILE) -> c_int {
     crate::slots::descriptors_may_change();
+    crate::procwrite::before_fclose(stream);
     if routing() && !stream.is_null() {
         // SAFETY: the caller passes an open stream (as libc's fclose requires).
         let fd = unsafe { libc::fileno(stream) };

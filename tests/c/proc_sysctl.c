@@ -1,0 +1,124 @@
+/* /proc/sys/kernel's IPC files and /proc/sysvipc in a fresh IPC namespace: reads give the
+ * namespace's values (Linux's defaults), writes change them with Linux's checks, and the
+ * objects follow the new limits. Run as root, on the host in a private IPC namespace and
+ * under `uipc run` (whose daemon is a fresh namespace); the same checks pass on both. */
+#include "check.h"
+
+static char *slurp(const char *path) {
+    static char buf[4096];
+    int fd = open(path, O_RDONLY);
+    CHECK(fd >= 0);
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    CHECK(n >= 0);
+    buf[n] = 0;
+    CHECK(close(fd) == 0);
+    return buf;
+}
+
+static long value(const char *name) {
+    char path[128];
+    snprintf(path, sizeof path, "/proc/sys/kernel/%s", name);
+    return strtol(slurp(path), NULL, 10);
+}
+
+/* One write(2) to a fresh descriptor: its result, errno in *err. */
+static ssize_t put(const char *name, const char *text, int *err) {
+    char path[128];
+    snprintf(path, sizeof path, "/proc/sys/kernel/%s", name);
+    int fd = open(path, O_WRONLY);
+    if (fd < 0) {
+        *err = errno;
+        return -2;
+    }
+    errno = 0;
+    ssize_t n = write(fd, text, strlen(text));
+    *err = errno;
+    CHECK(close(fd) == 0);
+    return n;
+}
+
+static int lines(const char *path) {
+    const char *s = slurp(path);
+    int n = 0;
+    for (; *s; s++)
+        n += *s == '\n';
+    return n;
+}
+
+int main(void) {
+    int err;
+    /* Linux's defaults in a new IPC namespace. */
+    CHECK(value("msgmni") == 32000);
+    CHECK(value("msgmax") == 8192);
+    CHECK(value("msgmnb") == 16384);
+    CHECK(value("shmmni") == 4096);
+    CHECK(value("shm_rmid_forced") == 0);
+    CHECK(value("shm_next_id") == -1);
+    CHECK(strcmp(slurp("/proc/sys/kernel/sem"), "32000\t1024000000\t500\t32000\n") == 0);
+    CHECK(strcmp(slurp("/proc/sys/kernel/shmmax"), "18446744073692774399\n") == 0);
+    CHECK(lines("/proc/sysvipc/msg") == 1 && lines("/proc/sysvipc/shm") == 1);
+
+    /* Writes: the value, then Linux's EINVAL, then a write past position 0 (ignored). */
+    CHECK(put("msgmni", "2\n", &err) == 2);
+    CHECK(value("msgmni") == 2);
+    CHECK(put("msgmni", "-1", &err) == -1 && err == EINVAL);
+    CHECK(put("msgmni", "abc", &err) == -1 && err == EINVAL);
+    CHECK(value("msgmni") == 2);
+    int fd = open("/proc/sys/kernel/msgmnb", O_WRONLY);
+    CHECK(fd >= 0);
+    CHECK(write(fd, "1000", 4) == 4 && write(fd, "2000", 4) == 4);
+    CHECK(close(fd) == 0);
+    CHECK(value("msgmnb") == 1000);
+
+    /* The limit holds: two queues, then ENOSPC. */
+    CHECK(msgget(IPC_PRIVATE, 0600) >= 0 && msgget(IPC_PRIVATE, 0600) >= 0);
+    CHECK(msgget(IPC_PRIVATE, 0600) == -1 && errno == ENOSPC);
+    CHECK(lines("/proc/sysvipc/msg") == 3);
+    struct msqid_ds ds;
+    CHECK(msgctl(0, IPC_STAT, &ds) == 0 && ds.msg_qbytes == 1000);
+
+    /* stdio: fopen for writing, fprintf, fclose report the write's errno. */
+    FILE *f = fopen("/proc/sys/kernel/shmmni", "w");
+    CHECK(f != NULL);
+    CHECK(fprintf(f, "7\n") == 2 && fclose(f) == 0);
+    CHECK(value("shmmni") == 7);
+    f = fopen("/proc/sys/kernel/shm_rmid_forced", "w");
+    CHECK(f != NULL);
+    fprintf(f, "5\n");
+    CHECK(fclose(f) == EOF && errno == EINVAL);
+    f = fopen("/proc/sys/kernel/sem", "r");
+    char line[128];
+    CHECK(f != NULL && fgets(line, sizeof line, f) && fclose(f) == 0);
+    CHECK(strcmp(line, "32000\t1024000000\t500\t32000\n") == 0);
+
+    /* sem takes four values; *_next_id chooses the next id. */
+    CHECK(put("sem", "10 20 30 40", &err) == 11);
+    CHECK(strcmp(slurp("/proc/sys/kernel/sem"), "10\t20\t30\t40\n") == 0);
+    CHECK(put("shm_next_id", "5", &err) == 1);
+    CHECK(value("shm_next_id") == 5);
+    CHECK(shmget(IPC_PRIVATE, 4096, 0600) == 5);
+    CHECK(value("shm_next_id") == -1);
+
+    /* A shell's redirection (stdio writes inside libc). */
+    CHECK(system("echo 123 > /proc/sys/kernel/msgmax") == 0);
+    CHECK(value("msgmax") == 123);
+    CHECK(system("bash -c 'echo 321 > /proc/sys/kernel/msgmax'") == 0);
+    CHECK(value("msgmax") == 321);
+
+    /* Another user reads, but may not open for writing. */
+    pid_t pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0) {
+        CHECK(value("msgmni") == 2);
+        CHECK(setgid(65534) == 0 && setuid(65534) == 0);
+        CHECK(value("msgmni") == 2);
+        CHECK(open("/proc/sys/kernel/msgmni", O_WRONLY) == -1 && errno == EACCES);
+        CHECK(open("/proc/sys/kernel/shm_next_id", O_RDWR) == -1 && errno == EACCES);
+        CHECK(fopen("/proc/sys/kernel/msgmni", "w") == NULL && errno == EACCES);
+        _exit(0);
+    }
+    int st;
+    CHECK(waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    printf("proc_sysctl: ok\n");
+    return 0;
+}
