@@ -25,6 +25,9 @@
 //! sigwaitinfo, sigtimedwait (`timer_mask.rs`) and sigaction (`timer_handlers.rs`) keep timer
 //! overruns as Linux fixes them.
 //!
+//! unshare and setns (`ipcns.rs`) reconnect after a change of IPC namespace, so the daemon
+//! serves the new one.
+//!
 //! `/proc` views (`procview.rs`, `procwrite.rs`): open, open64, openat, openat64, their
 //! fortified forms, fopen and fopen64 of `/proc/sysvipc/{sem,msg,shm}`, the IPC files of
 //! `/proc/sys/kernel` and, under `--locks`, `/proc/locks` give the daemon's view in the
@@ -244,6 +247,21 @@
 //!   through an O_RDWR descriptor such writes are lost. Once a process has opened a sysctl for
 //!   writing, each of its `write` calls costs an fstat (the lookup of its table of such
 //!   descriptors, 16 entries, oldest replaced).
+//! - IPC namespaces (`ipcns.rs`): the daemon serves the namespace of the kernel IPC
+//!   namespace `/proc/PID/ns/ipc` names when a connection starts, that is the thread group
+//!   leader's: a thread other than the leader that unshares or setns keeps being served in
+//!   the leader's (Linux: per thread). unshare and setns reached by a raw system call or
+//!   `syscall()` are not seen, so the process keeps its old connections (and namespace) until
+//!   it forks. A namespace is dropped when the last process that called uipc from it exits,
+//!   even if the kernel namespace lives on in processes that never called (a later caller
+//!   from it finds it empty). At unshare/setns Linux also orphans the segments the process
+//!   created (`exit_shm`, relevant with shm_rmid_forced); uipc does not. shmdt of an
+//!   attachment made in the namespace the process left fails with EINVAL (Linux unmaps it).
+//!   A daemon not allowed to read a client's `/proc/PID/ns/ipc` (another user's process under
+//!   an unprivileged `--shared` daemon) serves its own namespace to it.
+//! - PID namespaces: the pids uipc reports (sempid, msg_lspid/lrpid, shm_cpid/lpid, F_GETLK's
+//!   l_pid, `/proc/sysvipc` and `/proc/locks`) are the daemon's view (the host's pids), not
+//!   translated into the caller's pid namespace (Linux: 0 for a process it cannot see).
 //! - semctl's variadic argument is read as x86-64 and aarch64 pass it; other ABIs are not
 //!   handled. The structure layouts are x86-64's.
 //! - A shmat at a given address checks only the daemon's record and the kernel's
@@ -268,6 +286,7 @@ mod conn;
 mod exec;
 mod exec_env;
 mod fork;
+mod ipcns;
 mod kernel;
 mod locks;
 mod mapbuf;
@@ -381,6 +400,7 @@ extern "C" fn init() {
     timer_handlers::prepare();
     procview::prepare();
     procwrite::prepare();
+    ipcns::prepare();
 }
 
 /// Runs [`init`] when the library is loaded.

@@ -140,11 +140,18 @@ pub struct Conn {
     /// The call in flight's state, held by whoever starts, polls or ends it.
     pub call: Mutex<CallSlot>,
     io: Mutex<IoState>,
+    /// The IPC namespace its calls act on, set at Hello ([`crate::namespaces`]).
+    pub ns: std::sync::OnceLock<Arc<uipc::ipc::IpcNamespace>>,
     /// The frame being read (the event loop's only).
     pub(crate) reader: Mutex<FrameReader>,
 }
 
 impl Conn {
+    /// The namespace its calls act on (the daemon's first until Hello).
+    pub fn namespace<'a>(&'a self, shared: &'a crate::Shared) -> &'a uipc::ipc::IpcNamespace {
+        self.ns.get().map_or(shared.namespaces.home(), |ns| ns)
+    }
+
     /// A connection on `stream` of user `uid`, whose parked calls notify through `jobs` and
     /// whose frames are charged to `budget`.
     pub fn new(
@@ -173,6 +180,7 @@ impl Conn {
                 irq,
                 call: Mutex::new(CallSlot::default()),
                 io: Mutex::new(IoState::default()),
+                ns: std::sync::OnceLock::new(),
                 reader: Mutex::new(FrameReader::with_budget(budget)),
             }
         })

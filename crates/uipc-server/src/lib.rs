@@ -92,6 +92,7 @@ pub mod limits;
 pub mod listen;
 pub mod lockserve;
 pub mod memfd;
+pub mod namespaces;
 pub mod parked;
 pub mod procs;
 pub mod procserve;
@@ -134,8 +135,8 @@ pub struct Options {
 
 /// The state every session shares.
 pub struct Shared {
-    /// The namespace served.
-    pub ns: IpcNamespace,
+    /// The namespaces served, one per kernel IPC namespace of the clients.
+    pub namespaces: namespaces::Namespaces,
     /// The file locks served.
     pub locks: LockManager,
     /// The open file descriptions that may own OFD or flock locks.
@@ -185,7 +186,7 @@ pub fn run_until_signalled(opts: &Options) -> io::Result<()> {
             let mut code = 0;
             if let Some(path) = state {
                 shared.stop_serving();
-                if let Err(e) = state::save(&shared.ns, &shared.backing, &path) {
+                if let Err(e) = state::save(shared.namespaces.home(), &shared.backing, &path) {
                     eprintln!("uipc serve: saving {}: {e}", path.display());
                     code = 1;
                 }
@@ -259,6 +260,11 @@ fn prepare_dir(dir: &Path, mode: u32) -> io::Result<()> {
 }
 
 impl Shared {
+    /// The namespace the daemon started with (its own kernel IPC namespace's).
+    pub fn ns(&self) -> &IpcNamespace {
+        self.namespaces.home()
+    }
+
     /// Stops serving for good and returns once the namespace is still ([`stop`]): what a save
     /// needs.
     pub fn stop_serving(&self) {
@@ -273,7 +279,7 @@ impl Shared {
     /// A client process is gone: its SysV IPC exit rules, its POSIX locks, and the OFD and
     /// flock locks of descriptions nobody holds open any more.
     pub fn process_exit(&self, pid: i32) {
-        self.ns.process_exit(pid);
+        self.namespaces.process_exit(pid);
         self.locks.process_exit(pid);
         lockserve::sweep(&self.locks, &self.descriptions);
     }
@@ -331,7 +337,7 @@ impl Server {
             None => admission::Admission::Anyone,
         };
         let shared = Arc::new(Shared {
-            ns,
+            namespaces: namespaces::Namespaces::new(ns, backing.clone()),
             locks: LockManager::new(),
             descriptions: descriptions::Descriptions::new(),
             hints: hints::LockHints::new(),

@@ -16,6 +16,7 @@ use crate::Shared;
 use std::time::Instant;
 use uipc::ipc::msg::{ParkedMsgrcv, ParkedMsgsnd};
 use uipc::ipc::sem::ParkedSemop;
+use uipc::ipc::IpcNamespace;
 use uipc::{ParkCtx, Progress, WakeReason};
 use uipc_proto::{Request, Response};
 
@@ -97,17 +98,17 @@ impl ParkedCall {
     }
 
     /// After a notification: the response, or the call still parked.
-    pub fn poll(self, shared: &Shared) -> Outcome<ParkedCall> {
+    pub fn poll(self, shared: &Shared, ns: &IpcNamespace) -> Outcome<ParkedCall> {
         match self {
             ParkedCall::Semop(p) => match p.poll() {
                 Progress::Done(r) => Outcome::Answer(done(r)),
                 Progress::Parked(p) => Outcome::Waiting(ParkedCall::Semop(p)),
             },
-            ParkedCall::Msgsnd(p) => match p.poll(&shared.ns) {
+            ParkedCall::Msgsnd(p) => match p.poll(ns) {
                 Progress::Done(r) => Outcome::Answer(done(r)),
                 Progress::Parked(p) => Outcome::Waiting(ParkedCall::Msgsnd(p)),
             },
-            ParkedCall::Msgrcv(p) => match p.poll(&shared.ns) {
+            ParkedCall::Msgrcv(p) => match p.poll(ns) {
                 Progress::Done(r) => Outcome::Answer(message(r)),
                 Progress::Parked(p) => Outcome::Waiting(ParkedCall::Msgrcv(p)),
             },

@@ -94,10 +94,12 @@ fn hello(shared: &Shared, conn: &Arc<Conn>, frame: Received) {
             return close(shared, conn);
         }
     };
+    // The kernel IPC namespace the process is in now decides the namespace served.
+    let ns = conn.ns.get_or_init(|| shared.namespaces.join(peer.pid));
     if new_image && known {
         // The process ran execve since its last session: Linux drops its attachments, and
         // its close-on-exec descriptors are closed.
-        shared.ns.process_exec(peer.pid);
+        ns.process_exec(peer.pid);
         crate::lockserve::sweep(&shared.locks, &shared.descriptions);
     }
     drop(guard);
@@ -200,7 +202,7 @@ fn resume(shared: &Shared, conn: &Arc<Conn>, force: Option<(WakeReason, Option<u
     };
     let deadline = call.deadline();
     let outcome = match force {
-        None => call.poll(shared),
+        None => call.poll(shared, conn.namespace(shared)),
         Some((_, Some(only))) if only != serial => Outcome::Waiting(call),
         Some((WakeReason::TimedOut, _)) if deadline.is_some_and(|d| d <= Instant::now()) => {
             Outcome::Answer(call.cancel(shared, WakeReason::TimedOut))
@@ -254,7 +256,8 @@ fn serve_one(
         } else {
             match shared.procs.enter(child, None, conn.id, &conn.irq) {
                 Ok(_child_guard) => {
-                    shared.ns.process_fork(peer.pid, child);
+                    shared.namespaces.fork(peer.pid, child);
+                    conn.namespace(shared).process_fork(peer.pid, child);
                     Response::Ret(0)
                 }
                 Err(e) => Response::Error(e.raw()),
@@ -263,7 +266,7 @@ fn serve_one(
         return Served::Reply(resp, None);
     }
     let cx = Ctx {
-        ns: &shared.ns,
+        ns: conn.namespace(shared),
         locks: &shared.locks,
         descriptions: &shared.descriptions,
         hints: shared.hints.as_ref(),

@@ -285,7 +285,7 @@ fn random_frames_against_a_live_daemon() {
         (Sysctl::Sem, "40 320 32 8"),
         (Sysctl::ShmAll, "65536"),
     ] {
-        shared.ns.sysctl_write(&root, which, value).unwrap();
+        shared.ns().sysctl_write(&root, which, value).unwrap();
     }
     let good = Connection::connect(&path, false).unwrap();
     let check = |what: &str| {

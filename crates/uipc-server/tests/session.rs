@@ -260,5 +260,8 @@ fn shmat_sends_a_memfd_that_two_mappings_share() {
         Response::Error(libc::EINVAL)
     );
     let pid = std::process::id() as i32;
-    assert_eq!(shared.ns.shm_attachments(pid), vec![(b as u64, id as i32)]);
+    assert_eq!(
+        shared.ns().shm_attachments(pid),
+        vec![(b as u64, id as i32)]
+    );
 }

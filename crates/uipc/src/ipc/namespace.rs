@@ -299,6 +299,13 @@ impl IpcNamespace {
         self.shm_process_exit(tgid);
     }
 
+    /// The process moved to another IPC namespace (unshare or setns with CLONE_NEWIPC): as
+    /// Linux's unshare (which implies CLONE_SYSVSEM), its SEM_UNDO list is applied here. Its
+    /// attachments stay, as its mappings do, until it detaches, execs or exits.
+    pub fn process_left(&self, tgid: i32) {
+        self.sem_process_exit(tgid);
+    }
+
     /// Fork: the child starts with no SEM_UNDO list; its inherited attachments count in
     /// nattch.
     pub fn process_fork(&self, parent: i32, child: i32) {

@@ -1,0 +1,65 @@
+//! IPC namespaces: unshare and setns.
+//!
+//! The kernel keeps track of which IPC namespace a process is in; the daemon reads it from
+//! `/proc/PID/ns/ipc` when a connection starts and serves that namespace on it (the server's
+//! `namespaces` module). So the library lets unshare and setns through to the C library and,
+//! when they succeed and may have changed the IPC namespace (`CLONE_NEWIPC`; any setns),
+//! drops every connection of the process, as after fork ([`crate::conn::GENERATION`]): the
+//! next call connects again and is served in the new namespace. A child made by
+//! `clone(CLONE_NEWIPC)` (or clone3) is a process of its own, which makes its own connections
+//! at its first call.
+
+use libc::c_int;
+use std::sync::atomic::Ordering;
+use std::sync::OnceLock;
+
+type UnshareFn = unsafe extern "C" fn(c_int) -> c_int;
+type SetnsFn = unsafe extern "C" fn(c_int, c_int) -> c_int;
+
+fn next(name: &std::ffi::CStr) -> usize {
+    // SAFETY: looks up the next definition of a NUL-terminated symbol name.
+    unsafe { libc::dlsym(libc::RTLD_NEXT, name.as_ptr()) as usize }
+}
+
+fn fns() -> &'static (usize, usize) {
+    static FNS: OnceLock<(usize, usize)> = OnceLock::new();
+    FNS.get_or_init(|| (next(c"unshare"), next(c"setns")))
+}
+
+/// Looks up the C library's functions; called when the library is loaded.
+pub fn prepare() {
+    let _ = fns();
+}
+
+/// After a successful change of namespace: every connection is made again.
+pub fn namespace_changed() {
+    crate::conn::GENERATION.fetch_add(1, Ordering::SeqCst);
+}
+
+/// unshare(2).
+#[no_mangle]
+pub extern "C" fn unshare(flags: c_int) -> c_int {
+    let r = match fns().0 {
+        0 => crate::kernel::kernel_sys!(libc::SYS_unshare, flags) as c_int,
+        // SAFETY: the C library's unshare.
+        p => unsafe { std::mem::transmute::<usize, UnshareFn>(p)(flags) },
+    };
+    if r == 0 && flags & libc::CLONE_NEWIPC != 0 {
+        namespace_changed();
+    }
+    r
+}
+
+/// setns(2): `nstype` 0 may be an IPC namespace too.
+#[no_mangle]
+pub extern "C" fn setns(fd: c_int, nstype: c_int) -> c_int {
+    let r = match fns().1 {
+        0 => crate::kernel::kernel_sys!(libc::SYS_setns, fd, nstype) as c_int,
+        // SAFETY: the C library's setns.
+        p => unsafe { std::mem::transmute::<usize, SetnsFn>(p)(fd, nstype) },
+    };
+    if r == 0 && (nstype == 0 || nstype & libc::CLONE_NEWIPC != 0) {
+        namespace_changed();
+    }
+    r
+}
