@@ -24,8 +24,8 @@ use crate::procwrite;
 use libc::{c_char, c_int, c_uint, FILE};
 use std::ffi::CStr;
 use std::sync::OnceLock;
+use uipc::ipc::Sysctl;
 use uipc::Errno;
-use uipc_proto::procfs::sysctl_by_name;
 use uipc_proto::{ProcFile, ProcRequest, Request, Response};
 
 type OpenFn = unsafe extern "C" fn(*const c_char, c_int, ...) -> c_int;
@@ -113,7 +113,7 @@ fn view_of(path: *const c_char) -> Option<ProcFile> {
         [b"proc", b"locks"] if crate::locks::routing() => Some(ProcFile::Locks),
         [b"proc", b"sys", b"kernel", name] => std::str::from_utf8(name)
             .ok()
-            .and_then(sysctl_by_name)
+            .and_then(Sysctl::by_name)
             .map(ProcFile::Sysctl),
         _ => None,
     }

@@ -27,10 +27,10 @@ use std::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::OnceLock;
 use uipc::ipc::Sysctl;
 use uipc::Errno;
-use uipc_proto::procfs::SYSCTLS;
+use uipc_proto::procfs::code_of;
 use uipc_proto::{ProcFile, ProcRequest, Request, Response};
 
-/// One registered memfd: its sysctl as `1 + index in SYSCTLS` (0: empty slot), `FALLBACK`
+/// One registered memfd: its sysctl as `1 + ` its wire code (0: empty slot), `FALLBACK`
 /// if its content is applied at close.
 struct Slot {
     code: AtomicU8,
@@ -51,10 +51,6 @@ static SLOTS: [Slot; NSLOTS] = [EMPTY; NSLOTS];
 /// Registrations made by this process (and inherited from its parent): 0 means none.
 static LIVE: AtomicUsize = AtomicUsize::new(0);
 
-fn code_of(s: Sysctl) -> u8 {
-    SYSCTLS.iter().position(|&(_, x)| x == s).unwrap_or(0) as u8 + 1
-}
-
 fn identity(fd: c_int) -> Option<(u64, u64)> {
     // SAFETY: zeroed stat is valid output space; fstat on any number reports failure.
     let mut st: libc::stat = unsafe { std::mem::zeroed() };
@@ -74,7 +70,7 @@ fn lookup(fd: c_int) -> Option<(Sysctl, bool)> {
         (code != 0 && s.dev.load(Ordering::Relaxed) == dev && s.ino.load(Ordering::Relaxed) == ino)
             .then(|| {
                 let index = usize::from((code & !FALLBACK) - 1);
-                SYSCTLS.get(index).map(|&(_, s)| (s, code & FALLBACK != 0))
+                Sysctl::ALL.get(index).map(|&s| (s, code & FALLBACK != 0))
             })
             .flatten()
     })
@@ -86,7 +82,7 @@ fn register(fd: c_int, s: Sysctl, fallback: bool) -> Result<(), Errno> {
     slot.code.store(0, Ordering::Release);
     slot.dev.store(dev, Ordering::Relaxed);
     slot.ino.store(ino, Ordering::Relaxed);
-    let code = code_of(s) | if fallback { FALLBACK } else { 0 };
+    let code = (code_of(s) + 1) | if fallback { FALLBACK } else { 0 };
     slot.code.store(code, Ordering::Release);
     Ok(())
 }

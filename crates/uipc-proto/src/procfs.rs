@@ -10,21 +10,6 @@
 use crate::codec::{DecodeError, Reader, Writer};
 use uipc::ipc::Sysctl;
 
-/// The IPC sysctls, by file name under `/proc/sys/kernel`; the wire code is the index.
-pub const SYSCTLS: [(&str, Sysctl); 11] = [
-    ("sem", Sysctl::Sem),
-    ("msgmax", Sysctl::MsgMax),
-    ("msgmnb", Sysctl::MsgMnb),
-    ("msgmni", Sysctl::MsgMni),
-    ("shmmax", Sysctl::ShmMax),
-    ("shmall", Sysctl::ShmAll),
-    ("shmmni", Sysctl::ShmMni),
-    ("shm_rmid_forced", Sysctl::ShmRmidForced),
-    ("sem_next_id", Sysctl::SemNextId),
-    ("msg_next_id", Sysctl::MsgNextId),
-    ("shm_next_id", Sysctl::ShmNextId),
-];
-
 /// A file the daemon renders.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ProcFile {
@@ -62,21 +47,20 @@ mod tag {
     pub const WRITE: u8 = 3;
 }
 
-/// The sysctl named `name` under `/proc/sys/kernel`.
-pub fn sysctl_by_name(name: &str) -> Option<Sysctl> {
-    SYSCTLS.iter().find(|(n, _)| *n == name).map(|&(_, s)| s)
-}
-
 fn put_sysctl(w: &mut Writer<'_>, s: Sysctl) {
-    let code = SYSCTLS.iter().position(|&(_, x)| x == s).unwrap_or(0);
-    w.u8(code as u8);
+    w.u8(code_of(s));
 }
 
 fn get_sysctl(r: &mut Reader<'_>) -> Result<Sysctl, DecodeError> {
-    SYSCTLS
+    Sysctl::ALL
         .get(usize::from(r.u8()?))
-        .map(|&(_, s)| s)
+        .copied()
         .ok_or(DecodeError::BadValue("sysctl"))
+}
+
+/// A sysctl's wire code: its index in [`Sysctl::ALL`].
+pub fn code_of(s: Sysctl) -> u8 {
+    Sysctl::ALL.iter().position(|&x| x == s).unwrap_or(0) as u8
 }
 
 impl ProcRequest {
@@ -139,7 +123,7 @@ mod tests {
             ProcRequest::Read(ProcFile::SysvShm),
             ProcRequest::Read(ProcFile::Locks),
         ];
-        for (_, s) in SYSCTLS {
+        for s in Sysctl::ALL {
             all.push(ProcRequest::Read(ProcFile::Sysctl(s)));
             all.push(ProcRequest::MayWrite(s));
             all.push(ProcRequest::Write(s, b"12 34\n".to_vec()));
@@ -155,13 +139,14 @@ mod tests {
 
     #[test]
     fn names_map_both_ways() {
-        for (name, s) in SYSCTLS {
-            assert_eq!(sysctl_by_name(name), Some(s));
+        for s in Sysctl::ALL {
+            assert_eq!(Sysctl::by_name(s.name()), Some(s));
+            assert_eq!(Sysctl::ALL[usize::from(code_of(s))], s);
         }
-        assert_eq!(sysctl_by_name("shmmaxx"), None);
+        assert_eq!(Sysctl::by_name("shmmaxx"), None);
         let mut w = Writer::new();
         w.u8(tag::MAY_WRITE);
-        w.u8(SYSCTLS.len() as u8);
+        w.u8(Sysctl::ALL.len() as u8);
         let buf = w.finish();
         assert!(ProcRequest::decode_from(&mut Reader::new(&buf)).is_err());
     }

@@ -322,17 +322,10 @@ pub fn mask_times(text: &str, time_columns: &[usize]) -> String {
 fn mirror_host_limits(ctx: &Ctx) {
     use uipc::ipc::Sysctl;
     let admin = Cred::root(ctx.root.tgid);
-    for (name, which) in [
-        ("sem", Sysctl::Sem),
-        ("msgmax", Sysctl::MsgMax),
-        ("msgmnb", Sysctl::MsgMnb),
-        ("msgmni", Sysctl::MsgMni),
-        ("shmmax", Sysctl::ShmMax),
-        ("shmall", Sysctl::ShmAll),
-        ("shmmni", Sysctl::ShmMni),
-        ("shm_rmid_forced", Sysctl::ShmRmidForced),
-    ] {
-        if let Ok(text) = std::fs::read_to_string(format!("/proc/sys/kernel/{name}")) {
+    // The limits, not the *_next_id files.
+    for which in &Sysctl::ALL[..8] {
+        let which = *which;
+        if let Ok(text) = std::fs::read_to_string(format!("/proc/sys/kernel/{}", which.name())) {
             let _ = ctx.ns.sysctl_write(&admin, which, &text);
         }
     }

@@ -135,6 +135,45 @@ pub enum Sysctl {
     ShmNextId,
 }
 
+impl Sysctl {
+    /// Every tunable, the limits first, then the `*_next_id` files.
+    pub const ALL: [Sysctl; 11] = [
+        Sysctl::Sem,
+        Sysctl::MsgMax,
+        Sysctl::MsgMnb,
+        Sysctl::MsgMni,
+        Sysctl::ShmMax,
+        Sysctl::ShmAll,
+        Sysctl::ShmMni,
+        Sysctl::ShmRmidForced,
+        Sysctl::SemNextId,
+        Sysctl::MsgNextId,
+        Sysctl::ShmNextId,
+    ];
+
+    /// Its file name under `/proc/sys/kernel`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Sysctl::Sem => "sem",
+            Sysctl::MsgMax => "msgmax",
+            Sysctl::MsgMnb => "msgmnb",
+            Sysctl::MsgMni => "msgmni",
+            Sysctl::ShmMax => "shmmax",
+            Sysctl::ShmAll => "shmall",
+            Sysctl::ShmMni => "shmmni",
+            Sysctl::ShmRmidForced => "shm_rmid_forced",
+            Sysctl::SemNextId => "sem_next_id",
+            Sysctl::MsgNextId => "msg_next_id",
+            Sysctl::ShmNextId => "shm_next_id",
+        }
+    }
+
+    /// The tunable whose file is `/proc/sys/kernel/NAME`.
+    pub fn by_name(name: &str) -> Option<Sysctl> {
+        Sysctl::ALL.into_iter().find(|s| s.name() == name)
+    }
+}
+
 /// An IPC namespace.
 pub struct IpcNamespace {
     pub(crate) limits: Limits,
