@@ -117,6 +117,22 @@ if [ "$(id -u)" = 0 ]; then
         # vfork / posix_spawn / raw fork children with file locks and timers routed too.
         timeout 60 "$uipc" run --locks --timers -- "$out/vfork_spawn"
         shared_daemon "$uipc" "$out"
+        # A daemon killed under its client: ECONNREFUSED, said once on stderr; its socket file
+        # stays, and uipc run --socket refuses it unless told --restart.
+        gone=$(mktemp -d)
+        "$uipc" serve --socket "$gone/socket" &
+        daemon=$!
+        for _ in $(seq 200); do [ -S "$gone/socket" ] && break; sleep 0.05; done
+        timeout 60 "$uipc" run --socket "$gone/socket" -- "$out/daemon_gone" "$daemon" 2> "$gone/err"
+        wait "$daemon" || true
+        [ "$(grep -c "does not answer" "$gone/err")" = 1 ]
+        if "$uipc" run --socket "$gone/socket" -- true 2> "$gone/err"; then
+            echo "uipc run started an empty daemon in place of a dead one" >&2
+            exit 1
+        fi
+        grep -q -- --restart "$gone/err"
+        "$uipc" run --socket "$gone/socket" --restart -- "$out/msg_sem_exchange"
+        rm -rf "$gone"
         # The daemon outlives the program while a descendant still runs (uipc run reaps
         # orphans); the exit status is that of the program.
         marker=$(mktemp -u)
@@ -129,6 +145,7 @@ if [ "$(id -u)" = 0 ]; then
         "$uipc" run -- sh -c "\"$out/key_peer\" wait & \"$uipc\" run -- \"$out/key_peer\" post && wait \$!"
         "$out/kernel_probe"
     ' _ "$uipc" "$out" "${tests[@]}"
+    timeout 60 "$out/daemon_gone"
     echo "-- differential runs: random calls on the host kernel and under uipc run, same output"
     for seed in 1 2 3; do
         timeout 60 unshare --ipc "$out/diff_ops" "$seed" 3000 > "$out/diff-host-$seed.txt"

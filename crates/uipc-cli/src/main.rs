@@ -140,6 +140,10 @@ struct RunArgs {
     /// The daemon's socket; one is started there if none answers (default: a private daemon).
     #[arg(long, value_name = "PATH")]
     socket: Option<std::path::PathBuf>,
+    /// With --socket: if the socket file is there but no daemon answers (it died), start an
+    /// empty daemon there instead of failing.
+    #[arg(long)]
+    restart: bool,
     /// Route file locks (fcntl, flock, lockf) to the daemon too.
     #[arg(long)]
     locks: bool,
@@ -396,7 +400,13 @@ fn main() -> ExitCode {
         }
         Command::Conform { what } => conform(what),
         Command::Serve(args) => serve(args),
-        Command::Run(args) => run::run(args.socket, args.locks, args.timers, &args.argv),
+        Command::Run(args) => run::run(
+            args.socket,
+            args.restart,
+            args.locks,
+            args.timers,
+            &args.argv,
+        ),
         Command::Locks(a) => locks::locks(a.socket, a.pid, !a.noheadings),
         Command::Ipcs(a) => {
             let any = a.queues || a.shmems || a.semaphores;

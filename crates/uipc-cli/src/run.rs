@@ -21,6 +21,9 @@
 //! dies while the program runs (not only after it), so a dead orphan never stays a zombie that
 //! looks alive; the program's own status is kept for the exit status.
 //!
+//! A daemon that died leaves its socket file: `uipc run --socket S` then says so and exits with
+//! status 125 rather than start an empty daemon in its place, unless given `--restart`.
+//!
 //! While the program runs, `uipc run` ignores SIGINT and SIGQUIT (the terminal sends them to
 //! the program too, which decides) and passes SIGTERM and SIGHUP on to it, so the daemon stays
 //! up as long as the program does. The exit status is the program's, or 128 + the signal
@@ -171,8 +174,14 @@ fn stop_forwarding() {
 }
 
 /// Runs `argv` under uipc; see the module doc.
-pub fn run(socket: Option<PathBuf>, locks: bool, timers: bool, argv: &[String]) -> ExitCode {
-    match run_inner(socket, locks, timers, argv) {
+pub fn run(
+    socket: Option<PathBuf>,
+    restart: bool,
+    locks: bool,
+    timers: bool,
+    argv: &[String],
+) -> ExitCode {
+    match run_inner(socket, restart, locks, timers, argv) {
         Ok(code) => code,
         Err(e) => {
             eprintln!("uipc run: {e}");
@@ -244,6 +253,7 @@ fn wait_for_descendants(daemon: Option<i32>, daemon_reaped: &mut bool) {
 
 fn run_inner(
     socket: Option<PathBuf>,
+    restart: bool,
     locks: bool,
     timers: bool,
     argv: &[String],
@@ -266,6 +276,13 @@ fn run_inner(
     };
     let mut daemon = None;
     if !answers(&socket) {
+        if private_dir.is_none() && socket.exists() && !restart {
+            return Err(format!(
+                "no daemon answers on {}, but the socket file is there: the daemon that made it \
+                 died, and its objects with it; pass --restart to start an empty one there",
+                socket.display()
+            ));
+        }
         daemon = Some(start_daemon(&socket, private_dir.is_some())?);
     }
     let mut preload = lib.into_os_string();

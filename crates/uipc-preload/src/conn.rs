@@ -48,8 +48,7 @@ const FRAME_ROOM: usize = 256;
 ///
 /// `encode` and `decode` run with cancellation held off and panics caught; the exchange in
 /// between runs with the caller's cancelability (see `crate::guard_blocking`). A daemon that
-/// cannot be reached, or that drops the connection, gives ENOSYS (as a kernel without SysV
-/// IPC).
+/// cannot be reached, or that drops the connection, gives [`DAEMON_GONE`].
 pub fn call_with<T>(
     scratch: usize,
     pass: Option<RawFd>,
@@ -88,14 +87,14 @@ pub fn call_with<T>(
             Err(e) if e.raw_os_error() == Some(libc::ENOMEM) => return Err(Errno::ENOMEM),
             Err(_) => {
                 slot.drop_connection();
-                return Err(Errno::ENOSYS);
+                return Err(daemon_gone());
             }
         };
         match ResponseView::decode(&space.bytes()[..reply.len]) {
             Ok(view) => guarded(|| decode(view, reply.fd)),
             Err(_) => {
                 slot.drop_connection();
-                Err(Errno::ENOSYS)
+                Err(daemon_gone())
             }
         }
     })
@@ -158,7 +157,7 @@ pub fn enabled() -> bool {
 }
 
 /// A new connection to the daemon, hello said (announcing a new program image if this is the
-/// image's first and `may_announce`). ENOSYS if the daemon cannot be reached.
+/// image's first and `may_announce`). [`DAEMON_GONE`] if the daemon cannot be reached.
 pub fn open_session(may_announce: bool) -> Result<RawFd, Errno> {
     let path = socket_path().ok_or(Errno::ENOSYS)?;
     let new_image = may_announce && NEW_IMAGE.swap(false, Ordering::SeqCst);
@@ -177,7 +176,35 @@ fn not_reached(new_image: bool) -> Errno {
     if new_image {
         NEW_IMAGE.store(true, Ordering::SeqCst);
     }
-    Errno::ENOSYS
+    daemon_gone()
+}
+
+/// The errno of a call the daemon does not answer (it died, or refuses this process): never
+/// one of the SysV calls' own, so no program takes it for an answer about its objects, and
+/// `perror` names what happened. The first such call of the process says so on stderr.
+pub const DAEMON_GONE: Errno = Errno::from_raw(libc::ECONNREFUSED);
+
+/// [`DAEMON_GONE`], after one line on stderr the first time in this process (a plain write
+/// from a stack buffer: safe in a signal handler).
+fn daemon_gone() -> Errno {
+    static SAID: AtomicBool = AtomicBool::new(false);
+    if !SAID.swap(true, Ordering::SeqCst) {
+        let mut line = [0u8; 256];
+        let mut len = 0;
+        let path = socket_path().map_or(&[][..], |p| &p.bytes[..p.len]);
+        for part in [
+            &b"uipc: the daemon at "[..],
+            path,
+            &b" does not answer (gone, or refusing this process): SysV IPC calls fail with ECONNREFUSED\n"[..],
+        ] {
+            let n = part.len().min(line.len() - len);
+            line[len..len + n].copy_from_slice(&part[..n]);
+            len += n;
+        }
+        // SAFETY: writes `len` initialised bytes of a live stack buffer to stderr.
+        unsafe { libc::write(2, line.as_ptr().cast(), len) };
+    }
+    DAEMON_GONE
 }
 
 /// The constructor's part: reads `$UIPC_SOCKET` and makes the thread-exit key.

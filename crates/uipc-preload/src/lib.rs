@@ -39,7 +39,8 @@
 //! msgrcv waits for the daemon, where `pthread_cancel` acts as in the kernel's call (the
 //! exports are `C-unwind` so the cancellation unwinds through them). The
 //! caller's pointers are never dereferenced: copies go through [`user`], so a bad pointer is
-//! EFAULT as from the kernel. A daemon that cannot be reached gives ENOSYS.
+//! EFAULT as from the kernel. A daemon that cannot be reached (it died, or refuses the process)
+//! gives ECONNREFUSED, and the first such call of a process says so on stderr.
 //!
 //! Other preloaded libraries: fakeroot, for one, wraps `geteuid`, `fstat` and friends (and
 //! calls SysV IPC from inside them). The library takes the ids it sends to the daemon and the
