@@ -39,9 +39,9 @@ tests=(msg_sem_exchange sem_undo_kill shm_share shm_remap shm_rdonly_segv semop_
     timer_ids_exec timer_overrun vfork_spawn unseen_children handler_ipc ipc_no_malloc handler_altstack
     timer_handler
     timer_no_malloc "load 64 100")
-# Linux's process model (privilege drops, exec, orphans, /proc views, IPC namespaces): run
-# under uipc run --locks --timers.
-process_tests=(priv_drop ident_per_call orphan_reap proc_sysctl ipc_ns)
+# Linux's process model (privilege drops, exec, orphans, /proc views, IPC and pid namespaces):
+# run under uipc run --locks --timers.
+process_tests=(priv_drop ident_per_call orphan_reap proc_sysctl ipc_ns pid_ns)
 export PROCESS_TESTS="${process_tests[*]}"
 
 # File locks: each program on the host kernel, then under `uipc run --locks`; the locks taken

@@ -260,9 +260,12 @@
 //!   attachment made in the namespace the process left fails with EINVAL (Linux unmaps it).
 //!   A daemon not allowed to read a client's `/proc/PID/ns/ipc` (another user's process under
 //!   an unprivileged `--shared` daemon) serves its own namespace to it.
-//! - PID namespaces: the pids uipc reports (sempid, msg_lspid/lrpid, shm_cpid/lpid, F_GETLK's
-//!   l_pid, `/proc/sysvipc` and `/proc/locks`) are the daemon's view (the host's pids), not
-//!   translated into the caller's pid namespace (Linux: 0 for a process it cannot see).
+//! - PID namespaces: the daemon gives a caller in a nested pid namespace the pids of
+//!   semctl GETPID, msgctl/shmctl's `*_STAT` and F_GETLK as that namespace numbers them (0
+//!   for a process it cannot see), reading `/proc/PID/status` NSpid lines (the server's
+//!   `pidns.rs`). A process that has exited can no longer be looked up and shows as 0 there
+//!   (Linux still gives its number). `/proc/sysvipc` and `/proc/locks` read through the views
+//!   show the daemon's numbers (Linux: those of the pid namespace of the reader's /proc).
 //! - semctl's variadic argument is read as x86-64 and aarch64 pass it; other ABIs are not
 //!   handled. The structure layouts are x86-64's.
 //! - A shmat at a given address checks only the daemon's record and the kernel's

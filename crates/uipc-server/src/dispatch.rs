@@ -8,7 +8,7 @@
 
 use crate::memfd::MemfdBacking;
 use std::os::fd::{FromRawFd, OwnedFd, RawFd};
-use uipc::ipc::consts::{IPC_NOWAIT, PAGE_SIZE};
+use uipc::ipc::consts::{GETPID, IPC_NOWAIT, PAGE_SIZE};
 use uipc::ipc::msg::{MsgctlArg, MsgctlOut};
 use uipc::ipc::sem::{Sembuf, SemctlArg, SemctlOut};
 use uipc::ipc::shm::ShmctlOut;
@@ -197,6 +197,9 @@ pub fn serve(cx: &Ctx<'_>, req: Request) -> (Response, Option<OwnedFd>) {
                 },
             };
             match ns.semctl(cred, semid, semnum, cmd, arg) {
+                Ok(SemctlOut::Ret(r)) if cmd == GETPID => {
+                    Response::Ret(i64::from(crate::pidns::translated(cred.tgid, r)))
+                }
                 Ok(SemctlOut::Ret(r)) => Response::Ret(i64::from(r)),
                 Ok(SemctlOut::Stat(ret, ds)) => Response::SemStat { ret, ds },
                 Ok(SemctlOut::Info(ret, info)) => Response::SemInfo { ret, info },
@@ -228,7 +231,13 @@ pub fn serve(cx: &Ctx<'_>, req: Request) -> (Response, Option<OwnedFd>) {
             let arg = set.map_or(MsgctlArg::None, MsgctlArg::Set);
             match ns.msgctl(cred, msqid, cmd, arg) {
                 Ok(MsgctlOut::Done) => Response::Ret(0),
-                Ok(MsgctlOut::Stat { ret, ds }) => Response::MsgStat { ret, ds },
+                Ok(MsgctlOut::Stat { ret, mut ds }) => {
+                    crate::pidns::for_caller(cred.tgid, |t| {
+                        ds.lspid = t(ds.lspid);
+                        ds.lrpid = t(ds.lrpid);
+                    });
+                    Response::MsgStat { ret, ds }
+                }
                 Ok(MsgctlOut::Info { max_idx, info }) => Response::MsgInfo { ret: max_idx, info },
                 Err(e) => err(e),
             }
@@ -265,7 +274,13 @@ pub fn serve(cx: &Ctx<'_>, req: Request) -> (Response, Option<OwnedFd>) {
         Request::ShmRemap { addr, last } => done(ns.shm_remap(cred, addr, last)),
         Request::Shmctl { shmid, cmd, set } => match ns.shmctl(cred, shmid, cmd, set.as_ref()) {
             Ok(ShmctlOut::Done) => Response::Ret(0),
-            Ok(ShmctlOut::Stat(ret, ds)) => Response::ShmStat { ret, ds },
+            Ok(ShmctlOut::Stat(ret, mut ds)) => {
+                crate::pidns::for_caller(cred.tgid, |t| {
+                    ds.cpid = t(ds.cpid);
+                    ds.lpid = t(ds.lpid);
+                });
+                Response::ShmStat { ret, ds }
+            }
             Ok(ShmctlOut::Info(ret, info)) => Response::ShmInfo { ret, info },
             Ok(ShmctlOut::Usage(ret, usage)) => Response::ShmUsage { ret, usage },
             Err(e) => err(e),

@@ -94,6 +94,7 @@ pub mod lockserve;
 pub mod memfd;
 pub mod namespaces;
 pub mod parked;
+pub mod pidns;
 pub mod procs;
 pub mod procserve;
 pub mod reactor;

@@ -203,6 +203,7 @@ pub fn serve(cx: &LockCtx<'_>, req: LockRequest) -> (Response, Option<OwnedFd>) 
                     };
                     match cx.locks.fcntl(cx.cred, open, cmd, &mut fl, &wait) {
                         Ok(()) if cmd == F_GETLK || cmd == F_OFD_GETLK => {
+                            crate::pidns::for_caller(cx.cred.tgid, |t| fl.l_pid = t(fl.l_pid));
                             Response::Lock(LockResponse::Flock(fl))
                         }
                         Ok(()) => Response::Ret(0),
