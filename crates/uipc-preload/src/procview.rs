@@ -224,7 +224,7 @@ fn open_view(file: ProcFile, flags: c_int) -> Option<Result<c_int, Errno>> {
         _ => fetch(file).and_then(|text| memfd_with(&text, cloexec, false)),
     };
     match result {
-        // The daemon cannot be reached: the kernel's file.
+        // No daemon named: the kernel's file.
         Err(Errno::ENOSYS) => None,
         r => Some(r),
     }
