@@ -1,8 +1,9 @@
 //! execve(2) and the C library's exec functions: execve, execv, execvp, execvpe, fexecve,
 //! execveat, execl, execle, execlp, and `syscall(SYS_execve / SYS_execveat)` (`syscall.rs`).
 //! With `--timers`, each hands the process's POSIX timer id counter to the new program image
-//! in its environment ([`crate::exec_env`]); otherwise, or with a counter of 0, each is the
-//! C library's call with the caller's arguments.
+//! in its environment ([`crate::exec_env`]), and each puts back the library's variables
+//! (`LD_PRELOAD`, `UIPC_*`) that the new environment lacks, so the new image stays a client;
+//! otherwise each is the C library's call with the caller's arguments.
 //!
 //! The C library's exec functions call its internal execve, out of a wrapper's reach, so
 //! each is wrapped: execv and execvp become execve and execvpe with `environ` (what glibc's
@@ -57,6 +58,7 @@ pub fn prepare() {
     let _ = real();
     let _ = crate::timer::routed();
     crate::exec_env::take_inherited();
+    crate::exec_env::keep_own_vars();
 }
 
 fn set_errno(e: c_int) {
@@ -65,16 +67,14 @@ fn set_errno(e: c_int) {
 }
 
 /// Runs `exec` with the environment the new image gets: `envp` with the timer id counter in
-/// front when there is one to carry, else `envp` itself (also if it cannot be read: the call
-/// then fails as the kernel decides).
+/// front when there is one to carry and the library's variables it lacks, else `envp` itself
+/// (also if it cannot be read: the call then fails as the kernel decides).
 fn with_counter(envp: Argv, exec: impl FnOnce(Argv) -> c_long) -> c_long {
     let carried = catch_unwind(AssertUnwindSafe(|| {
         let next = next_to_carry();
         // SAFETY: getpid takes no arguments (raw: other preloads may wrap it).
         let pid = unsafe { libc::syscall(libc::SYS_getpid) } as i32;
-        (next != 0)
-            .then(|| CarriedEnv::new(envp as usize, pid, next))
-            .flatten()
+        CarriedEnv::new(envp as usize, (next != 0).then_some((pid, next)))
     }))
     .ok()
     .flatten();

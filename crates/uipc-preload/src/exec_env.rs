@@ -1,4 +1,11 @@
-//! The POSIX timer id counter carried over execve (`--timers`).
+//! The POSIX timer id counter carried over execve (`--timers`), and the library's own
+//! variables put back into an environment that lacks them.
+//!
+//! A program that executes another with an empty or rebuilt environment (`env -i`, envp =
+//! {NULL}, test harnesses) would drop the library: the new image's calls would reach the
+//! kernel. So the constructor remembers this image's `LD_PRELOAD`, `UIPC_SOCKET`,
+//! `UIPC_LOCKS` and `UIPC_TIMERS` ([`keep_own_vars`]) and each exec adds those the new
+//! environment lacks (by name; a variable present with another value is left as it is).
 //!
 //! Linux keeps a process's timer id counter in `signal_struct`, which survives execve: on the
 //! 6.18 host, ids 0 and 1 before an exec, 2 for the first timer after it. The preload's timer
@@ -80,6 +87,123 @@ pub fn next_to_carry() -> u32 {
     }
 }
 
+/// The variables that make a new image a client of the same daemon, as this image started with
+/// them: `NAME=value` and a NUL each, made by the library's constructor ([`keep_own_vars`]).
+static KEPT: std::sync::OnceLock<Vec<Vec<u8>>> = std::sync::OnceLock::new();
+
+/// Their names, each with its `=`.
+const KEPT_NAMES: [&[u8]; 4] = [
+    b"LD_PRELOAD=",
+    b"UIPC_SOCKET=",
+    b"UIPC_LOCKS=",
+    b"UIPC_TIMERS=",
+];
+
+/// Remembers this image's own values of [`KEPT_NAMES`] (those set and not empty), when calls
+/// go to a daemon; called by the library's constructor.
+pub fn keep_own_vars() {
+    KEPT.get_or_init(|| {
+        if !crate::conn::enabled() {
+            return Vec::new();
+        }
+        KEPT_NAMES
+            .iter()
+            .filter_map(|name| {
+                let bare = &name[..name.len() - 1];
+                let key = std::ffi::CString::new(bare).ok()?;
+                // SAFETY: getenv with a NUL-terminated name, at load time.
+                let value = unsafe { libc::getenv(key.as_ptr()) };
+                if value.is_null() {
+                    return None;
+                }
+                // SAFETY: a non-null getenv result is a NUL-terminated string.
+                let value = unsafe { std::ffi::CStr::from_ptr(value) }.to_bytes_with_nul();
+                (value.len() > 1).then(|| [*name, value].concat())
+            })
+            .collect()
+    });
+}
+
+/// The kept variables an environment lacks: up to four, without allocating (exec runs in
+/// vforked children).
+struct Missing {
+    list: [&'static [u8]; KEPT_NAMES.len()],
+    len: usize,
+}
+
+impl Missing {
+    fn len(&self) -> usize {
+        self.len
+    }
+}
+
+impl IntoIterator for Missing {
+    type Item = &'static [u8];
+    type IntoIter = std::iter::Take<std::array::IntoIter<&'static [u8], 4>>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.list.into_iter().take(self.len)
+    }
+}
+
+/// Which kept variables the `entries` pointers at `envp` lack (each entry's name read
+/// safely); `None` if an entry cannot be read.
+fn kept_missing(envp: usize, entries: usize) -> Option<Missing> {
+    let kept = KEPT.get().map_or(&[][..], Vec::as_slice);
+    let mut missing: [bool; KEPT_NAMES.len()] = [false; KEPT_NAMES.len()];
+    let mut any = false;
+    for (k, entry) in kept.iter().enumerate() {
+        missing[k] = true;
+        any |= entry.len() > 1;
+    }
+    let mut out = Missing {
+        list: [&[]; KEPT_NAMES.len()],
+        len: 0,
+    };
+    if !any {
+        return Some(out);
+    }
+    let mut ptrs = [0usize; 64];
+    let mut done = 0;
+    while done < entries {
+        let n = (entries - done).min(ptrs.len());
+        if read_into(envp + done * 8, ptrs.as_mut_ptr().cast(), n * 8)? != n * 8 {
+            return None;
+        }
+        for &p in &ptrs[..n] {
+            let mut name = [0u8; 16];
+            let got = read_prefix(p, &mut name);
+            for (k, entry) in kept.iter().enumerate() {
+                let want = &entry[..entry.iter().position(|&b| b == b'=').unwrap_or(0) + 1];
+                if got >= want.len() && name[..want.len()] == *want {
+                    missing[k] = false;
+                }
+            }
+        }
+        done += n;
+    }
+    for (entry, _) in kept.iter().zip(missing).filter(|(_, m)| *m) {
+        out.list[out.len] = entry.as_slice();
+        out.len += 1;
+    }
+    Some(out)
+}
+
+/// Copies up to `out.len()` bytes of the string at `addr` (fewer at the end of readable
+/// memory); how many.
+fn read_prefix(addr: usize, out: &mut [u8]) -> usize {
+    let local = libc::iovec {
+        iov_base: out.as_mut_ptr().cast(),
+        iov_len: out.len(),
+    };
+    let remote = libc::iovec {
+        iov_base: addr as *mut c_void,
+        iov_len: out.len(),
+    };
+    // SAFETY: `out` is a live buffer of the stated size; the kernel checks `remote`.
+    let n = unsafe { libc::process_vm_readv(getpid(), &local, 1, &remote, 1, 0) };
+    n.max(0) as usize
+}
+
 /// How many pointers come before the NULL ending the array at `envp`, read safely; `None`
 /// if part of it cannot be read.
 fn count_entries(envp: usize) -> Option<usize> {
@@ -123,11 +247,17 @@ pub struct CarriedEnv {
 const VAR_ROOM: usize = 64;
 
 impl CarriedEnv {
-    /// `envp` (NULL: empty, as Linux takes it) with `NAME=pid:next` in front; `None` if
-    /// `envp` cannot be read or no memory can be mapped.
-    pub fn new(envp: usize, pid: i32, next: u32) -> Option<CarriedEnv> {
+    /// `envp` (NULL: empty, as Linux takes it) with `NAME=pid:next` in front when `counter`
+    /// is given, and the library's own variables it lacks ([`kept_missing`]); `None` if
+    /// `envp` cannot be read, no memory can be mapped, or there is nothing to add.
+    pub fn new(envp: usize, counter: Option<(i32, u32)>) -> Option<CarriedEnv> {
         let entries = if envp == 0 { 0 } else { count_entries(envp)? };
-        let len = VAR_ROOM + (entries + 2) * 8;
+        let missing = kept_missing(envp, entries)?;
+        let added = missing.len() + usize::from(counter.is_some());
+        if added == 0 {
+            return None;
+        }
+        let len = VAR_ROOM + (entries + added + 1) * 8;
         // SAFETY: a fresh private anonymous mapping; the result is checked.
         let map = unsafe {
             libc::mmap(
@@ -146,16 +276,24 @@ impl CarriedEnv {
         // SAFETY: the mapping is ours, `len` bytes, zero-filled and writable.
         let bytes = unsafe { std::slice::from_raw_parts_mut(map.cast::<u8>(), len) };
         let (var, table) = bytes.split_at_mut(VAR_ROOM);
-        write_var(var, pid, next);
+        let mut at = 0;
+        if let Some((pid, next)) = counter {
+            write_var(var, pid, next);
+            table[..8].copy_from_slice(&(map as usize).to_ne_bytes());
+            at = 8;
+        }
+        for entry in missing {
+            table[at..at + 8].copy_from_slice(&(entry.as_ptr() as usize).to_ne_bytes());
+            at += 8;
+        }
         if entries > 0 {
             let want = entries * 8;
             // The array is read again straight into place (it was readable a moment ago).
-            let got = read_into(envp, table[8..].as_mut_ptr().cast(), want)?;
+            let got = read_into(envp, table[at..].as_mut_ptr().cast(), want)?;
             if got != want {
                 return None;
             }
         }
-        table[..8].copy_from_slice(&(map as usize).to_ne_bytes());
         // The final NULL is already there (the mapping is zero-filled).
         Some(carried)
     }
@@ -228,24 +366,24 @@ mod tests {
         let a = c"A=1";
         let b = c"B=two";
         let envp = [a.as_ptr(), b.as_ptr(), std::ptr::null()];
-        let env = CarriedEnv::new(envp.as_ptr() as usize, 4321, 4_000_000_000).unwrap();
+        let env = CarriedEnv::new(envp.as_ptr() as usize, Some((4321, 4_000_000_000))).unwrap();
         assert_eq!(
             entries(&env),
             ["UIPC_TIMER_NEXT_ID=4321:4000000000", "A=1", "B=two"]
         );
-        let empty = CarriedEnv::new(0, 7, 0).unwrap();
+        let empty = CarriedEnv::new(0, Some((7, 0))).unwrap();
         assert_eq!(entries(&empty), ["UIPC_TIMER_NEXT_ID=7:0"]);
     }
 
     #[test]
     fn an_unreadable_or_unterminated_envp_is_refused_not_followed() {
-        assert!(CarriedEnv::new(8, 1, 1).is_none());
+        assert!(CarriedEnv::new(8, Some((1, 1))).is_none());
         // A long array (more than one chunk) is counted to its end.
         let long: Vec<*const c_char> = (0..1000)
             .map(|_| c"X=1".as_ptr())
             .chain([std::ptr::null()])
             .collect();
-        let env = CarriedEnv::new(long.as_ptr() as usize, 1, 5).unwrap();
+        let env = CarriedEnv::new(long.as_ptr() as usize, Some((1, 5))).unwrap();
         assert_eq!(entries(&env).len(), 1001);
         // An array running into unmapped memory without a NULL.
         let page = 4096;
@@ -269,7 +407,7 @@ mod tests {
             }
             libc::munmap(map.cast::<u8>().add(page).cast(), page);
         }
-        assert!(CarriedEnv::new(map as usize, 1, 1).is_none());
+        assert!(CarriedEnv::new(map as usize, Some((1, 1))).is_none());
         // SAFETY: the first page, still ours.
         unsafe { libc::munmap(map, page) };
     }
