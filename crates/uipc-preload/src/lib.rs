@@ -21,7 +21,10 @@
 //! (`uipc run --timers`) served in the process by the engine's timer table
 //! (`timer_service.rs`), otherwise the C library's own functions. The exec functions (execve,
 //! execv, execvp, execvpe, execl, execle, execlp, fexecve, execveat: `exec.rs`) carry the
-//! timer id counter to the new program image under `--timers`; sigprocmask, pthread_sigmask,
+//! timer id counter to the new program image under `--timers`, and put back `LD_PRELOAD`,
+//! `UIPC_SOCKET`, `UIPC_LOCKS` and `UIPC_TIMERS` (as this image started with them) into a new
+//! environment that lacks them (`env -i`, envp = {NULL}), so the new image stays a client;
+//! sigprocmask, pthread_sigmask,
 //! sigwaitinfo, sigtimedwait (`timer_mask.rs`) and sigaction (`timer_handlers.rs`) keep timer
 //! overruns as Linux fixes them.
 //!
@@ -196,6 +199,12 @@
 //!   its descriptor is still its socket only after a close, dup2, dup3, fclose, close_range,
 //!   closefrom or `syscall()` of those numbers (`slots.rs`): a descriptor of the library's
 //!   closed or replaced by the program's own system call instruction is not noticed.
+//! - exec: a new environment that lacks the library's variables gets them back, but one that
+//!   sets `LD_PRELOAD` (or a `UIPC_*` variable) to another value keeps it, and an exec by a
+//!   raw system call instruction is not seen. An image the loader does not preload into (a
+//!   static binary, a setuid or file-capability binary run by another user: AT_SECURE) runs
+//!   without the library, its SysV IPC calls reaching the kernel; the library does not yet
+//!   say so on stderr before such an exec.
 //! - execve is seen when the new image makes its first call (its `Hello` says it is new; under
 //!   `--locks` the constructor makes it): an image that never calls keeps its old attachments
 //!   counted until it exits, and one started without the library keeps them too.
