@@ -14,8 +14,8 @@
 //! uipc's. A sysctl opened for writing is checked as Linux checks it at open (EACCES) and its
 //! writes go to the daemon ([`crate::procwrite`]). Opening a `/proc/sysvipc` file or
 //! `/proc/locks` for writing, or with flags that are not for reading or writing an existing
-//! file (O_DIRECTORY, O_PATH, O_TMPFILE, O_CREAT with O_EXCL), is left to the kernel. If the daemon cannot be reached the kernel's own
-//! file is opened.
+//! file (O_DIRECTORY, O_PATH, O_TMPFILE, O_CREAT with O_EXCL), is left to the kernel. A
+//! daemon that is gone makes the open fail as every call then fails (ECONNREFUSED).
 //!
 //! Not async-signal-safe (the text is allocated), unlike open(2).
 
