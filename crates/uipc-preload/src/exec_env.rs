@@ -191,17 +191,7 @@ fn kept_missing(envp: usize, entries: usize) -> Option<Missing> {
 /// Copies up to `out.len()` bytes of the string at `addr` (fewer at the end of readable
 /// memory); how many.
 fn read_prefix(addr: usize, out: &mut [u8]) -> usize {
-    let local = libc::iovec {
-        iov_base: out.as_mut_ptr().cast(),
-        iov_len: out.len(),
-    };
-    let remote = libc::iovec {
-        iov_base: addr as *mut c_void,
-        iov_len: out.len(),
-    };
-    // SAFETY: `out` is a live buffer of the stated size; the kernel checks `remote`.
-    let n = unsafe { libc::process_vm_readv(getpid(), &local, 1, &remote, 1, 0) };
-    n.max(0) as usize
+    vm_read(addr, out.as_mut_ptr().cast(), out.len())
 }
 
 /// How many pointers come before the NULL ending the array at `envp`, read safely; `None`
@@ -222,6 +212,13 @@ fn count_entries(envp: usize) -> Option<usize> {
 /// Copies up to `len` bytes from `addr` to `to`; how many were copied (at least one pointer's
 /// worth), or `None` if none could be.
 fn read_into(addr: usize, to: *mut c_void, len: usize) -> Option<usize> {
+    let n = vm_read(addr, to, len);
+    (n >= 8).then_some(n)
+}
+
+/// Copies up to `len` bytes from `addr` in this process to `to` with `process_vm_readv`
+/// (an unreadable address fails instead of faulting); how many were copied.
+fn vm_read(addr: usize, to: *mut c_void, len: usize) -> usize {
     let local = libc::iovec {
         iov_base: to,
         iov_len: len,
@@ -233,7 +230,7 @@ fn read_into(addr: usize, to: *mut c_void, len: usize) -> Option<usize> {
     // SAFETY: `to` has room for `len` bytes (the caller's buffer); the kernel checks `remote`
     // and may stop early at an unreadable page.
     let n = unsafe { libc::process_vm_readv(getpid(), &local, 1, &remote, 1, 0) };
-    (n >= 8).then_some(n as usize)
+    n.max(0) as usize
 }
 
 /// The environment a new image gets: the variable, then the caller's entries; see the
