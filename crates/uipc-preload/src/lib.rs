@@ -314,6 +314,7 @@ mod slots;
 mod syscall;
 mod timer;
 mod timer_abi;
+mod timer_delivery;
 mod timer_handlers;
 mod timer_in_flight;
 mod timer_mask;
