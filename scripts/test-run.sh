@@ -268,6 +268,9 @@ if [ "$(id -u)" = 0 ]; then
     rm -rf "$work"
     echo "fakeroot-sysv: ok"
 
+    echo "-- PostgreSQL under uipc run: pgbench, kill -9 of the postmaster, recovery"
+    bash scripts/test-postgres.sh
+
     echo "-- the Python package sysv_ipc's own test suite under uipc run"
     bash scripts/sysv-ipc-setup.sh
     (
