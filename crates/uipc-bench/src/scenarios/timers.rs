@@ -20,11 +20,11 @@
 //! T is the machine's cores, 16 and the seed's 63 (it had 64 CPUs; on 2 cores the 63 row
 //! mostly measures the scheduler, which the seed's tables did not face).
 
+use crate::before::timer_tables::{MainlineTable, SeedHashTable, TimerIndex, XarrayTable};
 use crate::report::Table;
 use crate::Bench;
 use std::sync::{Arc, Barrier};
 use std::time::Instant;
-use uipc::timers::compare::{MainlineTable, SeedHashTable, TimerIndex, XarrayTable};
 use uipc::timers::{NoNotifier, SigEvent, TimerId, TimerTable, Timers, UserPtr, CLOCK_MONOTONIC};
 use uipc::{Cred, SystemClock};
 

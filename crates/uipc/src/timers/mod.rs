@@ -11,7 +11,7 @@
 //!   (`group_map`: one id inline in its cell, two or more in a one-line leaf) instead of a
 //!   chain. Gettime/getoverrun take one stripe lock and the timer's own lock, nothing
 //!   table-wide. Seed 004's chained hash, "mainline" (512 buckets, one lock) and "xarray"
-//!   (per-process dense array) are kept in [`compare`] to benchmark against (`uipc bench
+//!   (per-process dense array) are kept in the bench crate to benchmark against (`uipc bench
 //!   timers`); the table's module doc has the numbers: at 100k timers lookups about 6x faster
 //!   than mainline and faster than xarray, and 2048 timers 512 ids apart cost about what seed
 //!   004's buckets cost (117 KiB; xarray 16 MiB).
@@ -65,7 +65,6 @@
 //!   the side effects of queueing one signal on others (SIGCONT flushing pending stop signals
 //!   and the reverse) happen there, not here.
 
-pub mod compare;
 mod cpu;
 mod create;
 mod driver;
@@ -86,7 +85,7 @@ pub use create::{
     PR_TIMER_CREATE_RESTORE_IDS, PR_TIMER_CREATE_RESTORE_IDS_GET, PR_TIMER_CREATE_RESTORE_IDS_OFF,
     PR_TIMER_CREATE_RESTORE_IDS_ON,
 };
-pub use table::TimerTable;
+pub use table::{default_bucket_count, TimerTable};
 pub use timer::Timer;
 pub use types::*;
 

@@ -38,9 +38,10 @@
 //!
 //! Why not a per-process dense array ("xarray")? It costs memory for the largest id:
 //! checkpoint/restore (§8.2) can place 2048 timers 512 ids apart, over 1 MB (the seed; 16 MB
-//! with 8-byte slots in `compare::XarrayTable`). The two older designs, and seed 004's chains,
-//! live in `compare` so `uipc bench timers` measures the difference; the timing run in
-//! `tests/timers_tables.rs` prints the seed's scenarios for all four.
+//! with 8-byte slots in the bench's `XarrayTable`). The two older designs, and seed 004's
+//! chains, live in the bench crate (`uipc_bench::before::timer_tables`) so `uipc bench timers`
+//! measures the difference; the timing run in its `tests/timers_tables.rs` prints the seed's
+//! scenarios for all four.
 //!
 //! Reservation ("not yet valid"): `timer_create` first reserves an id (a slot without a value),
 //! so that no concurrent create can take the same id, and publishes the timer only once every
@@ -70,7 +71,9 @@ pub struct TimerTable<T> {
     mask: usize,
 }
 
-/// `roundup_pow_of_two(512 * cpus)`, the bucket count Linux picks at boot.
+/// The stripe count of a table made without one ([`TimerTable::new`], and the engine's when
+/// `TimersConfig::buckets` is `None`): `roundup_pow_of_two(512 * cpus)`, the bucket count
+/// Linux picks at boot.
 pub fn default_bucket_count() -> usize {
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
     (512 * cpus).next_power_of_two()

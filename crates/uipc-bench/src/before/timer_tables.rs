@@ -10,9 +10,11 @@
 //!   a read-locked map lookup, which the benchmark should keep in mind.
 //!
 //! - [`SeedHashTable`]: seed 004 as merged (512 x CPUs buckets, a lock and a chain each), which
-//!   the engine's [`super::TimerTable`] refines with groups of eight ids behind each lock.
+//!   the engine's [`TimerTable`] refines with groups of eight ids behind each lock.
 //!
-//! All four tables implement [`TimerIndex`] so one benchmark drives them alike. Locks: each table's locks are leaves; no method holds one on exit.
+//! All four tables implement [`TimerIndex`] so one benchmark drives them alike. Locks: each
+//! table's locks are leaves; no method holds one on exit. A poisoned lock is taken as is (a
+//! panicking benchmark thread leaves the tables consistent: each update is one statement).
 
 use std::collections::HashMap;
 
@@ -20,8 +22,20 @@ mod seed_hash;
 
 pub use seed_hash::SeedHashTable;
 
-use super::table::TimerTable;
-use crate::sync::{self, Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use uipc::timers::TimerTable;
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn read<T>(l: &RwLock<T>) -> RwLockReadGuard<'_, T> {
+    l.read().unwrap_or_else(|e| e.into_inner())
+}
+
+fn write<T>(l: &RwLock<T>) -> RwLockWriteGuard<'_, T> {
+    l.write().unwrap_or_else(|e| e.into_inner())
+}
 
 /// What a benchmark needs from a timer table: reserve, publish, look up, remove, and a memory
 /// estimate in bytes (the heap the table itself owns, not the values).
@@ -106,7 +120,7 @@ impl<T> MainlineTable<T> {
 
     /// `f` of the published value of `(owner, id)`, if any, under the global lock.
     fn with_value<R>(&self, owner: i32, id: i32, f: impl FnOnce(&Arc<T>) -> R) -> Option<R> {
-        let b = sync::lock(&self.buckets);
+        let b = lock(&self.buckets);
         b[Self::bucket(owner, id)]
             .iter()
             .find(|s| s.0 == owner && s.1 == id)
@@ -123,7 +137,7 @@ impl<T> Default for MainlineTable<T> {
 
 impl<T: Send + Sync> TimerIndex<T> for MainlineTable<T> {
     fn try_reserve(&self, owner: i32, id: i32) -> bool {
-        let mut b = sync::lock(&self.buckets);
+        let mut b = lock(&self.buckets);
         let chain = &mut b[Self::bucket(owner, id)];
         if chain.iter().any(|s| s.0 == owner && s.1 == id) {
             return false;
@@ -132,7 +146,7 @@ impl<T: Send + Sync> TimerIndex<T> for MainlineTable<T> {
         true
     }
     fn publish(&self, owner: i32, id: i32, value: Arc<T>) -> bool {
-        let mut b = sync::lock(&self.buckets);
+        let mut b = lock(&self.buckets);
         let chain = &mut b[Self::bucket(owner, id)];
         match chain
             .iter_mut()
@@ -152,13 +166,13 @@ impl<T: Send + Sync> TimerIndex<T> for MainlineTable<T> {
         self.with_value(owner, id, |v| f(v)).is_some()
     }
     fn remove(&self, owner: i32, id: i32) -> Option<Arc<T>> {
-        let mut b = sync::lock(&self.buckets);
+        let mut b = lock(&self.buckets);
         let chain = &mut b[Self::bucket(owner, id)];
         let pos = chain.iter().position(|s| s.0 == owner && s.1 == id)?;
         chain.swap_remove(pos).2
     }
     fn memory_bytes(&self) -> usize {
-        let b = sync::lock(&self.buckets);
+        let b = lock(&self.buckets);
         b.capacity() * std::mem::size_of::<Chain<T>>()
             + b.iter()
                 .map(|c| c.capacity() * std::mem::size_of::<(i32, i32, Option<Arc<T>>)>())
@@ -186,18 +200,18 @@ impl<T> XarrayTable<T> {
     /// `f` of the published value of `(owner, id)`, if any, under the array's read lock.
     fn with_value<R>(&self, owner: i32, id: i32, f: impl FnOnce(&Arc<T>) -> R) -> Option<R> {
         let a = self.array(owner, false)?;
-        let v = sync::read(&a);
+        let v = read(&a);
         v.get(id as u32 as usize)?.as_ref()?.as_ref().map(f)
     }
 
     fn array(&self, owner: i32, create: bool) -> Option<Arc<DenseArray<T>>> {
-        if let Some(a) = sync::read(&self.processes).get(&owner) {
+        if let Some(a) = read(&self.processes).get(&owner) {
             return Some(a.clone());
         }
         if !create {
             return None;
         }
-        let mut w = sync::write(&self.processes);
+        let mut w = write(&self.processes);
         Some(w.entry(owner).or_default().clone())
     }
 }
@@ -213,7 +227,7 @@ impl<T: Send + Sync> TimerIndex<T> for XarrayTable<T> {
         let Some(a) = self.array(owner, true) else {
             return false;
         };
-        let mut v = sync::write(&a);
+        let mut v = write(&a);
         let i = id as u32 as usize;
         if v.len() <= i {
             v.resize_with(i + 1, || None);
@@ -228,7 +242,7 @@ impl<T: Send + Sync> TimerIndex<T> for XarrayTable<T> {
         let Some(a) = self.array(owner, false) else {
             return false;
         };
-        let mut v = sync::write(&a);
+        let mut v = write(&a);
         match v.get_mut(id as u32 as usize) {
             Some(slot @ Some(None)) => {
                 *slot = Some(Some(value));
@@ -245,18 +259,18 @@ impl<T: Send + Sync> TimerIndex<T> for XarrayTable<T> {
     }
     fn remove(&self, owner: i32, id: i32) -> Option<Arc<T>> {
         let a = self.array(owner, false)?;
-        let mut v = sync::write(&a);
+        let mut v = write(&a);
         v.get_mut(id as u32 as usize)?.take()?
     }
     fn memory_bytes(&self) -> usize {
-        sync::read(&self.processes)
+        read(&self.processes)
             .values()
-            .map(|a| sync::read(a).capacity() * std::mem::size_of::<Option<Option<Arc<T>>>>())
+            .map(|a| read(a).capacity() * std::mem::size_of::<Option<Option<Arc<T>>>>())
             .sum()
     }
 }
 
-#[cfg(all(test, not(loom)))]
+#[cfg(test)]
 mod tests {
     use super::*;
 

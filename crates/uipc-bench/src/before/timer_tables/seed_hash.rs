@@ -1,13 +1,14 @@
 //! Seed 004 exactly as merged in Linux 6.15: `roundup_pow_of_two(512 * CPUs)` buckets, each a
 //! lock and a list (here a `Vec`) of `(process, id)` slots. Kept only to benchmark against: the
-//! engine's [`crate::timers::TimerTable`] keeps this lock layout but puts an open-addressing map
+//! engine's [`TimerTable`](uipc::timers::TimerTable) keeps this lock layout but puts an open-addressing map
 //! of eight-id groups behind each lock, so a lookup does not scan a chain that lengthens with
 //! the timer count (about 100 entries per bucket at 100k timers on 2 CPUs).
 //!
 //! Locks: each bucket's mutex is a leaf; none is held on entry or exit.
 
-use crate::sync::{self, Arc, Mutex};
-use crate::timers::table::default_bucket_count;
+use super::lock;
+use std::sync::{Arc, Mutex};
+use uipc::timers::default_bucket_count;
 
 /// One bucket slot: the key, and the value once published.
 struct Slot<T> {
@@ -67,7 +68,7 @@ impl<T> SeedHashTable<T> {
 
     /// Reserves `(owner, id)` if no slot holds it yet. Returns whether it did.
     pub fn try_reserve(&self, owner: i32, id: i32) -> bool {
-        let mut slots = sync::lock(&self.bucket(owner, id).slots);
+        let mut slots = lock(&self.bucket(owner, id).slots);
         if slots.iter().any(|s| s.owner == owner && s.id == id) {
             return false;
         }
@@ -82,7 +83,7 @@ impl<T> SeedHashTable<T> {
     /// Makes a reserved `(owner, id)` visible with `value`. Returns false (dropping nothing but
     /// the caller's chance) if the reservation is gone, removed by a racing process exit.
     pub fn publish(&self, owner: i32, id: i32, value: Arc<T>) -> bool {
-        let mut slots = sync::lock(&self.bucket(owner, id).slots);
+        let mut slots = lock(&self.bucket(owner, id).slots);
         match slots
             .iter_mut()
             .find(|s| s.owner == owner && s.id == id && s.value.is_none())
@@ -106,7 +107,7 @@ impl<T> SeedHashTable<T> {
     }
 
     fn with_value<R>(&self, owner: i32, id: i32, f: impl FnOnce(&Arc<T>) -> R) -> Option<R> {
-        let slots = sync::lock(&self.bucket(owner, id).slots);
+        let slots = lock(&self.bucket(owner, id).slots);
         slots
             .iter()
             .find(|s| s.owner == owner && s.id == id)
@@ -116,14 +117,14 @@ impl<T> SeedHashTable<T> {
 
     /// Removes `(owner, id)`, reserved or published. Returns the published value, if any.
     pub fn remove(&self, owner: i32, id: i32) -> Option<Arc<T>> {
-        let mut slots = sync::lock(&self.bucket(owner, id).slots);
+        let mut slots = lock(&self.bucket(owner, id).slots);
         let pos = slots.iter().position(|s| s.owner == owner && s.id == id)?;
         slots.swap_remove(pos).value
     }
 
     /// Whether `(owner, id)` holds a slot, reserved or published.
     pub fn contains(&self, owner: i32, id: i32) -> bool {
-        let slots = sync::lock(&self.bucket(owner, id).slots);
+        let slots = lock(&self.bucket(owner, id).slots);
         slots.iter().any(|s| s.owner == owner && s.id == id)
     }
 
@@ -133,7 +134,7 @@ impl<T> SeedHashTable<T> {
         let chains: usize = self
             .buckets
             .iter()
-            .map(|b| sync::lock(&b.slots).capacity() * std::mem::size_of::<Slot<T>>())
+            .map(|b| lock(&b.slots).capacity() * std::mem::size_of::<Slot<T>>())
             .sum();
         self.buckets.len() * std::mem::size_of::<Bucket<T>>() + chains
     }
@@ -143,7 +144,7 @@ impl<T> SeedHashTable<T> {
     pub fn chain_stats(&self) -> (usize, usize) {
         let (mut longest, mut total) = (0, 0);
         for b in self.buckets.iter() {
-            let n = sync::lock(&b.slots).len();
+            let n = lock(&b.slots).len();
             longest = longest.max(n);
             total += n;
         }

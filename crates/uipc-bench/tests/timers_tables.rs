@@ -2,13 +2,13 @@
 //! chained hash, mainline, xarray), timed.
 //!
 //! The timing run is ignored by default; run it with
-//! `cargo test -p uipc --release --test timers_tables -- --ignored --nocapture`.
+//! `cargo test -p uipc-bench --release --test timers_tables -- --ignored --nocapture`.
 //! The small correctness run below it is not ignored.
 
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
-use uipc::timers::compare::{MainlineTable, SeedHashTable, TimerIndex, XarrayTable};
 use uipc::timers::TimerTable;
+use uipc_bench::before::timer_tables::{MainlineTable, SeedHashTable, TimerIndex, XarrayTable};
 
 fn designs() -> Vec<(&'static str, Arc<dyn TimerIndex<u64>>)> {
     vec![
