@@ -41,7 +41,7 @@ tests=(msg_sem_exchange sem_undo_kill shm_share shm_remap shm_rdonly_segv semop_
     timer_no_malloc "load 64 100")
 # Linux's process model (privilege drops, exec, orphans, /proc views, IPC and pid namespaces):
 # run under uipc run --locks --timers.
-process_tests=(priv_drop ident_per_call orphan_reap proc_sysctl ipc_ns pid_ns)
+process_tests=(priv_drop ident_per_call orphan_reap exec_env_keep proc_sysctl ipc_ns pid_ns)
 export PROCESS_TESTS="${process_tests[*]}"
 
 # File locks: each program on the host kernel, then under `uipc run --locks`; the locks taken
@@ -83,6 +83,23 @@ if [ "$(id -u)" = 0 ]; then
     done
     # Linux's process model: each on the host kernel here, under uipc run --locks --timers below.
     for t in "${process_tests[@]}"; do timeout 60 unshare --ipc "$out/$t"; done
+    # Images the loader will not preload into: a static copy of exec_image, a set-user-ID one
+    # (owner nobody: its exec changes root's euid) and a static one without execute permission.
+    # Under uipc run every child that execs one says so once on stderr; the host says nothing.
+    cc -O1 -Wall -Wextra -Werror -static -o "$out/exec_image_static" tests/c/exec_image.c
+    install -m 4755 -o 65534 "$out/exec_image" "$out/exec_image_setuid"
+    install -m 0644 "$out/exec_image_static" "$out/exec_image_noexec"
+    images=("$out/exec_image_static" "$out/exec_image_setuid" "$out/exec_image_noexec")
+    timeout 60 "$out/exec_image" exec "${images[@]}" > "$out/exec-image-host.txt" 2> "$out/exec-image-host.err"
+    timeout 60 "$uipc" run -- "$out/exec_image" exec "${images[@]}" \
+        > "$out/exec-image-uipc.txt" 2> "$out/exec-image-uipc.err"
+    [ ! -s "$out/exec-image-host.err" ] && [ "$(grep -c . "$out/exec-image-host.txt")" = 9 ]
+    diff -u "$out/exec-image-host.txt" "$out/exec-image-uipc.txt"
+    [ "$(grep -c "exec_image_static is statically linked" "$out/exec-image-uipc.err")" = 4 ]
+    [ "$(grep -c "exec_image_setuid is set-user-ID" "$out/exec-image-uipc.err")" = 4 ]
+    [ "$(grep -c "exec_image_noexec is statically linked" "$out/exec-image-uipc.err")" = 1 ]
+    [ "$(grep -c . "$out/exec-image-uipc.err")" = 9 ]
+    echo "exec_image: static and set-user-ID images reported once per process under uipc run"
     echo "-- under uipc run (one private IPC namespace, checked afterwards)"
     timeout 300 unshare --ipc bash -c '
         set -euo pipefail

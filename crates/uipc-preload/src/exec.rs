@@ -18,6 +18,7 @@
 //! loaded ([`prepare`]). A failed exec returns -1 with the C library's errno and leaves the
 //! caller's environment and timers as they were.
 
+use crate::exec_check::{warn_if_unpreloadable, warn_if_unpreloadable_in_path};
 use crate::exec_env::{next_to_carry, CarriedEnv};
 use crate::kernel::kernel_sys;
 use libc::{c_char, c_int, c_long};
@@ -102,6 +103,7 @@ macro_rules! call_real {
 type ExecveFn = unsafe extern "C" fn(*const c_char, Argv, Argv) -> c_int;
 
 fn execve_with(path: *const c_char, argv: Argv, envp: Argv) -> c_int {
+    warn_if_unpreloadable(libc::AT_FDCWD, path, None);
     with_counter(envp, |env| match real().execve {
         0 => kernel_sys!(libc::SYS_execve, path, argv, env),
         p => call_real!(p, ExecveFn, path, argv, env),
@@ -122,6 +124,7 @@ pub extern "C" fn execv(path: *const c_char, argv: Argv) -> c_int {
 }
 
 fn execvpe_with(file: *const c_char, argv: Argv, envp: Argv) -> c_int {
+    warn_if_unpreloadable_in_path(file);
     with_counter(envp, |env| {
         call_real!(real().execvpe, ExecveFn, file, argv, env)
     }) as c_int
@@ -144,6 +147,7 @@ pub extern "C" fn execvpe(file: *const c_char, argv: Argv, envp: Argv) -> c_int 
 #[no_mangle]
 pub extern "C" fn fexecve(fd: c_int, argv: Argv, envp: Argv) -> c_int {
     type F = unsafe extern "C" fn(c_int, Argv, Argv) -> c_int;
+    warn_if_unpreloadable(fd, std::ptr::null(), Some(fd));
     with_counter(envp, |env| call_real!(real().fexecve, F, fd, argv, env)) as c_int
 }
 
@@ -157,21 +161,38 @@ pub extern "C" fn execveat(
     flags: c_int,
 ) -> c_int {
     type F = unsafe extern "C" fn(c_int, *const c_char, Argv, Argv, c_int) -> c_int;
+    warn_execveat(dirfd, path, flags);
     with_counter(envp, |env| match real().execveat {
         0 => kernel_sys!(libc::SYS_execveat, dirfd, path, argv, env, flags),
         p => call_real!(p, F, dirfd, path, argv, env, flags),
     }) as c_int
 }
 
-/// `syscall(SYS_execve, ...)` and `syscall(SYS_execveat, ...)` with timers routed: the
+/// `syscall(SYS_execve, ...)` and `syscall(SYS_execveat, ...)`: the
 /// kernel's call with the environment argument replaced as above.
 pub fn syscall_routed(nr: c_long, a: [c_long; 6]) -> c_long {
     let env_arg = if nr == libc::SYS_execveat { 3 } else { 2 };
+    if nr == libc::SYS_execveat {
+        warn_execveat(a[0] as c_int, a[1] as *const c_char, a[4] as c_int);
+    } else {
+        warn_if_unpreloadable(libc::AT_FDCWD, a[0] as *const c_char, None);
+    }
     with_counter(a[env_arg] as Argv, |env| {
         let mut args = a;
         args[env_arg] = env as c_long;
         crate::kernel::sys(nr, args)
     })
+}
+
+/// execveat's image: the descriptor itself with AT_EMPTY_PATH and an empty path.
+fn warn_execveat(dirfd: c_int, path: *const c_char, flags: c_int) {
+    // SAFETY: a non-null `path` is the caller's NUL-terminated path (the exec reads it too).
+    let empty = !path.is_null() && unsafe { *path } == 0;
+    if flags & libc::AT_EMPTY_PATH != 0 && empty {
+        warn_if_unpreloadable(dirfd, path, Some(dirfd));
+    } else {
+        warn_if_unpreloadable(dirfd, path, None);
+    }
 }
 
 /// Whether `nr` is an exec system call.

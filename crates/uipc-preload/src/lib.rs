@@ -203,8 +203,9 @@
 //!   sets `LD_PRELOAD` (or a `UIPC_*` variable) to another value keeps it, and an exec by a
 //!   raw system call instruction is not seen. An image the loader does not preload into (a
 //!   static binary, a setuid or file-capability binary run by another user: AT_SECURE) runs
-//!   without the library, its SysV IPC calls reaching the kernel; the library does not yet
-//!   say so on stderr before such an exec.
+//!   without the library, its SysV IPC calls reaching the kernel; the library says so in one
+//!   line on stderr before the first such exec of a process (`exec_check.rs`: no
+//!   `PT_INTERP`, or ids that differ after the exec; file capabilities are not read).
 //! - execve is seen when the new image makes its first call (its `Hello` says it is new; under
 //!   `--locks` the constructor makes it): an image that never calls keeps its old attachments
 //!   counted until it exits, and one started without the library keeps them too.
@@ -297,6 +298,7 @@ mod abi;
 mod attach;
 mod conn;
 mod exec;
+mod exec_check;
 mod exec_env;
 mod fork;
 mod ipcns;

@@ -130,7 +130,7 @@ pub extern "C-unwind" fn syscall(
     if is_timer(nr) && timer::routed() {
         return timers(nr, args);
     }
-    if crate::exec::is_exec_number(nr) && timer::routed() {
+    if crate::exec::is_exec_number(nr) {
         return crate::exec::syscall_routed(nr, args);
     }
     if crate::locks::is_lock_number(nr) && nr != libc::SYS_fcntl && nr != libc::SYS_flock {
