@@ -41,7 +41,7 @@
 //! cancellation is held off inside the library except while semop, semtimedop, msgsnd or
 //! msgrcv waits for the daemon, where `pthread_cancel` acts as in the kernel's call (the
 //! exports are `C-unwind` so the cancellation unwinds through them). The
-//! caller's pointers are never dereferenced: copies go through [`user`], so a bad pointer is
+//! caller's pointers are never dereferenced: copies go through `user.rs`, so a bad pointer is
 //! EFAULT as from the kernel. A daemon that cannot be reached (it died, or refuses the process)
 //! gives ECONNREFUSED, and the first such call of a process says so on stderr.
 //!
@@ -59,13 +59,13 @@
 //! shmctl, and `syscall()` with their numbers) are async-signal-safe here too:
 //! - no `malloc`: requests are encoded into, and replies read from, a per-thread buffer that
 //!   is an anonymous mapping (or a mapping of the call's own when larger); the C structures
-//!   are built in stack arrays ([`abi`]); the caller's memory is copied with
-//!   `process_vm_readv`/`process_vm_writev` into those buffers ([`user`]);
+//!   are built in stack arrays (`abi.rs`); the caller's memory is copied with
+//!   `process_vm_readv`/`process_vm_writev` into those buffers (`user.rs`);
 //! - no lock a handler can meet on its own thread: the connections are per thread, and a call
 //!   from a handler that interrupted the library on the same thread uses another connection
-//!   than the interrupted exchange, which goes on when the handler returns ([`conn`],
-//!   [`slots`]); the attachment table's mutex is held only with all signals blocked
-//!   ([`attach`], [`sigmask`]);
+//!   than the interrupted exchange, which goes on when the handler returns (`conn.rs`,
+//!   `slots.rs`); the attachment table's mutex is held only with all signals blocked
+//!   (`attach.rs`, `sigmask.rs`);
 //! - no first-call setup inside a call: `$UIPC_SOCKET`, the C library's `syscall` and `fork`
 //!   and the thread-exit key are set up by the library's constructor;
 //! - no panic across the C ABI (see above); without `$UIPC_SOCKET` each export makes the

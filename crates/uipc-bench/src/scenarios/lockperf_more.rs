@@ -8,7 +8,7 @@
 //!   runs them, but each a process under `uipc run --locks`, so every lock call goes through
 //!   the preload library to the daemon, and a contended F_SETLKW or flock parks there. The
 //!   child program is the `uipc` binary's hidden `bench-child lockperf TEST TASKS ITERATIONS`
-//!   (through [`super::shim::child`]), run natively (the kernel column) and under `uipc run`
+//!   (through `scenarios::shim::child`), run natively (the kernel column) and under `uipc run`
 //!   in alternating rounds; it prints the wall time in microseconds.
 
 use super::lockperf::{before_run, kernel_run, one_file_test, uipc_run, Sizes};

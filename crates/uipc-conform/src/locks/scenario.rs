@@ -19,8 +19,8 @@
 //!   with `w[1]`'s request and so waits behind it (depth 2 in `/proc/locks`); `w[3]` for
 //!   R\[5,9\], which does not (depth 1). `w[0]`'s unlock wakes `w[1]` and `w[3]`; `w[2]` waits
 //!   again, now behind `w[1]`'s lock, until `w[1]` unlocks.
-//! - Delayed deadlock: `w[0]`, `w[1]`, `w[2]` hold W[2,6], W[9,13], W[17,21]; `w[1]` waits for
-//!   [17,21] (behind `w[2]`), then `w[2]` for [2,15] (behind `w[0]`, who waits for nobody).
+//! - Delayed deadlock: `w[0]`, `w[1]`, `w[2]` hold W\[2,6\], W\[9,13\], W\[17,21\]; `w[1]` waits
+//!   for \[17,21\] (behind `w[2]`), then `w[2]` for \[2,15\] (behind `w[0]`, who waits for nobody).
 //!   `w[0]`'s unlock leaves `w[2]` blocked by `w[1]`, who waits for it: Linux checks the woken
 //!   request again and refuses it with EDEADLK where it follows POSIX waiters; otherwise it
 //!   waits on and is interrupted after [`DELAYED_ALARM_MS`]. `w[2]`'s unlock then lets `w[1]`

@@ -11,7 +11,7 @@
 //! the connection close, as for any call the daemon did not answer.
 //!
 //! ## How it is written and read
-//! The format ([`format`]): a magic, a version, records ([`objects`]: the limits, then each
+//! The format ([`mod@format`]): a magic, a version, records ([`objects`]: the limits, then each
 //! semaphore set, queue and segment), an end record with the file's length and a CRC-32 of
 //! everything before it. It is written to a temporary file created exclusively beside FILE,
 //! synced, renamed over FILE, and the directory synced ([`durable`]). Segment memory is saved
