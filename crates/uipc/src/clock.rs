@@ -7,7 +7,7 @@
 //! Blocking timeouts (semtimedop, F_SETLKW has none) are measured on the host's monotonic clock
 //! through [`crate::wait::WaitCtx`]; they bound how long a thread sleeps, not what is recorded.
 
-use std::sync::atomic::{AtomicI64, Ordering};
+use crate::sync::{AtomicI64, Ordering};
 
 /// Nanoseconds in one second.
 pub const NSEC_PER_SEC: i64 = 1_000_000_000;

@@ -25,12 +25,13 @@
 use super::consts::{IPC_CREAT, IPC_EXCL, IPC_PRIVATE};
 use super::perm::IpcPerm;
 use super::perm_table::{PermId, PermTable};
-use crate::sync::{read, try_write, write, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use crate::sync::{
+    read, try_write, write, AtomicI32, Ordering, RwLock, RwLockReadGuard, RwLockWriteGuard,
+};
 use crate::table::hash::KeyBuildHasher;
 use crate::table::{CyclicIdAllocator, IdLayout, IdMap, IdMapWriter};
 use crate::{Errno, Result};
 use std::collections::hash_map::{Entry, HashMap, VacantEntry};
-use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::Arc;
 
 /// The part of an object the registry reads without the object's lock.

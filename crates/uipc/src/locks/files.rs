@@ -53,6 +53,7 @@ impl FileMap {
     /// A map with `shards` shards, rounded up to a power of two.
     pub fn new(shards: usize) -> FileMap {
         let n = shards.max(1).next_power_of_two();
+        // std's atomic: a static needs a const constructor, which loom's atomics lack.
         static NEXT_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         FileMap {
             shards: (0..n).map(|_| RwLock::new(HashMap::default())).collect(),

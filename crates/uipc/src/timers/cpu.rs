@@ -20,14 +20,11 @@
 //! the embedder's source is called with no engine lock held, except by `timer_settime` and
 //! `timer_gettime`, which sample under the timer's state lock (Linux samples under `it_lock`).
 
-use std::sync::atomic::Ordering;
-use std::sync::Mutex;
-
 use super::lock;
 use super::timer::{Timer, TimerClock};
 use crate::clock::Nanos;
 use crate::cred::Cred;
-use crate::sync::Arc;
+use crate::sync::{Arc, Mutex, Ordering};
 
 /// Whose CPU time a clock measures.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

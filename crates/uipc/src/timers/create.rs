@@ -27,8 +27,7 @@ use super::types::*;
 use super::Inner;
 use crate::cred::{Cap, Cred};
 use crate::errno::{Errno, Result};
-use crate::sync::Arc;
-use std::sync::atomic::Ordering;
+use crate::sync::{Arc, Ordering};
 
 /// PR_TIMER_CREATE_RESTORE_IDS.
 pub const PR_TIMER_CREATE_RESTORE_IDS: i32 = 77;

@@ -45,14 +45,12 @@
 
 use std::cmp::Ordering as CmpOrdering;
 use std::collections::BinaryHeap;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Condvar, Mutex};
 use std::time::Duration;
 
 use super::lock;
 use super::timer::{Base, Timer};
 use crate::clock::{Clock, Nanos};
-use crate::sync::Arc;
+use crate::sync::{Arc, AtomicU64, AtomicUsize, Condvar, Mutex, Ordering};
 
 struct Entry {
     expires: Nanos,

@@ -77,7 +77,6 @@ pub mod table;
 mod timer;
 pub mod types;
 
-use std::sync::{Mutex, MutexGuard};
 use std::thread::JoinHandle;
 
 pub use cpu::{CpuClockKind, CpuClocks, CpuTarget, HostCpuClocks};
@@ -93,10 +92,7 @@ use crate::clock::Clock;
 use crate::cred::Cred;
 use crate::errno::Result;
 
-/// Locks a std mutex, ignoring poisoning (see `crate::sync`).
-pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
+pub(crate) use crate::sync::lock;
 
 /// What the embedder provides to deliver timer notifications.
 pub trait Notifier: Send + Sync + 'static {
@@ -157,6 +153,8 @@ impl Default for TimersConfig {
     }
 }
 
+// std's Arc here: embedders pass `Arc<dyn Clock>` etc., a coercion loom's Arc does not support,
+// and the engine is shared with a std thread (the driver), which loom does not model.
 pub(crate) struct Inner {
     pub(crate) clock: std::sync::Arc<dyn Clock>,
     pub(crate) notifier: std::sync::Arc<dyn Notifier>,
@@ -169,7 +167,7 @@ pub(crate) struct Inner {
     pub(crate) cpu: Option<std::sync::Arc<dyn CpuClocks>>,
     pub(crate) cpu_timers: cpu::CpuTimers,
     /// Creation counter: `/proc/PID/timers` lists newest first.
-    pub(crate) created: std::sync::atomic::AtomicU64,
+    pub(crate) created: crate::sync::AtomicU64,
 }
 
 /// One POSIX timer engine. See the module doc.
@@ -207,7 +205,7 @@ impl Timers {
                 alarm_rtc: config.alarm_rtc,
                 cpu: config.cpu_clocks,
                 cpu_timers: cpu::CpuTimers::default(),
-                created: std::sync::atomic::AtomicU64::new(0),
+                created: crate::sync::AtomicU64::new(0),
             }),
             thread: None,
         }

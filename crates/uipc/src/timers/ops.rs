@@ -14,8 +14,7 @@ use super::types::*;
 use super::Inner;
 use crate::cred::Cred;
 use crate::errno::{Errno, Result};
-use crate::sync::Arc;
-use std::sync::MutexGuard;
+use crate::sync::{Arc, MutexGuard, Ordering};
 
 /// `id` as a table key: no negative id is ever handed out.
 fn table_id(id: TimerId) -> Result<i32> {
@@ -250,7 +249,7 @@ fn fire(inner: &Inner, due: impl Iterator<Item = (Arc<Timer>, u64)>) -> usize {
     for (timer, arm_seq) in due {
         let signal = {
             let mut st = super::lock(&timer.state);
-            let current = timer.arm_seq.load(std::sync::atomic::Ordering::Acquire) == arm_seq;
+            let current = timer.arm_seq.load(Ordering::Acquire) == arm_seq;
             if st.deleted || !current || st.status != Status::Armed {
                 continue;
             }

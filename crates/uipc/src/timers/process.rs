@@ -15,12 +15,11 @@
 //! released; never while holding a timer's state lock.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
-use std::sync::{Arc, Mutex};
 
 use super::lock;
 use super::table::TimerTable;
 use crate::errno::{Errno, Result};
+use crate::sync::{Arc, AtomicBool, AtomicU32, Mutex, Ordering};
 
 /// The timer ids a process holds, and whether it has gone (exit or exec).
 #[derive(Default)]

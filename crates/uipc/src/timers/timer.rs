@@ -19,13 +19,10 @@
 //! Locks: `state` is taken after any table stripe lock has been released; the driver's queue
 //! locks are taken inside it (order: timer state -> driver queue), never the reverse.
 
-use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
-use std::sync::Mutex;
-
 use super::cpu::{bump, CpuClockKind, CpuTarget};
 use super::types::{ItimerSpec, SignalTarget, TimerId, TimerSignal, Timespec};
 use crate::clock::{Clock, Nanos};
-use crate::sync::Arc;
+use crate::sync::{Arc, AtomicI32, AtomicU64, Mutex, Ordering};
 
 /// The time line a timer's `expires` is measured on (Linux's hrtimer clock base).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -28,9 +28,10 @@
 //! waker (a completion happens under it): it must only record that the call may go on, and
 //! take no engine lock.
 
-// Always std's primitives: sleeping is not part of the loom models (those cover the tables).
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+// std's Arc: waiters are shared as `Arc<dyn Notify>`, a coercion loom's Arc does not support.
+use std::sync::Arc;
+
+use crate::sync::{lock, AtomicBool, Condvar, Mutex, Ordering};
 use std::time::{Duration, Instant};
 
 /// What a sleeper can be woken by besides completion.
@@ -40,10 +41,6 @@ pub enum WakeReason {
     TimedOut,
     /// The caller's [`Interrupt`] was raised.
     Interrupted,
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 pub(crate) trait Notify: Send + Sync {
