@@ -27,12 +27,13 @@
 
 use crate::parked::ParkedCall;
 use crate::procs::ProcGuard;
+use crate::sync::lock;
 use crate::workers::{Job, Jobs};
 use std::collections::VecDeque;
 use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::net::UnixStream;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use uipc::{Interrupt, ParkCtx};
 use uipc_proto::reader::{Budget, FrameReader};
 use uipc_proto::transport::{send_frame_nowait, send_frame_rest, Received};
@@ -90,10 +91,6 @@ fn fit_send_buffer(sock: RawFd, len: usize) -> bool {
         }
     }
     true
-}
-
-pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// A call parked for the connection, and its process's guard (held until the reply is sent).

@@ -143,7 +143,7 @@ impl Descriptions {
     }
 
     fn table(&self) -> std::sync::MutexGuard<'_, Table> {
-        self.table.lock().unwrap_or_else(|p| p.into_inner())
+        crate::sync::lock(&self.table)
     }
 
     /// The id of `fd`'s description, entered in the table if new, and counted as in use until

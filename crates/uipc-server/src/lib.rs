@@ -101,6 +101,7 @@ pub mod reactor;
 pub mod session;
 pub mod state;
 pub mod stop;
+mod sync;
 pub mod workers;
 
 use memfd::MemfdBacking;

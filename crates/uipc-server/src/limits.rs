@@ -20,7 +20,7 @@
 //!
 //! Lock: `Users::map` is a leaf.
 
-use crate::conn::lock;
+use crate::sync::lock;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

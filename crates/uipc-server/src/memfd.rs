@@ -17,6 +17,7 @@
 //! finds the descriptor behind it through an index keyed by the memory's address, which each
 //! memory removes itself from when dropped. Lock: the index mutex is a leaf.
 
+use crate::sync::lock;
 use std::collections::HashMap;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::{Arc, Mutex};
@@ -26,10 +27,6 @@ use uipc::{Errno, Result};
 const PAGE: u64 = 4096;
 
 type Index = Arc<Mutex<HashMap<usize, RawFd>>>;
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
 
 /// Makes memfd-backed segments.
 #[derive(Default)]

@@ -19,6 +19,7 @@
 //! exit rules run after it is released).
 
 use crate::memfd::MemfdBacking;
+use crate::sync::lock;
 use std::collections::{HashMap, HashSet};
 use std::os::unix::fs::MetadataExt;
 use std::sync::{Arc, Mutex};
@@ -45,10 +46,6 @@ pub struct Namespaces {
     home: Arc<IpcNamespace>,
     backing: Arc<MemfdBacking>,
     map: Mutex<Map>,
-}
-
-fn lock(m: &Mutex<Map>) -> std::sync::MutexGuard<'_, Map> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// The kernel IPC namespace of process `pid` (`self` for the daemon).

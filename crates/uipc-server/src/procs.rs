@@ -35,15 +35,12 @@
 //! connection's call slot, then drop a guard, which takes `inner`).
 
 use crate::admission::Admission;
+use crate::sync::lock;
 use std::collections::HashMap;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex};
 use uipc::{Cap, CapSet, Cred, Errno, Interrupt};
 use uipc_proto::transport::PeerCred;
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Life {

@@ -27,10 +27,11 @@
 //! at once waits for the call to be stored.
 
 use crate::admission::parent_of;
-use crate::conn::{lock, CallSlot, Conn, Parked};
+use crate::conn::{CallSlot, Conn, Parked};
 use crate::dispatch::{self, Ctx};
 use crate::parked::{self, Outcome, ParkedCall};
 use crate::procs::ProcGuard;
+use crate::sync::lock;
 use crate::workers::Job;
 use crate::Shared;
 use std::os::fd::{AsRawFd, OwnedFd};

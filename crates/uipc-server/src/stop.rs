@@ -46,7 +46,7 @@ pub struct Inside<'a>(&'a StopGate);
 
 impl Drop for Inside<'_> {
     fn drop(&mut self) {
-        let mut st = crate::conn::lock(&self.0.state);
+        let mut st = crate::sync::lock(&self.0.state);
         st.inside -= 1;
         // Only the closer waits for `inside` to drain, and it sets `stopping` under this lock
         // before it waits: no wake-up system call per job otherwise.
@@ -59,7 +59,7 @@ impl Drop for Inside<'_> {
 impl StopGate {
     /// Enters (waiting forever once the gate is closed).
     pub fn enter(&self) -> Inside<'_> {
-        let mut st = crate::conn::lock(&self.state);
+        let mut st = crate::sync::lock(&self.state);
         while st.closed {
             st = self.changed.wait(st).unwrap_or_else(|e| e.into_inner());
         }
@@ -69,7 +69,7 @@ impl StopGate {
 
     /// Enters to serve a new frame: `None` once stopping.
     fn enter_new(&self) -> Option<Inside<'_>> {
-        let mut st = crate::conn::lock(&self.state);
+        let mut st = crate::sync::lock(&self.state);
         if self.stopping.load(Ordering::SeqCst) {
             return None;
         }
@@ -80,7 +80,7 @@ impl StopGate {
     /// Stops serving and waits until the namespace is still: nobody inside, and `pending()`
     /// (the queued resumptions) zero. The gate stays closed.
     pub fn close(&self, pending: impl Fn() -> usize) {
-        let mut st = crate::conn::lock(&self.state);
+        let mut st = crate::sync::lock(&self.state);
         self.stopping.store(true, Ordering::SeqCst);
         while st.inside > 0 || pending() > 0 {
             // Resumptions are counted outside this lock: look again every millisecond.

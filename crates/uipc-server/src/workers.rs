@@ -20,6 +20,7 @@
 //! [`Reactor::poll_once`]: crate::reactor::Reactor::poll_once
 
 use crate::conn::Conn;
+use crate::sync::lock;
 use crate::Shared;
 use std::cell::RefCell;
 use std::collections::VecDeque;
@@ -59,10 +60,6 @@ pub struct Jobs {
 thread_local! {
     /// While this thread runs a turn of the event loop: the jobs it found, kept for itself.
     static FOUND: RefCell<Option<Vec<Job>>> = const { RefCell::new(None) };
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 impl Jobs {
