@@ -12,7 +12,7 @@ use crate::report::Table;
 use crate::{kernel, Bench};
 use std::time::Instant;
 use uipc::ipc::IpcNamespace;
-use uipc::Cred;
+use uipc::{Cred, Errno};
 
 const FLAG: i32 = 0o1000 | 0o600;
 const KEY_BASE: i32 = 0x1000_0000;
@@ -40,8 +40,14 @@ fn time_loop(n: i32, mut call: impl FnMut(i32)) -> f64 {
     t0.elapsed().as_secs_f64() * 1e6
 }
 
-fn uipc_run(n: i32, per_process: bool, phase: Phase) -> f64 {
-    let ns = IpcNamespace::new();
+/// `n` semgets of keys `KEY_BASE..` on one design (`semget` with the caller and the key), by
+/// one process or by `n` processes; for [`Phase::Lookup`] the sets are made first, untimed.
+fn semget_run(
+    n: i32,
+    per_process: bool,
+    phase: Phase,
+    semget: impl Fn(&Cred, i32) -> Result<i32, Errno>,
+) -> f64 {
     let root = Cred::root(1000);
     let cred = |i: i32| {
         if per_process {
@@ -51,8 +57,7 @@ fn uipc_run(n: i32, per_process: bool, phase: Phase) -> f64 {
         }
     };
     let work = |i: i32| {
-        ns.semget(&cred(i), KEY_BASE + i, 1, FLAG)
-            .expect("semget on the engine");
+        semget(&cred(i), KEY_BASE + i).expect("semget");
     };
     if phase == Phase::Lookup {
         (0..n).for_each(work);
@@ -60,24 +65,18 @@ fn uipc_run(n: i32, per_process: bool, phase: Phase) -> f64 {
     time_loop(n, work)
 }
 
+fn uipc_run(n: i32, per_process: bool, phase: Phase) -> f64 {
+    let ns = IpcNamespace::new();
+    semget_run(n, per_process, phase, |cred, key| {
+        ns.semget(cred, key, 1, FLAG)
+    })
+}
+
 fn before_run(n: i32, per_process: bool, phase: Phase) -> f64 {
     let reg = LinearSemRegistry::new();
-    let root = Cred::root(1000);
-    let cred = |i: i32| {
-        if per_process {
-            Cred::root(1000 + i)
-        } else {
-            root.clone()
-        }
-    };
-    let work = |i: i32| {
-        reg.semget(&cred(i), KEY_BASE + i, 1, FLAG)
-            .expect("semget on the before design");
-    };
-    if phase == Phase::Lookup {
-        (0..n).for_each(work);
-    }
-    time_loop(n, work)
+    semget_run(n, per_process, phase, |cred, key| {
+        reg.semget(cred, key, 1, FLAG)
+    })
 }
 
 /// Untimed runs before the timed one, in its process ([`isolated`]).
