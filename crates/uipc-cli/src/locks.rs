@@ -16,7 +16,7 @@
 //!   `/proc/locks`, where the pid of an OFD lock is -1.
 //! - Only `-p/--pid` and `-n/--noheadings`; no `-o`, `-J`, `-r`, `-b`, `-u`.
 
-use crate::ipcs::{call, connect, socket};
+use crate::ipcs::{call, connect, human, socket};
 use std::os::unix::fs::MetadataExt;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -53,34 +53,13 @@ fn path_of(pid: i32, dev: u64, ino: u64) -> (String, u64) {
     (String::new(), 0)
 }
 
-/// util-linux's `size_to_human_string` with one-letter suffixes: bytes as `NB`, larger sizes
-/// in the largest binary unit, with one decimal when it is not zero.
+/// util-linux's `size_to_human_string` with one-letter suffixes (`ipcs`'s [`human`]), empty
+/// for 0 as lslocks prints it.
 pub fn human_size(bytes: u64) -> String {
     if bytes == 0 {
         return String::new();
     }
-    const UNITS: [&str; 7] = ["B", "K", "M", "G", "T", "P", "E"];
-    let mut exp = 0;
-    while exp + 1 < UNITS.len() && bytes >> (10 * (exp + 1)) > 0 {
-        exp += 1;
-    }
-    if exp == 0 {
-        return format!("{bytes}B");
-    }
-    let whole = bytes >> (10 * exp);
-    let rest = bytes - (whole << (10 * exp));
-    // The first decimal, rounded, as util-linux does it.
-    let mut frac = ((rest as f64 / (1u64 << (10 * exp)) as f64) * 10.0).round() as u64;
-    let mut whole = whole;
-    if frac == 10 {
-        whole += 1;
-        frac = 0;
-    }
-    if frac == 0 {
-        format!("{whole}{}", UNITS[exp])
-    } else {
-        format!("{whole}.{frac}{}", UNITS[exp])
-    }
+    human(bytes)
 }
 
 /// One listing line's cells.

@@ -14,7 +14,7 @@ mod fmt;
 mod summary;
 mod tables;
 
-pub use fmt::Unit;
+pub use fmt::{human, Unit};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use uipc::ipc::consts::*;
