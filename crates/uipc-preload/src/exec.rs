@@ -41,10 +41,7 @@ struct Real {
 
 fn real() -> &'static Real {
     static REAL: OnceLock<Real> = OnceLock::new();
-    let next = |name: &std::ffi::CStr| {
-        // SAFETY: looks up the next definition of a NUL-terminated symbol name.
-        unsafe { libc::dlsym(libc::RTLD_NEXT, name.as_ptr()) as usize }
-    };
+    let next = crate::kernel::next_symbol;
     REAL.get_or_init(|| Real {
         execve: next(c"execve"),
         execvpe: next(c"execvpe"),

@@ -21,9 +21,7 @@ type ForkFn = unsafe extern "C" fn() -> pid_t;
 
 fn real_fork() -> Option<ForkFn> {
     static REAL: OnceLock<usize> = OnceLock::new();
-    // SAFETY: looks up the next definition of `fork` (libc's) by its NUL-terminated name.
-    let p =
-        *REAL.get_or_init(|| unsafe { libc::dlsym(libc::RTLD_NEXT, c"fork".as_ptr()) } as usize);
+    let p = *REAL.get_or_init(|| crate::kernel::next_symbol(c"fork"));
     // SAFETY: a non-null result is libc's `fork`, whose type is `pid_t (void)`.
     (p != 0).then(|| unsafe { std::mem::transmute::<usize, ForkFn>(p) })
 }

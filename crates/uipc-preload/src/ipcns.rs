@@ -9,17 +9,13 @@
 //! `clone(CLONE_NEWIPC)` (or clone3) is a process of its own, which makes its own connections
 //! at its first call.
 
+use crate::kernel::next_symbol as next;
 use libc::c_int;
 use std::sync::atomic::Ordering;
 use std::sync::OnceLock;
 
 type UnshareFn = unsafe extern "C" fn(c_int) -> c_int;
 type SetnsFn = unsafe extern "C" fn(c_int, c_int) -> c_int;
-
-fn next(name: &std::ffi::CStr) -> usize {
-    // SAFETY: looks up the next definition of a NUL-terminated symbol name.
-    unsafe { libc::dlsym(libc::RTLD_NEXT, name.as_ptr()) as usize }
-}
 
 fn fns() -> &'static (usize, usize) {
     static FNS: OnceLock<(usize, usize)> = OnceLock::new();

@@ -16,8 +16,12 @@
 //!
 //! Result: syscall(3)'s, the value or -1 with errno set (ENOSYS if the C library has no
 //! `syscall`).
+//!
+//! The module is also the library's one `dlsym(RTLD_NEXT)` ([`next_symbol`]), through which
+//! every module finds the C library's definitions of the functions it exports.
 
 use libc::c_long;
+use std::ffi::CStr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 type SyscallFn = unsafe extern "C" fn(c_long, ...) -> c_long;
@@ -25,13 +29,25 @@ type SyscallFn = unsafe extern "C" fn(c_long, ...) -> c_long;
 /// The C library's `syscall` (0: not looked up yet).
 static NEXT_SYSCALL: AtomicUsize = AtomicUsize::new(0);
 
-fn next_syscall() -> Option<SyscallFn> {
-    let mut p = NEXT_SYSCALL.load(Ordering::Relaxed);
+/// The next definition of `name` (the C library's, not this library's export), 0 if none.
+/// Every module finds the C library's functions through this or [`next_symbol_cached`].
+pub(crate) fn next_symbol(name: &CStr) -> usize {
+    // SAFETY: looks up the next definition of a NUL-terminated symbol name.
+    unsafe { libc::dlsym(libc::RTLD_NEXT, name.as_ptr()) as usize }
+}
+
+/// [`next_symbol`], cached in `slot` (0: not looked up yet).
+pub(crate) fn next_symbol_cached(slot: &AtomicUsize, name: &CStr) -> usize {
+    let mut p = slot.load(Ordering::Relaxed);
     if p == 0 {
-        // SAFETY: looks up the next definition of `syscall` by its NUL-terminated name.
-        p = unsafe { libc::dlsym(libc::RTLD_NEXT, c"syscall".as_ptr()) } as usize;
-        NEXT_SYSCALL.store(p, Ordering::Relaxed);
+        p = next_symbol(name);
+        slot.store(p, Ordering::Relaxed);
     }
+    p
+}
+
+fn next_syscall() -> Option<SyscallFn> {
+    let p = next_symbol_cached(&NEXT_SYSCALL, c"syscall");
     // SAFETY: a non-null result is the C library's `long syscall(long, ...)`.
     (p != 0).then(|| unsafe { std::mem::transmute::<usize, SyscallFn>(p) })
 }

@@ -51,10 +51,7 @@ struct Next {
 fn next() -> &'static Next {
     static NEXT: OnceLock<Next> = OnceLock::new();
     NEXT.get_or_init(|| {
-        let f = |name: &CStr| {
-            // SAFETY: looks up the next definition of a NUL-terminated symbol name.
-            unsafe { libc::dlsym(libc::RTLD_NEXT, name.as_ptr()) as usize }
-        };
+        let f = crate::kernel::next_symbol;
         Next {
             open: f(c"open"),
             open64: f(c"open64"),

@@ -142,8 +142,7 @@ type WriteFn = unsafe extern "C" fn(c_int, *const c_void, usize) -> isize;
 
 fn next_write() -> usize {
     static NEXT: OnceLock<usize> = OnceLock::new();
-    // SAFETY: looks up the next definition of a NUL-terminated symbol name.
-    *NEXT.get_or_init(|| unsafe { libc::dlsym(libc::RTLD_NEXT, c"write".as_ptr()) as usize })
+    *NEXT.get_or_init(|| crate::kernel::next_symbol(c"write"))
 }
 
 /// Looks up the C library's write; called when the library is loaded.

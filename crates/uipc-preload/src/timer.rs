@@ -143,9 +143,7 @@ pub fn prepare() {
         return;
     }
     for (slot, name) in NEXT.iter().zip(NAMES) {
-        // SAFETY: looks up the next definition of a NUL-terminated symbol name.
-        let p = unsafe { libc::dlsym(libc::RTLD_NEXT, name.as_ptr()) };
-        slot.store(p as usize, Ordering::Relaxed);
+        slot.store(crate::kernel::next_symbol(name), Ordering::Relaxed);
     }
 }
 

@@ -27,12 +27,7 @@ static HANDLERS: [AtomicUsize; NSIG] = [const { AtomicUsize::new(0) }; NSIG];
 static NEXT: AtomicUsize = AtomicUsize::new(0);
 
 fn next() -> Option<SigactionFn> {
-    let mut p = NEXT.load(Ordering::Relaxed);
-    if p == 0 {
-        // SAFETY: looks up the C library's sigaction by its NUL-terminated name.
-        p = unsafe { libc::dlsym(libc::RTLD_NEXT, c"sigaction".as_ptr()) } as usize;
-        NEXT.store(p, Ordering::Relaxed);
-    }
+    let p = crate::kernel::next_symbol_cached(&NEXT, c"sigaction");
     // SAFETY: a non-null result is the C library's sigaction.
     (p != 0).then(|| unsafe { std::mem::transmute::<usize, SigactionFn>(p) })
 }

@@ -19,6 +19,7 @@
 //! through these exports. Without `$UIPC_TIMERS` (or before any timer exists) each export is
 //! the C library's function and nothing else.
 
+use crate::kernel::next_symbol_cached as next;
 use crate::sigmask::SignalsBlocked;
 use crate::timer_abi::{siginfo_code_and_timer, SIGINFO};
 use crate::timer_service::{current, Service};
@@ -32,17 +33,6 @@ type WaitFn = unsafe extern "C" fn(*const sigset_t, *mut c_void, *const timespec
 static PTHREAD_SIGMASK: AtomicUsize = AtomicUsize::new(0);
 static SIGPROCMASK: AtomicUsize = AtomicUsize::new(0);
 static SIGTIMEDWAIT: AtomicUsize = AtomicUsize::new(0);
-
-/// The next definition of `name` (the C library's), cached in `slot`.
-fn next(slot: &AtomicUsize, name: &std::ffi::CStr) -> usize {
-    let mut p = slot.load(Ordering::Relaxed);
-    if p == 0 {
-        // SAFETY: looks up the next definition of a NUL-terminated symbol name.
-        p = unsafe { libc::dlsym(libc::RTLD_NEXT, name.as_ptr()) } as usize;
-        slot.store(p, Ordering::Relaxed);
-    }
-    p
-}
 
 /// Looks up the C library's functions; called by the library's constructor.
 pub fn prepare() {

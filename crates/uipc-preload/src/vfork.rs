@@ -181,11 +181,7 @@ pub fn prepare() {
         (&REAL_CLONE, c"clone"),
         (&REAL_UFORK, c"_Fork"),
     ] {
-        // SAFETY: looks up the next definition of a NUL-terminated name.
-        real.store(
-            unsafe { libc::dlsym(libc::RTLD_NEXT, name.as_ptr()) } as usize,
-            Ordering::SeqCst,
-        );
+        real.store(crate::kernel::next_symbol(name), Ordering::SeqCst);
     }
     OWNER.store(getpid(), Ordering::SeqCst);
     uipc_proto::transport::set_pid_source(pid);

@@ -25,7 +25,7 @@
 //! lock and fails with EACCES if another process holds a conflicting lock.
 
 use crate::conn::{call_passing, check, ret_value};
-use crate::kernel::kernel_sys;
+use crate::kernel::{kernel_sys, next_symbol as next};
 use crate::user::{copy_in_to, copy_out};
 use crate::{finish, guarded};
 use libc::c_int;
@@ -50,11 +50,6 @@ pub fn routing() -> bool {
     *ON.get_or_init(|| {
         std::env::var_os("UIPC_LOCKS").is_some_and(|v| v == "1") && crate::conn::enabled()
     })
-}
-
-fn next(name: &std::ffi::CStr) -> usize {
-    // SAFETY: looks up the next definition of a NUL-terminated symbol name.
-    unsafe { libc::dlsym(libc::RTLD_NEXT, name.as_ptr()) as usize }
 }
 
 /// libc's definitions of the exports, looked up once: from the library's constructor
