@@ -107,7 +107,7 @@ impl Service {
                     SignalTarget::Process | SignalTarget::ThreadCallback
                 );
                 let unblocking = self.unblocking.load(Ordering::Acquire) != 0;
-                if process && !unblocking && take_from_kernel(self.pid, sig.signo, id) {
+                if process && !unblocking && take_from_kernel(self.pid, None, sig.signo, id) {
                     let overrun = entry.overrun.min(i32::MAX as u64) as i32;
                     if self.send(sig, overrun) != 0 {
                         self.engine.dequeue_signal(&entry.signal);

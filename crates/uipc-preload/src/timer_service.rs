@@ -320,9 +320,11 @@ impl Service {
 
     /// `timer_delete`.
     pub fn delete(&self, id: i32) -> Result<(), Errno> {
-        self.settle(id, true);
+        // Deleted first, so no expiry of it is queued after the pending signal is taken back
+        // (Linux discards a deleted timer's pending signal).
         self.engine
             .timer_delete(&self.owner(), TimerId::from_raw(id))?;
+        self.settle(id, true);
         self.timers.fetch_sub(1, Ordering::Relaxed);
         lock(&self.callbacks).remove(&id);
         // A signal still in flight (a thread's, which cannot be taken back) is forgotten here,
@@ -348,13 +350,20 @@ impl Service {
             return;
         };
         let sig = &entry.signal;
+        // A thread's signal can be taken back only by that thread itself.
+        let take_from = match sig.target {
+            SignalTarget::Process | SignalTarget::ThreadCallback => Some(None),
+            // SAFETY: gettid takes no arguments.
+            SignalTarget::Thread(tid)
+                if tid == unsafe { libc::syscall(libc::SYS_gettid) } as i32 =>
+            {
+                Some(Some(tid))
+            }
+            SignalTarget::Thread(_) => None,
+        };
         let gone = !kernel_pending(sig.target, sig.signo)
             || (take_back
-                && matches!(
-                    sig.target,
-                    SignalTarget::Process | SignalTarget::ThreadCallback
-                )
-                && take_from_kernel(self.pid, sig.signo, id));
+                && take_from.is_some_and(|tid| take_from_kernel(self.pid, tid, sig.signo, id)));
         if !gone {
             return;
         }

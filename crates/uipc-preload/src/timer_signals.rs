@@ -85,16 +85,23 @@ fn pending_mask(target: SignalTarget) -> u64 {
 }
 
 /// Takes timer `id`'s pending signal `signo` out of the kernel, putting back any other signal
-/// of that number taken on the way. True if ours was found.
-pub fn take_from_kernel(pid: i32, signo: i32, id: i32) -> bool {
-    take_matching(pid, signo, |info| {
+/// of that number taken on the way (to this thread when `tid`, the caller's own thread, is
+/// given: rt_sigtimedwait takes a thread's signals only in that thread). True if ours was
+/// found.
+pub fn take_from_kernel(pid: i32, tid: Option<i32>, signo: i32, id: i32) -> bool {
+    take_matching(pid, tid, signo, |info| {
         timer_abi::siginfo_code_and_timer(info) == (uipc::timers::SI_TIMER, id)
     })
 }
 
 /// Takes the first pending signal `signo` whose siginfo `wanted` accepts (looking at 16 at
 /// most), putting back the others taken on the way. True if one was taken.
-fn take_matching(pid: i32, signo: i32, wanted: impl Fn(&[u8; timer_abi::SIGINFO]) -> bool) -> bool {
+fn take_matching(
+    pid: i32,
+    tid: Option<i32>,
+    signo: i32,
+    wanted: impl Fn(&[u8; timer_abi::SIGINFO]) -> bool,
+) -> bool {
     let set: u64 = 1 << (signo - 1);
     let zero = libc::timespec {
         tv_sec: 0,
@@ -127,8 +134,16 @@ fn take_matching(pid: i32, signo: i32, wanted: impl Fn(&[u8; timer_abi::SIGINFO]
         taken += 1;
     }
     for info in &others[..taken] {
-        // SAFETY: queues the signal we took back to this process, with its own siginfo.
-        unsafe { libc::syscall(libc::SYS_rt_sigqueueinfo, pid, signo, info.as_ptr()) };
+        // SAFETY: queues the signal we took back to this process (or thread), with its own
+        // siginfo.
+        unsafe {
+            match tid {
+                Some(tid) => {
+                    libc::syscall(libc::SYS_rt_tgsigqueueinfo, pid, tid, signo, info.as_ptr())
+                }
+                None => libc::syscall(libc::SYS_rt_sigqueueinfo, pid, signo, info.as_ptr()),
+            }
+        };
     }
     found
 }
