@@ -90,12 +90,7 @@ impl DeadlockGraph {
         record: bool,
     ) -> Result<Option<u64>> {
         let mut g = lock(&self.inner);
-        let cycle = check
-            && match self.mode {
-                DeadlockMode::Linux => g.linux_walk(owner, blockers),
-                DeadlockMode::Full => g.full_search(owner, blockers),
-            };
-        if cycle {
+        if check && g.closes_cycle(self.mode, owner, blockers) {
             return Err(Errno::EDEADLK);
         }
         if !record {
@@ -127,12 +122,7 @@ impl DeadlockGraph {
         check: bool,
     ) -> Result<()> {
         let mut g = lock(&self.inner);
-        let cycle = check
-            && match self.mode {
-                DeadlockMode::Linux => g.linux_walk(owner, blockers),
-                DeadlockMode::Full => g.full_search(owner, blockers),
-            };
-        if cycle {
+        if check && g.closes_cycle(self.mode, owner, blockers) {
             return Err(Errno::EDEADLK);
         }
         if let Some(r) = id.and_then(|id| g.requests.get_mut(&id)) {
@@ -174,6 +164,14 @@ impl DeadlockGraph {
 }
 
 impl Graph {
+    /// Whether `owner` waiting behind `blockers` closes a cycle, as `mode` searches for one.
+    fn closes_cycle(&self, mode: DeadlockMode, owner: Owner, blockers: &[Owner]) -> bool {
+        match mode {
+            DeadlockMode::Linux => self.linux_walk(owner, blockers),
+            DeadlockMode::Full => self.full_search(owner, blockers),
+        }
+    }
+
     /// Linux's `posix_locks_deadlock`: one chain, newest request of each owner, first blocker.
     fn linux_walk(&self, caller: Owner, blockers: &[Owner]) -> bool {
         let Some(&first) = blockers.first() else {
