@@ -10,7 +10,7 @@
 //! open file descriptions apart with `kcmp(KCMP_FILE)`.
 
 use crate::codec::{DecodeError, Reader, Writer};
-use uipc::locks::{Flock, F_OFD_SETLK, F_OFD_SETLKW, F_SETLK, F_SETLKW, LOCK_MAND, LOCK_NB};
+use uipc_abi::locks::{Flock, F_OFD_SETLK, F_OFD_SETLKW, F_SETLK, F_SETLKW, LOCK_MAND, LOCK_NB};
 
 /// A file-lock request.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -239,7 +239,7 @@ impl LockResponse {
 mod tests {
     use super::*;
     use crate::{Request, Response};
-    use uipc::locks::{F_GETLK, F_WRLCK, LOCK_EX, LOCK_SH};
+    use uipc_abi::locks::{F_GETLK, F_WRLCK, LOCK_EX, LOCK_SH};
 
     #[test]
     fn lock_requests_round_trip_inside_the_outer_request() {

@@ -8,7 +8,7 @@
 //! for the caller); [`ProcRequest::Write`] is one `write(2)` of the text to it.
 
 use crate::codec::{DecodeError, Reader, Writer};
-use uipc::ipc::Sysctl;
+use uipc_abi::ipc::Sysctl;
 
 /// A file the daemon renders.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -8,9 +8,9 @@
 //! user buffer only after its size and id checks).
 
 use crate::codec::{DecodeError, Reader, Writer};
-use uipc::ipc::msg::MsqidSet;
-use uipc::ipc::sem::{Sembuf, Timespec};
-use uipc::ipc::shm::ShmSet;
+use uipc_abi::ipc::msg::MsqidSet;
+use uipc_abi::ipc::sem::{Sembuf, Timespec};
+use uipc_abi::ipc::shm::ShmSet;
 
 /// The most semaphore operations one request carries.
 pub const MAX_SOPS: u64 = 1 << 16;
@@ -409,7 +409,7 @@ impl Request {
 
     /// Whether the daemon may sleep serving this request (a Cancel can end it early).
     pub fn may_block(&self) -> bool {
-        const IPC_NOWAIT: i32 = uipc::ipc::consts::IPC_NOWAIT;
+        const IPC_NOWAIT: i32 = uipc_abi::ipc::consts::IPC_NOWAIT;
         match self {
             Request::Semtimedop { sops, .. } => sops
                 .as_ref()

@@ -9,10 +9,10 @@
 //! holds only fixed-size fields (and a `/proc` text). [`Response::decode`] is the same decoder, copying.
 
 use crate::codec::{DecodeError, Reader, Writer};
-use uipc::ipc::msg::{MsgInfo, MsqidDs};
-use uipc::ipc::sem::{SemInfo, SemidDs};
-use uipc::ipc::shm::{ShmInfo, ShmUsage, ShmidDs};
-use uipc::ipc::IpcPermStat;
+use uipc_abi::ipc::msg::{MsgInfo, MsqidDs};
+use uipc_abi::ipc::sem::{SemInfo, SemidDs};
+use uipc_abi::ipc::shm::{ShmInfo, ShmUsage, ShmidDs};
+use uipc_abi::ipc::IpcPermStat;
 
 /// One response.
 #[derive(Clone, Debug, PartialEq, Eq)]

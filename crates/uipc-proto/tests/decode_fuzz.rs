@@ -2,11 +2,11 @@
 //! give `Err`, never a panic; valid messages round-trip.
 
 use proptest::prelude::*;
-use uipc::ipc::msg::{MsgInfo, MsqidDs, MsqidSet};
-use uipc::ipc::sem::{SemInfo, Sembuf, SemidDs, Timespec};
-use uipc::ipc::shm::{ShmInfo, ShmSet, ShmUsage, ShmidDs};
-use uipc::ipc::IpcPermStat;
-use uipc::locks::Flock;
+use uipc_abi::ipc::msg::{MsgInfo, MsqidDs, MsqidSet};
+use uipc_abi::ipc::sem::{SemInfo, Sembuf, SemidDs, Timespec};
+use uipc_abi::ipc::shm::{ShmInfo, ShmSet, ShmUsage, ShmidDs};
+use uipc_abi::ipc::IpcPermStat;
+use uipc_abi::locks::Flock;
 use uipc_proto::codec::Writer;
 use uipc_proto::request::{put_msgsnd, put_sem_arg_array, put_semctl_head, put_semtimedop};
 use uipc_proto::{LockLine, LockRequest, LockResponse, Request, Response, ResponseView, SemArg};

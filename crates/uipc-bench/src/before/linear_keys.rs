@@ -4,11 +4,9 @@
 //! zeroed set of semaphores) is done as in the engine, so the columns differ by the lookup.
 
 use std::sync::{Mutex, RwLock};
+use uipc::ipc::consts::{IPC_CREAT, IPC_EXCL};
 use uipc::ipc::IpcPerm;
 use uipc::{Cred, Errno};
-
-const IPC_CREAT: i32 = 0o1000;
-const IPC_EXCL: i32 = 0o2000;
 
 struct Set {
     key: i32,

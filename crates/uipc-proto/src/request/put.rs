@@ -6,7 +6,7 @@
 
 use super::{tag, SemArg};
 use crate::codec::Writer;
-use uipc::ipc::sem::{Sembuf, Timespec};
+use uipc_abi::ipc::sem::{Sembuf, Timespec};
 
 pub(super) fn put_option<T>(
     w: &mut Writer<'_>,

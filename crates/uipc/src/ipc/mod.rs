@@ -4,7 +4,7 @@
 //! `ns.msgsnd(...)`, `ns.shmat(...)` and so on, one method per Linux call, each documented
 //! with its man page and returning Linux's errno in Linux's order.
 
-pub mod consts;
+pub use uipc_abi::ipc::consts;
 #[cfg(all(test, not(loom)))]
 mod lookup_tests;
 pub mod msg;

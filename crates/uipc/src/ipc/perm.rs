@@ -82,24 +82,7 @@ impl IpcPerm {
     }
 }
 
-/// `ipc64_perm` as IPC_STAT returns it.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct IpcPermStat {
-    /// The key (0 once private).
-    pub key: i32,
-    /// Owner user id.
-    pub uid: u32,
-    /// Owner group id.
-    pub gid: u32,
-    /// Creator user id.
-    pub cuid: u32,
-    /// Creator group id.
-    pub cgid: u32,
-    /// Mode, with SHM_DEST / SHM_LOCKED for segments.
-    pub mode: u32,
-    /// The sequence number (`id >> shift`).
-    pub seq: u32,
-}
+pub use uipc_abi::ipc::IpcPermStat;
 
 #[cfg(test)]
 mod tests {
