@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The project's test command (README's second command). Runs, in order:
-#   1. every crate's tests (unit, integration, property and stress tests);
+#   1. every crate's tests (unit, integration, property and stress tests), and the serve/run-only
+#      build of the `uipc` command;
 #   2. the loom models of the lock-free and bucket-locked tables;
 #   3. short differential runs against the host kernel (`uipc conform`), which need root for
 #      the permission checks and a private IPC namespace.
@@ -10,6 +11,13 @@ cd "$(dirname "$0")/.."
 echo "== cargo test (workspace)"
 # The release profile without its whole-program LTO (Cargo.toml), so test binaries link fast.
 cargo test --workspace --profile release-tests
+
+echo "== uipc without its bench and conform features: builds, and links none of the benchmark's crates"
+cargo check -q -p uipc-cli --no-default-features --profile release-tests
+if cargo tree -q -p uipc-cli --no-default-features -e normal | grep -E 'plotters|indicatif|dashmap|scc'; then
+    echo "uipc-cli --no-default-features depends on a benchmark crate (above)" >&2
+    exit 1
+fi
 
 echo "== loom models (modules named loom_models, and tests/loom_*.rs)"
 loom_run() { RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom "$@"; }

@@ -1,5 +1,12 @@
-//! `uipc`: the one command. Subcommands dispatch to the library crates.
+//! `uipc`: the one command. Subcommands dispatch to the library crates. `bench` and
+//! `conform` are cargo features (both on by default): `--no-default-features` builds a `uipc`
+//! that serves and runs programs (and lists and removes objects and locks) without the
+//! benchmark's and the differential runs' code and dependencies.
 
+#[cfg(feature = "bench")]
+mod bench;
+#[cfg(feature = "conform")]
+mod conform;
 mod ipcrm;
 mod ipcs;
 mod locks;
@@ -22,11 +29,13 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Reproduce the seeds' benchmarks: uipc beside the design it replaced and the host kernel.
-    Bench(BenchArgs),
+    #[cfg(feature = "bench")]
+    Bench(bench::BenchArgs),
     /// Run random operations on the host kernel and on the engine and compare the results.
+    #[cfg(feature = "conform")]
     Conform {
         #[command(subcommand)]
-        what: ConformWhat,
+        what: conform::ConformWhat,
     },
     /// Serve one IPC namespace to client processes over a Unix socket (the daemon).
     Serve(ServeArgs),
@@ -39,6 +48,7 @@ enum Command {
     /// List a daemon's file locks (util-linux lslocks's default columns).
     Locks(LocksArgs),
     /// The program `uipc bench shim` runs natively and under `uipc run` (not for direct use).
+    #[cfg(feature = "bench")]
     #[command(hide = true)]
     BenchChild {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
@@ -179,164 +189,6 @@ struct ServeArgs {
     state_discard_damaged: bool,
 }
 
-#[derive(Subcommand)]
-enum ConformWhat {
-    /// SysV semaphores, message queues and shared memory.
-    Ipc(ConformArgs),
-    /// POSIX record locks, OFD locks and flock.
-    Locks(ConformArgs),
-    /// POSIX timers.
-    Timers(ConformArgs),
-}
-
-#[derive(Args)]
-struct BenchArgs {
-    /// Which scenario: ipc-keys, ipc-idcycle, ... or `all`.
-    scenario: String,
-    /// Repeat each cell this many times and report the median.
-    #[arg(long, default_value_t = 5)]
-    runs: usize,
-    /// Smaller sizes, for a smoke run.
-    #[arg(long)]
-    quick: bool,
-    /// Also write machine-readable results here.
-    #[arg(long, value_name = "PATH")]
-    json: Option<std::path::PathBuf>,
-    /// Also draw each table as an SVG chart in this directory.
-    #[arg(long, value_name = "DIR")]
-    svg: Option<std::path::PathBuf>,
-    /// Fail (exit 1) if a table lacks a cell it promises and no note says why (a smoke test of
-    /// the scenarios, not of their timings).
-    #[arg(long)]
-    check: bool,
-}
-
-#[derive(Args)]
-struct ConformArgs {
-    /// How many random operations to run.
-    #[arg(long, default_value_t = 2000)]
-    ops: u64,
-    /// Seed of the random operations (the same seed replays the same run).
-    #[arg(long, default_value_t = 1)]
-    seed: u64,
-    /// Print every operation, not only divergences.
-    #[arg(long, short)]
-    verbose: bool,
-}
-
-type ConformRun = fn(&uipc_conform::Options) -> Result<uipc_conform::Report, String>;
-
-fn conform(what: ConformWhat) -> ExitCode {
-    let (run, args): (ConformRun, ConformArgs) = match what {
-        ConformWhat::Ipc(a) => (uipc_conform::ipc::run, a),
-        ConformWhat::Locks(a) => (uipc_conform::locks::run, a),
-        ConformWhat::Timers(a) => (uipc_conform::timers::run, a),
-    };
-    let opts = uipc_conform::Options {
-        ops: args.ops,
-        seed: args.seed,
-        verbose: args.verbose,
-    };
-    match run(&opts) {
-        Ok(report) => {
-            for d in &report.divergences {
-                println!("{d}");
-            }
-            println!("{}", report.summary());
-            if report.divergences.is_empty() {
-                ExitCode::SUCCESS
-            } else {
-                ExitCode::from(1)
-            }
-        }
-        Err(e) => {
-            eprintln!("uipc conform: {e}");
-            ExitCode::from(2)
-        }
-    }
-}
-
-fn bench(args: BenchArgs) -> ExitCode {
-    let all = uipc_bench::scenarios();
-    let chosen: Vec<_> = all
-        .iter()
-        .filter(|s| args.scenario == "all" || s.name == args.scenario)
-        .collect();
-    if chosen.is_empty() {
-        eprintln!(
-            "uipc bench: no scenario {:?}; choose one of:",
-            args.scenario
-        );
-        for s in &all {
-            eprintln!("  {:<12} {}", s.name, s.about);
-        }
-        eprintln!("  {:<12} every scenario above", "all");
-        return ExitCode::from(2);
-    }
-    let machine = uipc_bench::machine::Machine::detect();
-    let runs = args.runs.max(1);
-    println!("machine: {machine}");
-    let cells = if runs == 1 {
-        "one run (single runs are noisy: --runs K reports medians)".to_string()
-    } else {
-        format!("median of {runs} runs ± standard deviation")
-    };
-    println!(
-        "each cell: {cells}{}\n",
-        if args.quick { ", --quick sizes" } else { "" }
-    );
-    let b = uipc_bench::Bench::new(uipc_bench::Options {
-        runs,
-        quick: args.quick,
-    });
-    let mut json_rows = Vec::new();
-    let mut unexplained = Vec::new();
-    for s in chosen {
-        let tables = (s.run)(&b);
-        b.finish();
-        println!("== {}: {}\n", s.name, s.about);
-        for t in &tables {
-            println!("{}", t.render());
-            // Each row says its scenario too, so `bench all` output can be told apart.
-            json_rows.extend(t.rows.iter().map(|r| {
-                let mut v = serde_json::to_value(r).expect("serializable");
-                v["scenario"] = serde_json::Value::from(s.name);
-                v
-            }));
-            if !t.complete_or_explained() {
-                unexplained.extend(t.missing_cells());
-            }
-            if let Some(dir) = &args.svg {
-                let stem = uipc_bench::chart::file_stem(s.name, &t.title);
-                if let Err(e) = uipc_bench::chart::draw(t, dir, &stem) {
-                    eprintln!("uipc bench: chart {stem}: {e}");
-                }
-            }
-        }
-    }
-    if let Some(path) = &args.json {
-        let doc = serde_json::json!({ "scenario": args.scenario, "machine": machine, "runs": runs, "quick": args.quick, "rows": json_rows });
-        if let Err(e) = std::fs::write(
-            path,
-            serde_json::to_string_pretty(&doc).expect("serializable"),
-        ) {
-            eprintln!("uipc bench: {}: {e}", path.display());
-            return ExitCode::from(1);
-        }
-    }
-    if args.check {
-        if unexplained.is_empty() {
-            println!("check: every table has every cell it promises, or says why not");
-        } else {
-            for m in &unexplained {
-                eprintln!("check: missing cell without a note: {m}");
-            }
-            return ExitCode::from(1);
-        }
-    }
-    ExitCode::SUCCESS
-}
-
 fn serve(args: ServeArgs) -> ExitCode {
     let opts = uipc_server::Options {
         socket: args.socket.unwrap_or_else(uipc_server::default_socket_path),
@@ -382,23 +234,43 @@ fn keep_freed_heap() {
     }
 }
 
+impl Command {
+    /// The daemon and the benchmark (see [`keep_freed_heap`]).
+    fn keeps_freed_heap(&self) -> bool {
+        match self {
+            #[cfg(feature = "bench")]
+            Command::Bench(_) => true,
+            Command::Serve(_) => true,
+            _ => false,
+        }
+    }
+
+    /// The commands that print a report (see [`die_quietly_on_sigpipe`]).
+    fn prints_a_report(&self) -> bool {
+        match self {
+            #[cfg(feature = "bench")]
+            Command::Bench(_) => true,
+            Command::Locks(_) | Command::Ipcs(_) | Command::Ipcrm(_) => true,
+            _ => false,
+        }
+    }
+}
+
 fn main() -> ExitCode {
     let command = Cli::parse().command;
-    if matches!(command, Command::Bench(_) | Command::Serve(_)) {
+    if command.keeps_freed_heap() {
         keep_freed_heap();
     }
-    if matches!(
-        command,
-        Command::Bench(_) | Command::Locks(_) | Command::Ipcs(_) | Command::Ipcrm(_)
-    ) {
+    if command.prints_a_report() {
         die_quietly_on_sigpipe();
     }
     match command {
-        Command::Bench(args) => bench(args),
-        Command::BenchChild { args } => {
-            ExitCode::from(uipc_bench::scenarios::shim::child_main(&args) as u8)
-        }
-        Command::Conform { what } => conform(what),
+        #[cfg(feature = "bench")]
+        Command::Bench(args) => bench::bench(args),
+        #[cfg(feature = "bench")]
+        Command::BenchChild { args } => bench::child(&args),
+        #[cfg(feature = "conform")]
+        Command::Conform { what } => conform::conform(what),
         Command::Serve(args) => serve(args),
         Command::Run(args) => run::run(
             args.socket,
