@@ -7,7 +7,8 @@ use uipc_server::{Options, Server, Shared};
 
 static N: AtomicUsize = AtomicUsize::new(0);
 
-/// Binds a daemon on a socket of its own (under the temporary directory, named after `tag`,
+/// Binds a daemon on a socket of its own (under a temporary directory every user can traverse,
+/// so the tests' unprivileged side reaches it; named after `tag`,
 /// this process and a counter) and serves it from a new thread. Returns the socket's path and
 /// the daemon's shared state.
 pub fn start(tag: &str) -> (PathBuf, Arc<Shared>) {
@@ -17,7 +18,7 @@ pub fn start(tag: &str) -> (PathBuf, Arc<Shared>) {
 /// [`start`], with `shared`: a socket other users may connect to.
 #[allow(dead_code)] // not every test binary starts a shared daemon
 pub fn start_with(tag: &str, shared: bool) -> (PathBuf, Arc<Shared>) {
-    let dir = std::env::temp_dir().join(format!(
+    let dir = traversable_tmp().join(format!(
         "uipc-{tag}-test-{}-{}",
         std::process::id(),
         N.fetch_add(1, Ordering::Relaxed)
@@ -51,14 +52,61 @@ pub fn as_nobody(entry: &str, scenario: &str, args: &[String]) {
     );
 }
 
-/// The command [`as_nobody`] runs (to start it without waiting).
+/// The command [`as_nobody`] runs (to start it without waiting). It runs [`nobody_exe`], a
+/// copy of this binary nobody can reach, from that copy's directory.
 #[allow(dead_code)]
 pub fn nobody(entry: &str, scenario: &str, args: &[String]) -> std::process::Command {
     use std::os::unix::process::CommandExt;
-    let mut c = std::process::Command::new(std::env::current_exe().unwrap());
+    let exe = nobody_exe();
+    let mut c = std::process::Command::new(exe);
     c.args(["--exact", entry, "--nocapture", "--test-threads=1"])
         .env("UIPC_NOBODY", format!("{scenario} {}", args.join(" ")))
+        .current_dir(exe.parent().unwrap())
         .uid(65534)
         .gid(65534);
     c
+}
+
+/// A copy of this test binary that uid 65534 can execute: the build tree may sit in a
+/// directory only root can traverse (a clone under `mktemp -d`, mode 0700), where nobody's
+/// exec of the binary itself fails with EACCES. The copy is made once per process, mode 0755
+/// in a fresh 0755 directory under the temporary directory (`/tmp` if that one is not
+/// traversable by every user), and removed when the process exits.
+#[allow(dead_code)]
+pub fn nobody_exe() -> &'static std::path::Path {
+    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+    static EXE: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    EXE.get_or_init(|| {
+        let dir = traversable_tmp().join(format!("uipc-nobody-exe-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::DirBuilder::new().mode(0o755).create(&dir).unwrap();
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let me = std::env::current_exe().unwrap();
+        let copy = dir.join(me.file_name().unwrap());
+        std::fs::copy(&me, &copy).unwrap();
+        std::fs::set_permissions(&copy, std::fs::Permissions::from_mode(0o755)).unwrap();
+        extern "C" fn remove_copy() {
+            if let Some(exe) = EXE.get() {
+                let _ = std::fs::remove_dir_all(exe.parent().unwrap());
+            }
+        }
+        // SAFETY: registers a plain function with no arguments, run once at exit.
+        unsafe { libc::atexit(remove_copy) };
+        copy
+    })
+}
+
+/// The temporary directory if every user may traverse it and each directory above it, else
+/// `/tmp`.
+fn traversable_tmp() -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let tmp = std::env::temp_dir();
+    let all = tmp
+        .ancestors()
+        .all(|d| std::fs::metadata(d).is_ok_and(|m| m.permissions().mode() & 0o001 != 0));
+    if all {
+        tmp
+    } else {
+        PathBuf::from("/tmp")
+    }
 }
