@@ -28,7 +28,6 @@
 use crate::parked::ParkedCall;
 use crate::procs::ProcGuard;
 use crate::sync::lock;
-use crate::workers::{Job, Jobs};
 use std::collections::VecDeque;
 use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::net::UnixStream;
@@ -38,6 +37,34 @@ use uipc::{Interrupt, ParkCtx};
 use uipc_proto::reader::{Budget, FrameReader};
 use uipc_proto::transport::{send_frame_nowait, send_frame_rest, Received};
 use uipc_proto::{Request, Response, MAX_FRAME};
+
+/// One piece of work for a worker.
+pub enum Job {
+    /// A whole frame from the connection, which has no other call in flight.
+    Frame(Arc<Conn>, Received),
+    /// The connection's parked call may go on: poll it.
+    Resume(Arc<Conn>),
+    /// The connection's parked call may have passed its deadline.
+    Deadline(Arc<Conn>),
+}
+
+/// Where a connection's jobs go (the worker pool's queue, `workers.rs`).
+pub trait Queue: Send + Sync {
+    /// Queues `job` and makes sure a worker takes it.
+    fn push(&self, job: Job);
+    /// Before a step that may take long: makes sure the sockets stay watched meanwhile.
+    fn promote(&self);
+}
+
+impl<Q: Queue + ?Sized> Queue for Arc<Q> {
+    fn push(&self, job: Job) {
+        (**self).push(job);
+    }
+
+    fn promote(&self) {
+        (**self).promote();
+    }
+}
 
 /// Frames a busy connection may have waiting before it counts as hung up.
 const MAX_QUEUED: usize = 4;
@@ -154,7 +181,7 @@ impl Conn {
     pub fn new(
         id: u64,
         stream: UnixStream,
-        jobs: &Arc<Jobs>,
+        jobs: &Arc<impl Queue + 'static>,
         uid: u32,
         budget: Arc<Budget>,
     ) -> Arc<Conn> {
@@ -201,7 +228,7 @@ impl Conn {
 
     /// Sends a reply (with a descriptor); false if the client is gone or does not read its
     /// replies (the caller closes the connection). See the module doc.
-    pub fn reply(&self, resp: &Response, pass: Option<RawFd>, jobs: &Jobs) -> bool {
+    pub fn reply(&self, resp: &Response, pass: Option<RawFd>, jobs: &impl Queue) -> bool {
         let payload = resp.encode();
         let total = payload.len() + 4;
         let large = payload.len() > SURE_REPLY;
@@ -224,7 +251,7 @@ impl Conn {
         send_frame_rest(self.fd(), &payload, sent).is_ok()
     }
 
-    fn dispatch(self: &Arc<Self>, io: &mut IoState, frame: Received, jobs: &Jobs) {
+    fn dispatch(self: &Arc<Self>, io: &mut IoState, frame: Received, jobs: &impl Queue) {
         self.irq.clear();
         if io.closed || !io.queued.is_empty() {
             self.irq.raise();
@@ -235,7 +262,7 @@ impl Conn {
 
     /// The event loop read a whole frame. Returns false if the client sent too many frames
     /// while a call is in flight (the caller then treats it as a hang-up).
-    pub fn incoming(self: &Arc<Self>, frame: Received, jobs: &Jobs) -> bool {
+    pub fn incoming(self: &Arc<Self>, frame: Received, jobs: &impl Queue) -> bool {
         let mut io = lock(&self.io);
         if io.closed {
             return true;
@@ -257,7 +284,7 @@ impl Conn {
 
     /// The call in flight was answered: dispatches the next queued frame, if any. Returns
     /// true if the connection is now idle and hung up (the caller removes it).
-    pub fn finish(self: &Arc<Self>, jobs: &Jobs) -> bool {
+    pub fn finish(self: &Arc<Self>, jobs: &impl Queue) -> bool {
         let mut io = lock(&self.io);
         if let Some(next) = io.queued.pop_front() {
             self.dispatch(&mut io, next, jobs);

@@ -93,6 +93,7 @@ pub mod listen;
 pub mod lockserve;
 pub mod memfd;
 pub mod namespaces;
+pub mod outcome;
 pub mod parked;
 pub mod pidns;
 pub mod procs;

@@ -25,7 +25,7 @@
 
 use crate::descriptions::{open_file_of, Descriptions};
 use crate::hints::LockHints;
-use crate::parked::Outcome;
+use crate::outcome::Outcome;
 use std::os::fd::{AsRawFd, OwnedFd};
 use uipc::locks::{
     LockInfo, LockKind, LockManager, OfdId, OpenFile, ParkedLock, F_GETLK, F_OFD_GETLK,

@@ -12,6 +12,7 @@
 
 use crate::dispatch::{done, message, Ctx};
 use crate::lockserve::{self, ParkedLockCall};
+use crate::outcome::Outcome;
 use crate::Shared;
 use std::time::Instant;
 use uipc::ipc::msg::{ParkedMsgrcv, ParkedMsgsnd};
@@ -30,23 +31,6 @@ pub enum ParkedCall {
     Msgrcv(ParkedMsgrcv),
     /// F_SETLKW, F_OFD_SETLKW, blocking flock: woken to retry.
     Lock(ParkedLockCall),
-}
-
-/// A step of a call that may wait: answered, or still waiting as `P`.
-pub enum Outcome<P> {
-    /// The call finished with this response.
-    Answer(Response),
-    /// The call waits.
-    Waiting(P),
-}
-
-impl<P> Outcome<P> {
-    fn map<Q>(self, f: impl FnOnce(P) -> Q) -> Outcome<Q> {
-        match self {
-            Outcome::Answer(r) => Outcome::Answer(r),
-            Outcome::Waiting(p) => Outcome::Waiting(f(p)),
-        }
-    }
 }
 
 /// Starts `req`, a call that may sleep, without sleeping: the response if it finished, else

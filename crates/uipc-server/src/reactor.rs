@@ -29,9 +29,9 @@
 //! [`FrameReader`]: uipc_proto::reader::FrameReader
 
 use crate::conn::Conn;
+use crate::conn::Job;
 use crate::limits::{Users, FD_RESERVE, HELLO_TIMEOUT};
 use crate::sync::lock;
-use crate::workers::Job;
 use crate::Shared;
 use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::io;

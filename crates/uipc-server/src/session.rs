@@ -27,12 +27,13 @@
 //! at once waits for the call to be stored.
 
 use crate::admission::parent_of;
+use crate::conn::Job;
 use crate::conn::{CallSlot, Conn, Parked};
 use crate::dispatch::{self, Ctx};
-use crate::parked::{self, Outcome, ParkedCall};
+use crate::outcome::Outcome;
+use crate::parked::{self, ParkedCall};
 use crate::procs::ProcGuard;
 use crate::sync::lock;
-use crate::workers::Job;
 use crate::Shared;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::atomic::Ordering;

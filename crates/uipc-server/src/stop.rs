@@ -21,7 +21,7 @@
 //!
 //! Lock: `state` is a leaf.
 
-use crate::workers::Job;
+use crate::conn::Job;
 use crate::Shared;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};

@@ -19,7 +19,7 @@
 //!
 //! [`Reactor::poll_once`]: crate::reactor::Reactor::poll_once
 
-use crate::conn::Conn;
+use crate::conn::{Job, Queue};
 use crate::sync::lock;
 use crate::Shared;
 use std::cell::RefCell;
@@ -27,17 +27,6 @@ use std::collections::VecDeque;
 use std::os::fd::OwnedFd;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
-use uipc_proto::transport::Received;
-
-/// One piece of work for a worker.
-pub enum Job {
-    /// A whole frame from the connection, which has no other call in flight.
-    Frame(Arc<Conn>, Received),
-    /// The connection's parked call may go on: poll it.
-    Resume(Arc<Conn>),
-    /// The connection's parked call may have passed its deadline.
-    Deadline(Arc<Conn>),
-}
 
 struct PoolState {
     queue: VecDeque<Job>,
@@ -164,6 +153,16 @@ impl Jobs {
                 return found;
             }
         }
+    }
+}
+
+impl Queue for Jobs {
+    fn push(&self, job: Job) {
+        Jobs::push(self, job);
+    }
+
+    fn promote(&self) {
+        Jobs::promote(self);
     }
 }
 
