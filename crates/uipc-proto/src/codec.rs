@@ -74,6 +74,15 @@ impl Writer<'static> {
     }
 }
 
+impl Writer<'static> {
+    /// The bytes `put` writes into a new growing writer.
+    pub fn encoded(put: impl FnOnce(&mut Writer<'static>)) -> Vec<u8> {
+        let mut w = Writer::new();
+        put(&mut w);
+        w.finish()
+    }
+}
+
 impl<'a> Writer<'a> {
     /// An empty message written into `buf`, which never grows.
     pub fn fixed(buf: &'a mut [u8]) -> Writer<'a> {

@@ -164,9 +164,7 @@ pub use put::{put_msgsnd, put_sem_arg, put_sem_arg_array, put_semctl_head, put_s
 impl Request {
     /// The message bytes (without the frame header).
     pub fn encode(&self) -> Vec<u8> {
-        let mut w = Writer::new();
-        self.encode_into(&mut w);
-        w.finish()
+        Writer::encoded(|w| self.encode_into(w))
     }
 
     /// Writes the message bytes into `w` (a fixed buffer's writer allocates nothing).

@@ -153,9 +153,7 @@ fn get_perm(r: &mut Reader<'_>) -> Result<IpcPermStat, DecodeError> {
 impl Response {
     /// The message bytes (without the frame header).
     pub fn encode(&self) -> Vec<u8> {
-        let mut w = Writer::new();
-        self.encode_into(&mut w);
-        w.finish()
+        Writer::encoded(|w| self.encode_into(w))
     }
 
     /// Writes the message bytes into `w`.

@@ -43,6 +43,9 @@ impl Sysctl {
         Sysctl::ShmNextId,
     ];
 
+    /// The limits: [`Sysctl::ALL`] without the `*_next_id` files, in the same order.
+    pub const LIMITS: &'static [Sysctl] = Sysctl::ALL.split_at(8).0;
+
     /// Its file name under `/proc/sys/kernel`.
     pub fn name(self) -> &'static str {
         match self {

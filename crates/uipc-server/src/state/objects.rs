@@ -32,16 +32,7 @@ pub const QUEUE: u8 = 3;
 pub const SEGMENT: u8 = 4;
 
 /// The sysctls saved, by their index in the file.
-pub const TUNABLES: [Sysctl; 8] = [
-    Sysctl::Sem,
-    Sysctl::MsgMax,
-    Sysctl::MsgMnb,
-    Sysctl::MsgMni,
-    Sysctl::ShmMax,
-    Sysctl::ShmAll,
-    Sysctl::ShmMni,
-    Sysctl::ShmRmidForced,
-];
+pub const TUNABLES: &[Sysctl] = Sysctl::LIMITS;
 
 fn root() -> Cred {
     Cred::root(std::process::id() as i32)
