@@ -99,11 +99,12 @@
 //!   daemon's lock hints, and a round trip if the file was ever asked to be locked (hint
 //!   bytes are never cleared and may collide). The lock calls themselves cost one round trip
 //!   carrying the descriptor (SCM_RIGHTS).
-//! - File locks: a flock or OFD call that conflicts has the daemon sweep for descriptions
-//!   nobody holds any more, which reads every process's descriptors in `/proc` (milliseconds);
-//!   many processes contending for one flock lock pay that on every conflict (`uipc bench
-//!   lockperf`'s daemon table: flock01 through the daemon is thousands of times the kernel's
-//!   wall time, posix01 about ten times).
+//! - File locks: a flock or OFD call that conflicts has the daemon check the file's
+//!   descriptions for ones nobody holds any more. A description seen held before costs one
+//!   `kcmp` per conflict; one whose holders are gone costs a read of every process's
+//!   descriptors in `/proc` (milliseconds), as does the last close of a description that
+//!   owns locks. Every lock call through the daemon is a round trip, and a contended blocking
+//!   one parks there (`uipc bench lockperf`'s daemon table).
 //! - File locks: under `--locks` the library's constructor maps the lock hints, a round trip
 //!   to the daemon at the start of every program image (so that no close does it, from a
 //!   signal handler or a vforked child); that call is also the image's first, which tells

@@ -15,41 +15,34 @@
 //! entries never changes and a description's [`OfdId`] is never reused while it matters.
 //!
 //! Last close: Linux drops a description's OFD and flock locks when its last descriptor
-//! closes. The daemon holds a reference of its own, so it looks for the others: every
-//! process's `/proc/PID/fd` entries that are the same file (`stat` through the link) are
-//! compared with `kcmp` across processes, the daemon's own process included except for the
-//! table's copies (a descriptor received for a call in flight elsewhere in the daemon counts,
-//! which only keeps locks a little longer). [`Descriptions::referenced`] does this for the
-//! candidates of a close (minus the descriptor being closed), of a process exit, and of an
-//! exec. A process whose descriptors the daemon may not read (another user's, without
-//! privilege) is not seen; a `kcmp` refused for one that matched by file counts as a
-//! reference (locks are kept rather than dropped wrongly).
+//! closes. The daemon holds a reference of its own, so it looks for the others
+//! ([`Descriptions::referenced`], through [`crate::fdscan`]) for the candidates of a close (minus
+//! the descriptor being closed), of a process exit, of an exec, and of a conflicting call (the
+//! descriptions of that call's file only). Proof of a reference is cheap and proof of none is
+//! not, so the search goes from cheap to complete and stops at the first proof:
+//! - the entry's witness, the `(pid, fd)` where the description was last seen (one `kcmp`);
+//! - the descriptors of the processes that made lock calls through it (the last few callers);
+//! - every process's `/proc/PID/fd` entries of the same file (`stat` through the link), the
+//!   daemon's own process included except for the table's copies (a descriptor received for
+//!   a call in flight elsewhere in the daemon counts, which only keeps locks a little longer).
+//!
+//! Only a `kcmp` that says "equal" is a witness, and it is checked again at each use, so a
+//! witness never decides alone that a description is gone: the answer "unreferenced" always
+//! comes from the complete scan, as exact as before the cheaper steps. Witnesses in the daemon's
+//! own process are not kept (its descriptor numbers are reused by the table's copies). A
+//! process whose descriptors the daemon may not read (another user's, without privilege) is
+//! not seen; a `kcmp` refused for one that matched by file counts as a reference (locks are
+//! kept rather than dropped wrongly).
 //!
 //! Lock order: the table's mutex -> a file's lock state (through
-//! [`LockManager::list_file`]); nothing else is taken under the table's mutex. The `/proc`
-//! scans run without it.
+//! [`LockManager::owns_any`]); nothing else is taken under the table's mutex. Witness checks
+//! (one `kcmp` each) run under it; the `/proc` scans run without it.
 
+use crate::fdscan::{kcmp_file, Search};
 use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
 use std::sync::Mutex;
 use uipc::locks::{FileId, LockManager, OfdId, OpenFile, Owner};
 use uipc::Errno;
-
-const KCMP_FILE: libc::c_int = 0;
-
-/// `kcmp(pid1, pid2, KCMP_FILE, fd1, fd2)`: `Ok(Ordering)` of the two descriptions.
-fn kcmp_file(pid1: i32, fd1: RawFd, pid2: i32, fd2: RawFd) -> Result<std::cmp::Ordering, Errno> {
-    // SAFETY: kcmp only reads the two processes' descriptor tables.
-    let r = unsafe { libc::syscall(libc::SYS_kcmp, pid1, pid2, KCMP_FILE, fd1, fd2) };
-    match r {
-        0 => Ok(std::cmp::Ordering::Equal),
-        1 => Ok(std::cmp::Ordering::Less),
-        2 => Ok(std::cmp::Ordering::Greater),
-        r if r < 0 => Err(Errno::from_raw(
-            std::io::Error::last_os_error().raw_os_error().unwrap_or(0),
-        )),
-        _ => Err(Errno::EINVAL),
-    }
-}
 
 fn fstat(fd: RawFd) -> Option<libc::stat> {
     // SAFETY: zeroed stat is valid output space; any descriptor number is safe to pass.
@@ -89,6 +82,34 @@ struct Entry {
     file: FileId,
     fd: OwnedFd,
     users: usize,
+    /// Where another process was last seen holding the description (checked at each use).
+    witness: Option<(i32, RawFd)>,
+    /// The last few processes that made lock calls through it, most recent first.
+    callers: Vec<i32>,
+}
+
+/// How many recent callers an entry remembers.
+const CALLERS: usize = 4;
+
+/// Which unused entries [`Descriptions::referenced`] looks at.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Scope {
+    /// All of them.
+    All,
+    /// Those of one file.
+    File(FileId),
+    /// One description.
+    One(OfdId),
+}
+
+impl Scope {
+    fn covers(self, e: &Entry) -> bool {
+        match self {
+            Scope::All => true,
+            Scope::File(f) => e.file == f,
+            Scope::One(o) => e.ofd == o,
+        }
+    }
 }
 
 struct Table {
@@ -125,10 +146,7 @@ impl Default for Descriptions {
 }
 
 fn owns_locks(locks: &LockManager, file: FileId, ofd: OfdId) -> bool {
-    locks
-        .list_file(file)
-        .iter()
-        .any(|l| l.owner == Owner::Description(ofd))
+    locks.owns_any(file, Owner::Description(ofd))
 }
 
 impl Descriptions {
@@ -147,13 +165,20 @@ impl Descriptions {
     }
 
     /// The id of `fd`'s description, entered in the table if new, and counted as in use until
-    /// [`Descriptions::release`]. ENOLCK if the descriptor cannot be compared or kept.
-    pub fn acquire(&self, fd: &OwnedFd, file: FileId) -> Result<OfdId, Errno> {
+    /// [`Descriptions::release`]; `caller` (the calling process) is remembered as a place to
+    /// look for the description. ENOLCK if the descriptor cannot be compared or kept.
+    pub fn acquire(&self, fd: &OwnedFd, file: FileId, caller: i32) -> Result<OfdId, Errno> {
         let mut t = self.table();
         match t.search(fd.as_raw_fd()).map_err(|_| Errno::ENOLCK)? {
             Ok(i) => {
-                t.entries[i].users += 1;
-                Ok(t.entries[i].ofd)
+                let e = &mut t.entries[i];
+                e.users += 1;
+                if e.callers.first() != Some(&caller) {
+                    e.callers.retain(|&p| p != caller);
+                    e.callers.truncate(CALLERS - 1);
+                    e.callers.insert(0, caller);
+                }
+                Ok(e.ofd)
             }
             Err(at) => {
                 let kept = fd.as_fd().try_clone_to_owned().map_err(|_| Errno::ENOLCK)?;
@@ -166,6 +191,8 @@ impl Descriptions {
                         file,
                         fd: kept,
                         users: 1,
+                        witness: None,
+                        callers: vec![caller],
                     },
                 );
                 Ok(ofd)
@@ -199,72 +226,65 @@ impl Descriptions {
         self.table().entries.is_empty()
     }
 
-    /// For each description in the table not in use by a call: whether a descriptor other
-    /// than the table's own copies refers to it, in any process (the daemon's included, so that
-    /// a daemon embedded in a client process counts that process's descriptors), not counting
-    /// the descriptors in `except` (pid, fd). Returns the ids, files and answers.
-    pub fn referenced(&self, except: &[(i32, RawFd)]) -> Vec<(OfdId, FileId, bool)> {
+    /// For each description in `scope` not in use by a call: whether a descriptor other than
+    /// the table's own copies refers to it, in any process (the daemon's included, so that a
+    /// daemon embedded in a client process counts that process's descriptors), not counting
+    /// the descriptors in `except` (pid, fd). Returns the ids, files and answers. See the
+    /// module doc for the order of the search.
+    pub fn referenced(&self, scope: Scope, except: &[(i32, RawFd)]) -> Vec<(OfdId, FileId, bool)> {
         let me = std::process::id() as i32;
+        let mut out = Vec::new();
         let mut own: Vec<RawFd> = Vec::new();
-        let candidates: Vec<(OfdId, FileId, OwnedFd)> = {
-            let t = self.table();
+        let mut pending: Vec<(OfdId, FileId, OwnedFd, Vec<i32>)> = Vec::new();
+        {
+            let mut t = self.table();
             own.extend(t.entries.iter().map(|e| e.fd.as_raw_fd()));
-            t.entries
-                .iter()
-                .filter(|e| e.users == 0)
-                .filter_map(|e| Some((e.ofd, e.file, e.fd.try_clone().ok()?)))
-                .collect()
-        };
-        if candidates.is_empty() {
-            return Vec::new();
-        }
-        // The copies made for this scan are the daemon's own too.
-        own.extend(candidates.iter().map(|(_, _, fd)| fd.as_raw_fd()));
-        let mut found = vec![false; candidates.len()];
-        let Ok(procs) = std::fs::read_dir("/proc") else {
-            return candidates
-                .into_iter()
-                .map(|(o, f, _)| (o, f, true))
-                .collect();
-        };
-        for p in procs.flatten() {
-            let Some(pid) = p.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
-                continue;
-            };
-            let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
-                continue;
-            };
-            for f in fds.flatten() {
-                let Some(n) = f.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
-                    continue;
-                };
-                if except.contains(&(pid, n)) || (pid == me && own.contains(&n)) {
+            for e in t.entries.iter_mut() {
+                if e.users > 0 || !scope.covers(e) {
                     continue;
                 }
-                let Ok(st) = std::fs::metadata(f.path()) else {
-                    continue;
-                };
-                use std::os::unix::fs::MetadataExt;
-                let id = FileId {
-                    dev: st.dev(),
-                    ino: st.ino(),
-                };
-                for (k, (_, file, ours)) in candidates.iter().enumerate() {
-                    if found[k] || *file != id {
+                if let Some(w) = e.witness {
+                    let sought = [(e.fd.as_raw_fd(), e.file)];
+                    if Search::new(&sought, except, &own).check(0, w) {
+                        out.push((e.ofd, e.file, true));
                         continue;
                     }
-                    found[k] = !matches!(
-                        kcmp_file(me, ours.as_raw_fd(), pid, n),
-                        Ok(o) if o != std::cmp::Ordering::Equal
-                    );
+                    e.witness = None;
+                }
+                if let Ok(fd) = e.fd.try_clone() {
+                    pending.push((e.ofd, e.file, fd, e.callers.clone()));
                 }
             }
         }
-        candidates
-            .into_iter()
-            .zip(found)
-            .map(|((o, f, _), r)| (o, f, r))
-            .collect()
+        if pending.is_empty() {
+            return out;
+        }
+        // The copies made for this search are the daemon's own too.
+        own.extend(pending.iter().map(|p| p.2.as_raw_fd()));
+        let sought: Vec<(RawFd, FileId)> = pending.iter().map(|p| (p.2.as_raw_fd(), p.1)).collect();
+        let mut search = Search::new(&sought, except, &own);
+        for (k, p) in pending.iter().enumerate() {
+            for &pid in p.3.iter().filter(|&&pid| pid != me) {
+                search.in_process(k, pid);
+                if search.found[k].is_some() {
+                    break;
+                }
+            }
+        }
+        search.everywhere();
+        let found = search.found;
+        let mut t = self.table();
+        for (p, seen) in pending.iter().zip(&found) {
+            if let Some(Some((pid, fd))) = *seen {
+                if pid != me {
+                    if let Some(e) = t.entries.iter_mut().find(|e| e.ofd == p.0) {
+                        e.witness = Some((pid, fd));
+                    }
+                }
+            }
+            out.push((p.0, p.1, seen.is_some()));
+        }
+        out
     }
 
     /// Drops the entry of `ofd` if no call uses it (its locks were just dropped).
@@ -289,120 +309,4 @@ impl Descriptions {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use std::fs::File;
-    use std::os::fd::{AsFd, FromRawFd};
-
-    /// # Safety
-    /// `fd` must be open and owned by nobody else.
-    unsafe fn adopt(fd: RawFd) -> OwnedFd {
-        // SAFETY: the caller's obligation.
-        unsafe { OwnedFd::from_raw_fd(fd) }
-    }
-
-    fn temp() -> File {
-        tempfile_in_dev_shm()
-    }
-
-    fn tempfile_in_dev_shm() -> File {
-        let path = std::env::temp_dir().join(format!(
-            "uipc-desc-{}-{}",
-            std::process::id(),
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap()
-                .as_nanos()
-        ));
-        let f = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create_new(true)
-            .open(&path)
-            .unwrap();
-        std::fs::remove_file(&path).unwrap();
-        f
-    }
-
-    #[test]
-    fn a_dup_is_the_same_description_and_a_second_open_is_not() {
-        let locks = LockManager::new();
-        let d = Descriptions::new();
-        let a = temp();
-        let file = open_file_of(a.as_raw_fd()).unwrap().file;
-        let dup = a.as_fd().try_clone_to_owned().unwrap();
-        let reopened = File::open(format!("/proc/self/fd/{}", a.as_raw_fd())).unwrap();
-        let id = d
-            .acquire(&a.as_fd().try_clone_to_owned().unwrap(), file)
-            .unwrap();
-        assert_eq!(d.acquire(&dup, file).unwrap(), id);
-        let other = d
-            .acquire(&reopened.as_fd().try_clone_to_owned().unwrap(), file)
-            .unwrap();
-        assert_ne!(other, id);
-        assert_eq!(d.find(dup.as_raw_fd()), Some(id));
-        d.release(id, &locks);
-        d.release(id, &locks);
-        d.release(other, &locks);
-        // No locks: nothing is kept.
-        assert_eq!(d.len(), 0);
-        assert_eq!(d.find(dup.as_raw_fd()), None);
-    }
-
-    #[test]
-    fn o_path_descriptors_are_not_lockable() {
-        let f = temp();
-        let p = std::ffi::CString::new(format!("/proc/self/fd/{}", f.as_raw_fd())).unwrap();
-        // SAFETY: opens a NUL-terminated path.
-        let raw = unsafe { libc::open(p.as_ptr(), libc::O_PATH | libc::O_CLOEXEC) };
-        assert!(raw >= 0);
-        // SAFETY: a fresh descriptor.
-        let o = unsafe { adopt(raw) };
-        assert!(open_file_of(o.as_raw_fd()).is_none());
-        let of = open_file_of(f.as_raw_fd()).unwrap();
-        assert!(of.readable && of.writable);
-    }
-
-    #[test]
-    fn another_process_holding_the_description_counts_as_a_reference() {
-        let locks = LockManager::new();
-        let d = Descriptions::new();
-        let f = temp();
-        let file = open_file_of(f.as_raw_fd()).unwrap().file;
-        let id = d
-            .acquire(&f.as_fd().try_clone_to_owned().unwrap(), file)
-            .unwrap();
-        d.users_zero_for_test(id);
-        // This process holds it through `f`; without `f`, only the table's copy is left.
-        let me = std::process::id() as i32;
-        let mine = [(me, f.as_raw_fd())];
-        assert_eq!(d.referenced(&[]), vec![(id, file, true)]);
-        assert_eq!(d.referenced(&mine), vec![(id, file, false)]);
-        // A child holding it (inherited across fork) is a reference.
-        let mut child = std::process::Command::new("sleep")
-            .arg("5")
-            .stdin(std::process::Stdio::from(
-                f.as_fd().try_clone_to_owned().unwrap(),
-            ))
-            .spawn()
-            .unwrap();
-        let pid = child.id() as i32;
-        assert_eq!(d.referenced(&mine), vec![(id, file, true)]);
-        assert_eq!(d.referenced(&[mine[0], (pid, 0)]), vec![(id, file, false)]);
-        child.kill().unwrap();
-        child.wait().unwrap();
-        assert_eq!(d.referenced(&mine), vec![(id, file, false)]);
-        d.forget(id);
-        assert_eq!(d.len(), 0);
-        drop(locks);
-    }
-
-    impl Descriptions {
-        fn users_zero_for_test(&self, ofd: OfdId) {
-            let mut t = self.table();
-            for e in t.entries.iter_mut().filter(|e| e.ofd == ofd) {
-                e.users = 0;
-            }
-        }
-    }
-}
+mod tests;

@@ -41,7 +41,8 @@
 //!   either, but a restarted daemon forgets locks its clients still think they hold).
 //! - A description's last close is found by scanning every process's `/proc/PID/fd` (stat,
 //!   then kcmp) on a close through a description that owns OFD or flock locks, and after an
-//!   exit or exec while any description owns such locks: costly with many processes. A
+//!   exit or exec while any description owns such locks, unless a cheaper check proves it
+//!   still held ([`descriptions`]): costly with many processes when it is not. A
 //!   process whose descriptors the daemon may not read is not seen, and a descriptor closed
 //!   without the daemon hearing of it (a raw close system call, `close_range`, a process the
 //!   daemon never served) is found only at the next exit, exec or close sweep.
@@ -87,6 +88,7 @@ pub mod admission;
 pub mod conn;
 pub mod descriptions;
 pub mod dispatch;
+pub mod fdscan;
 pub mod hints;
 pub mod limits;
 pub mod listen;
@@ -284,7 +286,7 @@ impl Shared {
     pub fn process_exit(&self, pid: i32) {
         self.namespaces.process_exit(pid);
         self.locks.process_exit(pid);
-        lockserve::sweep(&self.locks, &self.descriptions);
+        lockserve::sweep(&self.locks, &self.descriptions, descriptions::Scope::All);
     }
 }
 

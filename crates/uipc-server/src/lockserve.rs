@@ -12,8 +12,8 @@
 //!
 //! Closes and exits: `close` drops the process's POSIX locks on the file, and the
 //! description's OFD and flock locks if no other descriptor in any process refers to it;
-//! [`sweep`] (after a process exit or exec, and when a call conflicts) drops the OFD and
-//! flock locks of every description nobody holds open any more. A call that conflicted is
+//! [`sweep`] (after a process exit or exec, and when a call conflicts: then for the call's file
+//! only) drops the OFD and flock locks of every description nobody holds open any more. A call that conflicted is
 //! made once more if the sweep dropped anything (a request already asleep is not woken by a
 //! holder that goes silently; it is granted when a sweep drops that lock).
 //!
@@ -23,7 +23,7 @@
 //! finishes. Entry and exit: no lock held; nothing here sleeps (the synchronous [`serve`]
 //! would, on the connection's interrupt, if handed a blocking call the daemon did not park).
 
-use crate::descriptions::{open_file_of, Descriptions};
+use crate::descriptions::{open_file_of, Descriptions, Scope};
 use crate::hints::LockHints;
 use crate::outcome::Outcome;
 use std::os::fd::{AsRawFd, OwnedFd};
@@ -84,7 +84,7 @@ fn describe(
     let (Some(mut open), Some(fd), true) = (open, cx.fd, needs_description) else {
         return Ok((open, None));
     };
-    let ofd = cx.descriptions.acquire(fd, open.file)?;
+    let ofd = cx.descriptions.acquire(fd, open.file, cx.cred.tgid)?;
     open.ofd = ofd;
     Ok((Some(open), Some(ofd)))
 }
@@ -253,25 +253,24 @@ fn close(cx: &LockCtx<'_>, client_fd: i32) {
     let me = std::process::id() as i32;
     let held_elsewhere = cx
         .descriptions
-        .referenced(&[(tgid, client_fd), (me, fd.as_raw_fd())])
-        .into_iter()
-        .find(|(o, _, _)| *o == ofd)
-        .is_none_or(|(_, _, referenced)| referenced);
+        .referenced(Scope::One(ofd), &[(tgid, client_fd), (me, fd.as_raw_fd())])
+        .first()
+        .is_none_or(|&(_, _, referenced)| referenced);
     if !held_elsewhere {
         cx.locks.close(tgid, open.file, ofd, true);
         cx.descriptions.forget(ofd);
     }
 }
 
-/// Drops the OFD and flock locks of every description no process holds open any more (the
-/// kernel closed its descriptors without the daemon hearing: an exit, an exec, a process the
-/// daemon never served). Returns whether any went.
-pub fn sweep(locks: &LockManager, descriptions: &Descriptions) -> bool {
+/// Drops the OFD and flock locks of every description in `scope` no process holds open any
+/// more (the kernel closed its descriptors without the daemon hearing: an exit, an exec, a
+/// process the daemon never served). Returns whether any went.
+pub fn sweep(locks: &LockManager, descriptions: &Descriptions, scope: Scope) -> bool {
     if descriptions.is_empty() {
         return false;
     }
     let mut dropped = false;
-    for (ofd, file, referenced) in descriptions.referenced(&[]) {
+    for (ofd, file, referenced) in descriptions.referenced(scope, &[]) {
         if !referenced {
             // Owner::Process(0) is nobody: only the description's locks go.
             locks.close(0, file, ofd, true);
@@ -283,12 +282,18 @@ pub fn sweep(locks: &LockManager, descriptions: &Descriptions) -> bool {
     dropped
 }
 
-/// Runs a lock call; if it conflicts (EAGAIN) and a sweep drops some unreferenced
-/// description's locks, runs it once more: a lock held by a description whose last holder
-/// went silently must not block anyone.
+/// Runs a lock call; if it conflicts (EAGAIN) and a sweep of the file's descriptions drops
+/// some unreferenced description's locks, runs it once more: a lock held by a description
+/// whose last holder went silently must not block anyone.
 fn retry_after_sweep(cx: &LockCtx<'_>, call: impl Fn() -> Response) -> Response {
     let resp = call();
-    if resp == Response::Error(libc::EAGAIN) && sweep(cx.locks, cx.descriptions) {
+    if resp != Response::Error(libc::EAGAIN) {
+        return resp;
+    }
+    let Some(open) = cx.fd.and_then(|fd| open_file_of(fd.as_raw_fd())) else {
+        return resp;
+    };
+    if sweep(cx.locks, cx.descriptions, Scope::File(open.file)) {
         return call();
     }
     resp

@@ -102,7 +102,11 @@ fn hello(shared: &Shared, conn: &Arc<Conn>, frame: Received) {
         // The process ran execve since its last session: Linux drops its attachments, and
         // its close-on-exec descriptors are closed.
         ns.process_exec(peer.pid);
-        crate::lockserve::sweep(&shared.locks, &shared.descriptions);
+        crate::lockserve::sweep(
+            &shared.locks,
+            &shared.descriptions,
+            crate::descriptions::Scope::All,
+        );
     }
     drop(guard);
     lock(&conn.call).greeted = true;

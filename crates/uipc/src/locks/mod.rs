@@ -264,6 +264,18 @@ impl LockManager {
         out
     }
 
+    /// Whether `owner` holds a lock on `file` or has a request blocked there (what
+    /// [`LockManager::list_file`] would show for it, without building the listing).
+    pub fn owns_any(&self, file: FileId, owner: Owner) -> bool {
+        self.files
+            .with(file, false, |_, st| {
+                st.posix.iter().any(|h| h.owner == owner)
+                    || st.flocks.iter().any(|h| h.owner == owner)
+                    || st.blocked.iter().any(|b| b.req.owner == owner)
+            })
+            .unwrap_or(false)
+    }
+
     /// `/proc/locks`: every lock, in the kernel's format.
     pub fn proc_locks(&self) -> String {
         procfs::render(&self.list())

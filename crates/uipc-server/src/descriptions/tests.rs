@@ -1,0 +1,214 @@
+//! Tests of [`super`]: descriptions told apart, and the search for other references.
+
+use super::*;
+use std::fs::File;
+use std::os::fd::{AsFd, FromRawFd};
+
+/// # Safety
+/// `fd` must be open and owned by nobody else.
+unsafe fn adopt(fd: RawFd) -> OwnedFd {
+    // SAFETY: the caller's obligation.
+    unsafe { OwnedFd::from_raw_fd(fd) }
+}
+
+fn me() -> i32 {
+    std::process::id() as i32
+}
+
+fn temp() -> File {
+    tempfile_in_dev_shm()
+}
+
+fn tempfile_in_dev_shm() -> File {
+    let path = std::env::temp_dir().join(format!(
+        "uipc-desc-{}-{}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos()
+    ));
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create_new(true)
+        .open(&path)
+        .unwrap();
+    std::fs::remove_file(&path).unwrap();
+    f
+}
+
+#[test]
+fn a_dup_is_the_same_description_and_a_second_open_is_not() {
+    let locks = LockManager::new();
+    let d = Descriptions::new();
+    let a = temp();
+    let file = open_file_of(a.as_raw_fd()).unwrap().file;
+    let dup = a.as_fd().try_clone_to_owned().unwrap();
+    let reopened = File::open(format!("/proc/self/fd/{}", a.as_raw_fd())).unwrap();
+    let id = d
+        .acquire(&a.as_fd().try_clone_to_owned().unwrap(), file, me())
+        .unwrap();
+    assert_eq!(d.acquire(&dup, file, me()).unwrap(), id);
+    let other = d
+        .acquire(&reopened.as_fd().try_clone_to_owned().unwrap(), file, me())
+        .unwrap();
+    assert_ne!(other, id);
+    assert_eq!(d.find(dup.as_raw_fd()), Some(id));
+    d.release(id, &locks);
+    d.release(id, &locks);
+    d.release(other, &locks);
+    // No locks: nothing is kept.
+    assert_eq!(d.len(), 0);
+    assert_eq!(d.find(dup.as_raw_fd()), None);
+}
+
+#[test]
+fn o_path_descriptors_are_not_lockable() {
+    let f = temp();
+    let p = std::ffi::CString::new(format!("/proc/self/fd/{}", f.as_raw_fd())).unwrap();
+    // SAFETY: opens a NUL-terminated path.
+    let raw = unsafe { libc::open(p.as_ptr(), libc::O_PATH | libc::O_CLOEXEC) };
+    assert!(raw >= 0);
+    // SAFETY: a fresh descriptor.
+    let o = unsafe { adopt(raw) };
+    assert!(open_file_of(o.as_raw_fd()).is_none());
+    let of = open_file_of(f.as_raw_fd()).unwrap();
+    assert!(of.readable && of.writable);
+}
+
+#[test]
+fn another_process_holding_the_description_counts_as_a_reference() {
+    let locks = LockManager::new();
+    let d = Descriptions::new();
+    let f = temp();
+    let file = open_file_of(f.as_raw_fd()).unwrap().file;
+    let id = d
+        .acquire(&f.as_fd().try_clone_to_owned().unwrap(), file, me())
+        .unwrap();
+    d.users_zero_for_test(id);
+    // This process holds it through `f`; without `f`, only the table's copy is left.
+    let me = std::process::id() as i32;
+    let mine = [(me, f.as_raw_fd())];
+    assert_eq!(d.referenced(Scope::All, &[]), vec![(id, file, true)]);
+    assert_eq!(d.referenced(Scope::All, &mine), vec![(id, file, false)]);
+    // A child holding it (inherited across fork) is a reference.
+    let mut child = std::process::Command::new("sleep")
+        .arg("5")
+        .stdin(std::process::Stdio::from(
+            f.as_fd().try_clone_to_owned().unwrap(),
+        ))
+        .spawn()
+        .unwrap();
+    let pid = child.id() as i32;
+    assert_eq!(d.referenced(Scope::All, &mine), vec![(id, file, true)]);
+    assert_eq!(
+        d.referenced(Scope::All, &[mine[0], (pid, 0)]),
+        vec![(id, file, false)]
+    );
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert_eq!(d.referenced(Scope::All, &mine), vec![(id, file, false)]);
+    d.forget(id);
+    assert_eq!(d.len(), 0);
+    drop(locks);
+}
+
+/// `sh` holding `f` as its descriptor 4; each line on its stdin runs the next command of
+/// `steps`, and it says `ok` after each.
+fn holder(f: &File, steps: &str) -> std::process::Child {
+    use std::os::unix::process::CommandExt;
+    let raw = f.as_raw_fd();
+    let mut cmd = std::process::Command::new("sh");
+    cmd.arg("-c")
+        .arg(format!("echo ok; {steps}; read x"))
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped());
+    // SAFETY: dup2 is async-signal-safe; it gives the child `f` as descriptor 4.
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::dup2(raw, 4) < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        })
+    };
+    let mut child = cmd.spawn().unwrap();
+    next_ok(&mut child);
+    child
+}
+
+fn next_ok(child: &mut std::process::Child) {
+    use std::io::Read;
+    let mut b = [0u8; 3];
+    child.stdout.as_mut().unwrap().read_exact(&mut b).unwrap();
+    assert_eq!(&b, b"ok\n");
+}
+
+fn step(child: &mut std::process::Child) {
+    use std::io::Write;
+    child.stdin.as_mut().unwrap().write_all(b"\n").unwrap();
+    next_ok(child);
+}
+
+#[test]
+fn a_witness_is_checked_again_at_each_use_and_never_decides_alone() {
+    let d = Descriptions::new();
+    let f = temp();
+    let file = open_file_of(f.as_raw_fd()).unwrap().file;
+    let mine = [(me(), f.as_raw_fd())];
+    // A caller holding it as descriptor 4: found among the callers' descriptors.
+    let mut caller = holder(&f, "read x; exec 4</dev/null; echo ok");
+    let pid = caller.id() as i32;
+    let id = d
+        .acquire(&f.as_fd().try_clone_to_owned().unwrap(), file, pid)
+        .unwrap();
+    d.users_zero_for_test(id);
+    assert_eq!(d.referenced(Scope::All, &mine), vec![(id, file, true)]);
+    assert_eq!(d.witness_for_test(id), Some((pid, 4)));
+    // Other scopes leave it out.
+    let other = temp();
+    let other_file = open_file_of(other.as_raw_fd()).unwrap().file;
+    assert_eq!(d.referenced(Scope::File(other_file), &mine), vec![]);
+    assert_eq!(d.referenced(Scope::One(OfdId(id.0 + 1)), &mine), vec![]);
+    assert_eq!(
+        d.referenced(Scope::File(file), &mine),
+        vec![(id, file, true)]
+    );
+    // The witness's descriptor number now names another file: no longer a reference.
+    step(&mut caller);
+    assert_eq!(d.referenced(Scope::One(id), &mine), vec![(id, file, false)]);
+    assert_eq!(d.witness_for_test(id), None);
+    // A process that never called is found by the complete scan, and becomes the witness.
+    let mut bystander = holder(&f, "true");
+    let by = bystander.id() as i32;
+    assert_eq!(d.referenced(Scope::All, &mine), vec![(id, file, true)]);
+    assert_eq!(d.witness_for_test(id), Some((by, 4)));
+    // Excepting the witness's descriptor (its close) leaves none.
+    assert_eq!(
+        d.referenced(Scope::All, &[mine[0], (by, 4)]),
+        vec![(id, file, false)]
+    );
+    bystander.kill().unwrap();
+    bystander.wait().unwrap();
+    assert_eq!(d.referenced(Scope::All, &mine), vec![(id, file, false)]);
+    caller.kill().unwrap();
+    caller.wait().unwrap();
+}
+
+impl Descriptions {
+    fn users_zero_for_test(&self, ofd: OfdId) {
+        let mut t = self.table();
+        for e in t.entries.iter_mut().filter(|e| e.ofd == ofd) {
+            e.users = 0;
+        }
+    }
+
+    fn witness_for_test(&self, ofd: OfdId) -> Option<(i32, RawFd)> {
+        let t = self.table();
+        t.entries
+            .iter()
+            .find(|e| e.ofd == ofd)
+            .and_then(|e| e.witness)
+    }
+}
