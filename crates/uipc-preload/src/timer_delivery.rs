@@ -49,7 +49,9 @@ impl Service {
         let mut queued: Vec<TimerSignal> = Vec::new();
         loop {
             let next_check = self.check_due();
+            self.firing.fetch_add(1, Ordering::AcqRel);
             self.engine.run_expired();
+            self.firing.fetch_sub(1, Ordering::AcqRel);
             let batch = loop {
                 let capacity = {
                     let mut outbox = lock(&self.outbox.0);

@@ -172,13 +172,20 @@ fn errno() -> c_int {
 const CATCH_UP_WAIT: Duration = Duration::from_secs(1);
 
 impl Service {
-    /// Fires the timers due by now and waits (at most [`CATCH_UP_WAIT`]) until the service
-    /// thread has queued their signals in the kernel, and any it was sending. All signals
+    /// Fires the timers due by now and waits (at most [`CATCH_UP_WAIT`] in all) until the
+    /// service thread has queued their signals in the kernel, and any it was firing or
+    /// sending. All signals
     /// stay blocked meanwhile.
     pub(crate) fn catch_up(&self) {
         let saved = errno();
         let _held = SignalsBlocked::new();
         self.engine.run_expired();
+        // A run of the service thread's that took a due timer off the heap before ours has
+        // put its signal in the outbox once `firing` is back to zero.
+        let start = Instant::now();
+        while self.firing.load(Ordering::Acquire) != 0 && start.elapsed() < CATCH_UP_WAIT {
+            std::thread::yield_now();
+        }
         // The batch holding what is queued now, or else the one being sent (taken from the
         // outbox, not yet in the kernel).
         let target = {
@@ -192,7 +199,6 @@ impl Service {
             return;
         }
         self.engine.clock_was_set();
-        let start = Instant::now();
         while self.batches_sent.load(Ordering::Acquire) < target && start.elapsed() < CATCH_UP_WAIT
         {
             std::thread::yield_now();

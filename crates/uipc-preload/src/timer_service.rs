@@ -112,6 +112,12 @@ pub struct Service {
     /// kernel: `timer_catch_up` waits for the batch holding what it queued.
     pub(crate) batches_taken: AtomicU64,
     pub(crate) batches_sent: AtomicU64,
+    /// Non-zero while the service thread runs the engine's `run_expired`, which takes due
+    /// timers off its heap before it hands their signals to the outbox: a catch-up waits for
+    /// zero, else it could find nothing due and an empty outbox while the service thread
+    /// still holds a fired timer's signal, and unblock before that signal exists. A counter,
+    /// not a lock: `run_expired` allocates, and a catch-up may run in a signal handler.
+    pub(crate) firing: AtomicUsize,
     /// Threads setting a mask that may unblock signals: while non-zero a pending signal is
     /// not taken back to update its overrun (it would be missing from the kernel at the
     /// unblock), see `timer_mask`.
@@ -164,6 +170,7 @@ pub fn get_or_make() -> &'static Service {
         timers: AtomicUsize::new(0),
         batches_taken: AtomicU64::new(0),
         batches_sent: AtomicU64::new(0),
+        firing: AtomicUsize::new(0),
         unblocking: AtomicUsize::new(0),
     }));
     let seen = SERVICE.load(Ordering::Acquire);
