@@ -12,10 +12,18 @@ pub mod namespace;
 pub mod perm;
 mod perm_table;
 mod proc_int;
+#[cfg(feature = "internals")]
+#[doc(hidden)]
 pub mod registry;
+#[cfg(not(feature = "internals"))]
+#[allow(dead_code, unused_imports)] // what only the bench and the tests call
+pub(crate) mod registry;
 pub mod sem;
 pub mod shm;
 
+pub use crate::table::IdLayout;
 pub use namespace::{IpcNamespace, Limits, NamespaceOptions, Sysctl};
 pub use perm::{IpcPerm, IpcPermStat};
+#[cfg(feature = "internals")]
+#[doc(hidden)]
 pub use registry::{IpcHeader, IpcObject, KeyView, Registry, Vacancy};

@@ -5,7 +5,7 @@
 //! # Shape
 //! - [`Timers`] is one engine instance (think: one kernel). Calls take the caller's [`Cred`]
 //!   (its `tgid` is the process, `uid` and `rlimit_sigpending` pay for the timer).
-//! - [`table::TimerTable`]: one table for all processes, `(tgid, id) -> timer`, with seed 004's
+//! - `table::TimerTable`: one table for all processes, `(tgid, id) -> timer`, with seed 004's
 //!   lock layout (`roundup_pow_of_two(512 * CPUs)` stripes, one spin lock each) but hashed by
 //!   process and *group* of eight consecutive ids, each stripe an open-addressing map of groups
 //!   (`group_map`: one id inline in its cell, two or more in a one-line leaf) instead of a
@@ -73,7 +73,12 @@ mod ops;
 mod process;
 mod procfs;
 mod stripe_lock;
+#[cfg(feature = "internals")]
+#[doc(hidden)]
 pub mod table;
+#[cfg(not(feature = "internals"))]
+#[allow(dead_code, unused_imports)] // what only the bench and the tests call
+pub(crate) mod table;
 mod timer;
 pub mod types;
 
@@ -84,6 +89,10 @@ pub use create::{
     PR_TIMER_CREATE_RESTORE_IDS, PR_TIMER_CREATE_RESTORE_IDS_GET, PR_TIMER_CREATE_RESTORE_IDS_OFF,
     PR_TIMER_CREATE_RESTORE_IDS_ON,
 };
+#[cfg(not(feature = "internals"))]
+use table::TimerTable;
+#[cfg(feature = "internals")]
+#[doc(hidden)]
 pub use table::{default_bucket_count, TimerTable};
 pub use timer::Timer;
 pub use types::*;
@@ -336,7 +345,9 @@ impl Timers {
         procfs::render(&self.inner, tgid)
     }
 
-    /// The shared table, for benchmarks and inspection.
+    /// The shared table, for benchmarks and inspection (`internals` feature).
+    #[cfg(feature = "internals")]
+    #[doc(hidden)]
     pub fn table(&self) -> &TimerTable<Timer> {
         &self.inner.table
     }

@@ -5,7 +5,7 @@
 //! that a typed receive never walks messages of other types) and the two FIFO lists of
 //! sleepers: senders waiting for room and receivers waiting for a matching message.
 //!
-//! - [`IpcNamespace::msgget`] follows `ipcget` ([`Registry::get_or_create`]).
+//! - [`IpcNamespace::msgget`] follows `ipcget` (`Registry::get_or_create`).
 //! - `msgsnd` / `msgrcv` ([`ops`]) look the id up without any registry lock, then take the
 //!   queue's lock; a send first offers the message to sleeping receivers in FIFO order
 //!   (Linux's pipelined send) and only queues it if none takes it.
