@@ -19,8 +19,9 @@
 //! caller's environment and timers as they were.
 
 use crate::exec_check::{warn_if_unpreloadable, warn_if_unpreloadable_in_path};
-use crate::exec_env::{next_to_carry, CarriedEnv};
+use crate::exec_env::CarriedEnv;
 use crate::kernel::kernel_sys;
+use crate::timer::next_to_carry;
 use libc::{c_char, c_int, c_long};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::OnceLock;

@@ -36,7 +36,8 @@ const NAME: &std::ffi::CStr = c"UIPC_TIMER_NEXT_ID";
 /// The counter this image was given: `pid << 32 | next` (0: none).
 static INHERITED: AtomicU64 = AtomicU64::new(0);
 
-fn getpid() -> i32 {
+/// This process's pid, asked of the kernel.
+pub(crate) fn getpid() -> i32 {
     // SAFETY: getpid takes no arguments and cannot fail (raw: other preloads may wrap it).
     unsafe { libc::syscall(libc::SYS_getpid) as i32 }
 }
@@ -72,18 +73,6 @@ pub fn inherited_next_id(pid: i32) -> u32 {
         v as u32
     } else {
         0
-    }
-}
-
-/// The counter to hand to the next image of this process: its service's, else what its own
-/// previous image handed over; 0 when timers are not routed.
-pub fn next_to_carry() -> u32 {
-    if !crate::timer::routed() {
-        return 0;
-    }
-    match crate::timer_service::current() {
-        Some(svc) => svc.next_id(),
-        None => inherited_next_id(getpid()),
     }
 }
 

@@ -308,6 +308,7 @@ mod locks;
 mod mapbuf;
 mod msg;
 mod procview;
+mod proctext;
 mod procwrite;
 mod remap;
 mod sem;

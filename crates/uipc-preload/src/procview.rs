@@ -12,7 +12,7 @@
 //! ([`uipc_proto::ProcRequest::Read`]), positioned at 0 and sealed against writes and size
 //! changes. `/proc/locks` is uipc's locks followed by the kernel's own lines, renumbered after
 //! uipc's. A sysctl opened for writing is checked as Linux checks it at open (EACCES) and its
-//! writes go to the daemon ([`crate::procwrite`]). Opening a `/proc/sysvipc` file or
+//! writes go to the daemon ([`crate::procwrite`]). Both take the text from `proctext.rs`. Opening a `/proc/sysvipc` file or
 //! `/proc/locks` for writing, or with flags that are not for reading or writing an existing
 //! file (O_DIRECTORY, O_PATH, O_TMPFILE, O_CREAT with O_EXCL), is left to the kernel. A
 //! daemon that is gone makes the open fail as every call then fails (ECONNREFUSED).
@@ -20,13 +20,14 @@
 //! Not async-signal-safe (the text is allocated), unlike open(2).
 
 use crate::kernel::kernel_sys;
+use crate::proctext::{fetch, memfd_with};
 use crate::procwrite;
 use libc::{c_char, c_int, c_uint, FILE};
 use std::ffi::CStr;
 use std::sync::OnceLock;
 use uipc::ipc::Sysctl;
 use uipc::Errno;
-use uipc_proto::{ProcFile, ProcRequest, Request, Response};
+use uipc_proto::ProcFile;
 
 type OpenFn = unsafe extern "C" fn(*const c_char, c_int, ...) -> c_int;
 type OpenatFn = unsafe extern "C" fn(c_int, *const c_char, c_int, ...) -> c_int;
@@ -114,96 +115,6 @@ fn view_of(path: *const c_char) -> Option<ProcFile> {
             .map(ProcFile::Sysctl),
         _ => None,
     }
-}
-
-/// The daemon's text of `file`.
-pub(crate) fn fetch(file: ProcFile) -> Result<Vec<u8>, Errno> {
-    match crate::conn::call(&Request::Proc(ProcRequest::Read(file)))?.0 {
-        Response::Text(t) if file == ProcFile::Locks => Ok(with_kernel_locks(t)),
-        Response::Text(t) => Ok(t),
-        Response::Error(e) => Err(Errno::from_raw(e)),
-        _ => Err(Errno::from_raw(libc::EIO)),
-    }
-}
-
-/// uipc's `/proc/locks` lines, then the kernel's with their ordinals moved past uipc's.
-fn with_kernel_locks(mut ours: Vec<u8>) -> Vec<u8> {
-    let ordinal = |line: &[u8]| -> Option<(u64, usize)> {
-        let colon = line.iter().position(|&b| b == b':')?;
-        let n = std::str::from_utf8(&line[..colon]).ok()?.parse().ok()?;
-        Some((n, colon))
-    };
-    let last = ours
-        .split(|&b| b == b'\n')
-        .filter_map(ordinal)
-        .map(|(n, _)| n)
-        .max()
-        .unwrap_or(0);
-    let kernel = read_kernel_file(c"/proc/locks").unwrap_or_default();
-    for line in kernel.split_inclusive(|&b| b == b'\n') {
-        match ordinal(line) {
-            Some((n, colon)) => {
-                ours.extend_from_slice((n + last).to_string().as_bytes());
-                ours.extend_from_slice(&line[colon..]);
-            }
-            None => ours.extend_from_slice(line),
-        }
-    }
-    ours
-}
-
-/// The kernel's own file at `path`, read with system calls.
-fn read_kernel_file(path: &CStr) -> Option<Vec<u8>> {
-    let fd = kernel_sys!(
-        libc::SYS_openat,
-        libc::AT_FDCWD,
-        path.as_ptr(),
-        libc::O_RDONLY | libc::O_CLOEXEC
-    );
-    if fd < 0 {
-        return None;
-    }
-    let mut out = Vec::new();
-    let mut buf = [0u8; 4096];
-    loop {
-        let n = kernel_sys!(libc::SYS_read, fd, buf.as_mut_ptr(), buf.len());
-        if n <= 0 {
-            break;
-        }
-        out.extend_from_slice(&buf[..n as usize]);
-    }
-    kernel_sys!(libc::SYS_close, fd);
-    Some(out)
-}
-
-/// A new memfd holding `text` at offset 0 (sealed unless `writable`), close-on-exec if
-/// `cloexec`.
-pub(crate) fn memfd_with(text: &[u8], cloexec: bool, writable: bool) -> Result<c_int, Errno> {
-    let mut flags = libc::MFD_ALLOW_SEALING;
-    if cloexec {
-        flags |= libc::MFD_CLOEXEC;
-    }
-    let fd = kernel_sys!(libc::SYS_memfd_create, c"uipc-proc".as_ptr(), flags) as c_int;
-    if fd < 0 {
-        return Err(Errno::from_raw(crate::errno_now()));
-    }
-    let mut at = 0;
-    while at < text.len() {
-        let n = kernel_sys!(libc::SYS_write, fd, text[at..].as_ptr(), text.len() - at);
-        if n <= 0 {
-            let e = crate::errno_now();
-            kernel_sys!(libc::SYS_close, fd);
-            return Err(Errno::from_raw(e));
-        }
-        at += n as usize;
-    }
-    kernel_sys!(libc::SYS_lseek, fd, 0, libc::SEEK_SET);
-    if !writable {
-        let seals =
-            libc::F_SEAL_SEAL | libc::F_SEAL_SHRINK | libc::F_SEAL_GROW | libc::F_SEAL_WRITE;
-        kernel_sys!(libc::SYS_fcntl, fd, libc::F_ADD_SEALS, seals);
-    }
-    Ok(fd)
 }
 
 /// Opens view `file` with open(2)'s `flags`: `None` to leave the call to the kernel.

@@ -21,7 +21,7 @@
 //! not async-signal-safe, unlike write(2).
 
 use crate::kernel::kernel_sys;
-use crate::procview::{fetch, memfd_with};
+use crate::proctext::{fetch, memfd_with};
 use libc::{c_char, c_int, c_void, FILE};
 use std::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::OnceLock;

@@ -7,7 +7,28 @@
 //! (thread cancellation, set*id broadcast), so those still reach the thread. A signal sent
 //! in the scope stays pending and is delivered when the scope ends.
 
+use crate::kernel::next_symbol_cached as next;
+use libc::{c_int, sigset_t};
 use std::mem::MaybeUninit;
+use std::sync::atomic::AtomicUsize;
+
+type MaskFn = unsafe extern "C" fn(c_int, *const sigset_t, *mut sigset_t) -> c_int;
+
+static PTHREAD_SIGMASK: AtomicUsize = AtomicUsize::new(0);
+
+/// Looks up the C library's `pthread_sigmask`; called by the library's constructor.
+pub fn prepare() {
+    next(&PTHREAD_SIGMASK, c"pthread_sigmask");
+}
+
+/// The C library's `pthread_sigmask` (the library's own mask changes).
+pub fn set_mask(how: c_int, set: *const sigset_t, old: *mut sigset_t) -> c_int {
+    match next(&PTHREAD_SIGMASK, c"pthread_sigmask") {
+        0 => libc::ENOSYS,
+        // SAFETY: the C library's pthread_sigmask with the caller's arguments.
+        p => unsafe { std::mem::transmute::<usize, MaskFn>(p)(how, set, old) },
+    }
+}
 
 /// The thread's signal mask before the scope began, restored on drop.
 pub struct SignalsBlocked {
@@ -23,7 +44,7 @@ impl SignalsBlocked {
         // mask into `old`, which it always fills when given a valid `how`.
         unsafe {
             libc::sigfillset(all.as_mut_ptr());
-            crate::timer_mask::set_mask(libc::SIG_SETMASK, all.as_ptr(), old.as_mut_ptr());
+            set_mask(libc::SIG_SETMASK, all.as_ptr(), old.as_mut_ptr());
             SignalsBlocked {
                 old: old.assume_init(),
             }
@@ -39,7 +60,7 @@ impl Default for SignalsBlocked {
 
 impl Drop for SignalsBlocked {
     fn drop(&mut self) {
-        crate::timer_mask::set_mask(libc::SIG_SETMASK, &self.old, std::ptr::null_mut());
+        set_mask(libc::SIG_SETMASK, &self.old, std::ptr::null_mut());
     }
 }
 

@@ -43,6 +43,18 @@ pub fn routed() -> bool {
     *ROUTED.get_or_init(|| std::env::var_os("UIPC_TIMERS").is_some_and(|v| v == "1"))
 }
 
+/// The counter to hand to the next image of this process: its service's, else what its own
+/// previous image handed over; 0 when timers are not routed.
+pub fn next_to_carry() -> u32 {
+    if !routed() {
+        return 0;
+    }
+    match current() {
+        Some(svc) => svc.next_id(),
+        None => crate::exec_env::inherited_next_id(crate::exec_env::getpid()),
+    }
+}
+
 /// Which ABI a call came in by.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub enum Abi {

@@ -28,7 +28,7 @@ impl Service {
         // with every signal blocked (it must never run the program's handlers); restored below.
         unsafe {
             libc::sigfillset(all.as_mut_ptr());
-            crate::timer_mask::set_mask(libc::SIG_SETMASK, all.as_ptr(), old.as_mut_ptr());
+            crate::sigmask::set_mask(libc::SIG_SETMASK, all.as_ptr(), old.as_mut_ptr());
         }
         let started = std::thread::Builder::new()
             .name("uipc-timers".into())
@@ -36,7 +36,7 @@ impl Service {
             .spawn(move || self.serve())
             .is_ok();
         // SAFETY: restores the mask saved above.
-        crate::timer_mask::set_mask(libc::SIG_SETMASK, old.as_ptr(), std::ptr::null_mut());
+        crate::sigmask::set_mask(libc::SIG_SETMASK, old.as_ptr(), std::ptr::null_mut());
         if !started {
             self.thread_started.store(false, Ordering::SeqCst);
         }

@@ -15,12 +15,12 @@
 //!   engine at once, and the `si_overrun` the caller reads is the engine's count at that
 //!   moment, the one timer_getoverrun then returns (Linux's rule: fixed at dequeue).
 //!
-//! The library's own mask changes go to the C library's function ([`set_mask`]), never
+//! The library's own mask changes go to the C library's function ([`set_mask`], `sigmask.rs`), never
 //! through these exports. Without `$UIPC_TIMERS` (or before any timer exists) each export is
 //! the C library's function and nothing else.
 
 use crate::kernel::next_symbol_cached as next;
-use crate::sigmask::SignalsBlocked;
+use crate::sigmask::{set_mask, SignalsBlocked};
 use crate::timer_abi::{siginfo_code_and_timer, SIGINFO};
 use crate::timer_service::{current, Service};
 use libc::{c_int, c_void, sigset_t, timespec};
@@ -30,24 +30,14 @@ use std::time::{Duration, Instant};
 type MaskFn = unsafe extern "C" fn(c_int, *const sigset_t, *mut sigset_t) -> c_int;
 type WaitFn = unsafe extern "C" fn(*const sigset_t, *mut c_void, *const timespec) -> c_int;
 
-static PTHREAD_SIGMASK: AtomicUsize = AtomicUsize::new(0);
 static SIGPROCMASK: AtomicUsize = AtomicUsize::new(0);
 static SIGTIMEDWAIT: AtomicUsize = AtomicUsize::new(0);
 
 /// Looks up the C library's functions; called by the library's constructor.
 pub fn prepare() {
-    next(&PTHREAD_SIGMASK, c"pthread_sigmask");
+    crate::sigmask::prepare();
     next(&SIGPROCMASK, c"sigprocmask");
     next(&SIGTIMEDWAIT, c"sigtimedwait");
-}
-
-/// The C library's `pthread_sigmask` (the library's own mask changes).
-pub fn set_mask(how: c_int, set: *const sigset_t, old: *mut sigset_t) -> c_int {
-    match next(&PTHREAD_SIGMASK, c"pthread_sigmask") {
-        0 => libc::ENOSYS,
-        // SAFETY: the C library's pthread_sigmask with the caller's arguments.
-        p => unsafe { std::mem::transmute::<usize, MaskFn>(p)(how, set, old) },
-    }
 }
 
 /// The service, when timers are routed and this process has made one.

@@ -41,7 +41,7 @@ extern "C" fn run_callback(arg: *mut c_void) -> *mut c_void {
     // SAFETY: an empty set, then this thread's mask set to it (glibc unblocks all signals).
     unsafe {
         libc::sigemptyset(none.as_mut_ptr());
-        crate::timer_mask::set_mask(libc::SIG_SETMASK, none.as_ptr(), std::ptr::null_mut());
+        crate::sigmask::set_mask(libc::SIG_SETMASK, none.as_ptr(), std::ptr::null_mut());
     }
     // SAFETY: the program gave this function for SIGEV_THREAD; `union sigval` is 8 bytes and
     // travels in the first integer register on x86-64 and aarch64.
