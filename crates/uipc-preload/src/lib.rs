@@ -1,94 +1,42 @@
 //! `libuipc_preload.so`: loaded with `LD_PRELOAD` (as `uipc run` does), it routes a program's
 //! SysV IPC calls to the uipc daemon named by `$UIPC_SOCKET`, so unmodified programs and the
-//! processes they fork share uipc's semaphores, message queues and shared memory.
+//! processes they fork share uipc's semaphores, message queues and shared memory. Without
+//! `$UIPC_SOCKET` every export is the C library's call and nothing else.
 //!
-//! Exports: semget, semop, semtimedop, semctl, msgget, msgsnd, msgrcv, msgctl, shmget, shmat,
-//! shmdt, shmctl, fork (to hand inherited attachments to the daemon), and remap_file_pages and
-//! mremap (`remap.rs`: on an attachment they act on the segment as Linux's do, IPC_RMID
-//! included). Without `$UIPC_SOCKET` each call goes to the kernel unchanged.
+//! What it exports, by module:
+//! - SysV IPC (`sem.rs`, `msg.rs`, `shm.rs`, `attach.rs`), fork (inherited attachments are
+//!   reported before either process runs on), remap_file_pages and mremap on an attachment
+//!   (`remap.rs`), unshare and setns (`ipcns.rs`: a new IPC namespace gets new connections).
+//! - File locks under `$UIPC_LOCKS=1` (`uipc run --locks`, `locks/`): fcntl's lock commands,
+//!   flock, lockf, and the close family (close, dup2, dup3, fclose, close_range, closefrom),
+//!   which tells the daemon before a descriptor that may hold locks closes.
+//! - POSIX timers under `$UIPC_TIMERS=1` (`uipc run --timers`): timer_create and friends served
+//!   in the process by the engine's timer table (`timer.rs`, `timer_service.rs`); the signal
+//!   mask, signal wait and sigaction exports (`timer_mask.rs`, `timer_handlers.rs`) keep
+//!   overruns as Linux fixes them; the exec functions (`exec.rs`) carry the id counter and the
+//!   library's variables to the new image.
+//! - `syscall()` (`syscall.rs`): the numbers above reach the same code; every other number, and
+//!   the library's own calls to the kernel (`kernel.rs`), go to the C library's `syscall`.
+//! - `/proc` views (`procview.rs`, `procwrite.rs`): `/proc/sysvipc/*`, the IPC sysctls and,
+//!   under `--locks`, `/proc/locks` show the daemon's objects, limits and locks.
 //!
-//! File locks (`locks.rs`): fcntl and fcntl64 (lock commands only; every other command goes to
-//! libc's fcntl with its argument unchanged), flock, lockf, lockf64, and close, dup2, dup3,
-//! fclose, close_range and closefrom (which tell the daemon before a descriptor that may hold
-//! locks closes). They go to
-//! the daemon only with `$UIPC_LOCKS=1` (`uipc run --locks`); otherwise straight to libc.
+//! Every export behaves as the system call: errno set only on failure, the caller's pointers
+//! copied with `process_vm_readv` (`user.rs`, so a bad one is EFAULT), no panic across the C
+//! ABI (EINVAL instead); a sleeping semop, semtimedop, msgsnd or msgrcv ends with EINTR when a
+//! handler runs (never restarted, as on Linux), and `pthread_cancel` acts in it as in the
+//! system call. A daemon that cannot be reached gives ECONNREFUSED,
+//! said once per process on stderr. The ids sent come from raw system calls, never through
+//! other preloads' wrappers (fakeroot's). The SysV IPC exports, timer_settime, timer_gettime,
+//! timer_getoverrun, close and fcntl's non-blocking lock commands are async-signal-safe, as
+//! their system calls are: per-thread connections in slots a nested handler does not share
+//! (`conn.rs`, `slots.rs`), buffers that are mappings, C structures on the stack (`abi.rs`), no
+//! first-call setup (the constructor does it); `tests/c/handler_ipc.c`, `ipc_no_malloc.c`,
+//! `timer_handler.c`, `timer_no_malloc.c`, `locks_handler.c` and `locks_no_malloc.c` check it.
+//! ARCHITECTURE.md ("The daemon and the preload library") has the design.
 //!
-//! Also `syscall` (`syscall.rs`: the SysV IPC numbers reach the exports above, the file lock
-//! numbers the lock code, the timer numbers the timer service (and execve and execveat the
-//! exec code below), the rest the C library's
-//! `syscall`, which is also the library's own way to the kernel: `kernel.rs`), and timer_create,
-//! timer_settime, timer_gettime, timer_getoverrun, timer_delete: with `$UIPC_TIMERS=1`
-//! (`uipc run --timers`) served in the process by the engine's timer table
-//! (`timer_service.rs`), otherwise the C library's own functions. The exec functions (execve,
-//! execv, execvp, execvpe, execl, execle, execlp, fexecve, execveat: `exec.rs`) carry the
-//! timer id counter to the new program image under `--timers`, and put back `LD_PRELOAD`,
-//! `UIPC_SOCKET`, `UIPC_LOCKS` and `UIPC_TIMERS` (as this image started with them) into a new
-//! environment that lacks them (`env -i`, envp = {NULL}), so the new image stays a client;
-//! sigprocmask, pthread_sigmask,
-//! sigwaitinfo, sigtimedwait (`timer_mask.rs`) and sigaction (`timer_handlers.rs`) keep timer
-//! overruns as Linux fixes them.
-//!
-//! unshare and setns (`ipcns.rs`) reconnect after a change of IPC namespace, so the daemon
-//! serves the new one.
-//!
-//! `/proc` views (`procview.rs`, `procwrite.rs`): open, open64, openat, openat64, their
-//! fortified forms, fopen and fopen64 of `/proc/sysvipc/{sem,msg,shm}`, the IPC files of
-//! `/proc/sys/kernel` and, under `--locks`, `/proc/locks` give the daemon's view in the
-//! kernel's format; `write` (and the closes above) carry writes to those sysctls to the daemon.
-//!
-//! Every export catches panics (none crosses the C ABI: the call fails with EINVAL instead),
-//! sets errno through `__errno_location` on failure and leaves it untouched on success. Thread
-//! cancellation is held off inside the library except while semop, semtimedop, msgsnd or
-//! msgrcv waits for the daemon, where `pthread_cancel` acts as in the kernel's call (the
-//! exports are `C-unwind` so the cancellation unwinds through them). The
-//! caller's pointers are never dereferenced: copies go through `user.rs`, so a bad pointer is
-//! EFAULT as from the kernel. A daemon that cannot be reached (it died, or refuses the process)
-//! gives ECONNREFUSED, and the first such call of a process says so on stderr.
-//!
-//! Other preloaded libraries: fakeroot, for one, wraps `geteuid`, `fstat` and friends (and
-//! calls SysV IPC from inside them). The library takes the ids it sends to the daemon and the
-//! socket's identity from raw system calls, never through such wrappers.
-//!
-//! Signals: semop, semtimedop, msgsnd and msgrcv that sleep are cancelled by a signal handler
-//! (EINTR, never restarted, whatever SA_RESTART says), as on Linux; see
-//! `uipc_proto::client`.
-//!
-//! Signal handlers: on Linux the SysV IPC calls are system calls, and programs call them from
-//! handlers (a semop or semctl in a SIGTERM or SIGCHLD handler). So the SysV IPC exports
-//! (semget, semop, semtimedop, semctl, msgget, msgsnd, msgrcv, msgctl, shmget, shmat, shmdt,
-//! shmctl, and `syscall()` with their numbers) are async-signal-safe here too:
-//! - no `malloc`: requests are encoded into, and replies read from, a per-thread buffer that
-//!   is an anonymous mapping (or a mapping of the call's own when larger); the C structures
-//!   are built in stack arrays (`abi.rs`); the caller's memory is copied with
-//!   `process_vm_readv`/`process_vm_writev` into those buffers (`user.rs`);
-//! - no lock a handler can meet on its own thread: the connections are per thread, and a call
-//!   from a handler that interrupted the library on the same thread uses another connection
-//!   than the interrupted exchange, which goes on when the handler returns (`conn.rs`,
-//!   `slots.rs`); the attachment table's mutex is held only with all signals blocked
-//!   (`attach.rs`, `sigmask.rs`);
-//! - no first-call setup inside a call: `$UIPC_SOCKET`, the C library's `syscall` and `fork`
-//!   and the thread-exit key are set up by the library's constructor;
-//! - no panic across the C ABI (see above); without `$UIPC_SOCKET` each export makes the
-//!   system call and nothing else (the constructor still reads the environment, looks up the
-//!   C library's symbols and registers its fork handlers, and makes no thread-exit key).
-//!
-//! Under `--timers`, timer_settime, timer_gettime and timer_getoverrun are async-signal-safe
-//! too (`timer.rs`, `timer_service.rs`): they block all signals while they hold the service's
-//! and the engine's locks, allocate nothing, and no thread allocates while holding a lock
-//! they take (limits under "POSIX timers" below). `tests/c/timer_handler.c` (a 250 µs
-//! periodic timer whose handler calls the three on its own and other timers while the main
-//! thread loops over them and malloc) and `tests/c/timer_no_malloc.c` check this; on the
-//! library before this design the first deadlocked in one of three runs and the second
-//! counted two allocations in the first timer_settime.
-//!
-//! `tests/c/handler_ipc.c` (two timers' handlers, which interrupt each other, calling semop,
-//! semctl, msgsnd, msgrcv, shmat and shmdt on their own objects while the main thread loops
-//! over the same calls, a sleeping semtimedop and malloc) and `tests/c/ipc_no_malloc.c` (a
-//! program whose own malloc counts calls made inside each SysV IPC call) check this; on the
-//! library before this design the first hangs within seconds and the second counts
-//! allocations in the first call.
-//!
-//! ## Not supported yet
+//! ## Not supported
+//! What the library leaves out or does differently from Linux (the engine's own list is in
+//! the `uipc` crate doc).
 //! - File locks: closes the library does not see drop nothing at once: raw system call
 //!   instructions, closes inside libc other than
 //!   fclose's (freopen, `posix_spawn` file actions), close-on-exec (the daemon sweeps at the new image's first
@@ -122,9 +70,8 @@
 //!     (by signal number) at growing gaps after sending and around each period boundary.
 //!     A periodic timer whose taken signal is seen late (the service thread delayed by load,
 //!     periods of a few hundred µs) counts the boundaries in between as overrun, which
-//!     getoverrun reports but no signal carries: such timers deliver fewer signals than Linux
-//!     (measured with a handler, 1 s: 1 ms periods 981 signals against the host's 990;
-//!     200 µs periods 2,361 against 4,899).
+//!     getoverrun reports but no signal carries: such timers deliver fewer signals than Linux,
+//!     by far so for periods of a few hundred µs.
 //!   - `si_overrun`: exact for a signal accepted with sigwaitinfo or sigtimedwait, or taken
 //!     by a handler installed with sigaction and SA_SIGINFO (the library's exports dequeue it
 //!     from the engine then and write the count: `timer_mask.rs`, `timer_handlers.rs`),
@@ -164,7 +111,7 @@
 //!   - `prctl(PR_TIMER_CREATE_RESTORE_IDS)` is not routed (it reaches the kernel); the
 //!     kernel's `/proc/PID/timers` lists none of uipc's timers. Time namespaces are ignored.
 //!   - Async-signal safety: timer_settime, timer_gettime and timer_getoverrun are safe in a
-//!     handler (see "Signal handlers" above) with these limits: a CPU-time clock's timer
+//!     handler (see the overview above) with these limits: a CPU-time clock's timer
 //!     (its list in the engine grows on settime); a timer deleted by another thread during
 //!     the call (the call may drop the last reference and free it); another thread's
 //!     timer_create or timer_delete, which allocate while holding an engine lock (a table
@@ -210,7 +157,7 @@
 //! - execve is seen when the new image makes its first call (its `Hello` says it is new; under
 //!   `--locks` the constructor makes it): an image that never calls keeps its old attachments
 //!   counted until it exits, and one started without the library keeps them too.
-//! - Async-signal safety of the SysV IPC exports (see "Signal handlers" above) holds with
+//! - Async-signal safety of the SysV IPC exports (see the overview above) holds with
 //!   these limits: the library must be loaded at start (`LD_PRELOAD`): loaded with `dlopen`,
 //!   its thread-locals are glibc's dynamic TLS, allocated at a thread's first use; if the
 //!   program had made 32 or more pthread keys before the constructor ran, glibc allocates at
@@ -236,8 +183,7 @@
 //!   are (the same per-thread connections and slots, `struct flock` in a stack buffer, the
 //!   lock hints mapped by the constructor; a handler's close that interrupted another close's
 //!   report on its thread is reported too). `tests/c/locks_handler.c` and
-//!   `tests/c/locks_no_malloc.c` check this; on the library before, the first deadlocked in
-//!   three runs of three, the second counted two allocations in F_SETLK. Not covered (not
+//!   `tests/c/locks_no_malloc.c` check this. Not covered (not
 //!   checked for allocation): the blocking F_SETLKW/F_OFD_SETLKW and flock, lockf, dup2, dup3,
 //!   close_range, closefrom (the `/proc/self/fd` walk is on the stack, but untested from a
 //!   handler) and fclose (the C library's fclose is not async-signal-safe anyway). Without
@@ -307,8 +253,8 @@ mod kernel;
 mod locks;
 mod mapbuf;
 mod msg;
-mod procview;
 mod proctext;
+mod procview;
 mod procwrite;
 mod remap;
 mod sem;

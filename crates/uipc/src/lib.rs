@@ -108,7 +108,8 @@
 //! ## Not supported
 //! What uipc leaves out on purpose. The engine-wide items are here; each subsystem's module doc
 //! ends with its own "Not supported" list, and this is their index:
-//! [`ipc::sem`], [`ipc::msg`], [`ipc::shm`], [`locks`], [`timers`].
+//! [`ipc::sem`], [`ipc::msg`], [`ipc::shm`], [`locks`], [`timers`]; what the preload library
+//! adds (a program's calls routed to the daemon) is in `crates/uipc-preload/src/lib.rs`.
 //! - Linux Security Modules: the LSM hooks after `ipcperms` always allow.
 //! - User and pid namespaces: uids, gids and pids are reported as given, untranslated.
 //! - `SHM_HUGETLB` / `SHM_NORESERVE` sizing: accepted as flags, pages are always 4096 bytes.
