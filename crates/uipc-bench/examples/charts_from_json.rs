@@ -64,6 +64,10 @@ fn main() -> Result<(), String> {
             micros: r["micros"].as_f64().unwrap_or(0.0),
             stddev_micros: r["stddev_micros"].as_f64().unwrap_or(0.0),
             runs: r["runs"].as_u64().unwrap_or(1) as usize,
+            samples_micros: r["samples_micros"]
+                .as_array()
+                .map(|a| a.iter().filter_map(|v| v.as_f64()).collect())
+                .unwrap_or_default(),
             note: None,
         });
     }

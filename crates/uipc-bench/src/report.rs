@@ -20,6 +20,10 @@ pub struct Row {
     pub stddev_micros: f64,
     /// How many runs the median is over.
     pub runs: usize,
+    /// Each run's total, in the order the runs were made (cells of one table measured side by
+    /// side share the run index).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub samples_micros: Vec<f64>,
     /// Anything a reader must know about this cell.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
@@ -128,6 +132,7 @@ impl Table {
             micros: median(totals_micros),
             stddev_micros: stddev(totals_micros),
             runs: totals_micros.len(),
+            samples_micros: totals_micros.to_vec(),
             note: None,
         });
     }
