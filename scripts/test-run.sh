@@ -36,7 +36,7 @@ export -f shared_daemon
 
 tests=(msg_sem_exchange sem_undo_kill shm_share shm_remap shm_rdonly_segv semop_eintr threads_block
     calls_errno perm_setuid eintr_storm exec_rules cancel_thread closefrom syscall_ipc timers
-    timer_ids_exec timer_overrun vfork_spawn unseen_children handler_ipc ipc_no_malloc handler_altstack
+    timer_ids_exec timer_overrun timer_ignored vfork_spawn unseen_children handler_ipc ipc_no_malloc handler_altstack
     timer_handler
     timer_no_malloc "load 64 100")
 # Linux's process model (privilege drops, exec, orphans, /proc views, IPC and pid namespaces):
@@ -129,6 +129,8 @@ if [ "$(id -u)" = 0 ]; then
         timeout 60 "$uipc" run --timers -- "$out/timer_no_malloc"
         # Overruns fixed at the dequeue: unblocking, sigwaitinfo, at 1 ns, 1 us and 1 ms.
         timeout 120 "$uipc" run --timers -- "$out/timer_overrun"
+        # Ignored signals park their timer (no CPU time); deleted timers' signals never arrive.
+        timeout 60 "$uipc" run --timers -- "$out/timer_ignored"
         # The id counter carried across exec by every exec function, as Linux keeps it.
         timeout 60 "$uipc" run --timers -- "$out/timer_ids_exec"
         # vfork / posix_spawn / raw fork children with file locks and timers routed too.

@@ -90,6 +90,15 @@
 //!   - settime and delete take a still-pending process signal of the timer out of the kernel
 //!     (Linux leaves it visible to `sigpending()` and drops it at dequeue); a pending
 //!     SIGEV_THREAD_ID signal of a deleted or re-set timer is delivered.
+//!   - Ignored signals: a timer whose signal would be dropped as ignored (SIG_IGN, or SIG_DFL
+//!     for SIGCHLD, SIGCONT, SIGURG or SIGWINCH, and not blocked by its target thread, the
+//!     leader for a process signal) is parked at its expiry, not re-armed, as Linux parks it.
+//!     The service reads the action and the blocked set just before it would send, so a
+//!     change racing the expiry counts as made before or after it. A new action replacing
+//!     SIG_IGN wakes the parked timers through the library's sigaction only: not through
+//!     signal(), bsd_signal(), sysv_signal() or a raw rt_sigaction. A thread waiting for a
+//!     default-ignored signal in a raw rt_sigtimedwait (not the library's sigwaitinfo or
+//!     sigtimedwait) counts as not blocking it.
 //!   - exec: the id counter, which Linux keeps across execve, reaches the new image only
 //!     through the library's exec functions (`exec.rs`), in its environment: an exec by a raw
 //!     system call instruction, or a new image without the library, starts at 0. The

@@ -13,7 +13,7 @@ use uipc::Cred;
 use crate::timer_abi;
 use crate::timer_in_flight::InFlight;
 use crate::timer_service::{lock, Service};
-use crate::timer_signals::{kernel_pending, take_from_kernel};
+use crate::timer_signals::{kernel_ignores, kernel_pending, take_from_kernel};
 use crate::timer_thread::spawn_callback;
 
 impl Service {
@@ -127,7 +127,7 @@ impl Service {
 
     /// A periodic timer's next boundary and period, read right after it fired (the engine
     /// forwards a timer whose signal is pending to its next boundary). None: one-shot.
-    fn grid_of(&self, id: i32) -> Option<(Instant, Duration)> {
+    pub(crate) fn grid_of(&self, id: i32) -> Option<(Instant, Duration)> {
         let cred = Cred::root(self.pid);
         let spec = self
             .engine
@@ -145,7 +145,7 @@ impl Service {
     }
 
     /// Queues `sig` in the kernel with `overrun` as `si_overrun`; 0 or the failing errno.
-    fn send(&self, sig: &TimerSignal, overrun: i32) -> i64 {
+    pub(crate) fn send(&self, sig: &TimerSignal, overrun: i32) -> i64 {
         let info = timer_abi::timer_siginfo(sig.signo, sig.timer.raw(), overrun, sig.value);
         // SAFETY: queues a signal to this process (or one of its threads) with a siginfo that
         // lives across the call; any si_code is allowed when signalling oneself.
@@ -179,13 +179,28 @@ impl Service {
             return None;
         }
         let mut in_flight = lock(&self.in_flight);
+        // Deleted or set again since the engine queued it (delete and settime found no
+        // entry to take back): Linux drops such a signal at its dequeue, so it is not sent.
+        if !self.engine.signal_is_live(&sig) {
+            drop(in_flight);
+            self.engine.dequeue_signal(&sig);
+            return None;
+        }
+        let now = Instant::now();
+        if kernel_ignores(self.pid, sig.target, sig.signo) {
+            // Parked, as Linux parks an ignored timer signal: not sent, the timer not
+            // re-armed until `unignore` sends it or settime or delete drops it.
+            let replaced = in_flight.insert(id, InFlight::park(sig, now));
+            drop(in_flight);
+            drop(replaced);
+            return None;
+        }
         if self.send(&sig, 0) != 0 {
             // The thread is gone, or the kernel's queue is full: the signal is lost.
             drop(in_flight);
             self.engine.dequeue_signal(&sig);
             return None;
         }
-        let now = Instant::now();
         let entry = InFlight::new(sig, self.grid_of(id), now);
         let check_at = entry.check_at(now);
         let replaced = in_flight.insert(id, entry);

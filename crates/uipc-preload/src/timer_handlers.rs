@@ -9,11 +9,18 @@
 //! calling the program's handler. Any other signal reaches the handler untouched. sigaction's
 //! old action reports the program's handler, never the trampoline.
 //!
+//! A timer whose signal the process ignores is parked by the service, not re-armed (Linux's
+//! ignored list); a new action that replaces SIG_IGN and does not ignore the signal wakes the
+//! parked timers of that signal (`Service::unignore`), as Linux's sigaction does. The C
+//! library's signal(), bsd_signal() and sysv_signal() reach its sigaction internally, not
+//! this export: a change they make wakes no parked timer.
+//!
 //! The program's handlers sit in an array of atomics indexed by signal number, written before
 //! the trampoline is installed and read by it: nothing here allocates or locks, and the
 //! trampoline calls only timer_getoverrun's async-signal-safe path.
 
 use crate::timer_abi::{siginfo_code_and_timer, SIGINFO};
+use crate::timer_signals::action_ignores;
 use libc::{c_int, c_void};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -91,6 +98,13 @@ pub extern "C" fn sigaction(
     let before = slot.load(Ordering::Acquire);
     // SAFETY: `act`, when not null, is the caller's sigaction, read once here by copy.
     let wanted = (!act.is_null()).then(|| unsafe { *act });
+    // The old action is always read: a change from SIG_IGN wakes the parked timers.
+    let mut prev = std::mem::MaybeUninit::<libc::sigaction>::zeroed();
+    let old_or_prev = if old.is_null() {
+        prev.as_mut_ptr()
+    } else {
+        old
+    };
     let r = match wanted {
         Some(mut a)
             if a.sa_flags & libc::SA_SIGINFO != 0
@@ -100,15 +114,29 @@ pub extern "C" fn sigaction(
             slot.store(a.sa_sigaction, Ordering::Release);
             a.sa_sigaction = trampoline as *const () as usize;
             // SAFETY: the C library's sigaction with the caller's action, the trampoline in
-            // place of its handler.
-            unsafe { real(sig, &a, old) }
+            // place of its handler; the old action into the caller's or our own.
+            unsafe { real(sig, &a, old_or_prev) }
         }
-        // SAFETY: the C library's sigaction with the caller's arguments.
-        _ => unsafe { real(sig, act, old) },
+        // SAFETY: the C library's sigaction with the caller's arguments, the old action
+        // into the caller's or our own.
+        _ => unsafe { real(sig, act, old_or_prev) },
     };
     if r == 0 {
         if wanted.is_some_and(|a| a.sa_flags & libc::SA_SIGINFO == 0 || a.sa_sigaction < 2) {
             slot.store(0, Ordering::Release);
+        }
+        // SAFETY: the C library just filled the old action (the caller's or ours).
+        let was = unsafe { (*old_or_prev).sa_sigaction };
+        if let Some(a) = wanted {
+            // Linux wakes the timers parked on an ignored signal only when a handler (or a
+            // default action that does not ignore it) replaces SIG_IGN.
+            if was == libc::SIG_IGN && !action_ignores(sig, a.sa_sigaction) {
+                if let Some(svc) = crate::timer_service::current() {
+                    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                        svc.unignore(sig)
+                    }));
+                }
+            }
         }
         // SAFETY: `old`, when not null, the C library just filled.
         if let Some(o) = unsafe { old.as_mut() } {

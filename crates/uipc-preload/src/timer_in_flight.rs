@@ -20,6 +20,10 @@ pub struct InFlight {
     pub grid: Option<(Instant, Duration)>,
     /// The `si_overrun` the kernel's copy carries: the boundaries passed while it was pending.
     pub overrun: u64,
+    /// Parked, not sent: the kernel would have dropped it as ignored (Linux keeps such a
+    /// periodic timer's signal on its ignored list, the timer not re-armed, until a handler
+    /// replaces SIG_IGN). A parked signal gets no looks.
+    pub parked: bool,
     /// The next early look (50 µs after sending, then twice as far each time).
     probe: Instant,
     probe_gap: Duration,
@@ -32,15 +36,36 @@ impl InFlight {
             signal,
             grid,
             overrun: 0,
+            parked: false,
             probe: now + probe_gap,
             probe_gap,
         }
+    }
+
+    /// A signal parked instead of sent (see [`InFlight::parked`]).
+    pub fn park(signal: TimerSignal, now: Instant) -> InFlight {
+        InFlight {
+            parked: true,
+            ..InFlight::new(signal, None, now)
+        }
+    }
+
+    /// A parked signal sent at `now`, its timer's grid `grid`: looked at from now on.
+    pub fn unpark(&mut self, grid: Option<(Instant, Duration)>, now: Instant) {
+        self.parked = false;
+        self.grid = grid;
+        self.overrun = 0;
+        self.probe_gap = Duration::from_micros(50);
+        self.probe = now + self.probe_gap;
     }
 
     /// When to look next: early looks at growing gaps (a signal taken at once is seen long
     /// before the boundary, even when the service thread wakes late), a margin before the
     /// next boundary (a quarter period, at most 500 µs), and the boundary itself.
     pub fn check_at(&self, now: Instant) -> Option<Instant> {
+        if self.parked {
+            return None;
+        }
         let (boundary, period) = self.grid?;
         let margin = (period / 4).min(Duration::from_micros(500));
         let early = boundary.checked_sub(margin).unwrap_or(boundary);

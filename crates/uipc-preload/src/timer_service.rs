@@ -34,6 +34,12 @@
 //! still-pending process signal of the timer back from the kernel (`rt_sigtimedwait`, zero
 //! timeout), as Linux discards it at dequeue.
 //!
+//! A signal the kernel would drop as ignored (`timer_signals::kernel_ignores`) is parked
+//! instead of sent: kept in `in_flight`, not looked at, its timer not re-armed (Linux's
+//! ignored list), until settime or delete drops it or a sigaction that replaces SIG_IGN sends
+//! it ([`Service::unignore`]). A signal whose timer was deleted or set again after the engine
+//! queued it is not sent at all (`Timers::signal_is_live`), as Linux drops it at dequeue.
+//!
 //! # Lock order
 //! `in_flight` -> engine locks (the engine's own order) -> the outbox. The engine calls the
 //! outbox ([`Notifier::queue`]) with no engine lock held; the service thread empties it before
@@ -345,6 +351,35 @@ impl Service {
         Ok(())
     }
 
+    /// A handler replaced SIG_IGN for `signo` (Linux's `posixtimer_sig_unignore`): the parked
+    /// signals of that number are sent now, and followed as any signal in flight; the
+    /// dequeue re-arms their timers. Holds `in_flight` with all signals blocked (sigaction
+    /// may be called in a handler) and allocates nothing.
+    pub(crate) fn unignore(&self, signo: i32) {
+        let held = crate::sigmask::SignalsBlocked::new();
+        let now = std::time::Instant::now();
+        let mut in_flight = lock(&self.in_flight);
+        let mut sent = false;
+        in_flight.retain(|&id, entry| {
+            if !entry.parked || entry.signal.signo != signo {
+                return true;
+            }
+            if self.send(&entry.signal, 0) != 0 {
+                self.engine.dequeue_signal(&entry.signal);
+                return false;
+            }
+            entry.unpark(self.grid_of(id), now);
+            sent = true;
+            true
+        });
+        drop(in_flight);
+        drop(held);
+        if sent {
+            // The service thread plans its looks at them.
+            self.engine.clock_was_set();
+        }
+    }
+
     /// Looks whether timer `id`'s signal in flight was taken; if it was, dequeues it from the
     /// engine. With `take_back`, a process signal still pending is taken out of the kernel and
     /// dropped (settime and delete: Linux discards it at dequeue).
@@ -357,6 +392,18 @@ impl Service {
             return;
         };
         let sig = &entry.signal;
+        if entry.parked {
+            // Not in the kernel: settime and delete drop it, gettime and getoverrun leave it.
+            if take_back {
+                let taken = in_flight.remove(&id);
+                if let Some(entry) = &taken {
+                    self.engine.dequeue_signal(&entry.signal);
+                }
+                drop(in_flight);
+                drop(taken);
+            }
+            return;
+        }
         // A thread's signal can be taken back only by that thread itself.
         let take_from = match sig.target {
             SignalTarget::Process | SignalTarget::ThreadCallback => Some(None),

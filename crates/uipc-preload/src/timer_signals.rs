@@ -5,7 +5,8 @@
 //! image never sees a signal of the old image's timers, as on Linux (tests/c/timers.c).
 //!
 //! Pending sets come from `/proc/self/status` (`ShdPnd`, the process's) and
-//! `/proc/self/task/TID/status` (`SigPnd`, a thread's), read into a stack buffer: the exports
+//! `/proc/self/task/TID/status` (`SigPnd`, a thread's; `SigBlk`, its blocked set, for
+//! [`kernel_ignores`]), read into a stack buffer: the exports
 //! call this, and they may run in a signal handler. A signal is taken with `rt_sigtimedwait`
 //! and a zero timeout (it takes a signal whether or not it is blocked); signals of the same
 //! number that are not the one wanted are queued again with their own siginfo.
@@ -21,14 +22,69 @@ pub fn kernel_pending(target: SignalTarget, signo: i32) -> bool {
 
 /// The signals the kernel holds pending for `target` (bit `n - 1` for signal `n`).
 fn pending_mask(target: SignalTarget) -> u64 {
+    match target {
+        SignalTarget::Thread(tid) => status_mask(Some(tid), b"\nSigPnd:"),
+        _ => status_mask(None, b"\nShdPnd:"),
+    }
+}
+
+/// Whether the kernel would drop `signo` sent to `target` now as ignored (Linux's
+/// `sig_ignored`): its action is SIG_IGN, or SIG_DFL for a signal whose default is to ignore
+/// it, and the thread it goes to (a process signal: the thread group leader, `pid`) does not
+/// block it, nor waits for it in the library's sigtimedwait (which unblocks what it waits
+/// for while it waits). Reads the action with the raw system call (the library's sigaction
+/// is a wrapper) and the blocked set from the thread's status file.
+pub fn kernel_ignores(pid: i32, target: SignalTarget, signo: i32) -> bool {
+    if !(1..=64).contains(&signo) {
+        return false;
+    }
+    // The kernel's struct sigaction: handler, flags, restorer, mask.
+    let mut act = [0u64; 4];
+    // SAFETY: queries (never sets) `signo`'s action into a live 32-byte buffer.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_rt_sigaction,
+            signo,
+            std::ptr::null::<u64>(),
+            act.as_mut_ptr(),
+            8usize,
+        )
+    };
+    if r != 0 || !action_ignores(signo, act[0] as usize) {
+        return false;
+    }
+    if crate::timer_mask::waited_for(signo) {
+        return false;
+    }
+    let tid = match target {
+        SignalTarget::Thread(tid) => tid,
+        _ => pid,
+    };
+    status_mask(Some(tid), b"\nSigBlk:") & (1u64 << (signo - 1)) == 0
+}
+
+/// Whether an action with handler `handler` ignores `signo` (SIG_IGN, or SIG_DFL for SIGCHLD,
+/// SIGCONT, SIGURG and SIGWINCH, whose default is to ignore them).
+pub fn action_ignores(signo: i32, handler: usize) -> bool {
+    handler == libc::SIG_IGN
+        || (handler == libc::SIG_DFL
+            && matches!(
+                signo,
+                libc::SIGCHLD | libc::SIGCONT | libc::SIGURG | libc::SIGWINCH
+            ))
+}
+
+/// A signal set from a status file: the process's (`tid` None: `/proc/self/status`) or a
+/// thread's, the line starting with `field`.
+fn status_mask(tid: Option<i32>, field: &[u8]) -> u64 {
     let mut path = [0u8; 48];
     let mut len = 0;
     let mut push = |bytes: &[u8]| {
         path[len..len + bytes.len()].copy_from_slice(bytes);
         len += bytes.len();
     };
-    let field: &[u8] = match target {
-        SignalTarget::Thread(tid) => {
+    match tid {
+        Some(tid) => {
             push(b"/proc/self/task/");
             let mut digits = [0u8; 10];
             let mut n = tid.unsigned_abs();
@@ -43,13 +99,9 @@ fn pending_mask(target: SignalTarget) -> u64 {
             }
             push(&digits[k..]);
             push(b"/status\0");
-            b"\nSigPnd:"
         }
-        _ => {
-            push(b"/proc/self/status\0");
-            b"\nShdPnd:"
-        }
-    };
+        None => push(b"/proc/self/status\0"),
+    }
     let mut buf = [0u8; 4096];
     // SAFETY: a NUL-terminated path in a live buffer; the descriptor is ours and closed below.
     let fd = unsafe { libc::open(path.as_ptr().cast(), libc::O_RDONLY | libc::O_CLOEXEC) };

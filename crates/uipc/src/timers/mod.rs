@@ -269,6 +269,14 @@ impl Timers {
         ops::dequeue_signal(&self.inner, signal)
     }
 
+    /// Whether `signal` is still its timer's queued signal: the timer was neither deleted
+    /// nor set again since it was queued. Linux drops a signal that is not at its dequeue,
+    /// so an embedder that hands signals on later checks just before, and drops (dequeues)
+    /// one that is not.
+    pub fn signal_is_live(&self, signal: &TimerSignal) -> bool {
+        ops::signal_is_live(signal)
+    }
+
     /// Fires every timer due by the clock's current time. Returns how many fired.
     pub fn run_expired(&self) -> usize {
         ops::run_expired(&self.inner)

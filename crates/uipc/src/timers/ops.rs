@@ -263,6 +263,12 @@ fn fire(inner: &Inner, due: impl Iterator<Item = (Arc<Timer>, u64)>) -> usize {
     fired
 }
 
+/// See [`super::Timers::signal_is_live`].
+pub(crate) fn signal_is_live(sig: &TimerSignal) -> bool {
+    let st = super::lock(&sig.source.state);
+    !st.deleted && st.queued == Some(st.signal_seq)
+}
+
 /// The target takes a queued timer signal (`posixtimer_deliver_signal`): `None` if it must be
 /// dropped (the timer was deleted or re-set since), else the siginfo. A periodic timer is
 /// re-armed here, on its grid, and the periods it skipped become the overrun.
