@@ -120,6 +120,7 @@
 pub mod clock;
 pub mod cred;
 pub mod errno;
+pub mod ids;
 pub mod ipc;
 pub mod locks;
 pub(crate) mod sync;
@@ -138,4 +139,5 @@ pub mod wait;
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use cred::{Cap, CapSet, Cred, Lazy};
 pub use errno::{Errno, Result};
+pub use ids::{IpcId, IpcIdx, IpcKey, Tgid};
 pub use wait::{Interrupt, Notifier, ParkCtx, Progress, WaitCtx, Waiter, WakeReason};

@@ -2,7 +2,9 @@
 //! pick (dashmap and scc, the best-maintained ones today), on the two lookups the seeds are
 //! about:
 //! - id lookup: every operation (semop, msgsnd, shmat) first finds its object by id. uipc's
-//!   [`IdMap`] is lock-free; dashmap takes a shard read lock; scc's `HashIndex` reads lock-free.
+//!   column is the engine's [`Registry::lookup`] (no registry lock; its index -> object map is
+//!   a dashmap, plus the id's sequence check); dashmap takes a shard read lock; scc's
+//!   `HashIndex` reads lock-free.
 //! - key lookup: `*get` finds a key. uipc's column is the engine's own [`Registry`]: its key
 //!   hash map under the registry lock, taken for reading when the key exists (Linux takes its
 //!   rwsem for writing); the peers are concurrent maps.
@@ -15,8 +17,8 @@ use crate::Bench;
 use std::sync::Arc;
 use std::time::Instant;
 use uipc::ipc::{IpcHeader, IpcObject, IpcPerm, Registry};
-use uipc::table::{IdLayout, IdMap};
-use uipc::{Cred, Errno};
+use uipc::table::IdLayout;
+use uipc::{Cred, Errno, IpcId, IpcKey};
 
 /// A registry entry with nothing but its id and key.
 struct KeyObj(IpcHeader);
@@ -85,18 +87,34 @@ pub fn run(b: &Bench) -> Vec<Table> {
         let p = n.to_string();
         let keys = Arc::new(ids(n));
 
-        let (idmap, mut writer) = IdMap::<u64>::new();
-        let idmap = Arc::new(idmap);
         let dash = Arc::new(dashmap::DashMap::<u32, Arc<u64>>::new());
         let scc_index = Arc::new(scc::HashIndex::<u32, Arc<u64>>::new());
         for &k in keys.iter() {
-            idmap.insert(&mut writer, k, Arc::new(u64::from(k)));
             dash.insert(k, Arc::new(u64::from(k)));
             let _ = scc_index.insert_sync(k, Arc::new(u64::from(k)));
         }
+        // The engine's id lookups: a registry holding `n` objects at the same sparse indices
+        // (restored ids, so each sits exactly at its index), looked up by full id.
+        let by_id_reg = Arc::new(Registry::<KeyObj>::new(IdLayout::EXTENDED));
+        {
+            let perm = IpcPerm::new(&Cred::root(1), 0o600);
+            for &k in keys.iter() {
+                by_id_reg
+                    .set_next_id(i64::from(k))
+                    .expect("a valid next id");
+                by_id_reg
+                    .vacancy(&mut by_id_reg.write(), IpcKey::PRIVATE)
+                    .and_then(|free| {
+                        free.add(i32::MAX, (&perm, ()), |id| {
+                            KeyObj(IpcHeader::new(id, IpcKey::PRIVATE))
+                        })
+                    })
+                    .expect("the registry has room for every id");
+            }
+        }
         let mut uipc = || {
-            let m = idmap.clone();
-            hammer(&keys, move |k| m.get(k).is_some())
+            let r = by_id_reg.clone();
+            hammer(&keys, move |k| r.lookup(IpcId::new(k as i32)).is_ok())
         };
         let mut dashmap = || {
             let d = dash.clone();
@@ -124,7 +142,7 @@ pub fn run(b: &Bench) -> Vec<Table> {
             // The permissions every key is entered with (the lookups do not check them).
             let perm = IpcPerm::new(&Cred::root(1), 0o600);
             for &k in keys.iter() {
-                let key = k as i32 + 1;
+                let key = IpcKey::new(k as i32 + 1);
                 reg.vacancy(&mut st, key)
                     .and_then(|free| {
                         free.add(i32::MAX, (&perm, ()), |id| KeyObj(IpcHeader::new(id, key)))
@@ -141,8 +159,13 @@ pub fn run(b: &Bench) -> Vec<Table> {
         let mut uipc = || {
             let r = reg.clone();
             hammer(&keys, move |k| {
-                r.get_or_create(k as i32 + 1, 0, |_| Err(Errno::ENOENT), |_| Ok(()))
-                    .is_ok()
+                r.get_or_create(
+                    IpcKey::new(k as i32 + 1),
+                    0,
+                    |_| Err(Errno::ENOENT),
+                    |_| Ok(()),
+                )
+                .is_ok()
             })
         };
         let mut dashmap = || {

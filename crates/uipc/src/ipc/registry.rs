@@ -10,17 +10,19 @@
 //!   4-byte reference into a `PermTable` of the distinct values), so an entry is 16 bytes
 //!   (24 for segments). IPC_SET, the only call that changes them, updates the entry under the
 //!   writer lock ([`Registry::set_key_perm`]).
-//! - Objects are found by id through an [`IdMap`] without any registry lock: the cost is the
-//!   same for every index, and memory follows the live objects. Its writer ([`IdMapWriter`])
-//!   lives in the writer-locked state, so changing it takes no second lock.
+//! - Objects are found by id in a [`DashMap`] from index to object without any registry
+//!   lock (one shard read lock, a hash probe): the cost is the same for every index, and
+//!   memory follows the live objects. Only creation and removal, under the writer lock,
+//!   change it.
 //!
 //! Locks: `state` is the kernel's `rwsem`. Creation and removal hold it for writing; a `*get`
 //! that finds its key, `*_INFO`, `*_STAT` by index and `/proc` listings hold it for reading
 //! (Linux's `ipcget` takes it for writing even to open a key; readers in parallel give the
 //! same results, as any creation or removal still excludes them). Operations
 //! on an existing id (semop, msgsnd, shmat, the *ctl calls) take no registry lock at all.
-//! Lock order: `state` -> the object's own lock. Code holding an object lock must never take
-//! `state`.
+//! Lock order: `state` -> the object's own lock; `state` -> a shard lock of `objects`, which
+//! is a leaf (held only to clone, insert or take out an `Arc`; a removed object is dropped
+//! after the shard lock is released). Code holding an object lock must never take `state`.
 
 use super::consts::{IPC_CREAT, IPC_EXCL, IPC_PRIVATE};
 use super::perm::IpcPerm;
@@ -29,33 +31,34 @@ use crate::sync::{
     read, try_write, write, AtomicI32, Ordering, RwLock, RwLockReadGuard, RwLockWriteGuard,
 };
 use crate::table::hash::KeyBuildHasher;
-use crate::table::{CyclicIdAllocator, IdLayout, IdMap, IdMapWriter};
-use crate::{Errno, Result};
+use crate::table::{CyclicIdAllocator, IdLayout};
+use crate::{Errno, IpcId, IpcIdx, IpcKey, Result};
+use dashmap::DashMap;
 use std::collections::hash_map::{Entry, HashMap, VacantEntry};
 use std::sync::Arc;
 
 /// The part of an object the registry reads without the object's lock.
 #[derive(Debug)]
 pub struct IpcHeader {
-    id: i32,
+    id: IpcId,
     key: AtomicI32,
 }
 
 impl IpcHeader {
     /// The header of a new object.
-    pub fn new(id: i32, key: i32) -> IpcHeader {
+    pub fn new(id: IpcId, key: IpcKey) -> IpcHeader {
         IpcHeader {
             id,
-            key: AtomicI32::new(key),
+            key: AtomicI32::new(key.get()),
         }
     }
     /// The full id (`(seq << shift) + idx`).
-    pub fn id(&self) -> i32 {
+    pub fn id(&self) -> IpcId {
         self.id
     }
-    /// The key; 0 for private objects and for segments made private by SHM_DEST.
-    pub fn key(&self) -> i32 {
-        self.key.load(Ordering::Relaxed)
+    /// The key; IPC_PRIVATE for private objects and for segments made private by SHM_DEST.
+    pub fn key(&self) -> IpcKey {
+        IpcKey::new(self.key.load(Ordering::Relaxed))
     }
 }
 
@@ -72,7 +75,7 @@ pub trait IpcObject: Send + Sync + 'static {
 #[derive(Clone, Copy, Debug)]
 struct KeyEntry<I> {
     /// The object's full id.
-    id: i32,
+    id: IpcId,
     /// The object's permissions in the registry's `PermTable`, kept equal to the object's by
     /// IPC_SET ([`Registry::set_key_perm`]).
     perm: PermId,
@@ -97,13 +100,12 @@ pub struct RegistryState<T: IpcObject> {
     /// It grows fourfold when full (hashbrown alone would double): creating n keys then moves
     /// about n/3 entries in rehashes instead of n, for at most four times the entries' room
     /// right after a growth (at most 32000 keys by default: semmni, msgmni, shmmni).
-    keys: HashMap<i32, KeyEntry<T::KeyInfo>, KeyBuildHasher>,
+    keys: HashMap<IpcKey, KeyEntry<T::KeyInfo>, KeyBuildHasher>,
     /// The distinct permissions the key entries name.
     perms: PermTable,
     alloc: CyclicIdAllocator,
-    next_id: i32,
-    /// The right to change `Registry::objects`: held with the writer lock.
-    objects: IdMapWriter,
+    /// A pending `*_next_id` restore.
+    next_id: Option<IpcId>,
 }
 
 impl<T: IpcObject> RegistryState<T> {
@@ -113,34 +115,34 @@ impl<T: IpcObject> RegistryState<T> {
     }
     /// The highest index in use, or 0 when empty (what `*_INFO` returns).
     pub fn max_idx(&self) -> i32 {
-        self.alloc.max_idx().map_or(0, |i| i as i32)
+        self.alloc.max_idx().map_or(0, |i| i.get() as i32)
     }
     /// The pending `*_next_id` restore value, or -1.
     pub fn next_id(&self) -> i32 {
-        self.next_id
+        self.next_id.map_or(-1, IpcId::get)
     }
 }
 
 /// The registry of one object type in one namespace.
 pub struct Registry<T: IpcObject> {
     state: RwLock<RegistryState<T>>,
-    objects: IdMap<T>,
+    /// Index -> object, for every live object: changed only under the writer lock of `state`,
+    /// read without it.
+    objects: DashMap<IpcIdx, Arc<T>, foldhash::fast::FixedState>,
     layout: IdLayout,
 }
 
 impl<T: IpcObject> Registry<T> {
     /// An empty registry with the given id layout.
     pub fn new(layout: IdLayout) -> Registry<T> {
-        let (objects, writer) = IdMap::with_key_bound(layout.ipcmni());
         Registry {
             state: RwLock::new(RegistryState {
                 keys: HashMap::default(),
                 perms: PermTable::default(),
                 alloc: CyclicIdAllocator::new(layout),
-                next_id: -1,
-                objects: writer,
+                next_id: None,
             }),
-            objects,
+            objects: DashMap::default(),
             layout,
         }
     }
@@ -163,11 +165,11 @@ impl<T: IpcObject> Registry<T> {
     /// The object with this full id, lock-free. EINVAL for a negative id, an empty index or a
     /// stale sequence number. The caller must still check, under the object's lock, that the
     /// object was not removed meanwhile (EIDRM).
-    pub fn lookup(&self, id: i32) -> Result<Arc<T>> {
-        if id < 0 {
+    pub fn lookup(&self, id: IpcId) -> Result<Arc<T>> {
+        if id.get() < 0 {
             return Err(Errno::EINVAL);
         }
-        let obj = self.objects.get(self.layout.idx(id)).ok_or(Errno::EINVAL)?;
+        let obj = self.object_at(self.layout.idx(id)).ok_or(Errno::EINVAL)?;
         if obj.header().id() != id {
             return Err(Errno::EINVAL);
         }
@@ -179,12 +181,12 @@ impl<T: IpcObject> Registry<T> {
         if idx < 0 || idx as u32 >= self.layout.ipcmni() {
             return Err(Errno::EINVAL);
         }
-        let obj = self.objects.get(idx as u32).ok_or(Errno::EINVAL)?;
-        // A slot hit may be an object that moved in after a removal: make sure it sits here.
-        if self.layout.idx(obj.header().id()) != idx as u32 {
-            return Err(Errno::EINVAL);
-        }
-        Ok(obj)
+        self.object_at(IpcIdx::new(idx as u32)).ok_or(Errno::EINVAL)
+    }
+
+    /// The object at `idx`, if any.
+    fn object_at(&self, idx: IpcIdx) -> Option<Arc<T>> {
+        self.objects.get(&idx).map(|o| Arc::clone(o.value()))
     }
 
     /// `ipcget`, Linux's decision order for `*get(key, flag)` (after the type's own pre-checks):
@@ -202,12 +204,12 @@ impl<T: IpcObject> Registry<T> {
     /// [`Vacancy::add_then`] and returns the new id.
     pub fn get_or_create(
         &self,
-        key: i32,
+        key: IpcKey,
         flag: i32,
-        create: impl FnOnce(Vacancy<'_, T>) -> Result<i32>,
+        create: impl FnOnce(Vacancy<'_, T>) -> Result<IpcId>,
         existing: impl FnOnce(&KeyView<'_, T::KeyInfo>) -> Result<()>,
-    ) -> Result<i32> {
-        if key == IPC_PRIVATE {
+    ) -> Result<IpcId> {
+        if key.is_private() {
             // Never in the key map: this always creates.
             return self.open_or_create_locked(&mut self.write(), key, flag, create, existing);
         }
@@ -236,11 +238,11 @@ impl<T: IpcObject> Registry<T> {
     fn open_or_create_locked(
         &self,
         st: &mut RegistryState<T>,
-        key: i32,
+        key: IpcKey,
         flag: i32,
-        create: impl FnOnce(Vacancy<'_, T>) -> Result<i32>,
+        create: impl FnOnce(Vacancy<'_, T>) -> Result<IpcId>,
         existing: impl FnOnce(&KeyView<'_, T::KeyInfo>) -> Result<()>,
-    ) -> Result<i32> {
+    ) -> Result<IpcId> {
         match self.vacancy_in(st, key) {
             Ok(free) => create(free),
             Err((entry, perms)) => Self::opened(entry, perms, flag, existing),
@@ -254,16 +256,15 @@ impl<T: IpcObject> Registry<T> {
     fn vacancy_in<'a>(
         &'a self,
         st: &'a mut RegistryState<T>,
-        key: i32,
+        key: IpcKey,
     ) -> std::result::Result<Vacancy<'a, T>, (&'a KeyEntry<T::KeyInfo>, &'a PermTable)> {
         let RegistryState {
             keys,
             perms,
             alloc,
             next_id,
-            objects,
         } = st;
-        let place = if key == IPC_PRIVATE {
+        let place = if key.is_private() {
             None
         } else {
             if keys.len() == keys.capacity() {
@@ -280,13 +281,16 @@ impl<T: IpcObject> Registry<T> {
             perms,
             alloc,
             next_id,
-            objects,
         })
     }
 
     /// `key`, free, for [`Vacancy::add`]: EEXIST if an object holds it. (`*get` finds its
     /// vacancies itself; this is for callers that fill a registry directly.)
-    pub fn vacancy<'a>(&'a self, st: &'a mut RegistryState<T>, key: i32) -> Result<Vacancy<'a, T>> {
+    pub fn vacancy<'a>(
+        &'a self,
+        st: &'a mut RegistryState<T>,
+        key: IpcKey,
+    ) -> Result<Vacancy<'a, T>> {
         self.vacancy_in(st, key).map_err(|_| Errno::EEXIST)
     }
 
@@ -296,7 +300,7 @@ impl<T: IpcObject> Registry<T> {
         perms: &PermTable,
         flag: i32,
         existing: impl FnOnce(&KeyView<'_, T::KeyInfo>) -> Result<()>,
-    ) -> Result<i32> {
+    ) -> Result<IpcId> {
         if flag & IPC_CREAT != 0 && flag & IPC_EXCL != 0 {
             return Err(Errno::EEXIST);
         }
@@ -315,7 +319,8 @@ impl<T: IpcObject> Registry<T> {
         let idx = self.layout.idx(h.id());
         Self::unhash(st, h);
         st.alloc.free(idx);
-        self.objects.remove(&mut st.objects, idx);
+        let removed = self.objects.remove(&idx);
+        drop(removed);
     }
 
     /// `ipc_set_key_private`: the object can no longer be found by key and shows key 0.
@@ -337,7 +342,7 @@ impl<T: IpcObject> Registry<T> {
 
     /// `h`'s own entry in the key map, if its key (not private) is still its.
     fn key_entry<'s>(
-        keys: &'s mut HashMap<i32, KeyEntry<T::KeyInfo>, KeyBuildHasher>,
+        keys: &'s mut HashMap<IpcKey, KeyEntry<T::KeyInfo>, KeyBuildHasher>,
         h: &IpcHeader,
     ) -> Option<&'s mut KeyEntry<T::KeyInfo>> {
         let entry = keys.get_mut(&h.key())?;
@@ -357,7 +362,7 @@ impl<T: IpcObject> Registry<T> {
         let st = self.read();
         st.alloc
             .used()
-            .filter_map(|idx| self.objects.get(idx))
+            .filter_map(|idx| self.object_at(idx))
             .collect()
     }
 
@@ -367,13 +372,8 @@ impl<T: IpcObject> Registry<T> {
         if !(0..=i64::from(i32::MAX)).contains(&value) {
             return Err(Errno::EINVAL);
         }
-        self.write().next_id = value as i32;
+        self.write().next_id = Some(IpcId::new(value as i32));
         Ok(())
-    }
-
-    /// Bytes used by the id table (benchmarks compare memory).
-    pub fn table_bytes(&self) -> usize {
-        self.objects.memory_bytes()
     }
 }
 
@@ -383,11 +383,10 @@ impl<T: IpcObject> Registry<T> {
 pub struct Vacancy<'a, T: IpcObject> {
     reg: &'a Registry<T>,
     /// The key's place in the key map; `None` for IPC_PRIVATE, which is never entered.
-    place: Option<VacantEntry<'a, i32, KeyEntry<T::KeyInfo>>>,
+    place: Option<VacantEntry<'a, IpcKey, KeyEntry<T::KeyInfo>>>,
     perms: &'a mut PermTable,
     alloc: &'a mut CyclicIdAllocator,
-    next_id: &'a mut i32,
-    objects: &'a mut IdMapWriter,
+    next_id: &'a mut Option<IpcId>,
 }
 
 impl<T: IpcObject> Vacancy<'_, T> {
@@ -400,7 +399,7 @@ impl<T: IpcObject> Vacancy<'_, T> {
         self,
         limit: i32,
         opens: (&IpcPerm, T::KeyInfo),
-        build: impl FnOnce(i32) -> T,
+        build: impl FnOnce(IpcId) -> T,
     ) -> Result<Arc<T>> {
         self.add_then(limit, opens, build, Arc::clone)
     }
@@ -412,7 +411,7 @@ impl<T: IpcObject> Vacancy<'_, T> {
         self,
         limit: i32,
         (perm, info): (&IpcPerm, T::KeyInfo),
-        build: impl FnOnce(i32) -> T,
+        build: impl FnOnce(IpcId) -> T,
         then: impl FnOnce(&Arc<T>) -> R,
     ) -> Result<R> {
         let layout = self.reg.layout;
@@ -420,11 +419,9 @@ impl<T: IpcObject> Vacancy<'_, T> {
         if self.alloc.in_use() >= limit {
             return Err(Errno::ENOSPC);
         }
-        let id = if *self.next_id >= 0 {
-            let wanted = std::mem::replace(self.next_id, -1);
-            self.alloc.alloc_at(wanted)?
-        } else {
-            self.alloc.alloc()?
+        let id = match self.next_id.take() {
+            Some(wanted) => self.alloc.alloc_at(wanted)?,
+            None => self.alloc.alloc()?,
         };
         let obj = Arc::new(build(id));
         debug_assert_eq!(obj.header().id(), id);
@@ -433,7 +430,7 @@ impl<T: IpcObject> Vacancy<'_, T> {
             let perm = self.perms.intern(perm);
             place.insert(KeyEntry { id, perm, info });
         }
-        self.reg.objects.insert(self.objects, layout.idx(id), obj);
+        self.reg.objects.insert(layout.idx(id), obj);
         Ok(out)
     }
 }

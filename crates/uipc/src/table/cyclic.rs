@@ -17,6 +17,7 @@
 //!
 //! Not synchronized: the registry calls it under its writer lock.
 
+use crate::ids::{IpcId, IpcIdx};
 use crate::Errno;
 use fixedbitset::FixedBitSet;
 
@@ -54,13 +55,18 @@ impl IdLayout {
     }
 
     /// The id for `seq` and `idx`.
-    pub const fn id(self, seq: u32, idx: u32) -> i32 {
-        ((seq << self.shift) + idx) as i32
+    pub const fn id(self, seq: u32, idx: IpcIdx) -> IpcId {
+        IpcId::new(((seq << self.shift) + idx.get()) as i32)
     }
 
     /// The index part of a (non-negative) id.
-    pub const fn idx(self, id: i32) -> u32 {
-        id as u32 & (self.ipcmni() - 1)
+    pub const fn idx(self, id: IpcId) -> IpcIdx {
+        IpcIdx::new(id.get() as u32 & (self.ipcmni() - 1))
+    }
+
+    /// The sequence part of a (non-negative) id.
+    pub const fn seq(self, id: IpcId) -> u32 {
+        id.get() as u32 >> self.shift
     }
 }
 
@@ -121,23 +127,23 @@ impl CyclicIdAllocator {
     }
 
     /// The highest index in use.
-    pub fn max_idx(&self) -> Option<u32> {
-        self.used.maximum().map(|i| i as u32)
+    pub fn max_idx(&self) -> Option<IpcIdx> {
+        self.used.maximum().map(|i| IpcIdx::new(i as u32))
     }
 
     /// Whether `idx` is in use.
-    pub fn is_used(&self, idx: u32) -> bool {
-        self.used.contains(idx as usize)
+    pub fn is_used(&self, idx: IpcIdx) -> bool {
+        self.used.contains(idx.get() as usize)
     }
 
     /// Indices in use, increasing.
-    pub fn used(&self) -> impl Iterator<Item = u32> + '_ {
-        self.used.ones().map(|i| i as u32)
+    pub fn used(&self) -> impl Iterator<Item = IpcIdx> + '_ {
+        self.used.ones().map(|i| IpcIdx::new(i as u32))
     }
 
     /// The first index in use at or after `from`.
-    pub fn next_used(&self, from: u32) -> Option<u32> {
-        first_in(self.used.as_slice(), from, self.layout.ipcmni(), true)
+    pub fn next_used(&self, from: IpcIdx) -> Option<IpcIdx> {
+        first_in(self.used.as_slice(), from.get(), self.layout.ipcmni(), true).map(IpcIdx::new)
     }
 
     /// The first free index in `[from, end)`.
@@ -161,7 +167,7 @@ impl CyclicIdAllocator {
 
     /// A new id by cyclic allocation. ENOSPC if the window is full (the caller checks the
     /// count limit first, so this only happens when every index is taken).
-    pub fn alloc(&mut self) -> Result<i32, Errno> {
+    pub fn alloc(&mut self) -> Result<IpcId, Errno> {
         let l = self.layout;
         let window = (self.in_use.saturating_mul(3) / 2)
             .max(l.min_cycle)
@@ -179,25 +185,25 @@ impl CyclicIdAllocator {
             }
         }
         self.last_idx = i64::from(idx);
-        Ok(l.id(self.seq, idx))
+        Ok(l.id(self.seq, IpcIdx::new(idx)))
     }
 
     /// A restored id: `next_id`'s seq and the first free index at or above its index, below
     /// IPCMNI, else ENOSPC. The cursor and the running seq are untouched.
-    pub fn alloc_at(&mut self, next_id: i32) -> Result<i32, Errno> {
+    pub fn alloc_at(&mut self, next_id: IpcId) -> Result<IpcId, Errno> {
         let l = self.layout;
-        let seq = next_id as u32 >> l.shift;
         let idx = self
-            .first_free(l.idx(next_id), l.ipcmni())
+            .first_free(l.idx(next_id).get(), l.ipcmni())
             .ok_or(Errno::ENOSPC)?;
         self.claim(idx);
-        Ok(l.id(seq, idx))
+        Ok(l.id(l.seq(next_id), IpcIdx::new(idx)))
     }
 
     /// Frees the index of a removed object.
-    pub fn free(&mut self, idx: u32) {
-        if self.used.contains(idx as usize) {
-            self.used.remove(idx as usize);
+    pub fn free(&mut self, idx: IpcIdx) {
+        let idx = idx.get() as usize;
+        if self.used.contains(idx) {
+            self.used.remove(idx);
             self.in_use -= 1;
         }
     }
@@ -207,14 +213,28 @@ impl CyclicIdAllocator {
 mod tests {
     use super::*;
 
+    fn alloc(a: &mut CyclicIdAllocator) -> i32 {
+        a.alloc().unwrap().get()
+    }
+
+    fn alloc_at(a: &mut CyclicIdAllocator, id: i32) -> Result<i32, Errno> {
+        a.alloc_at(IpcId::new(id)).map(IpcId::get)
+    }
+
+    /// Frees the index of `id`.
+    fn free_id(a: &mut CyclicIdAllocator, id: i32) {
+        let idx = a.layout().idx(IpcId::new(id));
+        a.free(idx);
+    }
+
     #[test]
     fn create_remove_alone_cycles_64_then_bumps_seq() {
         let mut a = CyclicIdAllocator::new(IdLayout::DEFAULT);
         let mut ids = Vec::new();
         for _ in 0..66 {
-            let id = a.alloc().unwrap();
+            let id = alloc(&mut a);
             ids.push(id);
-            a.free(IdLayout::DEFAULT.idx(id));
+            free_id(&mut a, id);
         }
         assert_eq!(&ids[..3], &[0, 1, 2]);
         assert_eq!(ids[63], 63);
@@ -227,16 +247,16 @@ mod tests {
         // Linux, observed: 100 live objects at idx 12..111 give a window of 150.
         let mut a = CyclicIdAllocator::new(IdLayout::DEFAULT);
         for _ in 0..112 {
-            a.alloc().unwrap();
+            alloc(&mut a);
         }
         for idx in 0..12 {
-            a.free(idx);
+            a.free(IpcIdx::new(idx));
         }
         let mut seen = Vec::new();
         for _ in 0..52 {
-            let id = a.alloc().unwrap();
+            let id = alloc(&mut a);
             seen.push(id);
-            a.free(IdLayout::DEFAULT.idx(id));
+            free_id(&mut a, id);
         }
         assert_eq!(seen[0], 112);
         assert_eq!(seen[37], 149);
@@ -260,48 +280,51 @@ mod tests {
         assert_eq!(first_in(&words, 66, 1000, true), Some(67));
         assert_eq!(first_in(&words, 68, 1 << 24, true), None);
         let mut a = CyclicIdAllocator::new(IdLayout::EXTENDED);
-        assert_eq!(a.alloc_at(15_777_204).unwrap(), 15_777_204);
-        assert_eq!(a.max_idx(), Some(15_777_204));
-        assert_eq!(a.next_used(1), Some(15_777_204));
-        assert_eq!(a.alloc().unwrap(), 0);
-        assert_eq!(a.used().collect::<Vec<_>>(), [0, 15_777_204]);
-        a.free(15_777_204);
-        a.free(15_777_204);
-        assert_eq!((a.in_use(), a.max_idx()), (1, Some(0)));
+        assert_eq!(alloc_at(&mut a, 15_777_204).unwrap(), 15_777_204);
+        assert_eq!(a.max_idx(), Some(IpcIdx::new(15_777_204)));
+        assert_eq!(a.next_used(IpcIdx::new(1)), Some(IpcIdx::new(15_777_204)));
+        assert_eq!(alloc(&mut a), 0);
+        assert_eq!(
+            a.used().map(IpcIdx::get).collect::<Vec<_>>(),
+            [0, 15_777_204]
+        );
+        a.free(IpcIdx::new(15_777_204));
+        a.free(IpcIdx::new(15_777_204));
+        assert_eq!((a.in_use(), a.max_idx()), (1, Some(IpcIdx::new(0))));
     }
 
     #[test]
     fn consecutive_creates_get_neighbouring_indices() {
         let mut a = CyclicIdAllocator::new(IdLayout::EXTENDED);
-        let x = a.alloc().unwrap();
-        let y = a.alloc().unwrap();
+        let x = alloc(&mut a);
+        let y = alloc(&mut a);
         assert_eq!(y, x + 1);
     }
 
     #[test]
     fn restore_takes_the_first_free_index_at_or_above_and_keeps_the_cursor() {
         let mut a = CyclicIdAllocator::new(IdLayout::DEFAULT);
-        assert_eq!(a.alloc().unwrap(), 0);
+        assert_eq!(alloc(&mut a), 0);
         assert_eq!(
-            a.alloc_at(3 << 15).unwrap(),
+            alloc_at(&mut a, 3 << 15).unwrap(),
             98305,
             "idx 0 busy: seq 3, idx 1"
         );
-        assert_eq!(a.alloc_at((7 << 15) | 1000).unwrap(), 230376);
+        assert_eq!(alloc_at(&mut a, (7 << 15) | 1000).unwrap(), 230376);
         assert_eq!(
-            a.alloc_at(65535 << 15).unwrap() as u32 >> 15,
+            alloc_at(&mut a, 65535 << 15).unwrap() as u32 >> 15,
             65535,
             "seq 65535 accepted"
         );
         assert_eq!(
-            a.alloc().unwrap(),
+            alloc(&mut a),
             3,
             "cursor still after idx 0: skips the restored idx 1 and 2"
         );
         let mut full = CyclicIdAllocator::new(IdLayout::DEFAULT);
-        assert_eq!(full.alloc_at(32767).unwrap(), 32767);
+        assert_eq!(alloc_at(&mut full, 32767).unwrap(), 32767);
         assert_eq!(
-            full.alloc_at(32767),
+            alloc_at(&mut full, 32767),
             Err(Errno::ENOSPC),
             "the search stops at IPCMNI"
         );
@@ -319,14 +342,14 @@ mod tests {
         };
         let mut a = CyclicIdAllocator::new(l);
         for _ in 0..(l.ipcmni() - 1) {
-            a.alloc().unwrap();
+            alloc(&mut a);
         }
-        let first = a.alloc().unwrap();
-        a.free(l.idx(first));
+        let first = alloc(&mut a);
+        free_id(&mut a, first);
         let mut pairs = 1;
         loop {
-            let id = a.alloc().unwrap();
-            a.free(l.idx(id));
+            let id = alloc(&mut a);
+            free_id(&mut a, id);
             pairs += 1;
             if id == first {
                 break;

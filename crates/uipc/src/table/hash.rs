@@ -77,19 +77,6 @@ fn run_preserving(x: u64) -> u64 {
     x ^ ((run >> 29) & !((1 << RUN_BITS) - 1))
 }
 
-/// The home of `x` in a table of `2^bits` cells that knows its size (the id map's index):
-/// `x` XORed with a Fibonacci hash of the bits of `x` above the table's span, masked. Values
-/// below `2^bits` stay where they are (the mix of 0 is 0), so a table holding the small,
-/// dense indices an IPC registry hands out (the cyclic allocator keeps them under about
-/// 1.5 times the live count) places every one at its own cell, consecutive ones side by
-/// side, with no collision at all; larger values are spread by their high bits, so strides
-/// of the table's size do not pile up on one cell.
-pub fn span_preserving(x: u64, bits: u32) -> u64 {
-    debug_assert!((1..64).contains(&bits));
-    let high = x >> bits;
-    (x ^ (high.wrapping_mul(GOLDEN) >> (64 - bits))) & ((1 << bits) - 1)
-}
-
 integer_hasher!(KeyHasher, |x| (x.wrapping_mul(GOLDEN) & TAG_BITS)
     | (run_preserving(x) & !TAG_BITS));
 
@@ -139,21 +126,6 @@ mod tests {
             ftok.len() > 200,
             "only {} buckets for 255 ftok keys",
             ftok.len()
-        );
-    }
-
-    #[test]
-    fn span_preserving_keeps_values_inside_the_span_and_spreads_strides_of_it() {
-        let bits = 12;
-        for x in 0..(1u64 << bits) {
-            assert_eq!(span_preserving(x, bits), x);
-        }
-        let homes: std::collections::HashSet<u64> =
-            (0..64).map(|i| span_preserving(i << bits, bits)).collect();
-        assert!(
-            homes.len() > 48,
-            "64 values a span apart share {} homes",
-            homes.len()
         );
     }
 

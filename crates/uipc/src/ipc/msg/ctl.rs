@@ -18,7 +18,7 @@ use crate::ipc::consts::{
 use crate::ipc::namespace::IpcNamespace;
 use crate::ipc::perm::{IpcPermStat, PERM_READ};
 use crate::sync::Ordering;
-use crate::{Cap, Cred, Errno, Result};
+use crate::{Cap, Cred, Errno, IpcId, Result};
 
 pub use uipc_abi::ipc::msg::{MsgInfo, MsqidDs, MsqidSet};
 
@@ -111,10 +111,10 @@ impl IpcNamespace {
     fn msgctl_stat(&self, cred: &Cred, msqid: i32, cmd: i32) -> Result<MsgctlOut> {
         let reg = &self.msg.registry;
         let q = if cmd == IPC_STAT {
-            reg.lookup(msqid)?
+            reg.lookup(IpcId::new(msqid))?
         } else {
             // MSG_STAT takes an index; Linux masks whatever it gets down to one.
-            reg.lookup_index(reg.layout().idx(msqid) as i32)?
+            reg.lookup_index(reg.layout().idx(IpcId::new(msqid)).get() as i32)?
         };
         let st = q.lock();
         if cmd != MSG_STAT_ANY {
@@ -126,13 +126,13 @@ impl IpcNamespace {
         let id = q.header.id();
         let ds = MsqidDs {
             perm: IpcPermStat {
-                key: q.header.key(),
+                key: q.header.key().get(),
                 uid: st.perm.uid,
                 gid: st.perm.gid,
                 cuid: st.perm.cuid,
                 cgid: st.perm.cgid,
                 mode: st.perm.mode,
-                seq: id as u32 >> reg.layout().shift,
+                seq: reg.layout().seq(id),
             },
             stime: st.stime,
             rtime: st.rtime,
@@ -143,7 +143,7 @@ impl IpcNamespace {
             lspid: st.lspid,
             lrpid: st.lrpid,
         };
-        let ret = if cmd == IPC_STAT { 0 } else { id };
+        let ret = if cmd == IPC_STAT { 0 } else { id.get() };
         Ok(MsgctlOut::Stat { ret, ds })
     }
 
@@ -151,7 +151,7 @@ impl IpcNamespace {
     fn msgctl_down(&self, cred: &Cred, msqid: i32, set: Option<MsqidSet>) -> Result<MsgctlOut> {
         let reg = &self.msg.registry;
         let mut rs = reg.write();
-        let q = reg.lookup(msqid)?;
+        let q = reg.lookup(IpcId::new(msqid))?;
         let mut st = q.lock_valid().map_err(|_| Errno::EINVAL)?;
         st.perm.check_owner(cred)?;
         match set {

@@ -45,7 +45,7 @@ use super::registry::{IpcHeader, IpcObject, Registry};
 use crate::sync::{lock, AtomicI64, Mutex, MutexGuard, Ordering};
 use crate::table::IdLayout;
 use crate::wait::Waiter;
-use crate::{Cred, Errno, Result};
+use crate::{Cred, Errno, IpcId, IpcKey, Result};
 use std::collections::VecDeque;
 use std::fmt::Write as _;
 use std::sync::Arc;
@@ -186,6 +186,7 @@ impl IpcNamespace {
     /// EEXIST; EACCES by `ipcperms(flag)`.
     pub fn msgget(&self, cred: &Cred, key: i32, flag: i32) -> Result<i32> {
         let reg = &self.msg.registry;
+        let key = IpcKey::new(key);
         reg.get_or_create(
             key,
             flag,
@@ -215,6 +216,7 @@ impl IpcNamespace {
             },
             |entry| entry.perm.check(cred, flag),
         )
+        .map(IpcId::get)
     }
 
     /// `/proc/sysvipc/msg`: header, then one row per queue in increasing index order.
@@ -225,7 +227,7 @@ impl IpcNamespace {
             if st.deleted {
                 continue;
             }
-            render_row(&mut out, q.header.key(), q.header.id(), &st);
+            render_row(&mut out, q.header.key().get(), q.header.id().get(), &st);
         }
         out
     }

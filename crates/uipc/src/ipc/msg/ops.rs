@@ -26,7 +26,7 @@ use crate::ipc::namespace::IpcNamespace;
 use crate::ipc::perm::{PERM_READ, PERM_WRITE};
 use crate::sync::MutexGuard;
 use crate::wait::{ParkCtx, Progress, WaitCtx, Waiter};
-use crate::{Cred, Errno, Result};
+use crate::{Cred, Errno, IpcId, Result};
 use std::sync::Arc;
 
 /// What one attempt of msgsnd did.
@@ -100,7 +100,7 @@ impl IpcNamespace {
         if mtype < 1 {
             return Progress::Done(Err(Errno::EINVAL));
         }
-        let q = match self.msg.registry.lookup(msqid) {
+        let q = match self.msg.registry.lookup(IpcId::new(msqid)) {
             Ok(q) => q,
             Err(e) => return Progress::Done(Err(e)),
         };
@@ -232,7 +232,7 @@ impl IpcNamespace {
             selector: Selector::from_call(msgtyp, copy, flags & MSG_EXCEPT != 0),
             copy_cap: maxsize.min(i64::from(self.limits.msgmax())),
         };
-        let q = match self.msg.registry.lookup(msqid) {
+        let q = match self.msg.registry.lookup(IpcId::new(msqid)) {
             Ok(q) => q,
             Err(e) => return Progress::Done(Err(e)),
         };
@@ -303,6 +303,6 @@ impl IpcNamespace {
     /// The queue for `msqid`, for code outside this module (tests).
     #[cfg(test)]
     pub(crate) fn msg_queue(&self, msqid: i32) -> Result<Arc<super::MsgQueue>> {
-        self.msg.registry.lookup(msqid)
+        self.msg.registry.lookup(IpcId::new(msqid))
     }
 }

@@ -13,17 +13,19 @@ fn perm() -> IpcPerm {
 }
 
 fn create(r: &Registry<Obj>, st: &mut RegistryState<Obj>, key: i32) -> Result<Arc<Obj>> {
+    let key = IpcKey::new(key);
     r.vacancy(st, key)?
         .add(32000, (&perm(), ()), |id| Obj(IpcHeader::new(id, key)))
 }
 
 /// A `create` for `get_or_create`: an object under `key`, returning its id.
-fn add_obj(free: Vacancy<'_, Obj>, key: i32) -> Result<i32> {
+fn add_obj(free: Vacancy<'_, Obj>, key: IpcKey) -> Result<IpcId> {
     let obj = |id| Obj(IpcHeader::new(id, key));
     free.add_then(32000, (&perm(), ()), obj, |o| o.header().id())
 }
 
-fn open_or_create(r: &Registry<Obj>, key: i32) -> Result<i32> {
+fn open_or_create(r: &Registry<Obj>, key: i32) -> Result<IpcId> {
+    let key = IpcKey::new(key);
     r.get_or_create(key, IPC_CREAT, |free| add_obj(free, key), |_| Ok(()))
 }
 
@@ -65,7 +67,10 @@ fn racing_creators_of_one_key_get_one_object() {
 #[test]
 fn get_follows_linux_decision_order() {
     let r = Registry::<Obj>::new(IdLayout::DEFAULT);
-    let get = |key, flag| r.get_or_create(key, flag, |free| add_obj(free, key), |_| Ok(()));
+    let get = |key, flag| {
+        let key = IpcKey::new(key);
+        r.get_or_create(key, flag, |free| add_obj(free, key), |_| Ok(()))
+    };
     assert_eq!(get(5, 0), Err(Errno::ENOENT));
     let id = get(5, IPC_CREAT).unwrap();
     assert_eq!(get(5, 0), Ok(id));
@@ -75,7 +80,12 @@ fn get_follows_linux_decision_order() {
     let p1 = get(IPC_PRIVATE, IPC_CREAT | IPC_EXCL).unwrap();
     let p2 = get(IPC_PRIVATE, 0).unwrap();
     assert!(p1 != p2 && p1 != id);
-    let denied = r.get_or_create(5, 0, |_| unreachable!(), |_| Err(Errno::EACCES));
+    let denied = r.get_or_create(
+        IpcKey::new(5),
+        0,
+        |_| unreachable!(),
+        |_| Err(Errno::EACCES),
+    );
     assert_eq!(denied, Err(Errno::EACCES));
 }
 
@@ -85,12 +95,16 @@ fn stale_and_negative_ids_are_einval_and_removal_frees_key_and_index() {
     let obj = create(&r, &mut r.write(), 9).unwrap();
     let id = obj.header().id();
     assert!(r.lookup(id).is_ok());
-    assert_eq!(r.lookup(-1).err(), Some(Errno::EINVAL));
-    assert_eq!(r.lookup(id + 32768).err(), Some(Errno::EINVAL), "wrong seq");
+    assert_eq!(r.lookup(IpcId::new(-1)).err(), Some(Errno::EINVAL));
+    assert_eq!(
+        r.lookup(IpcId::new(id.get() + 32768)).err(),
+        Some(Errno::EINVAL),
+        "wrong seq"
+    );
     r.remove(&mut r.write(), &obj);
     assert_eq!(r.lookup(id).err(), Some(Errno::EINVAL));
     assert_eq!(
-        r.get_or_create(9, 0, |_| unreachable!(), |_| Ok(())),
+        r.get_or_create(IpcKey::new(9), 0, |_| unreachable!(), |_| Ok(())),
         Err(Errno::ENOENT)
     );
     assert_eq!(r.read().in_use(), 0);
@@ -100,6 +114,7 @@ fn stale_and_negative_ids_are_einval_and_removal_frees_key_and_index() {
 fn count_limit_gives_enospc_but_existing_keys_still_open() {
     let r = Registry::<Obj>::new(IdLayout::DEFAULT);
     let mk = |key| {
+        let key = IpcKey::new(key);
         r.get_or_create(
             key,
             IPC_CREAT,
@@ -121,11 +136,17 @@ fn next_id_is_consumed_by_the_next_add_even_when_it_fails() {
     let r = Registry::<Obj>::new(IdLayout::DEFAULT);
     assert_eq!(r.set_next_id(-1), Err(Errno::EINVAL));
     r.set_next_id((7 << 15) | 1000).unwrap();
-    assert_eq!(create(&r, &mut r.write(), 0).unwrap().header().id(), 230376);
+    assert_eq!(
+        create(&r, &mut r.write(), 0).unwrap().header().id().get(),
+        230376
+    );
     assert_eq!(r.read().next_id(), -1);
     create(&r, &mut r.write(), 0).unwrap();
     r.set_next_id(32767).unwrap();
-    assert_eq!(create(&r, &mut r.write(), 0).unwrap().header().id(), 32767);
+    assert_eq!(
+        create(&r, &mut r.write(), 0).unwrap().header().id().get(),
+        32767
+    );
     r.set_next_id(32767).unwrap();
     assert_eq!(create(&r, &mut r.write(), 0).err(), Some(Errno::ENOSPC));
     assert_eq!(r.read().next_id(), -1, "consumed although the add failed");
@@ -136,14 +157,14 @@ fn private_key_objects_vanish_from_the_key_table_only() {
     let r = Registry::<Obj>::new(IdLayout::DEFAULT);
     let obj = create(&r, &mut r.write(), 77).unwrap();
     r.set_key_private(&mut r.write(), &obj);
-    assert_eq!(obj.header().key(), 0);
+    assert_eq!(obj.header().key(), IpcKey::PRIVATE);
     assert_eq!(
-        r.get_or_create(77, 0, |_| unreachable!(), |_| Ok(())),
+        r.get_or_create(IpcKey::new(77), 0, |_| unreachable!(), |_| Ok(())),
         Err(Errno::ENOENT)
     );
     assert!(r.lookup(obj.header().id()).is_ok());
     assert_eq!(
-        r.lookup_index(r.layout().idx(obj.header().id()) as i32)
+        r.lookup_index(r.layout().idx(obj.header().id()).get() as i32)
             .unwrap()
             .header()
             .id(),
@@ -152,7 +173,7 @@ fn private_key_objects_vanish_from_the_key_table_only() {
     let again = create(&r, &mut r.write(), 77).unwrap();
     r.remove(&mut r.write(), &obj);
     assert!(
-        r.get_or_create(77, 0, |_| unreachable!(), |_| Ok(()))
+        r.get_or_create(IpcKey::new(77), 0, |_| unreachable!(), |_| Ok(()))
             .is_ok(),
         "removing the old one keeps the new key"
     );

@@ -14,7 +14,7 @@ use crate::ipc::consts::*;
 use crate::ipc::namespace::IpcNamespace;
 use crate::ipc::perm::{IpcPerm, PERM_READ, PERM_WRITE};
 use crate::sync::{lock, Ordering::Relaxed};
-use crate::{Cred, Result};
+use crate::{Cred, IpcId, IpcKey, Result};
 
 impl SemSet {
     /// The latest otime over the semaphores (`get_semotime`).
@@ -33,6 +33,7 @@ impl IpcNamespace {
             return Err(Errno::EINVAL);
         }
         let reg = &self.sem.registry;
+        let key = IpcKey::new(key);
         reg.get_or_create(
             key,
             flag,
@@ -63,6 +64,7 @@ impl IpcNamespace {
                 entry.perm.check(cred, flag)
             },
         )
+        .map(IpcId::get)
     }
 
     /// semctl(2), every command. EINVAL for a negative id or an unknown command.
@@ -108,7 +110,7 @@ impl IpcNamespace {
         if semid < 0 {
             return Err(Errno::EINVAL);
         }
-        let set = self.sem.registry.lookup(semid)?;
+        let set = self.sem.registry.lookup(IpcId::new(semid))?;
         set.perm.get().check(cred, PERM_WRITE)?;
         Ok(set.nsems())
     }
@@ -138,10 +140,10 @@ impl IpcNamespace {
     fn sem_stat(&self, cred: &Cred, semid: i32, cmd: i32) -> Result<SemctlOut> {
         let reg = &self.sem.registry;
         let set = if cmd == IPC_STAT {
-            reg.lookup(semid)?
+            reg.lookup(IpcId::new(semid))?
         } else {
             // Linux looks the index up with the sequence bits masked off.
-            reg.lookup_index(self.layout.idx(semid) as i32)?
+            reg.lookup_index(self.layout.idx(IpcId::new(semid)).get() as i32)?
         };
         if cmd != SEM_STAT_ANY {
             set.perm.get().check(cred, PERM_READ)?;
@@ -152,14 +154,15 @@ impl IpcNamespace {
         }
         let id = set.header.id();
         let ds = SemidDs {
-            perm: set
-                .perm
-                .stat(set.header.key(), id as u32 >> self.layout.shift),
+            perm: set.perm.stat(set.header.key().get(), self.layout.seq(id)),
             otime: set.otime(),
             ctime: arr.ctime,
             nsems: set.nsems() as u64,
         };
-        Ok(SemctlOut::Stat(if cmd == IPC_STAT { 0 } else { id }, ds))
+        Ok(SemctlOut::Stat(
+            if cmd == IPC_STAT { 0 } else { id.get() },
+            ds,
+        ))
     }
 
     fn sem_main(
@@ -170,7 +173,7 @@ impl IpcNamespace {
         cmd: i32,
         arg: SemctlArg<'_>,
     ) -> Result<SemctlOut> {
-        let set = self.sem.registry.lookup(semid)?;
+        let set = self.sem.registry.lookup(IpcId::new(semid))?;
         let nsems = set.nsems();
         set.perm
             .get()
@@ -242,7 +245,7 @@ impl IpcNamespace {
         if !(0..=SEMVMX).contains(&val) {
             return Err(Errno::ERANGE);
         }
-        let set = self.sem.registry.lookup(semid)?;
+        let set = self.sem.registry.lookup(IpcId::new(semid))?;
         if semnum < 0 || semnum as usize >= set.nsems() {
             return Err(Errno::EINVAL);
         }
@@ -273,7 +276,7 @@ impl IpcNamespace {
     ) -> Result<SemctlOut> {
         let reg = &self.sem.registry;
         let mut st = reg.write();
-        let set = reg.lookup(semid)?;
+        let set = reg.lookup(IpcId::new(semid))?;
         set.perm.get().check_owner(cred)?;
         let mut g = set.lock_global();
         if let Some((uid, gid, mode)) = set_to {

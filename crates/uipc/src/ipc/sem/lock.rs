@@ -253,14 +253,14 @@ mod tests {
     use crate::ipc::sem::{SemSet, Sembuf, SemctlArg};
     use crate::ipc::IpcNamespace;
     use crate::sync::{lock, Ordering::Relaxed};
-    use crate::{Cred, WaitCtx};
+    use crate::{Cred, IpcId, WaitCtx};
     use std::sync::Arc;
     use std::time::Duration;
 
     fn setup(n: i32) -> (Arc<IpcNamespace>, i32, Arc<SemSet>) {
         let ns = Arc::new(IpcNamespace::new());
         let id = ns.semget(&Cred::root(1), IPC_PRIVATE, n, 0o600).unwrap();
-        let set = ns.sem.registry.lookup(id).unwrap();
+        let set = ns.sem.registry.lookup(IpcId::new(id)).unwrap();
         (ns, id, set)
     }
 

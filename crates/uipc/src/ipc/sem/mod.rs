@@ -56,6 +56,7 @@ use super::perm::{IpcPerm, IpcPermStat};
 use super::registry::{IpcHeader, IpcObject, Registry};
 use crate::sync::{AtomicBool, AtomicI32, AtomicI64, AtomicU64, Mutex, Ordering::Relaxed};
 use crate::table::IdLayout;
+use crate::{IpcId, IpcKey};
 use lock::{ArrayState, SemSlot, SemSlots, HYSTERESIS};
 use once_cell::race::OnceBox;
 use std::fmt::Write as _;
@@ -103,7 +104,7 @@ impl IpcObject for SemSet {
 }
 
 impl SemSet {
-    fn new(id: i32, key: i32, perm: &IpcPerm, nsems: usize, now: i64) -> SemSet {
+    fn new(id: IpcId, key: IpcKey, perm: &IpcPerm, nsems: usize, now: i64) -> SemSet {
         let (sems, many) = SemSlots::new(nsems);
         SemSet {
             header: IpcHeader::new(id, key),

@@ -27,7 +27,7 @@ use crate::ipc::namespace::IpcNamespace;
 use crate::ipc::perm::{PERM_READ, PERM_WRITE};
 use crate::sync::{AtomicUsize, Ordering::Relaxed};
 use crate::wait::{ParkCtx, Progress, Registration, WaitCtx, Waiter};
-use crate::{Cred, Result};
+use crate::{Cred, IpcId, Result};
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -307,7 +307,7 @@ impl IpcNamespace {
         let max = sops.iter().map(|s| s.sem_num).max().unwrap_or(0) as usize;
         let undos = sops.iter().any(|s| s.sem_flg & SEM_UNDO != 0);
         let alter = sops.iter().any(|s| s.sem_op != 0);
-        let set = self.sem.registry.lookup(semid)?;
+        let set = self.sem.registry.lookup(IpcId::new(semid))?;
         if max >= set.nsems() {
             return Err(Errno::EFBIG);
         }

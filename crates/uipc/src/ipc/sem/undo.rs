@@ -65,7 +65,7 @@ impl UndoMaps {
     pub(crate) fn find_alloc(&self, tgid: i32, set: &Arc<SemSet>) -> Result<Arc<UndoEntry>> {
         let mut shard = lock(self.shard(tgid));
         let proc_map = shard.entry(tgid).or_default();
-        let semid = set.header.id();
+        let semid = set.header.id().get();
         if let Some(e) = proc_map.get(&semid) {
             if e.set.upgrade().is_some_and(|s| Arc::ptr_eq(&s, set)) {
                 return Ok(e.clone());

@@ -16,7 +16,7 @@ use super::super::perm::{PERM_READ, PERM_WRITE};
 use super::procs::{Attachment, Tgid};
 use super::{ShmMemory, ShmSegment};
 use crate::ipc::IpcNamespace;
-use crate::{Cred, Errno, Result};
+use crate::{Cred, Errno, IpcId, Result};
 use std::sync::Arc;
 
 /// A successful `shmat`: what the caller needs to map or use the segment.
@@ -89,7 +89,7 @@ impl IpcNamespace {
         let ids = &self.shm;
         let me = Tgid(cred.tgid);
         let mut shard = ids.procs.shard(me);
-        let seg = ids.registry.lookup(shmid)?;
+        let seg = ids.registry.lookup(IpcId::new(shmid))?;
         let mut s = seg.lock();
         s.perm.check(cred, want)?;
         if s.deleted {

@@ -14,7 +14,7 @@ use super::super::consts::{
 use super::super::perm::{IpcPermStat, PERM_READ};
 use crate::ipc::IpcNamespace;
 use crate::sync::Ordering::Relaxed;
-use crate::{Cap, Cred, Errno, Result};
+use crate::{Cap, Cred, Errno, IpcId, Result};
 
 pub use uipc_abi::ipc::shm::{ShmInfo, ShmSet, ShmUsage, ShmidDs};
 
@@ -96,7 +96,7 @@ impl IpcNamespace {
     fn shm_stat(&self, cred: &Cred, shmid: i32, cmd: i32) -> Result<ShmctlOut> {
         let reg = &self.shm.registry;
         let seg = if cmd == IPC_STAT {
-            reg.lookup(shmid)?
+            reg.lookup(IpcId::new(shmid))?
         } else {
             reg.lookup_index(shmid)?
         };
@@ -110,7 +110,7 @@ impl IpcNamespace {
         let id = seg.id();
         let ds = ShmidDs {
             perm: IpcPermStat {
-                key: seg.header.key(),
+                key: seg.header.key().get(),
                 uid: s.perm.uid,
                 gid: s.perm.gid,
                 cuid: s.perm.cuid,
@@ -139,7 +139,7 @@ impl IpcNamespace {
     ) -> Result<ShmctlOut> {
         let reg = &self.shm.registry;
         let mut st = reg.write();
-        let seg = reg.lookup(shmid)?;
+        let seg = reg.lookup(IpcId::new(shmid))?;
         let mut s = seg.lock();
         s.perm.check_owner(cred)?;
         if let Some(v) = set.filter(|_| cmd == IPC_SET) {
@@ -158,7 +158,7 @@ impl IpcNamespace {
 
     /// SHM_LOCK / SHM_UNLOCK (`shmctl_do_lock`).
     fn shm_lock_cmd(&self, cred: &Cred, shmid: i32, cmd: i32) -> Result<ShmctlOut> {
-        let seg = self.shm.registry.lookup(shmid)?;
+        let seg = self.shm.registry.lookup(IpcId::new(shmid))?;
         let mut s = seg.lock();
         if s.deleted {
             return Err(Errno::EIDRM);

@@ -19,7 +19,7 @@ use super::procs::Tgid;
 use super::{SegState, ShmSegment};
 use crate::ipc::IpcNamespace;
 use crate::sync::{Mutex, Ordering::Relaxed};
-use crate::{Cap, Cred, Errno, Result};
+use crate::{Cap, Cred, Errno, IpcId, IpcKey, Result};
 
 const OVERCOMMIT_ALWAYS: u32 = 1;
 const OVERCOMMIT_NEVER: u32 = 2;
@@ -72,70 +72,73 @@ impl IpcNamespace {
     /// say. See shmget(2).
     pub fn shmget(&self, cred: &Cred, key: i32, size: u64, flag: i32) -> Result<i32> {
         let ids = &self.shm;
-        ids.registry.get_or_create(
-            key,
-            flag,
-            |free| {
-                let l = &self.limits;
-                if size < 1 || size > l.shmmax() {
-                    return Err(Errno::EINVAL);
-                }
-                let pages = size.div_ceil(PAGE_SIZE);
-                if pages.checked_mul(PAGE_SIZE).is_none() {
-                    return Err(Errno::ENOSPC);
-                }
-                let tot = ids.tot_pages.load(Relaxed);
-                match tot.checked_add(pages) {
-                    Some(t) if t <= l.shmall() => {}
-                    _ => return Err(Errno::ENOSPC),
-                }
-                if flag & SHM_HUGETLB != 0
-                    && !cred.has_cap(Cap::IPC_LOCK)
-                    && !cred.in_group(HUGETLB_SHM_GROUP)
-                {
-                    return Err(Errno::EPERM);
-                }
-                // __shmem_file_setup: the size must fit loff_t.
-                if size > i64::MAX as u64 {
-                    return Err(Errno::EINVAL);
-                }
-                // shmem_acct_size: the pages are charged unless SHM_NORESERVE (which strict
-                // overcommit ignores).
-                let strict = overcommit_mode() == Some(OVERCOMMIT_NEVER);
-                if flag & SHM_NORESERVE == 0 || strict {
-                    host_can_commit(pages)?;
-                }
-                let memory = ids.backing.create(key, size)?;
-                let now = self.now();
-                let perm = IpcPerm::new(cred, flag);
-                let seg = free.add(l.shmmni(), (&perm, size), |id| ShmSegment {
-                    header: IpcHeader::new(id, key),
-                    size,
-                    pages,
-                    memory,
-                    state: Mutex::new(SegState {
-                        perm: perm.clone(),
-                        atime: 0,
-                        dtime: 0,
-                        ctime: now,
-                        cpid: cred.tgid,
-                        lpid: 0,
-                        nattch: 0,
-                        creator: Some(Tgid(cred.tgid)),
-                        locked_by: None,
-                        deleted: false,
-                    }),
-                })?;
-                ids.tot_pages.fetch_add(pages, Relaxed);
-                ids.procs.record_created(Tgid(cred.tgid), &seg);
-                Ok(seg.header.id())
-            },
-            |entry| {
-                if size > entry.info {
-                    return Err(Errno::EINVAL);
-                }
-                entry.perm.check(cred, flag)
-            },
-        )
+        let key = IpcKey::new(key);
+        ids.registry
+            .get_or_create(
+                key,
+                flag,
+                |free| {
+                    let l = &self.limits;
+                    if size < 1 || size > l.shmmax() {
+                        return Err(Errno::EINVAL);
+                    }
+                    let pages = size.div_ceil(PAGE_SIZE);
+                    if pages.checked_mul(PAGE_SIZE).is_none() {
+                        return Err(Errno::ENOSPC);
+                    }
+                    let tot = ids.tot_pages.load(Relaxed);
+                    match tot.checked_add(pages) {
+                        Some(t) if t <= l.shmall() => {}
+                        _ => return Err(Errno::ENOSPC),
+                    }
+                    if flag & SHM_HUGETLB != 0
+                        && !cred.has_cap(Cap::IPC_LOCK)
+                        && !cred.in_group(HUGETLB_SHM_GROUP)
+                    {
+                        return Err(Errno::EPERM);
+                    }
+                    // __shmem_file_setup: the size must fit loff_t.
+                    if size > i64::MAX as u64 {
+                        return Err(Errno::EINVAL);
+                    }
+                    // shmem_acct_size: the pages are charged unless SHM_NORESERVE (which strict
+                    // overcommit ignores).
+                    let strict = overcommit_mode() == Some(OVERCOMMIT_NEVER);
+                    if flag & SHM_NORESERVE == 0 || strict {
+                        host_can_commit(pages)?;
+                    }
+                    let memory = ids.backing.create(key.get(), size)?;
+                    let now = self.now();
+                    let perm = IpcPerm::new(cred, flag);
+                    let seg = free.add(l.shmmni(), (&perm, size), |id| ShmSegment {
+                        header: IpcHeader::new(id, key),
+                        size,
+                        pages,
+                        memory,
+                        state: Mutex::new(SegState {
+                            perm: perm.clone(),
+                            atime: 0,
+                            dtime: 0,
+                            ctime: now,
+                            cpid: cred.tgid,
+                            lpid: 0,
+                            nattch: 0,
+                            creator: Some(Tgid(cred.tgid)),
+                            locked_by: None,
+                            deleted: false,
+                        }),
+                    })?;
+                    ids.tot_pages.fetch_add(pages, Relaxed);
+                    ids.procs.record_created(Tgid(cred.tgid), &seg);
+                    Ok(seg.header.id())
+                },
+                |entry| {
+                    if size > entry.info {
+                        return Err(Errno::EINVAL);
+                    }
+                    entry.perm.check(cred, flag)
+                },
+            )
+            .map(IpcId::get)
     }
 }

@@ -101,7 +101,7 @@ impl ShmSegment {
     }
     /// The full id.
     pub fn id(&self) -> i32 {
-        self.header.id()
+        self.header.id().get()
     }
 }
 

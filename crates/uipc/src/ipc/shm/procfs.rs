@@ -64,7 +64,7 @@ impl IpcNamespace {
             }
             let p = &s.perm;
             let row = ShmRow {
-                key: seg.header.key(),
+                key: seg.header.key().get(),
                 id: seg.id(),
                 mode: p.mode,
                 size: seg.size,
