@@ -13,9 +13,10 @@
 
 use super::super::consts::{PAGE_SIZE, SHMLBA, SHM_EXEC, SHM_RDONLY, SHM_REMAP, SHM_RND};
 use super::super::perm::{PERM_READ, PERM_WRITE};
-use super::procs::{Attachment, Tgid};
+use super::procs::Attachment;
 use super::{ShmMemory, ShmSegment};
 use crate::ipc::IpcNamespace;
+use crate::Tgid;
 use crate::{Cred, Errno, IpcId, Result};
 use std::sync::Arc;
 
@@ -87,7 +88,7 @@ impl IpcNamespace {
             want |= 0o111;
         }
         let ids = &self.shm;
-        let me = Tgid(cred.tgid);
+        let me = Tgid::new(cred.tgid);
         let mut shard = ids.procs.shard(me);
         let seg = ids.registry.lookup(IpcId::new(shmid))?;
         let mut s = seg.lock();
@@ -141,12 +142,12 @@ impl IpcNamespace {
     /// attachments, else EINVAL. See shmdt(2).
     pub fn shmdt(&self, cred: &Cred, addr: u64) -> Result<()> {
         let at = {
-            let me = Tgid(cred.tgid);
+            let me = Tgid::new(cred.tgid);
             let mut shard = self.shm.procs.shard(me);
             let proc = shard.get_mut(&me).ok_or(Errno::EINVAL)?;
             proc.attaches.remove(&addr).ok_or(Errno::EINVAL)?
         };
-        self.shm_release(&at.seg, Tgid(cred.tgid));
+        self.shm_release(&at.seg, Tgid::new(cred.tgid));
         Ok(())
     }
 
@@ -155,7 +156,7 @@ impl IpcNamespace {
     /// there is no attachment at `from`, `to` is not page aligned, or `to` overlaps another
     /// attachment.
     pub fn shm_attach_move(&self, tgid: i32, from: u64, to: u64) -> Result<()> {
-        let tgid = Tgid(tgid);
+        let tgid = Tgid::new(tgid);
         let mut shard = self.shm.procs.shard(tgid);
         let proc = shard.get_mut(&tgid).ok_or(Errno::EINVAL)?;
         let at = proc.attaches.remove(&from).ok_or(Errno::EINVAL)?;
@@ -181,7 +182,7 @@ impl IpcNamespace {
     /// attachment's. Otherwise other pages stay mapped, nattch cannot reach 0 and only the
     /// times and lpid change. On EINVAL the attachment is gone (the caller unmaps the range).
     pub fn shm_remap(&self, cred: &Cred, addr: u64, last: bool) -> Result<()> {
-        let me = Tgid(cred.tgid);
+        let me = Tgid::new(cred.tgid);
         if !last {
             let seg = {
                 let shard = self.shm.procs.shard(me);
@@ -216,7 +217,7 @@ impl IpcNamespace {
 
     /// Process `tgid`'s attachments as `(address, shmid)`, in address order.
     pub fn shm_attachments(&self, tgid: i32) -> Vec<(u64, i32)> {
-        let tgid = Tgid(tgid);
+        let tgid = Tgid::new(tgid);
         let shard = self.shm.procs.shard(tgid);
         shard.get(&tgid).map_or_else(Vec::new, |p| {
             p.attaches.iter().map(|(&a, at)| (a, at.seg.id())).collect()
@@ -231,7 +232,7 @@ impl IpcNamespace {
             debug_assert!(s.nattch > 0 && !s.deleted);
             s.nattch -= 1;
             s.dtime = self.now();
-            s.lpid = tgid.0;
+            s.lpid = tgid.get();
             self.shm_may_destroy(&s)
         };
         if destroy {

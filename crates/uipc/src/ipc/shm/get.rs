@@ -15,10 +15,10 @@
 use super::super::consts::{PAGE_SIZE, SHM_HUGETLB, SHM_NORESERVE};
 use super::super::perm::IpcPerm;
 use super::super::registry::IpcHeader;
-use super::procs::Tgid;
 use super::{SegState, ShmSegment};
 use crate::ipc::IpcNamespace;
 use crate::sync::{Mutex, Ordering::Relaxed};
+use crate::Tgid;
 use crate::{Cap, Cred, Errno, IpcId, IpcKey, Result};
 
 const OVERCOMMIT_ALWAYS: u32 = 1;
@@ -123,13 +123,13 @@ impl IpcNamespace {
                             cpid: cred.tgid,
                             lpid: 0,
                             nattch: 0,
-                            creator: Some(Tgid(cred.tgid)),
+                            creator: Some(Tgid::new(cred.tgid)),
                             locked_by: None,
                             deleted: false,
                         }),
                     })?;
                     ids.tot_pages.fetch_add(pages, Relaxed);
-                    ids.procs.record_created(Tgid(cred.tgid), &seg);
+                    ids.procs.record_created(Tgid::new(cred.tgid), &seg);
                     Ok(seg.header.id())
                 },
                 |entry| {

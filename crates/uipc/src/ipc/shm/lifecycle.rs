@@ -12,12 +12,13 @@
 //! Entry: no lock held. The process's record is taken out of its shard (or copied, for fork)
 //! before any segment is released, so no shard is held while destroying.
 
-use super::procs::{Attachment, Tgid, FAKE_BASE};
+use super::procs::{Attachment, FAKE_BASE};
 use crate::ipc::IpcNamespace;
+use crate::Tgid;
 
 impl IpcNamespace {
     pub(crate) fn shm_process_fork(&self, parent: i32, child: i32) {
-        let (parent, child) = (Tgid(parent), Tgid(child));
+        let (parent, child) = (Tgid::new(parent), Tgid::new(child));
         let (inherited, next_addr) = {
             let shard = self.shm.procs.shard(parent);
             let Some(p) = shard.get(&parent) else { return };
@@ -29,7 +30,7 @@ impl IpcNamespace {
                     let mut s = at.seg.lock();
                     s.nattch += 1;
                     s.atime = now;
-                    s.lpid = parent.0;
+                    s.lpid = parent.get();
                     (
                         a,
                         Attachment {
@@ -55,7 +56,7 @@ impl IpcNamespace {
     }
 
     pub(crate) fn shm_process_exec(&self, tgid: i32) {
-        let tgid = Tgid(tgid);
+        let tgid = Tgid::new(tgid);
         let gone = {
             let mut shard = self.shm.procs.shard(tgid);
             let Some(p) = shard.get_mut(&tgid) else {
@@ -71,7 +72,7 @@ impl IpcNamespace {
 
     /// `exit_mm` then `exit_shm`: detach everything, then apply the creator rules.
     pub(crate) fn shm_process_exit(&self, tgid: i32) {
-        let tgid = Tgid(tgid);
+        let tgid = Tgid::new(tgid);
         let Some(p) = self.shm.procs.shard(tgid).remove(&tgid) else {
             return;
         };

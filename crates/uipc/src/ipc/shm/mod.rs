@@ -55,7 +55,8 @@ use super::perm::IpcPerm;
 use super::registry::{IpcHeader, IpcObject, Registry, RegistryState};
 use crate::sync::{lock, AtomicU64, Mutex, MutexGuard, Ordering::Relaxed};
 use crate::table::IdLayout;
-use procs::{ProcTable, ShmId, Tgid};
+use crate::Tgid;
+use procs::ProcTable;
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -162,7 +163,7 @@ impl IpcNamespace {
             self.shm_unlock_charge(uid, seg.pages);
         }
         if let Some(tgid) = creator {
-            ids.procs.forget_created(tgid, ShmId(seg.id()));
+            ids.procs.forget_created(tgid, seg.header.id());
         }
     }
 

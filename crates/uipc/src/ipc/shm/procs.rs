@@ -8,17 +8,9 @@
 use super::super::consts::PAGE_SIZE;
 use super::ShmSegment;
 use crate::sync::{lock, Mutex, MutexGuard};
-use crate::{Errno, Result};
+use crate::{Errno, IpcId, Result, Tgid};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
-
-/// A process (thread group) id, as the key of its record.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub(super) struct Tgid(pub(super) i32);
-
-/// A segment's full id.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub(super) struct ShmId(pub(super) i32);
 
 /// Number of process shards.
 const SHARDS: usize = 64;
@@ -34,7 +26,7 @@ pub(super) struct Attachment {
 /// One process's shm state.
 pub(super) struct ProcShm {
     pub(super) attaches: BTreeMap<u64, Attachment>,
-    pub(super) created: HashMap<ShmId, Arc<ShmSegment>>,
+    pub(super) created: HashMap<IpcId, Arc<ShmSegment>>,
     pub(super) next_addr: u64,
 }
 
@@ -84,18 +76,18 @@ impl ProcTable {
     }
 
     pub(super) fn shard(&self, tgid: Tgid) -> MutexGuard<'_, HashMap<Tgid, ProcShm>> {
-        lock(&self.shards[tgid.0.unsigned_abs() as usize % SHARDS])
+        lock(&self.shards[tgid.get().unsigned_abs() as usize % SHARDS])
     }
 
     /// Records `seg` as created by `tgid`. Entry: registry write lock may be held.
     pub(super) fn record_created(&self, tgid: Tgid, seg: &Arc<ShmSegment>) {
         let mut shard = self.shard(tgid);
         let p = shard.entry(tgid).or_default();
-        p.created.insert(ShmId(seg.id()), seg.clone());
+        p.created.insert(seg.header.id(), seg.clone());
     }
 
     /// Forgets a destroyed segment in its creator's record.
-    pub(super) fn forget_created(&self, tgid: Tgid, id: ShmId) {
+    pub(super) fn forget_created(&self, tgid: Tgid, id: IpcId) {
         let mut shard = self.shard(tgid);
         if let Some(p) = shard.get_mut(&tgid) {
             p.created.remove(&id);
