@@ -27,7 +27,7 @@ use crate::ipc::namespace::IpcNamespace;
 use crate::ipc::perm::{PERM_READ, PERM_WRITE};
 use crate::sync::{AtomicUsize, Ordering::Relaxed};
 use crate::wait::{ParkCtx, Progress, Registration, WaitCtx, Waiter};
-use crate::{Cred, IpcId, Result};
+use crate::{Cred, IpcId, Result, Tgid};
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -315,7 +315,7 @@ impl IpcNamespace {
             .get()
             .check(cred, if alter { PERM_WRITE } else { PERM_READ })?;
         let undo = if undos {
-            Some(self.sem.undo.find_alloc(cred.tgid, &set)?)
+            Some(self.sem.undo.find_alloc(Tgid::new(cred.tgid), &set)?)
         } else {
             None
         };

@@ -19,7 +19,7 @@ use crate::errno::Errno;
 use crate::ipc::consts::SEMVMX;
 use crate::ipc::namespace::IpcNamespace;
 use crate::sync::{lock, AtomicI32, Mutex, Ordering::Relaxed};
-use crate::Result;
+use crate::{IpcId, Result, Tgid};
 use std::collections::HashMap;
 use std::sync::{Arc, Weak};
 
@@ -27,8 +27,8 @@ const SHARDS: usize = 64;
 
 /// One process's adjustments for one set (`struct sem_undo`).
 pub(crate) struct UndoEntry {
-    pub(crate) tgid: i32,
-    pub(crate) semid: i32,
+    pub(crate) tgid: Tgid,
+    pub(crate) semid: IpcId,
     pub(crate) set: Weak<SemSet>,
     pub(crate) adj: Box<[AtomicI32]>,
 }
@@ -40,11 +40,11 @@ pub(crate) struct SetUndos {
     entries: Vec<Arc<UndoEntry>>,
 }
 
-type ProcUndo = HashMap<i32, Arc<UndoEntry>>;
+type ProcUndo = HashMap<IpcId, Arc<UndoEntry>>;
 
 /// The per-process undo maps of a namespace.
 pub(crate) struct UndoMaps {
-    shards: Box<[Mutex<HashMap<i32, ProcUndo>>]>,
+    shards: Box<[Mutex<HashMap<Tgid, ProcUndo>>]>,
 }
 
 impl Default for UndoMaps {
@@ -56,16 +56,16 @@ impl Default for UndoMaps {
 }
 
 impl UndoMaps {
-    fn shard(&self, tgid: i32) -> &Mutex<HashMap<i32, ProcUndo>> {
-        &self.shards[tgid.unsigned_abs() as usize % SHARDS]
+    fn shard(&self, tgid: Tgid) -> &Mutex<HashMap<Tgid, ProcUndo>> {
+        &self.shards[tgid.get().unsigned_abs() as usize % SHARDS]
     }
 
     /// `find_alloc_undo`: the process's entry for `set`, made if missing. EIDRM if the set
     /// was removed. Entry: no set lock held.
-    pub(crate) fn find_alloc(&self, tgid: i32, set: &Arc<SemSet>) -> Result<Arc<UndoEntry>> {
+    pub(crate) fn find_alloc(&self, tgid: Tgid, set: &Arc<SemSet>) -> Result<Arc<UndoEntry>> {
         let mut shard = lock(self.shard(tgid));
         let proc_map = shard.entry(tgid).or_default();
-        let semid = set.header.id().get();
+        let semid = set.header.id();
         if let Some(e) = proc_map.get(&semid) {
             if e.set.upgrade().is_some_and(|s| Arc::ptr_eq(&s, set)) {
                 return Ok(e.clone());
@@ -104,7 +104,7 @@ impl UndoMaps {
         }
     }
 
-    fn take_process(&self, tgid: i32) -> Vec<Arc<UndoEntry>> {
+    fn take_process(&self, tgid: Tgid) -> Vec<Arc<UndoEntry>> {
         lock(self.shard(tgid))
             .remove(&tgid)
             .map(|m| m.into_values().collect())
@@ -112,7 +112,7 @@ impl UndoMaps {
     }
 
     /// How many entries process `tgid` holds (for tests and listings).
-    pub(crate) fn count(&self, tgid: i32) -> usize {
+    pub(crate) fn count(&self, tgid: Tgid) -> usize {
         lock(self.shard(tgid)).get(&tgid).map_or(0, |m| m.len())
     }
 }
@@ -160,7 +160,7 @@ impl IpcNamespace {
     /// exited). Each adjustment is added and clamped to `[0, SEMVMX]`; never fails or sleeps.
     pub(crate) fn sem_process_exit(&self, tgid: i32) {
         let now = self.now();
-        for e in self.sem.undo.take_process(tgid) {
+        for e in self.sem.undo.take_process(Tgid::new(tgid)) {
             let Some(set) = e.set.upgrade() else { continue };
             let g = set.lock_global();
             if g.arr.deleted {
@@ -188,6 +188,6 @@ impl IpcNamespace {
 
     /// How many sets process `tgid` has undo entries for.
     pub fn sem_undo_entries(&self, tgid: i32) -> usize {
-        self.sem.undo.count(tgid)
+        self.sem.undo.count(Tgid::new(tgid))
     }
 }
