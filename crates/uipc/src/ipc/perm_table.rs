@@ -15,7 +15,7 @@
 //! lock only call [`PermTable::get`].
 
 use super::perm::IpcPerm;
-use crate::table::hash::IntBuildHasher;
+use foldhash::fast::FixedState;
 use std::collections::HashMap;
 
 /// A place in a [`PermTable`].
@@ -32,7 +32,7 @@ struct Slot {
 #[derive(Default)]
 pub(crate) struct PermTable {
     slots: Vec<Slot>,
-    index: HashMap<IpcPerm, u32, IntBuildHasher>,
+    index: HashMap<IpcPerm, u32, FixedState>,
     free: Vec<u32>,
     /// The slot `intern` filled or found last.
     last: u32,

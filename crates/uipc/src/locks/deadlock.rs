@@ -29,8 +29,8 @@
 
 use super::types::{LockKind, Owner};
 use crate::sync::{lock, Mutex};
-use crate::table::hash::IntBuildHasher;
 use crate::{Errno, Result};
+use foldhash::fast::FixedState;
 use std::collections::{HashMap, HashSet, VecDeque};
 
 /// How far deadlock detection looks.
@@ -50,9 +50,9 @@ const LINUX_MAX_STEPS: usize = 10;
 struct Graph {
     next_id: u64,
     /// Request id -> (owner, blocking owners).
-    requests: HashMap<u64, (Owner, Vec<Owner>), IntBuildHasher>,
+    requests: HashMap<u64, (Owner, Vec<Owner>), FixedState>,
     /// Owner -> its sleeping requests, oldest first.
-    by_owner: HashMap<Owner, Vec<u64>, IntBuildHasher>,
+    by_owner: HashMap<Owner, Vec<u64>, FixedState>,
 }
 
 /// The blocked-request graph of one lock manager.
@@ -200,7 +200,7 @@ impl Graph {
 
     /// Whether `caller` is reachable from `blockers` through any waiting owner.
     fn full_search(&self, caller: Owner, blockers: &[Owner]) -> bool {
-        let mut seen: HashSet<Owner, IntBuildHasher> = HashSet::default();
+        let mut seen: HashSet<Owner, FixedState> = HashSet::default();
         let mut queue: VecDeque<Owner> = blockers.iter().copied().collect();
         while let Some(o) = queue.pop_front() {
             if o == caller {

@@ -26,11 +26,11 @@
 use super::file::{FileLocks, FileState};
 use super::types::FileId;
 use crate::sync::{lock, read, write, Arc, MutexGuard, RwLock};
-use crate::table::hash::IntBuildHasher;
+use foldhash::fast::FixedState;
 use std::collections::HashMap;
 use std::hash::BuildHasher;
 
-type Shard = RwLock<HashMap<FileId, Arc<FileLocks>, IntBuildHasher>>;
+type Shard = RwLock<HashMap<FileId, Arc<FileLocks>, FixedState>>;
 
 /// File -> lock context, sharded.
 pub(crate) struct FileMap {
@@ -62,7 +62,7 @@ impl FileMap {
     }
 
     fn shard(&self, file: FileId) -> &Shard {
-        let h = IntBuildHasher::default().hash_one(file);
+        let h = FixedState::default().hash_one(file);
         // The high bits are the well-mixed ones.
         &self.shards[(h >> 40) as usize & (self.shards.len() - 1)]
     }

@@ -1,51 +1,14 @@
-//! A hasher for the engine's integer keys (IPC keys, indices, pids): one multiplication by the
-//! golden ratio, whose high bits (the ones hashbrown uses for its control bytes and buckets)
-//! mix every input bit. SipHash's protection against chosen keys is not needed here: an
-//! attacker who picks 31900 colliding keys only slows their own namespace, which the limits
-//! already bound, and SipHash cost 15% of a `semget` lookup.
+//! The key map's hasher ([`KeyHasher`]): IPC keys to places in hashbrown's table such that a
+//! `*get` loop over consecutive keys walks the table in order.
+//!
+//! The engine's other integer-keyed maps (the file map, the deadlock graph, interned
+//! permissions, the id map) use `foldhash`. This one is kept by hand for its layout, which a
+//! general-purpose hasher does not give: an aligned run of eight consecutive keys lands on one
+//! aligned run of eight buckets (see [`KeyHasher`]). SipHash's protection against chosen keys
+//! is not needed: an attacker who picks 31900 colliding keys only slows their own namespace,
+//! which the limits already bound.
 
 use std::hash::{BuildHasherDefault, Hasher};
-
-/// The `Hasher` methods both integer hashers share: everything is fed through `write_u64`
-/// (bytes one at a time, narrower integers zero-extended), which chains the input into the
-/// state (`x`) and stores `$mix` of it.
-macro_rules! integer_hasher {
-    ($name:ident, |$x:ident| $mix:expr) => {
-        impl Hasher for $name {
-            fn finish(&self) -> u64 {
-                self.0
-            }
-
-            fn write(&mut self, bytes: &[u8]) {
-                for &b in bytes {
-                    self.write_u64(u64::from(b));
-                }
-            }
-
-            fn write_u32(&mut self, n: u32) {
-                self.write_u64(u64::from(n));
-            }
-
-            fn write_i32(&mut self, n: i32) {
-                self.write_u64(u64::from(n as u32));
-            }
-
-            fn write_u64(&mut self, n: u64) {
-                let $x = self.0.rotate_left(5) ^ n;
-                self.0 = $mix;
-            }
-        }
-    };
-}
-
-/// Multiplicative hashing of integers.
-#[derive(Default, Clone, Copy, Debug)]
-pub struct IntHasher(u64);
-
-integer_hasher!(IntHasher, |x| x.wrapping_mul(GOLDEN));
-
-/// `HashMap<K, V, IntBuildHasher>` for integer keys.
-pub type IntBuildHasher = BuildHasherDefault<IntHasher>;
 
 /// A hasher for IPC keys that keeps runs of neighbouring keys together.
 ///
@@ -77,8 +40,28 @@ fn run_preserving(x: u64) -> u64 {
     x ^ ((run >> 29) & !((1 << RUN_BITS) - 1))
 }
 
-integer_hasher!(KeyHasher, |x| (x.wrapping_mul(GOLDEN) & TAG_BITS)
-    | (run_preserving(x) & !TAG_BITS));
+impl Hasher for KeyHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.write_u64(u64::from(b));
+        }
+    }
+
+    fn write_i32(&mut self, n: i32) {
+        self.write_u64(u64::from(n as u32));
+    }
+
+    /// Chains `n` into the state: the top 7 bits a multiplicative hash, the rest the
+    /// run-preserving place.
+    fn write_u64(&mut self, n: u64) {
+        let x = self.0.rotate_left(5) ^ n;
+        self.0 = (x.wrapping_mul(GOLDEN) & TAG_BITS) | (run_preserving(x) & !TAG_BITS);
+    }
+}
 
 /// `HashMap<K, V, KeyBuildHasher>` for IPC keys.
 pub type KeyBuildHasher = BuildHasherDefault<KeyHasher>;
@@ -126,18 +109,6 @@ mod tests {
             ftok.len() > 200,
             "only {} buckets for 255 ftok keys",
             ftok.len()
-        );
-    }
-
-    #[test]
-    fn neighbouring_keys_land_far_apart_in_the_high_bits() {
-        let b = IntBuildHasher::default();
-        let top = |k: i32| b.hash_one(k) >> 57;
-        let distinct: std::collections::HashSet<u64> = (0..128).map(top).collect();
-        assert!(
-            distinct.len() > 64,
-            "only {} of 128 top-7-bit values",
-            distinct.len()
         );
     }
 }
