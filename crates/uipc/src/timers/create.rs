@@ -28,6 +28,7 @@ use super::Inner;
 use crate::cred::{Cap, Cred};
 use crate::errno::{Errno, Result};
 use crate::sync::{Arc, Ordering};
+use crate::Tgid;
 
 /// PR_TIMER_CREATE_RESTORE_IDS.
 pub const PR_TIMER_CREATE_RESTORE_IDS: i32 = 77;
@@ -114,7 +115,7 @@ pub(crate) fn timer_create(
         return Err(Errno::EFAULT);
     }
     let timer_clock = resolve_clock(inner, cred, clock)?;
-    let proc = inner.procs.get_or_create(cred.tgid);
+    let proc = inner.procs.get_or_create(Tgid::new(cred.tgid));
     let wanted = if proc.restore_ids() {
         match created_id {
             UserPtr::Valid(want) if (want as u32) > inner.id_mask => return Err(Errno::EINVAL),
@@ -225,14 +226,18 @@ pub(crate) fn prctl_restore_ids(inner: &Inner, cred: &Cred, args: [u64; 4]) -> R
         PR_TIMER_CREATE_RESTORE_IDS_OFF | PR_TIMER_CREATE_RESTORE_IDS_ON => {
             let on = args[0] == PR_TIMER_CREATE_RESTORE_IDS_ON;
             // Switching off a process that never used timers need not create its state.
-            if on || inner.procs.get(cred.tgid).is_some() {
-                inner.procs.get_or_create(cred.tgid).set_restore_ids(on);
+            if on || inner.procs.get(Tgid::new(cred.tgid)).is_some() {
+                inner
+                    .procs
+                    .get_or_create(Tgid::new(cred.tgid))
+                    .set_restore_ids(on);
             }
             Ok(0)
         }
-        PR_TIMER_CREATE_RESTORE_IDS_GET => {
-            Ok(inner.procs.get(cred.tgid).is_some_and(|p| p.restore_ids()) as i32)
-        }
+        PR_TIMER_CREATE_RESTORE_IDS_GET => Ok(inner
+            .procs
+            .get(Tgid::new(cred.tgid))
+            .is_some_and(|p| p.restore_ids()) as i32),
         _ => Err(Errno::EINVAL),
     }
 }

@@ -100,6 +100,7 @@ pub use types::*;
 use crate::clock::Clock;
 use crate::cred::Cred;
 use crate::errno::Result;
+use crate::Tgid;
 
 pub(crate) use crate::sync::lock;
 
@@ -305,7 +306,7 @@ impl Timers {
 
     /// The last thread of `tgid` exited: delete its timers (`exit_itimers`).
     pub fn exit_process(&self, tgid: i32) {
-        let Some(proc) = self.inner.procs.remove(tgid) else {
+        let Some(proc) = self.inner.procs.remove(Tgid::new(tgid)) else {
             return;
         };
         for id in proc.kill() {
@@ -320,10 +321,13 @@ impl Timers {
     /// keeps it in `signal_struct`, which survives exec: ids 0 and 1 before exec, 2 after,
     /// as the host shows) and restore mode is reset.
     pub fn exec_process(&self, tgid: i32) {
-        let next = self.inner.procs.get(tgid).map(|p| p.next_id());
+        let next = self.inner.procs.get(Tgid::new(tgid)).map(|p| p.next_id());
         self.exit_process(tgid);
         if let Some(next) = next {
-            self.inner.procs.get_or_create(tgid).set_next_id(next);
+            self.inner
+                .procs
+                .get_or_create(Tgid::new(tgid))
+                .set_next_id(next);
         }
     }
 
@@ -331,7 +335,10 @@ impl Timers {
     /// process the engine holds nothing for). With [`Timers::resume_timer_ids`], what an
     /// embedder whose engine does not outlive a program image carries over execve.
     pub fn next_timer_id(&self, tgid: i32) -> u32 {
-        self.inner.procs.get(tgid).map_or(0, |p| p.next_id())
+        self.inner
+            .procs
+            .get(Tgid::new(tgid))
+            .map_or(0, |p| p.next_id())
     }
 
     /// Sets `tgid`'s id counter to `next`, as [`Timers::exec_process`] leaves it, for an
@@ -339,7 +346,10 @@ impl Timers {
     /// one engine per image and passes the counter to the next image itself). Its timers and
     /// restore mode are left as they are.
     pub fn resume_timer_ids(&self, tgid: i32, next: u32) {
-        self.inner.procs.get_or_create(tgid).set_next_id(next);
+        self.inner
+            .procs
+            .get_or_create(Tgid::new(tgid))
+            .set_next_id(next);
     }
 
     /// `parent` forked `child`: the child inherits no timers and starts its ids at 0. Any state

@@ -15,6 +15,7 @@ use super::Inner;
 use crate::cred::Cred;
 use crate::errno::{Errno, Result};
 use crate::sync::{Arc, MutexGuard, Ordering};
+use crate::Tgid;
 
 /// `id` as a table key: no negative id is ever handed out.
 fn table_id(id: TimerId) -> Result<i32> {
@@ -212,7 +213,7 @@ pub(crate) fn timer_delete(inner: &Inner, cred: &Cred, id: TimerId) -> Result<()
         return Err(Errno::EINVAL);
     }
     inner.table.remove(cred.tgid, id.raw());
-    if let Some(proc) = inner.procs.get(cred.tgid) {
+    if let Some(proc) = inner.procs.get(Tgid::new(cred.tgid)) {
         proc.forget(id.raw());
     }
     Ok(())

@@ -20,6 +20,7 @@ use super::lock;
 use super::table::TimerTable;
 use crate::errno::{Errno, Result};
 use crate::sync::{Arc, AtomicBool, AtomicU32, Mutex, Ordering};
+use crate::Tgid;
 
 /// The timer ids a process holds, and whether it has gone (exit or exec).
 #[derive(Default)]
@@ -102,7 +103,7 @@ impl ProcState {
 
 const SHARDS: usize = 64;
 
-type RegistryShard = Mutex<HashMap<i32, Arc<ProcState>>>;
+type RegistryShard = Mutex<HashMap<Tgid, Arc<ProcState>>>;
 
 /// tgid -> [`ProcState`], sharded.
 pub(crate) struct Registry {
@@ -116,22 +117,22 @@ impl Registry {
         }
     }
 
-    fn shard(&self, tgid: i32) -> &RegistryShard {
-        &self.shards[(tgid as u32 as usize) % SHARDS]
+    fn shard(&self, tgid: Tgid) -> &RegistryShard {
+        &self.shards[(tgid.get() as u32 as usize) % SHARDS]
     }
 
     /// The state of `tgid`, created fresh (counter 0, restore off) on first use.
-    pub(crate) fn get_or_create(&self, tgid: i32) -> Arc<ProcState> {
+    pub(crate) fn get_or_create(&self, tgid: Tgid) -> Arc<ProcState> {
         lock(self.shard(tgid)).entry(tgid).or_default().clone()
     }
 
     /// The state of `tgid`, if it ever used timers since its last exit/exec.
-    pub(crate) fn get(&self, tgid: i32) -> Option<Arc<ProcState>> {
+    pub(crate) fn get(&self, tgid: Tgid) -> Option<Arc<ProcState>> {
         lock(self.shard(tgid)).get(&tgid).cloned()
     }
 
     /// Forgets `tgid` entirely; its next use starts from a fresh state.
-    pub(crate) fn remove(&self, tgid: i32) -> Option<Arc<ProcState>> {
+    pub(crate) fn remove(&self, tgid: Tgid) -> Option<Arc<ProcState>> {
         lock(self.shard(tgid)).remove(&tgid)
     }
 }

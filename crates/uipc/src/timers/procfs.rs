@@ -61,7 +61,7 @@ impl Listing {
 }
 
 pub(crate) fn render(inner: &Inner, tgid: i32) -> String {
-    let Some(proc) = inner.procs.get(tgid) else {
+    let Some(proc) = inner.procs.get(crate::Tgid::new(tgid)) else {
         return String::new();
     };
     let ids: Vec<i32> = super::lock(&proc.ids).ids.iter().copied().collect();
