@@ -32,7 +32,7 @@ pub mod response;
 pub mod transport;
 
 pub use codec::DecodeError;
-pub use locks::{hint_slot, LockLine, LockRequest, LockResponse, HINT_SLOTS};
+pub use locks::{hint_slot, map_hints, LockLine, LockRequest, LockResponse, HINT_SLOTS};
 pub use procfs::{ProcFile, ProcRequest};
 pub use request::{Request, SemArg, MAX_SOPS, MAX_TEXT};
 pub use response::{Response, ResponseView};

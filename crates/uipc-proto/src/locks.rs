@@ -43,6 +43,28 @@ pub fn hint_slot(dev: u64, ino: u64) -> usize {
     (h >> 48) as usize % HINT_SLOTS
 }
 
+/// Maps the lock hints' memfd `fd` whole and shared, with protection `prot` (clients:
+/// `PROT_READ`); `None` if the kernel refuses (a read-only descriptor mapped writable, for
+/// one). The mapping lives until unmapped (`munmap` of [`HINT_SLOTS`] bytes).
+pub fn map_hints(fd: std::os::fd::RawFd, prot: libc::c_int) -> Option<std::ptr::NonNull<u8>> {
+    // SAFETY: a new shared mapping of the descriptor; nothing existing is touched, and the
+    // result is checked.
+    let p = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            HINT_SLOTS,
+            prot,
+            libc::MAP_SHARED,
+            fd,
+            0,
+        )
+    };
+    if p == libc::MAP_FAILED {
+        return None;
+    }
+    std::ptr::NonNull::new(p.cast())
+}
+
 /// One lock or blocked request in a listing (the engine's `LockInfo`, flattened).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LockLine {

@@ -20,7 +20,7 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::atomic::{AtomicU8, Ordering};
 use uipc::locks::FileId;
 use uipc::Errno;
-use uipc_proto::{hint_slot, HINT_SLOTS};
+use uipc_proto::{hint_slot, map_hints, HINT_SLOTS};
 
 /// The daemon's side of the lock hints.
 pub struct LockHints {
@@ -39,23 +39,10 @@ impl LockHints {
     /// report every close).
     pub fn new() -> Option<LockHints> {
         let memfd = crate::memfd::sealed_memfd(c"uipc-lock-hints", HINT_SLOTS as u64, true).ok()?;
-        // SAFETY: maps the whole file shared; the result is checked.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                HINT_SLOTS,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED,
-                memfd.as_raw_fd(),
-                0,
-            )
-        };
-        if p == libc::MAP_FAILED {
-            return None;
-        }
+        let p = map_hints(memfd.as_raw_fd(), libc::PROT_READ | libc::PROT_WRITE)?;
         let hints = LockHints {
             memfd,
-            base: p.cast(),
+            base: p.as_ptr().cast(),
         };
         let seals = libc::F_SEAL_FUTURE_WRITE | libc::F_SEAL_SEAL;
         // SAFETY: adds seals to our own memfd.
@@ -110,40 +97,19 @@ mod tests {
         let h = LockHints::new().unwrap();
         let file = FileId { dev: 7, ino: 42 };
         let fd = h.read_only_fd().unwrap();
-        // SAFETY: maps the read-only descriptor; checked below.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                HINT_SLOTS,
-                libc::PROT_READ,
-                libc::MAP_SHARED,
-                fd.as_raw_fd(),
-                0,
-            )
-        };
-        assert_ne!(p, libc::MAP_FAILED);
+        let p = map_hints(fd.as_raw_fd(), libc::PROT_READ).expect("read-only mapping");
         let slot = hint_slot(7, 42);
         // SAFETY: reads one byte inside the mapping.
-        let read = || unsafe { *p.cast::<u8>().add(slot) };
+        let read = || unsafe { *p.as_ptr().add(slot) };
         assert_eq!(read(), 0);
         assert!(!h.is_marked(file));
         h.mark(file);
         assert_eq!(read(), 1);
         assert!(h.is_marked(file));
         // A read-only descriptor cannot be mapped writable.
-        // SAFETY: a mapping attempt that must fail.
-        let w = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                HINT_SLOTS,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED,
-                fd.as_raw_fd(),
-                0,
-            )
-        };
-        assert_eq!(w, libc::MAP_FAILED);
+        let w = map_hints(fd.as_raw_fd(), libc::PROT_READ | libc::PROT_WRITE);
+        assert!(w.is_none());
         // SAFETY: unmaps our mapping.
-        unsafe { libc::munmap(p, HINT_SLOTS) };
+        unsafe { libc::munmap(p.as_ptr().cast(), HINT_SLOTS) };
     }
 }

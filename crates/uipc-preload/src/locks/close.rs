@@ -20,7 +20,7 @@ use crate::kernel::kernel_sys;
 use libc::{c_int, FILE};
 use std::os::fd::IntoRawFd;
 use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
-use uipc_proto::{hint_slot, LockRequest, Request, Response, HINT_SLOTS};
+use uipc_proto::{hint_slot, map_hints, LockRequest, Request, Response, HINT_SLOTS};
 
 /// The file (`st_dev`, `st_ino`) behind `fd` if closing it may drop locks the daemon holds:
 /// regular files and directories.
@@ -37,7 +37,7 @@ fn lockable(fd: c_int) -> Option<(u64, u64)> {
 /// is reported), else the mapping's address. Inherited across fork with the mapping.
 static HINTS: AtomicUsize = AtomicUsize::new(0);
 
-fn map_hints() -> Option<usize> {
+fn hints_of_daemon() -> Option<usize> {
     let (resp, fd) = call_passing(&Request::Lock(LockRequest::Hints), None, false).ok()?;
     // Closed below by the kernel, not through `close` (which would come back here).
     let fd = fd?.into_raw_fd();
@@ -45,25 +45,18 @@ fn map_hints() -> Option<usize> {
         kernel_sys!(libc::SYS_close, fd);
         return None;
     }
-    // SAFETY: maps the daemon's read-only memfd; the result is checked.
-    let p = unsafe {
-        libc::mmap(
-            std::ptr::null_mut(),
-            HINT_SLOTS,
-            libc::PROT_READ,
-            libc::MAP_SHARED,
-            fd,
-            0,
-        )
-    };
+    let p = map_hints(fd, libc::PROT_READ);
     kernel_sys!(libc::SYS_close, fd);
-    (p != libc::MAP_FAILED).then_some(p as usize)
+    p.map(|p| p.as_ptr() as usize)
 }
 
 /// Maps the hints (the library's constructor, under `--locks`): a daemon call and a mapping,
 /// which allocate, so not in a close that may run in a signal handler.
 pub(super) fn map_hints_now() {
-    let got = guarded(|| Ok(map_hints())).ok().flatten().unwrap_or(1);
+    let got = guarded(|| Ok(hints_of_daemon()))
+        .ok()
+        .flatten()
+        .unwrap_or(1);
     if HINTS
         .compare_exchange(0, got, Ordering::AcqRel, Ordering::Acquire)
         .is_err()
@@ -80,7 +73,10 @@ fn may_hold_locks((dev, ino): (u64, u64)) -> bool {
     let mut base = HINTS.load(Ordering::Acquire);
     if base == 0 {
         // Not mapped by the constructor (the library was not loaded at start).
-        let got = guarded(|| Ok(map_hints())).ok().flatten().unwrap_or(1);
+        let got = guarded(|| Ok(hints_of_daemon()))
+            .ok()
+            .flatten()
+            .unwrap_or(1);
         base = match HINTS.compare_exchange(0, got, Ordering::AcqRel, Ordering::Acquire) {
             Ok(_) => got,
             Err(existing) => {
