@@ -607,3 +607,85 @@ fn a_damaged_state_file_stops_the_daemon_unless_told_to_discard_it() {
     assert!(kept, "the damaged file is moved aside, not deleted");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `uipc serve` on `dir` with its stderr in `dir/stderr`, once it answers.
+fn start_logged(dir: &Path) -> Daemon {
+    let log = std::fs::File::create(dir.join("stderr")).unwrap();
+    let child = serve(dir, &[]).stderr(log).spawn().unwrap();
+    let d = Daemon {
+        child,
+        socket: dir.join("socket"),
+    };
+    let t0 = Instant::now();
+    while Connection::connect(&d.socket, false).is_err() {
+        assert!(t0.elapsed() < Duration::from_secs(30), "no daemon");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    d
+}
+
+/// Sends `sig` to a daemon whose save will fail; waits until it says so and checks that it
+/// stays up.
+fn save_fails(d: &mut Daemon, dir: &Path, sig: i32) {
+    // SAFETY: signals our own child, not yet reaped.
+    unsafe { libc::kill(d.child.id() as i32, sig) };
+    let log = dir.join("stderr");
+    let t0 = Instant::now();
+    while !std::fs::read_to_string(&log).unwrap().contains("FAILED") {
+        assert!(
+            t0.elapsed() < Duration::from_secs(20),
+            "no word of the failure"
+        );
+        assert!(d.child.try_wait().unwrap().is_none(), "the daemon exited");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(
+        d.child.try_wait().unwrap().is_none(),
+        "the daemon exited after a failed save, its objects lost"
+    );
+}
+
+#[test]
+fn a_failed_save_keeps_the_objects_until_a_save_succeeds_or_sigquit() {
+    let dir = scratch("failed");
+    let state = dir.join("state");
+    let d = start_logged(&dir);
+    let c = d.connect();
+    let q = msgget(&c, 0x5afe, IPC_CREAT | 0o600);
+    let send = Request::Msgsnd {
+        msqid: q,
+        mtype: 1,
+        msgsz: 4,
+        text: Some(b"kept".to_vec()),
+        flags: 0,
+    };
+    assert!(matches!(call(&c, send), Ok(Response::Ret(0))));
+    drop(c);
+    // A directory where the file goes: the rename over it fails.
+    std::fs::create_dir(&state).unwrap();
+    let mut d = d;
+    save_fails(&mut d, &dir, libc::SIGTERM);
+    // The cause fixed, the next signal saves.
+    std::fs::remove_dir(&state).unwrap();
+    let end = d.stop(libc::SIGTERM);
+    assert_eq!(end.code, Some(0));
+    assert!(state.is_file(), "nothing saved after the retry");
+
+    // Restored (the file consumed), then a failed save ended by SIGQUIT: exit status 1, and
+    // the consumed file, the state it started from, is still there to move back.
+    let mut d = start_logged(&dir);
+    assert_eq!(
+        queue_count(&d),
+        1,
+        "the message did not survive the retried save"
+    );
+    std::fs::create_dir(&state).unwrap();
+    save_fails(&mut d, &dir, libc::SIGINT);
+    let end = d.stop(libc::SIGQUIT);
+    assert_eq!(end.code, Some(1));
+    let log = std::fs::read_to_string(dir.join("stderr")).unwrap();
+    assert!(log.contains("without saving"), "{log}");
+    assert!(dir.join("state.consumed").is_file());
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -164,8 +164,10 @@ pub struct Server {
     path: PathBuf,
 }
 
-/// Serves until SIGTERM, SIGINT or SIGHUP, then saves the state (if asked), removes the
-/// socket and exits the process. Call before any thread is started: the signals are blocked
+/// Serves until SIGTERM, SIGINT, SIGHUP or SIGQUIT, then saves the state (if asked), removes
+/// the socket and exits the process. A save that fails exits nothing: the daemon stays, not
+/// serving, its objects in memory, says so, and tries the save again at the next signal;
+/// SIGQUIT after a failed save exits without saving (status 1). Call before any thread is started: the signals are blocked
 /// in every thread and taken by one with `sigwait`.
 pub fn run_until_signalled(opts: &Options) -> io::Result<()> {
     // SAFETY: builds a signal set in a zeroed sigset_t and blocks it for this thread (and the
@@ -173,7 +175,7 @@ pub fn run_until_signalled(opts: &Options) -> io::Result<()> {
     let set = unsafe {
         let mut set: libc::sigset_t = std::mem::zeroed();
         libc::sigemptyset(&mut set);
-        for sig in [libc::SIGTERM, libc::SIGINT, libc::SIGHUP] {
+        for sig in [libc::SIGTERM, libc::SIGINT, libc::SIGHUP, libc::SIGQUIT] {
             libc::sigaddset(&mut set, sig);
         }
         libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
@@ -185,17 +187,30 @@ pub fn run_until_signalled(opts: &Options) -> io::Result<()> {
     std::thread::Builder::new()
         .name("uipc-signals".into())
         .spawn(move || {
-            let mut sig = 0;
-            // SAFETY: waits for one of the blocked signals of a live set.
-            unsafe { libc::sigwait(&set, &mut sig) };
-            let mut code = 0;
-            if let Some(path) = state {
+            let mut failed = false;
+            let code = loop {
+                let mut sig = 0;
+                // SAFETY: waits for one of the blocked signals of a live set.
+                unsafe { libc::sigwait(&set, &mut sig) };
+                let Some(path) = &state else {
+                    break 0;
+                };
                 shared.stop_serving();
-                if let Err(e) = state::save(shared.namespaces.home(), &shared.backing, &path) {
-                    eprintln!("uipc serve: saving {}: {e}", path.display());
-                    code = 1;
+                if sig == libc::SIGQUIT && failed {
+                    eprintln!(
+                        "uipc serve: SIGQUIT: exiting without saving {} (the objects are lost)",
+                        path.display()
+                    );
+                    break 1;
                 }
-            }
+                match state::save(shared.namespaces.home(), &shared.backing, path) {
+                    Ok(()) => break 0,
+                    Err(e) => {
+                        failed = true;
+                        eprintln!("{}", state::save_failed_message(path, &e));
+                    }
+                }
+            };
             let _ = std::fs::remove_file(&socket);
             std::process::exit(code);
         })?;

@@ -21,7 +21,9 @@
 //! wrong, and the daemon does not start, unless told to move it aside and start empty. A
 //! restored file is renamed FILE.consumed before the daemon serves: after a crash (no save),
 //! the next start finds no FILE, says so, and starts empty rather than bring back messages
-//! and semaphore values that were consumed since.
+//! and semaphore values that were consumed since. A save that fails leaves the daemon up,
+//! not serving, with its objects in memory ([`save_failed_message`]): the objects are lost
+//! only if an operator says so (SIGQUIT) or the process is killed.
 //!
 //! ## SEM_UNDO across a restart
 //! As on Linux across a checkpoint and restore of an IPC namespace without its processes
@@ -65,6 +67,22 @@ pub fn save(ns: &IpcNamespace, backing: &MemfdBacking, path: &Path) -> io::Resul
         let _ = std::fs::remove_file(&tmp);
     }
     written
+}
+
+/// What the daemon says when a save failed: nothing replaced FILE, and it stays up, not
+/// serving, with its objects in memory, until a later signal's save succeeds or SIGQUIT ends
+/// it; the state it started from is still in FILE.consumed, for an operator to move back.
+pub fn save_failed_message(path: &Path, e: &io::Error) -> String {
+    let shown = path.display();
+    let consumed = durable::with_suffix(path, ".consumed");
+    format!(
+        "uipc serve: saving {shown} FAILED: {e}. Nothing was saved and the objects are still \
+         in this daemon's memory: it stays up, not serving. Fix the cause and send SIGTERM \
+         (or SIGINT, SIGHUP) again to retry the save; SIGQUIT exits without saving, losing \
+         them (the state this daemon started from, if any, is in {}: move it to {shown} to \
+         start from it, with the changes made since lost).",
+        consumed.display()
+    )
 }
 
 /// What stopped a restore.
