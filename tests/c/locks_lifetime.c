@@ -115,6 +115,28 @@ static void through_fork_and_exit(void) {
     close(p[0]), close(p[1]), close(q[0]), close(q[1]);
 }
 
+/* One byte and room for one descriptor: a message SCM_RIGHTS sends or receives. */
+struct fd_msg {
+    char byte;
+    struct iovec iov;
+    union {
+        char buf[CMSG_SPACE(sizeof(int))];
+        struct cmsghdr align;
+    } u;
+    struct msghdr m;
+};
+
+static void fd_msg_init(struct fd_msg *f) {
+    memset(f, 0, sizeof *f);
+    f->byte = 'f';
+    f->iov.iov_base = &f->byte;
+    f->iov.iov_len = 1;
+    f->m.msg_iov = &f->iov;
+    f->m.msg_iovlen = 1;
+    f->m.msg_control = f->u.buf;
+    f->m.msg_controllen = sizeof f->u.buf;
+}
+
 /* A child locks through its own description, sends the descriptor to this process
  * (SCM_RIGHTS) and exits: the locks live until this process closes what it received. */
 static void through_scm_rights(void) {
@@ -125,32 +147,20 @@ static void through_scm_rights(void) {
     if (child == 0) {
         int fd = reopen();
         lock_both(fd);
-        char byte = 'f';
-        struct iovec iov = {.iov_base = &byte, .iov_len = 1};
-        union {
-            char buf[CMSG_SPACE(sizeof(int))];
-            struct cmsghdr align;
-        } u;
-        struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
-                           .msg_controllen = sizeof u.buf};
-        struct cmsghdr *cm = CMSG_FIRSTHDR(&m);
+        struct fd_msg f;
+        fd_msg_init(&f);
+        struct cmsghdr *cm = CMSG_FIRSTHDR(&f.m);
         cm->cmsg_level = SOL_SOCKET;
         cm->cmsg_type = SCM_RIGHTS;
         cm->cmsg_len = CMSG_LEN(sizeof(int));
         memcpy(CMSG_DATA(cm), &fd, sizeof fd);
-        CHECK(sendmsg(sv[1], &m, 0) == 1);
+        CHECK(sendmsg(sv[1], &f.m, 0) == 1);
         _exit(0);
     }
-    char byte;
-    struct iovec iov = {.iov_base = &byte, .iov_len = 1};
-    union {
-        char buf[CMSG_SPACE(sizeof(int))];
-        struct cmsghdr align;
-    } u;
-    struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
-                       .msg_controllen = sizeof u.buf};
-    CHECK(recvmsg(sv[0], &m, 0) == 1);
-    struct cmsghdr *cm = CMSG_FIRSTHDR(&m);
+    struct fd_msg f;
+    fd_msg_init(&f);
+    CHECK(recvmsg(sv[0], &f.m, 0) == 1);
+    struct cmsghdr *cm = CMSG_FIRSTHDR(&f.m);
     CHECK(cm && cm->cmsg_type == SCM_RIGHTS);
     int got;
     memcpy(&got, CMSG_DATA(cm), sizeof got);
