@@ -2,7 +2,8 @@
 # The project's test command (README's second command). Runs, in order:
 #   1. every crate's tests (unit, integration, property and stress tests), and the serve/run-only
 #      build of the `uipc` command;
-#   2. the loom models of the lock-free and bucket-locked tables;
+#   2. the loom models: the lock-free and bucket-locked tables, the semaphore lock modes, the
+#      waiter protocol and parked lock requests;
 #   3. short differential runs against the host kernel (`uipc conform`), which need root for
 #      the permission checks and a private IPC namespace.
 set -euo pipefail

@@ -1,7 +1,8 @@
 //! The one place the engine imports its concurrency primitives from.
 //!
 //! Built normally these are std's; built with `RUSTFLAGS="--cfg loom"` they are loom's, so the
-//! lock-free tables run unchanged under the loom model checker (see `tests/loom_*.rs`).
+//! engine runs unchanged under the loom model checker (the `loom_models` modules and
+//! `tests/loom_*.rs`; `scripts/test.sh` runs them).
 //! Mutex poisoning is ignored on purpose: engine code does not panic while holding a lock, and
 //! if a caller's code (a backing, a notifier) ever did, refusing every later call on the
 //! namespace would turn one bug into a denial of service.
@@ -70,4 +71,16 @@ pub(crate) fn spin_wait(round: &mut u32) {
             std::hint::spin_loop();
         }
     }
+}
+
+/// Runs a loom model with a preemption bound (3 unless `LOOM_MAX_PREEMPTIONS` sets one), so
+/// that the engine-level models (a semaphore set, a lock manager) finish in seconds: bugs of
+/// the kind they look for need one or two preemptions.
+#[cfg(all(test, loom))]
+pub(crate) fn model<F: Fn() + Sync + Send + 'static>(f: F) {
+    let mut b = loom::model::Builder::new();
+    if b.preemption_bound.is_none() {
+        b.preemption_bound = Some(3);
+    }
+    b.check(f);
 }

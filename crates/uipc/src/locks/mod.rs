@@ -56,6 +56,8 @@ mod fcntl;
 mod file;
 mod files;
 mod flock;
+#[cfg(all(test, loom))]
+mod loom_models;
 mod parked;
 mod procfs;
 mod range;

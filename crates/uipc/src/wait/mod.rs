@@ -283,7 +283,10 @@ impl<T: Send + 'static> Waiter<T> {
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, loom))]
+mod loom_models;
+
+#[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
     use std::thread;

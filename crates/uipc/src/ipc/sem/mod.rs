@@ -46,6 +46,8 @@
 
 mod ctl;
 mod lock;
+#[cfg(all(test, loom))]
+mod loom_models;
 pub(crate) mod op;
 mod parked;
 mod types;
