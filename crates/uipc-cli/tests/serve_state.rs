@@ -153,14 +153,6 @@ fn msgget(c: &Connection, key: i32, flag: i32) -> i32 {
 const KEY_Q: i32 = 0x57a7e;
 const KEY_S: i32 = 0x57a7f;
 
-/// A small deterministic generator for the rounds' timings.
-fn next_rand(x: &mut u64) -> u64 {
-    *x ^= *x << 13;
-    *x ^= *x >> 7;
-    *x ^= *x << 17;
-    *x
-}
-
 #[derive(Default)]
 struct Ledger {
     /// Messages whose msgsnd was answered with success.
@@ -263,7 +255,7 @@ fn acknowledged_messages_survive_ten_save_restore_rounds_under_traffic_exactly_o
     let dir = scratch("traffic");
     let ledger = Arc::new(Mutex::new(Ledger::default()));
     let next = Arc::new(Mutex::new(HashMap::new()));
-    let mut rng = 0x9e3779b97f4a7c15u64;
+    let mut rng = fastrand::Rng::with_seed(0x9e37_79b9_7f4a_7c15);
     for round in 0..10 {
         let d = Daemon::start(&dir, &[]);
         if round == 0 {
@@ -303,7 +295,7 @@ fn acknowledged_messages_survive_ten_save_restore_rounds_under_traffic_exactly_o
             let (p, l) = (d.socket.clone(), ledger.clone());
             threads.push(std::thread::spawn(move || receiver(p, l)));
         }
-        std::thread::sleep(Duration::from_millis(80 + next_rand(&mut rng) % 160));
+        std::thread::sleep(Duration::from_millis(80 + rng.u64(..160)));
         let end = d.stop(libc::SIGTERM);
         assert_eq!(end.code, Some(0), "round {round}: {}", end.stderr);
         for t in threads {

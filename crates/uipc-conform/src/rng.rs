@@ -1,5 +1,8 @@
-//! A small seeded generator (SplitMix64): the runs must replay exactly from `--seed`, and the
-//! generator's quality needs are modest, so no dependency is worth it.
+//! A small seeded generator (SplitMix64), written out here on purpose while the tests use the
+//! fastrand crate: a differential run is named by its `--seed` (in reports, issues, CI logs)
+//! and must replay the same operations on every later build, so the stream is defined by this
+//! crate rather than by whatever version of a generator crate the lock file picks. The
+//! quality needs are modest (spreading operations over a few slots).
 
 /// SplitMix64.
 #[derive(Clone, Debug)]

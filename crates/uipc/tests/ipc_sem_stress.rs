@@ -12,15 +12,9 @@ use uipc::{Cred, Errno, WaitCtx};
 
 const NOWAIT: i16 = IPC_NOWAIT as i16;
 
-/// A small xorshift generator so each thread's mix is reproducible.
-struct Rng(u64);
-impl Rng {
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0 % n
-    }
+/// Each thread's mix comes from its own seeded generator, so it is reproducible.
+fn rng(seed: u64) -> fastrand::Rng {
+    fastrand::Rng::with_seed(seed)
 }
 
 fn getall(ns: &IpcNamespace, id: i32) -> Vec<u16> {
@@ -67,13 +61,13 @@ fn counting_locks_conserve_values_under_mixed_ops_and_undo() {
             let (ns, holders) = (ns.clone(), holders.clone());
             thread::spawn(move || {
                 let me = Cred::root(1000 + t);
-                let mut rng = Rng(0x9e37_79b9 + t as u64 * 7919);
+                let mut rng = rng(0x9e37_79b9 + t as u64 * 7919);
                 let w = WaitCtx::FOREVER;
                 for _ in 0..OPS {
-                    let flg = if rng.below(3) == 0 { SEM_UNDO } else { 0 };
-                    let a = rng.below(NSEMS as u64) as u16;
-                    let b = (a + 1 + rng.below(NSEMS as u64 - 1) as u16) % NSEMS;
-                    let set: Vec<u16> = if rng.below(2) == 0 {
+                    let flg = if rng.u64(..3) == 0 { SEM_UNDO } else { 0 };
+                    let a = rng.u64(..NSEMS as u64) as u16;
+                    let b = (a + 1 + rng.u64(..NSEMS as u64 - 1) as u16) % NSEMS;
+                    let set: Vec<u16> = if rng.u64(..2) == 0 {
                         vec![a]
                     } else {
                         vec![a, b]
@@ -89,7 +83,7 @@ fn counting_locks_conserve_values_under_mixed_ops_and_undo() {
                         holders[n as usize].fetch_sub(1, Ordering::SeqCst);
                     }
                     // Give back one by one (single-sop) or all at once (multi-sop).
-                    if rng.below(2) == 0 {
+                    if rng.u64(..2) == 0 {
                         for &n in &set {
                             ns.semop(&me, id, &[Sembuf::new(n, 1, flg)], &w).unwrap();
                         }
@@ -140,7 +134,7 @@ fn simple_and_complex_ops_racing_keep_the_total() {
         let ns = ns.clone();
         handles.push(thread::spawn(move || {
             let me = Cred::root(2000 + t as i32);
-            let mut rng = Rng(0x1234_5678 + t * 104_729);
+            let mut rng = rng(0x1234_5678 + t * 104_729);
             let short = Some(Timespec {
                 tv_sec: 0,
                 tv_nsec: 2_000_000,
@@ -148,8 +142,8 @@ fn simple_and_complex_ops_racing_keep_the_total() {
             let w = WaitCtx::FOREVER;
             let (mut moved, mut timeouts) = (0u32, 0u32);
             for _ in 0..1500 {
-                let a = rng.below(NSEMS as u64) as u16;
-                let b = (a + 1 + rng.below(NSEMS as u64 - 1) as u16) % NSEMS;
+                let a = rng.u64(..NSEMS as u64) as u16;
+                let b = (a + 1 + rng.u64(..NSEMS as u64 - 1) as u16) % NSEMS;
                 if t % 2 == 0 {
                     // Simple: take (sleeping briefly at most), then give elsewhere.
                     match ns.semtimedop(&me, id, &[Sembuf::new(a, -1, 0)], short, &w) {
@@ -161,9 +155,9 @@ fn simple_and_complex_ops_racing_keep_the_total() {
                         Err(e) => panic!("{e:?}"),
                     }
                 } else {
-                    let k = 1 + rng.below(2) as i16;
+                    let k = 1 + rng.u64(..2) as i16;
                     let sops = [Sembuf::new(a, -k, 0), Sembuf::new(b, k, 0)];
-                    let r = if rng.below(2) == 0 {
+                    let r = if rng.u64(..2) == 0 {
                         ns.semtimedop(&me, id, &sops, short, &w)
                     } else {
                         let nw = [Sembuf::new(a, -k, NOWAIT), Sembuf::new(b, k, 0)];
@@ -227,11 +221,11 @@ fn interrupts_racing_completions_never_lose_or_duplicate_units() {
     let feeder = {
         let (ns, irqs, stop) = (ns.clone(), irqs.clone(), stop.clone());
         thread::spawn(move || {
-            let mut rng = Rng(42);
+            let mut rng = rng(42);
             let mut given = 0u32;
             while !stop.load(Ordering::Relaxed) {
-                if rng.below(3) == 0 {
-                    irqs[rng.below(THREADS as u64) as usize].raise();
+                if rng.u64(..3) == 0 {
+                    irqs[rng.u64(..THREADS as u64) as usize].raise();
                 } else {
                     ns.semop(
                         &Cred::root(9),
@@ -242,7 +236,7 @@ fn interrupts_racing_completions_never_lose_or_duplicate_units() {
                     .unwrap();
                     given += 1;
                 }
-                if rng.below(4) == 0 {
+                if rng.u64(..4) == 0 {
                     thread::yield_now();
                 }
             }
@@ -281,9 +275,9 @@ fn rmid_during_traffic_ends_every_call_with_eidrm_or_einval() {
             let ns = ns.clone();
             thread::spawn(move || {
                 let me = Cred::root(4000 + t as i32);
-                let mut rng = Rng(7 + t * 31);
+                let mut rng = rng(7 + t * 31);
                 loop {
-                    let a = rng.below(3) as u16;
+                    let a = rng.u64(..3) as u16;
                     let sops = if t % 2 == 0 {
                         vec![Sembuf::new(a, -1, SEM_UNDO)]
                     } else {

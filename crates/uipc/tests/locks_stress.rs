@@ -52,17 +52,6 @@ impl Shadow {
     }
 }
 
-/// A small deterministic generator per thread.
-struct Rng(u64);
-impl Rng {
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0 % n
-    }
-}
-
 fn fd(ofd: u64) -> OpenFile {
     common::rw_open(FILE, ofd, BYTES as i64)
 }
@@ -79,7 +68,7 @@ fn run(config: LockConfig, threads: u64, rounds: usize, hold: usize) -> usize {
         let (m, shadow, deadlocks, done) =
             (m.clone(), shadow.clone(), deadlocks.clone(), done.clone());
         handles.push(thread::spawn(move || {
-            let mut rng = Rng(0x9e37_79b9 ^ ((t + 1) * 0x1234_5677));
+            let mut rng = fastrand::Rng::with_seed(0x9e37_79b9 ^ ((t + 1) * 0x1234_5677));
             let ofd = t % 3 == 1;
             let (cmd, owner_pid) = if ofd {
                 (F_OFD_SETLKW, 1000)
@@ -92,12 +81,12 @@ fn run(config: LockConfig, threads: u64, rounds: usize, hold: usize) -> usize {
             for _ in 0..rounds {
                 let mut held: Vec<(i16, usize, usize)> = Vec::new();
                 for _ in 0..hold {
-                    let s = rng.below(BYTES as u64) as usize;
-                    let e = (s + rng.below(8) as usize).min(BYTES - 1);
+                    let s = rng.u64(..BYTES as u64) as usize;
+                    let e = (s + rng.u64(..8) as usize).min(BYTES - 1);
                     if held.iter().any(|&(_, hs, he)| s <= he && hs <= e) {
                         continue; // keep our own ranges apart so the shadow stays simple
                     }
-                    let ty = if rng.below(3) == 0 { F_WRLCK } else { F_RDLCK };
+                    let ty = if rng.u64(..3) == 0 { F_WRLCK } else { F_RDLCK };
                     let mut fl = Flock::new(ty, s as i64, (e - s + 1) as i64);
                     match m.fcntl(&me, Some(&f), cmd, &mut fl, &WaitCtx::FOREVER) {
                         Ok(()) => {
@@ -111,7 +100,7 @@ fn run(config: LockConfig, threads: u64, rounds: usize, hold: usize) -> usize {
                         Err(e) => panic!("{who}: {e}"),
                     }
                 }
-                if rng.below(2) == 0 {
+                if rng.u64(..2) == 0 {
                     thread::yield_now();
                 }
                 for (ty, s, e) in held.drain(..) {
