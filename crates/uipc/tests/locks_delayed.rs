@@ -13,54 +13,25 @@ use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 use uipc::locks::*;
-use uipc::{Cred, Errno, ParkCtx, Progress, WaitCtx};
+use uipc::{Errno, ParkCtx, Progress};
 
 const FILE: FileId = FileId { dev: 5, ino: 17 };
-
-fn fd(ofd: u64) -> OpenFile {
-    common::rw_open(FILE, ofd, 0)
-}
+const LF: common::LockFile = common::LockFile(FILE);
 
 fn setlk(m: &LockManager, pid: i32, cmd: i32, ty: i16, start: i64, len: i64) -> Result<(), Errno> {
-    m.fcntl(
-        &Cred::root(pid),
-        Some(&fd(pid as u64)),
-        cmd,
-        &mut Flock::new(ty, start, len),
-        &WaitCtx::timeout(Duration::from_secs(5)),
-    )
+    LF.setlk(m, pid, cmd, ty, start, len)
 }
 
 fn park(m: &LockManager, pid: i32, start: i64, len: i64, ctx: &ParkCtx) -> ParkedLock {
-    let mut fl = Flock::new(F_WRLCK, start, len);
-    match m.fcntl_start(
-        &Cred::root(pid),
-        Some(&fd(pid as u64)),
-        F_SETLKW,
-        &mut fl,
-        ctx,
-    ) {
-        Progress::Parked(p) => p,
-        Progress::Done(r) => panic!("a conflicting F_SETLKW finished: {r:?}"),
-    }
+    LF.park(m, pid, (F_WRLCK, start, len), ctx)
 }
 
 fn blocked(m: &LockManager) -> usize {
-    m.list_file(FILE)
-        .iter()
-        .filter(|l| l.blocked_behind.is_some())
-        .count()
+    LF.blocked(m)
 }
 
 fn wait_blocked(m: &LockManager, n: usize) {
-    let t0 = Instant::now();
-    while blocked(m) != n {
-        assert!(
-            t0.elapsed() < Duration::from_secs(10),
-            "never saw {n} blocked"
-        );
-        thread::sleep(Duration::from_millis(2));
-    }
+    LF.wait_blocked(m, n)
 }
 
 fn hold_three(m: &LockManager) {

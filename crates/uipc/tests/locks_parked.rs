@@ -8,40 +8,22 @@ use uipc::locks::*;
 use uipc::{Cred, Errno, Interrupt, ParkCtx, Progress, WaitCtx, WakeReason};
 
 const FILE: FileId = FileId { dev: 4, ino: 2 };
+const LF: common::LockFile = common::LockFile(FILE);
 
 fn fd(ofd: u64) -> OpenFile {
-    common::rw_open(FILE, ofd, 0)
+    LF.fd(ofd as i32)
 }
 
 fn set(m: &LockManager, pid: i32, ty: i16) -> Result<(), Errno> {
-    m.fcntl(
-        &Cred::root(pid),
-        Some(&fd(pid as u64)),
-        F_SETLK,
-        &mut Flock::new(ty, 0, 10),
-        &WaitCtx::FOREVER,
-    )
+    LF.setlk(m, pid, F_SETLK, ty, 0, 10)
 }
 
 fn park_setlkw(m: &LockManager, pid: i32, p: &ParkCtx) -> ParkedLock {
-    let mut fl = Flock::new(F_WRLCK, 0, 10);
-    match m.fcntl_start(
-        &Cred::root(pid),
-        Some(&fd(pid as u64)),
-        F_SETLKW,
-        &mut fl,
-        p,
-    ) {
-        Progress::Parked(p) => p,
-        Progress::Done(r) => panic!("a conflicting F_SETLKW finished: {r:?}"),
-    }
+    LF.park(m, pid, (F_WRLCK, 0, 10), p)
 }
 
 fn blocked(m: &LockManager) -> usize {
-    m.list_file(FILE)
-        .iter()
-        .filter(|l| l.blocked_behind.is_some())
-        .count()
+    LF.blocked(m)
 }
 
 #[test]

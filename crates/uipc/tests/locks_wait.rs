@@ -6,42 +6,23 @@ mod common;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use uipc::locks::*;
-use uipc::{Cred, Errno, Interrupt, WaitCtx};
+use uipc::{Cred, Errno, Interrupt, Progress, WaitCtx};
 
 const FILE: FileId = FileId { dev: 3, ino: 9 };
+const LF: common::LockFile = common::LockFile(FILE);
 
 fn fd(ofd: u64) -> OpenFile {
-    common::rw_open(FILE, ofd, 0)
+    LF.fd(ofd as i32)
 }
 
 fn setlk(m: &LockManager, pid: i32, cmd: i32, ty: i16, start: i64, len: i64) -> Result<(), Errno> {
-    m.fcntl(
-        &Cred::root(pid),
-        Some(&fd(pid as u64)),
-        cmd,
-        &mut Flock::new(ty, start, len),
-        &WaitCtx::FOREVER,
-    )
+    LF.setlk(m, pid, cmd, ty, start, len)
 }
 
-/// Waits until `n` requests are blocked on the file.
 fn wait_blocked(m: &LockManager, n: usize) {
-    let t0 = Instant::now();
-    while m
-        .list_file(FILE)
-        .iter()
-        .filter(|l| l.blocked_behind.is_some())
-        .count()
-        != n
-    {
-        assert!(
-            t0.elapsed() < Duration::from_secs(10),
-            "never saw {n} blocked requests"
-        );
-        thread::sleep(Duration::from_millis(2));
-    }
+    LF.wait_blocked(m, n)
 }
 
 /// Spawns a blocking F_SETLKW of `ty` over `[start, start+len)` by process `pid`; counts its
@@ -62,61 +43,88 @@ fn spawn_waiter(
     })
 }
 
+/// A parked F_SETLKW of `ty` over `[start, start+len)` by process `pid`, and the count of its
+/// notifications: who a release wakes is read from the engine, not guessed after a sleep.
+fn parked(
+    m: &LockManager,
+    pid: i32,
+    ty: i16,
+    start: i64,
+    len: i64,
+) -> (ParkedLock, Arc<AtomicUsize>) {
+    let (ctx, told) = common::counted(None);
+    (LF.park(m, pid, (ty, start, len), &ctx), told)
+}
+
+/// The notification counts of `waiters`.
+fn told(waiters: &[(ParkedLock, Arc<AtomicUsize>)]) -> Vec<usize> {
+    waiters
+        .iter()
+        .map(|(_, t)| t.load(Ordering::SeqCst))
+        .collect()
+}
+
+/// Polls a parked request: granted, or still waiting (`None`).
+fn poll(m: &LockManager, p: ParkedLock) -> Option<ParkedLock> {
+    match p.poll(m) {
+        Progress::Done(r) => {
+            assert_eq!(r, Ok(()));
+            None
+        }
+        Progress::Parked(p) => Some(p),
+    }
+}
+
 #[test]
 fn an_unlock_wakes_only_the_waiters_it_unblocks() {
-    let m = Arc::new(LockManager::new());
-    let woken = Arc::new(AtomicUsize::new(0));
+    let m = LockManager::new();
     setlk(&m, 1, F_SETLK, F_WRLCK, 0, 100).unwrap();
     // Ten writers, each on its own tenth of the held range.
-    let waiters: Vec<_> = (0..10)
-        .map(|i| spawn_waiter(&m, &woken, 10 + i, F_WRLCK, i as i64 * 10, 10))
+    let mut waiters: Vec<_> = (0..10)
+        .map(|i| parked(&m, 10 + i, F_WRLCK, i as i64 * 10, 10))
         .collect();
-    wait_blocked(&m, 10);
-    // Unlocking the first tenth unblocks exactly one of them.
+    assert_eq!(LF.blocked(&m), 10);
+    // Unlocking the first tenth wakes exactly the waiter on [0,9], which then gets it.
     setlk(&m, 1, F_SETLK, F_UNLCK, 0, 10).unwrap();
-    thread::sleep(Duration::from_millis(50));
-    assert_eq!(
-        woken.load(Ordering::SeqCst),
-        1,
-        "only the waiter on [0,9] may wake"
-    );
-    wait_blocked(&m, 9);
-    // A downgrade to read over [10,49] unblocks nobody (they want write).
+    assert_eq!(told(&waiters), [1, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
+    let (first, _) = waiters.remove(0);
+    assert!(poll(&m, first).is_none(), "granted");
+    assert_eq!(LF.blocked(&m), 9);
+    // A downgrade to read over [10,49] wakes nobody (they want write).
     setlk(&m, 1, F_SETLK, F_RDLCK, 10, 40).unwrap();
-    thread::sleep(Duration::from_millis(30));
-    assert_eq!(woken.load(Ordering::SeqCst), 1);
+    assert_eq!(told(&waiters), [0; 9]);
     setlk(&m, 1, F_SETLK, F_UNLCK, 0, 0).unwrap();
-    for w in waiters {
-        assert_eq!(w.join().unwrap(), Ok(()));
+    assert_eq!(told(&waiters), [1; 9]);
+    for (p, _) in waiters {
+        assert!(poll(&m, p).is_none(), "granted");
     }
-    assert_eq!(woken.load(Ordering::SeqCst), 10);
+    assert_eq!(LF.blocked(&m), 0);
 }
 
 #[test]
 fn readers_waiting_behind_a_writer_are_granted_together_and_a_writer_after_them_waits() {
-    let m = Arc::new(LockManager::new());
-    let woken = Arc::new(AtomicUsize::new(0));
+    let m = LockManager::new();
     setlk(&m, 1, F_SETLK, F_WRLCK, 0, 0).unwrap();
-    let readers: Vec<_> = (0..5)
-        .map(|i| spawn_waiter(&m, &woken, 10 + i, F_RDLCK, 0, 0))
-        .collect();
-    wait_blocked(&m, 5);
-    let writer = spawn_waiter(&m, &woken, 20, F_WRLCK, 0, 0);
-    wait_blocked(&m, 6);
+    let readers: Vec<_> = (0..5).map(|i| parked(&m, 10 + i, F_RDLCK, 0, 0)).collect();
+    let (writer, writer_told) = parked(&m, 20, F_WRLCK, 0, 0);
+    assert_eq!(LF.blocked(&m), 6);
     setlk(&m, 1, F_SETLK, F_UNLCK, 0, 0).unwrap();
-    for r in readers {
-        assert_eq!(r.join().unwrap(), Ok(()));
-    }
-    thread::sleep(Duration::from_millis(30));
+    assert_eq!(told(&readers), [1; 5]);
     assert_eq!(
-        woken.load(Ordering::SeqCst),
-        5,
-        "the writer still conflicts with the readers"
+        writer_told.load(Ordering::SeqCst),
+        0,
+        "the writer conflicts with the woken readers"
     );
+    for (p, _) in readers {
+        assert!(poll(&m, p).is_none(), "granted");
+    }
+    assert_eq!(writer_told.load(Ordering::SeqCst), 0, "the readers hold it");
+    let writer = poll(&m, writer).expect("the writer still waits");
     for pid in 10..15 {
         setlk(&m, pid, F_SETLK, F_UNLCK, 0, 0).unwrap();
     }
-    assert_eq!(writer.join().unwrap(), Ok(()));
+    assert_eq!(writer_told.load(Ordering::SeqCst), 1);
+    assert!(poll(&m, writer).is_none(), "granted");
 }
 
 #[test]

@@ -3,9 +3,10 @@
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use uipc::locks::{FileId, OfdId, OpenFile};
+use std::time::{Duration, Instant};
+use uipc::locks::{FileId, Flock, LockManager, OfdId, OpenFile, ParkedLock, F_SETLKW};
 use uipc::timers::{Notifier, TimerSignal};
-use uipc::{Interrupt, ParkCtx};
+use uipc::{Cred, Errno, Interrupt, ParkCtx, Progress, WaitCtx};
 
 /// A timer notifier that keeps every signal it is given, for the test to deliver or inspect.
 #[derive(Default)]
@@ -48,4 +49,84 @@ pub fn counted(irq: Option<&Interrupt>) -> (ParkCtx, Arc<AtomicUsize>) {
         irq.cloned(),
     );
     (ctx, n)
+}
+
+/// A file of the lock tests, on which process `pid` acts through its own open file
+/// description, numbered `pid` too.
+#[derive(Clone, Copy)]
+pub struct LockFile(pub FileId);
+
+impl LockFile {
+    /// Process `pid`'s description of the file (empty, readable and writable).
+    pub fn fd(self, pid: i32) -> OpenFile {
+        rw_open(self.0, pid as u64, 0)
+    }
+
+    /// `fcntl(cmd)` by `pid` on `[start, start + len)`; a waiting command gives up (EINTR)
+    /// after ten seconds, so a lost wake-up fails the test instead of hanging it.
+    pub fn setlk(
+        self,
+        m: &LockManager,
+        pid: i32,
+        cmd: i32,
+        ty: i16,
+        start: i64,
+        len: i64,
+    ) -> Result<(), Errno> {
+        let ctx = WaitCtx::timeout(Duration::from_secs(10));
+        self.setlk_in(m, pid, cmd, Flock::new(ty, start, len), &ctx)
+    }
+
+    /// `fcntl(cmd)` by `pid` with `fl`, waiting as `ctx` says.
+    pub fn setlk_in(
+        self,
+        m: &LockManager,
+        pid: i32,
+        cmd: i32,
+        mut fl: Flock,
+        ctx: &WaitCtx<'_>,
+    ) -> Result<(), Errno> {
+        m.fcntl(&Cred::root(pid), Some(&self.fd(pid)), cmd, &mut fl, ctx)
+    }
+
+    /// A F_SETLKW by `pid` that must wait, parked with `ctx`.
+    pub fn park(
+        self,
+        m: &LockManager,
+        pid: i32,
+        (ty, start, len): (i16, i64, i64),
+        ctx: &ParkCtx,
+    ) -> ParkedLock {
+        let mut fl = Flock::new(ty, start, len);
+        match m.fcntl_start(
+            &Cred::root(pid),
+            Some(&self.fd(pid)),
+            F_SETLKW,
+            &mut fl,
+            ctx,
+        ) {
+            Progress::Parked(p) => p,
+            Progress::Done(r) => panic!("a conflicting F_SETLKW finished: {r:?}"),
+        }
+    }
+
+    /// How many requests wait on the file.
+    pub fn blocked(self, m: &LockManager) -> usize {
+        m.list_file(self.0)
+            .iter()
+            .filter(|l| l.blocked_behind.is_some())
+            .count()
+    }
+
+    /// Waits (at most ten seconds) until `n` requests wait on the file.
+    pub fn wait_blocked(self, m: &LockManager, n: usize) {
+        let t0 = Instant::now();
+        while self.blocked(m) != n {
+            assert!(
+                t0.elapsed() < Duration::from_secs(10),
+                "never saw {n} blocked requests"
+            );
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
 }
