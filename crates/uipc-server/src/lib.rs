@@ -347,13 +347,12 @@ impl Server {
             0o600
         };
         let listener = listen::bind_listener(&opts.socket, mode)?;
-        let reactor = Reactor::new()?;
+        // SAFETY: plain getter.
+        let me = unsafe { libc::geteuid() };
+        // A private daemon does not cap its own user's connections (`limits`).
+        let reactor = Reactor::new(opts.private_to.map(|_| me))?;
         let admission = match opts.private_to {
-            Some(root) => admission::Admission::Tree {
-                root,
-                // SAFETY: plain getter.
-                owner: unsafe { libc::geteuid() },
-            },
+            Some(root) => admission::Admission::Tree { root, owner: me },
             None => admission::Admission::Anyone,
         };
         let shared = Arc::new(Shared {

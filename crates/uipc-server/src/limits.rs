@@ -11,7 +11,10 @@
 //! - Connections: at most [`CONNS_PER_UID`] per user (the peer's uid at connect time,
 //!   `SO_PEERCRED`), of which at most [`UNGREETED_PER_UID`] may not have said hello yet; a
 //!   connection that does not say hello within [`HELLO_TIMEOUT`] is closed. Connections over
-//!   a bound are closed as soon as they are accepted.
+//!   a bound are closed as soon as they are accepted. A private daemon (`uipc run`'s) counts
+//!   no cap for its own user, whose program may have any number of threads calling at once
+//!   (the descriptor reserve and the hello time-out still hold); the other users of its
+//!   program's tree keep the caps.
 //! - Descriptors: a connection is accepted only while [`FD_RESERVE`] descriptors stay free
 //!   below the limit (for segments, pidfds and the descriptors of lock calls); at the limit
 //!   the event loop accepts and closes with a spare descriptor kept for that, so waiting
@@ -51,9 +54,19 @@ struct User {
 #[derive(Default)]
 pub struct Users {
     map: Mutex<HashMap<u32, User>>,
+    /// The user whose connections are not capped (a private daemon's own).
+    uncapped: Option<u32>,
 }
 
 impl Users {
+    /// Books in which `uncapped`'s connections are counted but not capped.
+    pub fn with_uncapped(uncapped: Option<u32>) -> Users {
+        Users {
+            map: Mutex::default(),
+            uncapped,
+        }
+    }
+
     /// A new connection of `uid`: its frame budget, or `None` if a bound refuses it.
     pub fn admit(&self, uid: u32) -> Option<Arc<Budget>> {
         let mut map = lock(&self.map);
@@ -62,7 +75,8 @@ impl Users {
             ungreeted: 0,
             budget: Budget::new(FRAME_BYTES_PER_UID),
         });
-        if user.conns >= CONNS_PER_UID || user.ungreeted >= UNGREETED_PER_UID {
+        let capped = self.uncapped != Some(uid);
+        if capped && (user.conns >= CONNS_PER_UID || user.ungreeted >= UNGREETED_PER_UID) {
             return None;
         }
         user.conns += 1;
@@ -116,5 +130,18 @@ mod tests {
         assert_eq!(users.count(7), (UNGREETED_PER_UID + 1, UNGREETED_PER_UID));
         users.left(7, false);
         assert_eq!(users.count(7), (UNGREETED_PER_UID, UNGREETED_PER_UID - 1));
+    }
+
+    #[test]
+    fn the_uncapped_user_passes_the_caps_and_the_others_do_not() {
+        let users = Users::with_uncapped(Some(0));
+        for _ in 0..CONNS_PER_UID + 1 {
+            assert!(users.admit(0).is_some());
+        }
+        assert_eq!(users.count(0), (CONNS_PER_UID + 1, CONNS_PER_UID + 1));
+        for _ in 0..UNGREETED_PER_UID {
+            assert!(users.admit(7).is_some());
+        }
+        assert!(users.admit(7).is_none(), "another user keeps the caps");
     }
 }

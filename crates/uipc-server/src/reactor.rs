@@ -148,8 +148,9 @@ fn prepare_socket(fd: RawFd) {
 }
 
 impl Reactor {
-    /// An epoll set with the wake-up eventfd in it.
-    pub fn new() -> io::Result<Reactor> {
+    /// An epoll set with the wake-up eventfd in it; `uncapped`: the user whose connections
+    /// the per-user caps do not limit (see `limits`).
+    pub fn new(uncapped: Option<u32>) -> io::Result<Reactor> {
         // SAFETY: plain syscalls; each result is checked and owned below.
         let epoll = unsafe { OwnedFd::from_raw_fd(cvt(libc::epoll_create1(libc::EPOLL_CLOEXEC))?) };
         // SAFETY: as above.
@@ -166,7 +167,7 @@ impl Reactor {
             deadlines: Mutex::new(BTreeSet::new()),
             next_id: AtomicU64::new(WAKE + 1),
             listener: OnceLock::new(),
-            users: Users::default(),
+            users: Users::with_uncapped(uncapped),
             hello_due: Mutex::new(VecDeque::new()),
             spare: Mutex::new(open_spare()),
             fd_ceiling: fd_limit().saturating_sub(FD_RESERVE),
