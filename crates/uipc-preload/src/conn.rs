@@ -44,7 +44,8 @@ const FRAME_ROOM: usize = 256;
 /// One call to the daemon. `encode` writes the request into a writer over a fixed buffer,
 /// with `scratch` bytes beside it for copying the caller's data first, and says how the reply
 /// is awaited; `decode` reads the reply (borrowed from the buffer) and the descriptor sent with
-/// it. `pass` travels with the request (SCM_RIGHTS).
+/// it. `pass` travels with the request (SCM_RIGHTS); if it is not an open descriptor the call
+/// fails with EBADF and the daemon hears nothing.
 ///
 /// `encode` and `decode` run with cancellation held off and panics caught; the exchange in
 /// between runs with the caller's cancelability (see `crate::guard_blocking`). A daemon that
@@ -80,8 +81,17 @@ pub fn call_with<T>(
             }
         };
         let fd = guarded(|| lease.connection(generation))?;
-        let reply = send_frame(fd, &space.bytes()[..frame_len], true, pass)
-            .and_then(|()| client::await_reply(fd, mode, &mut space));
+        let reply = match send_frame(fd, &space.bytes()[..frame_len], true, pass) {
+            // Nothing was sent: the descriptor to pass is not open (the kernel looks it up
+            // before taking any byte).
+            Err(e)
+                if e.raw_os_error() == Some(libc::EBADF) && pass.is_some_and(|p| !is_open(p)) =>
+            {
+                return Err(Errno::EBADF)
+            }
+            sent => sent
+                .and_then(|()| client::await_reply_on(fd, mode, &mut space, slot.timeout_lifted())),
+        };
         let reply = match reply {
             Ok(reply) => reply,
             Err(e) if e.raw_os_error() == Some(libc::ENOMEM) => return Err(Errno::ENOMEM),
@@ -98,6 +108,11 @@ pub fn call_with<T>(
             }
         }
     })
+}
+
+/// Whether `fd` is open (the kernel's answer, not a possibly wrapped fcntl).
+pub fn is_open(fd: RawFd) -> bool {
+    crate::kernel::kernel_sys!(libc::SYS_fcntl, fd, libc::F_GETFD) >= 0
 }
 
 /// Sends `req` and returns the daemon's response and descriptor.
@@ -207,7 +222,6 @@ fn daemon_gone() -> Errno {
     DAEMON_GONE
 }
 
-/// The constructor's part: reads `$UIPC_SOCKET` and makes the thread-exit key.
 /// The constructor's part: reads `$UIPC_SOCKET` and makes the thread-exit key.
 pub fn prepare() {
     if enabled() {

@@ -43,6 +43,9 @@ pub extern "C" fn unshare(flags: c_int) -> c_int {
     if r == 0 && flags & libc::CLONE_NEWIPC != 0 {
         namespace_changed();
     }
+    if r == 0 && flags & libc::CLONE_NEWUSER != 0 {
+        crate::ids::may_change();
+    }
     r
 }
 
@@ -56,6 +59,9 @@ pub extern "C" fn setns(fd: c_int, nstype: c_int) -> c_int {
     };
     if r == 0 && (nstype == 0 || nstype & libc::CLONE_NEWIPC != 0) {
         namespace_changed();
+    }
+    if r == 0 {
+        crate::ids::may_change();
     }
     r
 }

@@ -156,6 +156,14 @@
 //!   its descriptor is still its socket only after a close, dup2, dup3, fclose, close_range,
 //!   closefrom or `syscall()` of those numbers (`slots.rs`): a descriptor of the library's
 //!   closed or replaced by the program's own system call instruction is not noticed.
+//! - Effective ids: each thread keeps the euid and egid its frames carry and reads them again
+//!   only after an id change the library sees (the set*id functions, `syscall()` with their
+//!   numbers, unshare, setns) or a frame the kernel refused for them (`ids.rs`). A process
+//!   that changes its effective ids with its own system call instruction, keeping the old ones
+//!   as real or saved ids, is judged by the old ones until its next change the library sees
+//!   (the kernel still checks that it holds them: it gains nothing it could not send itself).
+//!   Capabilities are the daemon's reading of the thread group leader's, so a thread that
+//!   changes only its own ids (`syscall(SYS_setresuid, ...)`) keeps the leader's capabilities.
 //! - exec: a new environment that lacks the library's variables gets them back, but one that
 //!   sets `LD_PRELOAD` (or a `UIPC_*` variable) to another value keeps it, and an exec by a
 //!   raw system call instruction is not seen. An image the loader does not preload into (a
@@ -257,6 +265,7 @@ mod exec;
 mod exec_check;
 mod exec_env;
 mod fork;
+mod ids;
 mod ipcns;
 mod kernel;
 mod locks;
@@ -365,6 +374,7 @@ extern "C" fn init() {
     conn::prepare();
     kernel::prepare();
     vfork::prepare();
+    ids::prepare();
     fork::prepare();
     locks::prepare();
     exec::prepare();

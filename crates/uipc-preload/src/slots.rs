@@ -64,6 +64,8 @@ pub struct Slot {
     checked_at: Cell<u64>,
     busy: Cell<bool>,
     buf: Cell<*mut u8>,
+    /// The socket's receive timeout is lifted (see `client::await_reply_on`).
+    timeout_lifted: Cell<bool>,
 }
 
 impl Slot {
@@ -76,7 +78,13 @@ impl Slot {
             checked_at: Cell::new(0),
             busy: Cell::new(false),
             buf: Cell::new(std::ptr::null_mut()),
+            timeout_lifted: Cell::new(false),
         }
+    }
+
+    /// Whether the socket's receive timeout is lifted now (kept with the connection).
+    pub fn timeout_lifted(&self) -> &Cell<bool> {
+        &self.timeout_lifted
     }
 
     /// Closes the connection if its descriptor still names the socket (a program that
@@ -124,6 +132,7 @@ impl Slot {
         }
         let fd = open_session(may_announce)?;
         self.fd.set(fd);
+        self.timeout_lifted.set(false);
         self.inode.set(inode_of(fd).unwrap_or(0));
         self.generation.set(generation);
         self.checked_at.set(closes);
@@ -234,9 +243,15 @@ impl<'s> Space<'s> {
 }
 
 impl ReplySpace for Space<'_> {
-    fn space(&mut self, len: usize) -> Option<&mut [u8]> {
+    fn room(&mut self) -> &mut [u8] {
+        self.bytes()
+    }
+
+    fn grow(&mut self, len: usize, keep: usize) -> Option<&mut [u8]> {
         if len > self.bytes().len() {
-            self.own = Some(MapBuf::new(len).ok()?);
+            let mut bigger = MapBuf::new(len).ok()?;
+            bigger.as_mut_slice()[..keep].copy_from_slice(&self.bytes()[..keep]);
+            self.own = Some(bigger);
         }
         self.bytes().get_mut(..len)
     }
@@ -330,9 +345,11 @@ mod tests {
         let slot = Slot::empty();
         let mut space = Space::with_room(&slot, 100).unwrap();
         assert_eq!(space.bytes().len(), SLOT_BUF);
-        assert_eq!(space.space(10).map(|b| b.len()), Some(10));
+        assert_eq!(space.room().len(), SLOT_BUF);
         assert!(space.own.is_none());
-        let big = space.space(SLOT_BUF + 1).unwrap();
+        space.room()[..3].copy_from_slice(b"abc");
+        let big = space.grow(SLOT_BUF + 1, 3).unwrap();
+        assert_eq!(&big[..3], b"abc", "the bytes read so far come along");
         big[SLOT_BUF] = 1;
         assert_eq!(space.bytes().len(), SLOT_BUF + 1);
         assert_eq!(space.bytes()[SLOT_BUF], 1);

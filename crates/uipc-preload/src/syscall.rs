@@ -142,5 +142,11 @@ pub extern "C-unwind" fn syscall(
     if crate::vfork::is_child_number(nr) {
         crate::vfork::unseen_child_ahead();
     }
+    if crate::ids::is_id_number(nr) {
+        crate::ids::may_change();
+        let r = pass(nr, args);
+        crate::ids::may_change();
+        return r;
+    }
     pass(nr, args)
 }

@@ -12,7 +12,7 @@
 
 use crate::codec::Writer;
 use crate::transport::{
-    recv_head, recv_head_early, recv_payload, send_frame, FrameHead, RecvError, EARLY,
+    recv_head, recv_payload, recv_reply_start, send_frame, FrameHead, RecvError,
 };
 use crate::{Request, Response, VERSION};
 use std::io;
@@ -47,21 +47,38 @@ impl WaitMode {
 
 /// Where a reply's payload goes.
 pub trait ReplySpace {
-    /// A buffer of exactly `len` bytes for a payload of that length, or `None` if there is no
-    /// room for it (the payload is then read and dropped, and the exchange fails with ENOMEM).
-    fn space(&mut self, len: usize) -> Option<&mut [u8]>;
+    /// The buffer a reply is read into first: a reply that fits arrives with its length in
+    /// one system call.
+    fn room(&mut self) -> &mut [u8];
+    /// A buffer of at least `len` bytes (more than [`ReplySpace::room`] holds) that begins
+    /// with the room's first `keep` bytes, or `None` if there is no room for it (the payload
+    /// is then read and dropped, and the exchange fails with ENOMEM).
+    fn grow(&mut self, len: usize, keep: usize) -> Option<&mut [u8]>;
 }
 
+/// What a vector offers before a reply's length is known.
+const VEC_ROOM: usize = 4096;
+
 impl ReplySpace for Vec<u8> {
-    fn space(&mut self, len: usize) -> Option<&mut [u8]> {
-        self.clear();
+    fn room(&mut self) -> &mut [u8] {
+        if self.len() < VEC_ROOM {
+            self.resize(VEC_ROOM, 0);
+        }
+        self
+    }
+
+    fn grow(&mut self, len: usize, _keep: usize) -> Option<&mut [u8]> {
         self.resize(len, 0);
         Some(self)
     }
 }
 
 impl ReplySpace for [u8] {
-    fn space(&mut self, len: usize) -> Option<&mut [u8]> {
+    fn room(&mut self) -> &mut [u8] {
+        self
+    }
+
+    fn grow(&mut self, len: usize, _keep: usize) -> Option<&mut [u8]> {
         self.get_mut(..len)
     }
 }
@@ -146,22 +163,6 @@ pub fn set_read_timeout(fd: RawFd, timeout: Option<Duration>) -> io::Result<()> 
     }
 }
 
-/// The socket's receive timeout lifted for a scope, and [`READ_TIMEOUT`] set again after.
-struct NoReadTimeout(RawFd);
-
-impl NoReadTimeout {
-    fn new(fd: RawFd) -> io::Result<NoReadTimeout> {
-        set_read_timeout(fd, None)?;
-        Ok(NoReadTimeout(fd))
-    }
-}
-
-impl Drop for NoReadTimeout {
-    fn drop(&mut self) {
-        let _ = set_read_timeout(self.0, Some(READ_TIMEOUT));
-    }
-}
-
 /// Sends one request frame (`request`: its encoded payload) on socket `fd` with the caller's
 /// credentials and descriptor `pass`, and reads the reply into `reply`. A signal during an
 /// `Interruptible` or `Restartable` wait sends [`Request::Cancel`] and waits again (see the
@@ -178,17 +179,43 @@ pub fn exchange<S: ReplySpace + ?Sized>(
 }
 
 /// The second half of [`exchange`], for a caller that sent the request itself with
-/// [`send_frame`] (from a buffer the reply then goes into).
+/// [`send_frame`] (from a buffer the reply then goes into). The socket's receive timeout is
+/// what [`connect_raw`] set when this returns.
 pub fn await_reply<S: ReplySpace + ?Sized>(
     fd: RawFd,
     mode: WaitMode,
     reply: &mut S,
 ) -> io::Result<Reply> {
-    // Declared first, dropped last: the timeout comes back however the wait ends (also
-    // when a thread cancellation unwinds through it).
-    let _timeout = (mode == WaitMode::Restartable)
-        .then(|| NoReadTimeout::new(fd))
-        .transpose()?;
+    let lifted = std::cell::Cell::new(false);
+    let result = await_reply_on(fd, mode, reply, &lifted);
+    if lifted.get() {
+        set_read_timeout(fd, Some(READ_TIMEOUT))?;
+    }
+    result
+}
+
+/// [`await_reply`] on a socket whose receive timeout is lifted if `lifted` says so (the
+/// caller keeps that state with the socket, starting `false` after [`connect_raw`]): a
+/// `Restartable` wait lifts it, an `Interruptible` one sets it again, an `Immediate` one
+/// takes it as it is; `lifted` follows each change. So a run of calls of one mode changes
+/// nothing on the socket.
+pub fn await_reply_on<S: ReplySpace + ?Sized>(
+    fd: RawFd,
+    mode: WaitMode,
+    reply: &mut S,
+    lifted: &std::cell::Cell<bool>,
+) -> io::Result<Reply> {
+    match mode {
+        WaitMode::Restartable if !lifted.get() => {
+            set_read_timeout(fd, None)?;
+            lifted.set(true);
+        }
+        WaitMode::Interruptible if lifted.get() => {
+            set_read_timeout(fd, Some(READ_TIMEOUT))?;
+            lifted.set(false);
+        }
+        _ => {}
+    }
     let mut waiting = Waiting { fd, done: false };
     let result = wait_reply(fd, mode != WaitMode::Immediate, reply);
     waiting.done = true;
@@ -202,10 +229,10 @@ fn wait_reply<S: ReplySpace + ?Sized>(
 ) -> io::Result<Reply> {
     let mut cancelled = false;
     loop {
-        // A small reply comes whole with its length, in one read.
-        let mut early = [0u8; EARLY];
-        let (mut head, got) = match recv_head_early(fd, interruptible && !cancelled, &mut early) {
-            Ok(head) => head,
+        let room = reply.room();
+        let room_len = room.len();
+        let (mut head, got) = match recv_reply_start(fd, interruptible && !cancelled, room) {
+            Ok(start) => start,
             Err(RecvError::Io(e)) if e.raw_os_error() == Some(libc::EINTR) => {
                 send_cancel(fd)?;
                 cancelled = true;
@@ -213,19 +240,19 @@ fn wait_reply<S: ReplySpace + ?Sized>(
             }
             Err(e) => return Err(recv_error(e)),
         };
-        let Some(buf) = reply.space(head.len) else {
-            let len = head.len;
+        let len = head.len;
+        let buf = if len <= room_len {
+            Some(&mut reply.room()[..len])
+        } else {
+            reply.grow(len, got)
+        };
+        let Some(buf) = buf else {
             head.len -= got;
             discard_payload(fd, &mut head).map_err(recv_error)?;
-            head.len = len;
             return Err(io::Error::from_raw_os_error(libc::ENOMEM));
         };
-        buf[..got].copy_from_slice(&early[..got]);
-        recv_payload(fd, &mut head, &mut buf[got..]).map_err(recv_error)?;
-        return Ok(Reply {
-            len: head.len,
-            fd: head.fd,
-        });
+        recv_payload(fd, &mut head, &mut buf[got..len]).map_err(recv_error)?;
+        return Ok(Reply { len, fd: head.fd });
     }
 }
 

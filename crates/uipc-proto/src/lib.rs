@@ -29,6 +29,7 @@ pub mod procfs;
 pub mod reader;
 pub mod request;
 pub mod response;
+mod sender;
 pub mod transport;
 
 pub use codec::DecodeError;

@@ -3,20 +3,24 @@
 //! A frame is a u32 little-endian payload length (at most [`MAX_FRAME`]) followed by the
 //! payload. Each frame is written with one `sendmsg` (continued while partial) whose first
 //! chunk carries SCM_CREDENTIALS when asked (the client's pid, effective uid and effective
-//! gid: the kernel refuses ids the sender does not hold) and SCM_RIGHTS when a descriptor
-//! goes along. The reader keeps the credentials of the frame's first chunk; the kernel never
-//! merges chunks from different senders into one read.
+//! gid, from [`set_pid_source`] and [`set_id_source`] if given: the kernel refuses ids the
+//! sender does not hold, and a refused frame is sent once more with ids asked afresh) and
+//! SCM_RIGHTS when a descriptor goes along. The reader keeps the credentials of the frame's
+//! first chunk; the kernel never merges chunks from different senders into one read.
 //!
 //! Signals: [`recv_frame`] reports EINTR only before the first byte of a frame, so a caller
 //! can cancel a call it is waiting for; within a frame, and in [`send_frame`], EINTR is
 //! retried.
 //!
-//! Allocation: [`send_frame`], [`recv_head`] and [`recv_payload`] use only the stack (the
-//! control-message buffer included), so a client in a signal handler can use them;
-//! [`recv_frame`] puts the payload in a new vector. EAGAIN (an SO_RCVTIMEO timeout, set by clients so that a signal handler
-//! interrupts the read even with SA_RESTART) is retried too.
+//! Allocation: [`send_frame`], [`recv_head`], [`recv_reply_start`] and [`recv_payload`] use
+//! only the stack (the control-message buffer included), so a client in a signal handler can
+//! use them; [`recv_frame`] puts the payload in a new vector. EAGAIN (an SO_RCVTIMEO timeout,
+//! set by clients so that a signal handler interrupts the read even with SA_RESTART) is
+//! retried too.
 
 use crate::codec::DecodeError;
+pub use crate::sender::{kernel_effective_ids, set_id_source, set_pid_source};
+use crate::sender::{own_ids, own_pid};
 use crate::MAX_FRAME;
 use std::io;
 use std::os::fd::{FromRawFd, OwnedFd, RawFd};
@@ -62,28 +66,6 @@ impl From<io::Error> for RecvError {
     }
 }
 
-/// Where [`send_frame`] gets the pid it puts in SCM_CREDENTIALS (0: a raw getpid).
-static PID_SOURCE: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-
-/// Makes [`send_frame`] take the sender's pid from `source` instead of a getpid system call
-/// (the preload library's cached pid). `source` must return the calling process's pid: the
-/// kernel refuses a frame with any other (EPERM).
-pub fn set_pid_source(source: fn() -> i32) {
-    PID_SOURCE.store(source as usize, std::sync::atomic::Ordering::Release);
-}
-
-fn own_pid() -> libc::pid_t {
-    match PID_SOURCE.load(std::sync::atomic::Ordering::Acquire) {
-        // SAFETY: getpid takes no arguments and cannot fail (raw: see `fill_control`).
-        0 => unsafe { libc::syscall(libc::SYS_getpid) as libc::pid_t },
-        f => {
-            // SAFETY: only `set_pid_source` stores a non-zero value, a `fn() -> i32`.
-            let source = unsafe { std::mem::transmute::<usize, fn() -> i32>(f) };
-            source()
-        }
-    }
-}
-
 // Room for one `ucred` and one descriptor, aligned for `cmsghdr`.
 const CMSG_SPACE: usize = 128;
 
@@ -124,6 +106,7 @@ fn send_from(
     }
     let header = (payload.len() as u32).to_le_bytes();
     let total = header.len() + payload.len();
+    let mut fresh_ids = false;
     while sent < total {
         let mut iov = [libc::iovec {
             iov_base: std::ptr::null_mut(),
@@ -154,7 +137,7 @@ fn send_from(
         msg.msg_iov = iov.as_mut_ptr();
         msg.msg_iovlen = n_iov;
         if sent == 0 && (cred || fd.is_some()) {
-            fill_control(&mut msg, &mut cbuf, cred, fd);
+            fill_control(&mut msg, &mut cbuf, cred.then(|| own_ids(fresh_ids)), fd);
         }
         // SAFETY: `msg` points at live iovecs and a control buffer sized by `msg_controllen`.
         let n = unsafe { libc::sendmsg(sock, &msg, libc::MSG_NOSIGNAL | flags) };
@@ -162,6 +145,11 @@ fn send_from(
             let e = io::Error::last_os_error();
             match e.raw_os_error() {
                 Some(libc::EINTR) => continue,
+                // Ids from a cache the process changed under it: once more, asked afresh.
+                Some(libc::EPERM) | Some(libc::EINVAL) if cred && sent == 0 && !fresh_ids => {
+                    fresh_ids = true;
+                    continue;
+                }
                 Some(libc::EAGAIN) if flags & libc::MSG_DONTWAIT != 0 => return Ok(sent),
                 _ => return Err(e),
             }
@@ -171,13 +159,20 @@ fn send_from(
     Ok(sent)
 }
 
-fn fill_control(msg: &mut libc::msghdr, cbuf: &mut CmsgBuf, cred: bool, fd: Option<RawFd>) {
+/// The control messages: SCM_CREDENTIALS with `ids` (effective uid and gid) and the cached
+/// pid, SCM_RIGHTS with `fd`.
+fn fill_control(
+    msg: &mut libc::msghdr,
+    cbuf: &mut CmsgBuf,
+    ids: Option<(u32, u32)>,
+    fd: Option<RawFd>,
+) {
     // SAFETY: the CMSG_* macros only compute sizes.
     let cred_space = unsafe { libc::CMSG_SPACE(std::mem::size_of::<libc::ucred>() as u32) };
     // SAFETY: as above.
     let fd_space = unsafe { libc::CMSG_SPACE(std::mem::size_of::<RawFd>() as u32) };
     let mut len = 0;
-    if cred {
+    if ids.is_some() {
         len += cred_space;
     }
     if fd.is_some() {
@@ -190,13 +185,11 @@ fn fill_control(msg: &mut libc::msghdr, cbuf: &mut CmsgBuf, cred: bool, fd: Opti
     // headers written below (CMSG_NXTHDR stays within msg_controllen).
     unsafe {
         let mut c = libc::CMSG_FIRSTHDR(msg);
-        if cred {
-            // Raw system calls: another preloaded library (fakeroot's) may fake the libc
-            // getters, and the kernel refuses credentials the process does not hold.
+        if let Some((uid, gid)) = ids {
             let me = libc::ucred {
                 pid: own_pid(),
-                uid: libc::syscall(libc::SYS_geteuid) as libc::uid_t,
-                gid: libc::syscall(libc::SYS_getegid) as libc::gid_t,
+                uid,
+                gid,
             };
             (*c).cmsg_level = libc::SOL_SOCKET;
             (*c).cmsg_type = libc::SCM_CREDENTIALS;
@@ -222,18 +215,30 @@ pub(crate) fn recv_some(
     fd: &mut Option<OwnedFd>,
     flags: libc::c_int,
 ) -> io::Result<usize> {
-    let mut iov = libc::iovec {
+    let mut iov = [libc::iovec {
         iov_base: buf.as_mut_ptr().cast(),
         iov_len: buf.len(),
-    };
+    }];
+    recv_iov(sock, &mut iov, cred, fd, flags)
+}
+
+/// [`recv_some`] into the buffers `iov` describes (live, writable, of their stated lengths).
+pub(crate) fn recv_iov(
+    sock: RawFd,
+    iov: &mut [libc::iovec],
+    cred: &mut Option<PeerCred>,
+    fd: &mut Option<OwnedFd>,
+    flags: libc::c_int,
+) -> io::Result<usize> {
     let mut cbuf = CmsgBuf([0; CMSG_SPACE]);
     // SAFETY: zeroed msghdr is a valid empty header.
     let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
-    msg.msg_iov = &mut iov;
-    msg.msg_iovlen = 1;
+    msg.msg_iov = iov.as_mut_ptr();
+    msg.msg_iovlen = iov.len();
     msg.msg_control = cbuf.0.as_mut_ptr().cast();
     msg.msg_controllen = CMSG_SPACE;
-    // SAFETY: `msg` points at a live buffer and control buffer of the stated sizes.
+    // SAFETY: `msg` points at the caller's live buffers and a control buffer of the stated
+    // sizes.
     let n = unsafe { libc::recvmsg(sock, &mut msg, flags | libc::MSG_CMSG_CLOEXEC) };
     if n < 0 {
         return Err(io::Error::last_os_error());
@@ -274,6 +279,8 @@ pub(crate) fn recv_some(
     Ok(n as usize)
 }
 
+/// Reads into `buf` from `start` until it is full. EINTR before the first byte ends it when
+/// `interruptible`; otherwise EINTR and EAGAIN are retried.
 fn fill(
     sock: RawFd,
     buf: &mut [u8],
@@ -282,24 +289,8 @@ fn fill(
     fd: &mut Option<OwnedFd>,
     interruptible: bool,
 ) -> Result<(), RecvError> {
-    let need = buf.len();
-    fill_at_least(sock, buf, start, need, cred, fd, interruptible).map(|_| ())
-}
-
-/// Reads into `buf` from `start` until at least `need` bytes are there (each read asks for
-/// the whole rest of `buf`); returns how many are. EINTR before the first byte ends it when
-/// `interruptible`; otherwise EINTR and EAGAIN are retried.
-fn fill_at_least(
-    sock: RawFd,
-    buf: &mut [u8],
-    start: usize,
-    need: usize,
-    cred: &mut Option<PeerCred>,
-    fd: &mut Option<OwnedFd>,
-    interruptible: bool,
-) -> Result<usize, RecvError> {
     let mut got = start;
-    while got < need {
+    while got < buf.len() {
         match recv_some(sock, &mut buf[got..], cred, fd, 0) {
             Ok(0) if got == 0 => return Err(RecvError::Closed),
             Ok(0) => return Err(RecvError::Bad(DecodeError::Truncated)),
@@ -311,7 +302,7 @@ fn fill_at_least(
             },
         }
     }
-    Ok(got)
+    Ok(())
 }
 
 /// The start of a frame: its payload's length, and what came with the bytes read so far.
@@ -351,46 +342,59 @@ pub fn recv_head(sock: RawFd, interruptible: bool) -> Result<FrameHead, RecvErro
     Ok(head)
 }
 
-/// The most payload bytes [`recv_head_early`] takes with the length.
-pub const EARLY: usize = 64;
-
-/// [`recv_head`] for a peer that sends one frame per exchange (the daemon's replies): the
-/// first `recvmsg` asks for the length and up to `early.len()` (at most [`EARLY`]) payload
-/// bytes too, so a small frame arrives in one system call. Returns the head and how many
-/// payload bytes are in `early`; the rest follows with [`recv_payload`]. Bytes past the
-/// frame's end (a peer sending more than it should) are an error. Allocates nothing.
-pub fn recv_head_early(
+/// The start of a reply from a peer that sends one frame per exchange (the daemon's
+/// replies): one `recvmsg` takes the length into a header of its own and as much of the
+/// payload as `room` holds, so a reply that fits arrives in one system call. Returns the head
+/// and how many payload bytes are in `room`; the rest follows with [`recv_payload`]. With
+/// `interruptible`, a signal before the frame's first byte returns `RecvError::Io(EINTR)`.
+/// Bytes past the frame's end (a peer sending more than it should) are an error. Allocates
+/// nothing.
+pub fn recv_reply_start(
     sock: RawFd,
     interruptible: bool,
-    early: &mut [u8],
+    room: &mut [u8],
 ) -> Result<(FrameHead, usize), RecvError> {
     let mut head = FrameHead {
         len: 0,
         cred: None,
         fd: None,
     };
-    let mut buf = [0u8; 4 + EARLY];
-    let want = 4 + early.len().min(EARLY);
-    let got = fill_at_least(
-        sock,
-        &mut buf[..want],
-        0,
-        4,
-        &mut head.cred,
-        &mut head.fd,
-        interruptible,
-    )?;
-    let len = u32::from_le_bytes([buf[0], buf[1], buf[2], buf[3]]);
+    let mut header = [0u8; 4];
+    let mut header_got = 0;
+    let body = loop {
+        let mut iov = [
+            libc::iovec {
+                iov_base: header[header_got..].as_mut_ptr().cast(),
+                iov_len: 4 - header_got,
+            },
+            libc::iovec {
+                iov_base: room.as_mut_ptr().cast(),
+                iov_len: room.len(),
+            },
+        ];
+        match recv_iov(sock, &mut iov, &mut head.cred, &mut head.fd, 0) {
+            Ok(0) if header_got == 0 => return Err(RecvError::Closed),
+            Ok(0) => return Err(RecvError::Bad(DecodeError::Truncated)),
+            Ok(n) if header_got + n < 4 => header_got += n,
+            Ok(n) => break n - (4 - header_got),
+            Err(e) => match e.raw_os_error() {
+                Some(libc::EINTR) if interruptible && header_got == 0 => {
+                    return Err(RecvError::Io(e))
+                }
+                Some(libc::EINTR) | Some(libc::EAGAIN) => continue,
+                _ => return Err(RecvError::Io(e)),
+            },
+        }
+    };
+    let len = u32::from_le_bytes(header);
     if len > MAX_FRAME {
         return Err(RecvError::Bad(DecodeError::Oversized(u64::from(len))));
     }
     head.len = len as usize;
-    let extra = got - 4;
-    if extra > head.len {
-        return Err(RecvError::Bad(DecodeError::TrailingBytes(extra - head.len)));
+    if body > head.len {
+        return Err(RecvError::Bad(DecodeError::TrailingBytes(body - head.len)));
     }
-    early[..extra].copy_from_slice(&buf[4..got]);
-    Ok((head, extra))
+    Ok((head, body))
 }
 
 /// Reads `buf.len()` payload bytes of the frame `head` began (signals are retried), adding

@@ -13,8 +13,9 @@
 //! descriptors (the memfd of the hints, one a response might carry) are closed with the
 //! kernel's close, never through this module's exports.
 
-use super::{is_open, libc_fns, lock_call, routing, set_errno};
+use super::{libc_fns, lock_call, routing, set_errno};
 use crate::conn::call_passing;
+use crate::conn::is_open;
 use crate::guarded;
 use crate::kernel::kernel_sys;
 use libc::{c_int, FILE};

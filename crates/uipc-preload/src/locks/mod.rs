@@ -13,8 +13,9 @@
 //!
 //! A lock command sends the descriptor itself with the request (SCM_RIGHTS): the daemon
 //! reads the file, access mode, offset and size from its copy and recognises the open file
-//! description. A descriptor that is not open gets EBADF here (fcntl looks the descriptor up
-//! before anything else); an unreadable `struct flock` is sent as absent (EFAULT from the
+//! description. A descriptor that is not open gets EBADF here (fcntl and flock look the
+//! descriptor up before anything else; the kernel refuses to pass it, so the daemon hears
+//! nothing); an unreadable `struct flock` is sent as absent (EFAULT from the
 //! daemon, after its descriptor checks); GETLK's answer is written back over the caller's
 //! structure. F_SETLKW, F_OFD_SETLKW and a blocking flock follow SA_RESTART: a handler with
 //! it lets the wait go on, one without it ends the call with EINTR ([`conn::call_passing`]).
@@ -116,11 +117,6 @@ fn set_errno(e: c_int) {
     unsafe { *libc::__errno_location() = e };
 }
 
-/// Whether `fd` is open (the kernel's answer, not libc's possibly wrapped fcntl).
-fn is_open(fd: c_int) -> bool {
-    kernel_sys!(libc::SYS_fcntl, fd, libc::F_GETFD) >= 0
-}
-
 fn is_lock_cmd(cmd: c_int) -> bool {
     matches!(
         cmd,
@@ -148,11 +144,12 @@ fn flock_into(b: &mut [u8], f: &Flock) {
     b[24..28].copy_from_slice(&f.l_pid.to_ne_bytes());
 }
 
-/// Sends a lock request through `fd` (if open) and returns the daemon's response. Blocking
+/// Sends a lock request through `fd` and returns the daemon's response (EBADF, the daemon
+/// not asked, if `fd` is not open: fcntl and flock look the descriptor up first). Blocking
 /// requests wait with the caller's cancelability when `cancel_point`.
 fn lock_call(fd: c_int, req: LockRequest, cancel_point: bool) -> Result<Response, Errno> {
     let req = Request::Lock(req);
-    let pass = is_open(fd).then_some(fd);
+    let pass = Some(fd);
     let restartable = req.may_block();
     if cancel_point && restartable {
         // The wait runs outside `guarded`, so pthread_cancel acts in it (see crate::guard_blocking).
@@ -178,9 +175,6 @@ fn fcntl_lock(
     fl: Option<Flock>,
     cancel_point: bool,
 ) -> Result<Option<Flock>, Errno> {
-    if !is_open(fd) {
-        return Err(Errno::EBADF);
-    }
     let resp = lock_call(fd, LockRequest::Fcntl { cmd, flock: fl }, cancel_point)?;
     match check(resp)? {
         Response::Ret(_) => Ok(None),
