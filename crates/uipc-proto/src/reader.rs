@@ -1,12 +1,21 @@
 //! Reading frames without blocking, for a server that watches many sockets from one thread.
 //!
 //! A [`FrameReader`] keeps one socket's partial frame between calls. [`FrameReader::read`]
-//! reads with MSG_DONTWAIT, never more than the rest of the current frame (first the 4-byte
-//! length, then the payload), so it never takes bytes, credentials or descriptors of the next
-//! frame; it returns a whole frame, `None` when the socket has nothing more for now, or the
-//! same errors as [`crate::transport::recv_frame`] (Closed between frames, Bad for an
-//! oversized length or a frame cut short by a hang-up). Like `recv_frame`, a frame keeps the
-//! credentials of its first chunk and the first descriptor that came with it.
+//! reads with MSG_DONTWAIT. At a frame boundary one `recvmsg` takes the 4-byte length and up
+//! to [`AHEAD`] bytes after it (no more than the longest frame the caller allows), so a
+//! small frame arrives whole in one system call; within a frame it reads never more than the
+//! frame's rest. It returns a whole frame, `None` when the socket has nothing more for now,
+//! or the same errors as [`crate::transport::recv_frame`] (Closed between frames, Bad for an
+//! oversized length or a frame cut short by a hang-up).
+//!
+//! Bytes read past a frame's end (a client that sent its next frame, a Cancel, before this
+//! one was read) are kept, charged like a payload, and are the next frames' first bytes:
+//! [`FrameReader::has_ahead`] tells the caller to call `read` again, as the socket may have
+//! nothing more to report. Credentials and descriptors: a frame keeps the credentials of its
+//! first chunk; the kernel never joins bytes of different credentials in one read, so bytes
+//! read ahead carry the credentials of the read that took them. A descriptor goes with the
+//! first frame of the read that brought it (a client sends one with a request, never with
+//! the Cancel that may follow it).
 //!
 //! Memory follows the bytes that arrived, not the length a header announced: the payload
 //! grows (fallibly, `try_reserve`) as chunks come in, at most doubling, and each growth is
@@ -16,7 +25,7 @@
 //! [`Charge`], which gives the bytes back to the budget when the frame is dropped.
 
 use crate::codec::DecodeError;
-use crate::transport::{recv_some, PeerCred, Received, RecvError};
+use crate::transport::{recv_iov, recv_some, PeerCred, Received, RecvError};
 use crate::MAX_FRAME;
 use std::os::fd::{OwnedFd, RawFd};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -24,6 +33,8 @@ use std::sync::Arc;
 
 /// The first allocation for a payload, and the least growth step.
 const FIRST_CHUNK: usize = 4096;
+/// The most bytes after a length that one read at a frame boundary takes.
+pub const AHEAD: usize = 4096 - 4;
 
 /// Bytes that frames may hold at once, shared by the readers given it.
 #[derive(Debug)]
@@ -83,6 +94,11 @@ pub struct FrameReader {
     cred: Option<PeerCred>,
     fd: Option<OwnedFd>,
     charge: Charge,
+    /// Bytes read past the last frame's end, and their credentials.
+    ahead: Vec<u8>,
+    ahead_cred: Option<PeerCred>,
+    /// What `ahead` holds charged.
+    ahead_charge: Charge,
 }
 
 impl FrameReader {
@@ -95,6 +111,10 @@ impl FrameReader {
     pub fn with_budget(budget: Arc<Budget>) -> FrameReader {
         FrameReader {
             charge: Charge {
+                budget: Some(budget.clone()),
+                bytes: 0,
+            },
+            ahead_charge: Charge {
                 budget: Some(budget),
                 bytes: 0,
             },
@@ -107,26 +127,46 @@ impl FrameReader {
         self.header_got > 0
     }
 
+    /// Whether bytes read past the last frame wait: `read` may find a frame without the
+    /// socket reporting anything.
+    pub fn has_ahead(&self) -> bool {
+        !self.ahead.is_empty()
+    }
+
     /// Reads what `sock` has of the current frame without waiting: `Ok(Some(frame))` once it
     /// is whole, `Ok(None)` if the socket has no more bytes now. A length above `max` (at most
     /// [`MAX_FRAME`] counts) is `Bad(Oversized)`; a growth the budget refuses, or memory that
     /// cannot be had, is `Io(ENOMEM)`.
     pub fn read(&mut self, sock: RawFd, max: u32) -> Result<Option<Received>, RecvError> {
+        let max = max.min(MAX_FRAME);
+        if !self.ahead.is_empty() {
+            let ahead = std::mem::take(&mut self.ahead);
+            if self.cred.is_none() {
+                self.cred = self.ahead_cred;
+            }
+            let used = self.take(&ahead, max);
+            let ahead = self.keep_ahead(ahead, used.as_ref().map_or(0, |&n| n));
+            self.ahead = ahead;
+            used?;
+            if self.complete() {
+                return Ok(Some(self.finish()));
+            }
+        }
+        if self.header_got == 0 {
+            match self.first_read(sock, max)? {
+                None => return Ok(None),
+                Some(()) if self.complete() => return Ok(Some(self.finish())),
+                Some(()) => {}
+            }
+        }
         while self.header_got < 4 {
-            let got = self.header_got;
             match self.chunk(sock, false)? {
                 None => return Ok(None),
-                Some(0) if got == 0 => return Err(RecvError::Closed),
                 Some(0) => return Err(RecvError::Bad(DecodeError::Truncated)),
                 Some(n) => self.header_got += n,
             }
             if self.header_got == 4 {
-                let len = u32::from_le_bytes(self.header);
-                if len > max.min(MAX_FRAME) {
-                    return Err(RecvError::Bad(DecodeError::Oversized(u64::from(len))));
-                }
-                self.len = len as usize;
-                self.payload.clear();
+                self.start_payload(max)?;
             }
         }
         while self.payload.len() < self.len {
@@ -137,6 +177,111 @@ impl FrameReader {
                 Some(_) => {}
             }
         }
+        Ok(Some(self.finish()))
+    }
+
+    /// At a frame boundary: one read of the length and up to [`AHEAD`] bytes after it (no
+    /// more than `max`), taken into the frame; what is past its end is kept ahead. `None` if
+    /// the socket has nothing now.
+    fn first_read(&mut self, sock: RawFd, max: u32) -> Result<Option<()>, RecvError> {
+        let mut buf = [0u8; 4 + AHEAD];
+        let want = 4 + AHEAD.min(max as usize);
+        let got = loop {
+            let mut iov = [libc::iovec {
+                iov_base: buf.as_mut_ptr().cast(),
+                iov_len: want,
+            }];
+            match recv_iov(
+                sock,
+                &mut iov,
+                &mut self.cred,
+                &mut self.fd,
+                libc::MSG_DONTWAIT,
+            ) {
+                Ok(0) => return Err(RecvError::Closed),
+                Ok(n) => break n,
+                Err(e) => match e.raw_os_error() {
+                    Some(libc::EINTR) => continue,
+                    Some(libc::EAGAIN) => return Ok(None),
+                    _ => return Err(RecvError::Io(e)),
+                },
+            }
+        };
+        let used = self.take(&buf[..got], max)?;
+        if used < got {
+            self.ahead_cred = self.cred;
+            let mut rest = Vec::new();
+            let n = got - used;
+            let enomem = || RecvError::Io(std::io::Error::from_raw_os_error(libc::ENOMEM));
+            if let Some(b) = &self.ahead_charge.budget {
+                if !b.try_charge(n as u64) {
+                    return Err(enomem());
+                }
+                self.ahead_charge.bytes += n as u64;
+            }
+            rest.try_reserve_exact(n).map_err(|_| enomem())?;
+            rest.extend_from_slice(&buf[used..got]);
+            self.ahead = rest;
+        }
+        Ok(Some(()))
+    }
+
+    /// `ahead` less its first `used` bytes, its charge lowered to match.
+    fn keep_ahead(&mut self, mut ahead: Vec<u8>, used: usize) -> Vec<u8> {
+        let used = used.min(ahead.len());
+        ahead.drain(..used);
+        let keep = ahead.len() as u64;
+        if let Some(b) = &self.ahead_charge.budget {
+            let give_back = self.ahead_charge.bytes.saturating_sub(keep);
+            b.used.fetch_sub(give_back, Ordering::Relaxed);
+            self.ahead_charge.bytes -= give_back;
+        }
+        if ahead.is_empty() {
+            self.ahead_cred = None;
+        }
+        ahead
+    }
+
+    /// Takes bytes of the frame in progress from the front of `bytes` (the length, then the
+    /// payload, never past the frame's end); returns how many.
+    fn take(&mut self, bytes: &[u8], max: u32) -> Result<usize, RecvError> {
+        let mut used = 0;
+        if self.header_got < 4 {
+            let n = (4 - self.header_got).min(bytes.len());
+            self.header[self.header_got..self.header_got + n].copy_from_slice(&bytes[..n]);
+            self.header_got += n;
+            used = n;
+            if self.header_got < 4 {
+                return Ok(used);
+            }
+            self.start_payload(max)?;
+        }
+        let n = (self.len - self.payload.len()).min(bytes.len() - used);
+        if n > 0 {
+            self.reserve(n)?;
+            self.payload.extend_from_slice(&bytes[used..used + n]);
+            used += n;
+        }
+        Ok(used)
+    }
+
+    /// The length is whole: checks it against `max` and starts the payload.
+    fn start_payload(&mut self, max: u32) -> Result<(), RecvError> {
+        let len = u32::from_le_bytes(self.header);
+        if len > max {
+            return Err(RecvError::Bad(DecodeError::Oversized(u64::from(len))));
+        }
+        self.len = len as usize;
+        self.payload.clear();
+        Ok(())
+    }
+
+    fn complete(&self) -> bool {
+        self.header_got == 4 && self.payload.len() == self.len
+    }
+
+    /// The whole frame, handed over; the reader is at a boundary again.
+    fn finish(&mut self) -> Received {
         let charge = Charge {
             budget: self.charge.budget.clone(),
             bytes: std::mem::take(&mut self.charge.bytes),
@@ -149,7 +294,26 @@ impl FrameReader {
         };
         self.header_got = 0;
         self.len = 0;
-        Ok(Some(frame))
+        frame
+    }
+
+    /// Room for `n` more payload bytes (a page at least, never past the announced length),
+    /// charged first.
+    fn reserve(&mut self, n: usize) -> Result<(), RecvError> {
+        let spare = self.payload.capacity() - self.payload.len();
+        if spare >= n {
+            return Ok(());
+        }
+        let n = n.max(FIRST_CHUNK.min(self.len - self.payload.len()));
+        let want = n - spare;
+        let enomem = || RecvError::Io(std::io::Error::from_raw_os_error(libc::ENOMEM));
+        if let Some(b) = &self.charge.budget {
+            if !b.try_charge(want as u64) {
+                return Err(enomem());
+            }
+            self.charge.bytes += want as u64;
+        }
+        self.payload.try_reserve_exact(n).map_err(|_| enomem())
     }
 
     /// Makes room for more of the payload: at least a page, at most doubling, never past the
@@ -201,100 +365,5 @@ impl FrameReader {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::transport::send_frame;
-    use std::io::Write;
-    use std::os::fd::AsRawFd;
-    use std::os::unix::net::UnixStream;
-
-    #[test]
-    fn frames_arrive_whole_across_partial_writes_and_stop_at_their_boundary() {
-        let (a, b) = UnixStream::pair().unwrap();
-        let mut r = FrameReader::new();
-        assert!(r.read(b.as_raw_fd(), MAX_FRAME).unwrap().is_none());
-        (&a).write_all(&3u32.to_le_bytes()[..2]).unwrap();
-        assert!(r.read(b.as_raw_fd(), MAX_FRAME).unwrap().is_none());
-        (&a).write_all(&3u32.to_le_bytes()[2..]).unwrap();
-        (&a).write_all(b"ab").unwrap();
-        assert!(r.read(b.as_raw_fd(), MAX_FRAME).unwrap().is_none());
-        (&a).write_all(b"c").unwrap();
-        send_frame(a.as_raw_fd(), b"next", false, None).unwrap();
-        assert_eq!(
-            r.read(b.as_raw_fd(), MAX_FRAME).unwrap().unwrap().payload,
-            b"abc"
-        );
-        assert_eq!(
-            r.read(b.as_raw_fd(), MAX_FRAME).unwrap().unwrap().payload,
-            b"next"
-        );
-        assert!(r.read(b.as_raw_fd(), MAX_FRAME).unwrap().is_none());
-        drop(a);
-        assert!(matches!(
-            r.read(b.as_raw_fd(), MAX_FRAME),
-            Err(RecvError::Closed)
-        ));
-    }
-
-    #[test]
-    fn an_oversized_length_and_a_cut_frame_are_bad() {
-        let (a, b) = UnixStream::pair().unwrap();
-        (&a).write_all(&u32::MAX.to_le_bytes()).unwrap();
-        assert!(matches!(
-            FrameReader::new().read(b.as_raw_fd(), MAX_FRAME),
-            Err(RecvError::Bad(DecodeError::Oversized(_)))
-        ));
-        let (a, b) = UnixStream::pair().unwrap();
-        (&a).write_all(&5u32.to_le_bytes()).unwrap();
-        (&a).write_all(b"ab").unwrap();
-        drop(a);
-        assert!(matches!(
-            FrameReader::new().read(b.as_raw_fd(), MAX_FRAME),
-            Err(RecvError::Bad(DecodeError::Truncated))
-        ));
-    }
-
-    #[test]
-    fn memory_follows_the_bytes_sent_and_the_budget_bounds_it() {
-        let budget = Budget::new(64 << 10);
-        let (a, b) = UnixStream::pair().unwrap();
-        let mut r = FrameReader::with_budget(budget.clone());
-        // A 16 MiB frame announced, 10 bytes sent: a page is charged, not 16 MiB.
-        (&a).write_all(&MAX_FRAME.to_le_bytes()).unwrap();
-        (&a).write_all(&[7; 10]).unwrap();
-        assert!(r.read(b.as_raw_fd(), MAX_FRAME).unwrap().is_none());
-        assert_eq!(budget.used(), FIRST_CHUNK as u64);
-        assert!(r.in_frame());
-        // More bytes than the budget allows: refused.
-        let chunk = vec![1u8; 100 << 10];
-        std::thread::spawn(move || {
-            let _ = (&a).write_all(&chunk);
-        });
-        std::thread::sleep(std::time::Duration::from_millis(50));
-        let mut res = Ok(None);
-        for _ in 0..100 {
-            res = r.read(b.as_raw_fd(), MAX_FRAME);
-            if res.is_err() {
-                break;
-            }
-        }
-        assert!(matches!(res, Err(RecvError::Io(e)) if e.raw_os_error() == Some(libc::ENOMEM)));
-        assert!(budget.used() <= 64 << 10);
-        drop(r);
-        assert_eq!(budget.used(), 0, "a dropped reader gives its bytes back");
-        // A whole frame keeps its charge until dropped; a limit below the length is refused.
-        let (a, b) = UnixStream::pair().unwrap();
-        let mut r = FrameReader::with_budget(budget.clone());
-        send_frame(a.as_raw_fd(), &[5; 5000], false, None).unwrap();
-        let f = r.read(b.as_raw_fd(), MAX_FRAME).unwrap().unwrap();
-        assert_eq!(f.payload, vec![5; 5000]);
-        assert_eq!(budget.used(), 5000);
-        drop(f);
-        assert_eq!(budget.used(), 0);
-        send_frame(a.as_raw_fd(), &[5; 65], false, None).unwrap();
-        assert!(matches!(
-            r.read(b.as_raw_fd(), 64),
-            Err(RecvError::Bad(DecodeError::Oversized(65)))
-        ));
-    }
-}
+#[path = "reader_tests.rs"]
+mod tests;

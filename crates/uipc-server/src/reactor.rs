@@ -46,6 +46,8 @@ const WAKE: u64 = 1;
 /// Frames read from one socket per readiness report: one, as a client has at most one call in
 /// flight (another read would mostly find nothing, a wasted system call per request); what
 /// else is there is reported again (level-triggered), so a chatty client cannot starve others.
+/// (Frames the reader already holds, read past the first, are taken too: bounded by one
+/// read's size.)
 const FRAMES_PER_TURN: usize = 1;
 
 /// The loop's shared state.
@@ -411,7 +413,11 @@ impl Reactor {
 
     fn read_from(&self, conn: &Arc<Conn>, shared: &Shared) {
         let mut reader = lock(&conn.reader);
-        for _ in 0..FRAMES_PER_TURN {
+        let mut frames = 0;
+        // Frames the last read took whole past the first (`has_ahead`) cost no system call
+        // and would not be reported again: they are taken now.
+        while frames < FRAMES_PER_TURN || reader.has_ahead() {
+            frames += 1;
             let keep_reading = match reader.read(conn.fd(), conn.frame_limit()) {
                 Ok(Some(frame)) => conn.incoming(frame, &shared.jobs),
                 Ok(None) => return,
