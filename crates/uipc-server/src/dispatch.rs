@@ -34,6 +34,8 @@ pub struct Ctx<'a> {
     pub cred: &'a Cred,
     /// The connection's interrupt: raised to end a blocking call with EINTR.
     pub irq: &'a Interrupt,
+    /// Run before a step that takes a while (a lock call's `/proc` scan).
+    pub before_scan: &'a dyn Fn(),
 }
 
 impl<'a> Ctx<'a> {
@@ -46,6 +48,7 @@ impl<'a> Ctx<'a> {
             cred: self.cred,
             irq: self.irq,
             fd: self.passed,
+            before_scan: self.before_scan,
         }
     }
 }

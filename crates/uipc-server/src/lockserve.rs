@@ -48,6 +48,9 @@ pub struct LockCtx<'a> {
     pub irq: &'a Interrupt,
     /// The descriptor that came with the request.
     pub fd: Option<&'a OwnedFd>,
+    /// Run before a `/proc` scan (a close's, a sweep's), which takes a while: the daemon lets
+    /// another worker watch the sockets meanwhile. A call that scans nothing keeps its thread.
+    pub before_scan: &'a dyn Fn(),
 }
 
 fn err(e: Errno) -> Response {
@@ -250,6 +253,7 @@ fn close(cx: &LockCtx<'_>, client_fd: i32) {
     let Some(ofd) = cx.descriptions.find(fd.as_raw_fd()) else {
         return;
     };
+    (cx.before_scan)();
     let me = std::process::id() as i32;
     let held_elsewhere = cx
         .descriptions
@@ -287,12 +291,13 @@ pub fn sweep(locks: &LockManager, descriptions: &Descriptions, scope: Scope) -> 
 /// whose last holder went silently must not block anyone.
 fn retry_after_sweep(cx: &LockCtx<'_>, call: impl Fn() -> Response) -> Response {
     let resp = call();
-    if resp != Response::Error(libc::EAGAIN) {
+    if resp != Response::Error(libc::EAGAIN) || cx.descriptions.is_empty() {
         return resp;
     }
     let Some(open) = cx.fd.and_then(|fd| open_file_of(fd.as_raw_fd())) else {
         return resp;
     };
+    (cx.before_scan)();
     if sweep(cx.locks, cx.descriptions, Scope::File(open.file)) {
         return call();
     }

@@ -140,8 +140,6 @@ fn serve_frame(shared: &Arc<Shared>, conn: &Arc<Conn>, frame: Received) {
             }
             return finish(shared, conn);
         }
-        // Lock calls may scan /proc (closes, sweeps): let another worker watch the sockets.
-        Request::Lock(_) => shared.jobs.promote(),
         _ => {}
     }
     reap_exits(shared);
@@ -280,6 +278,9 @@ fn serve_one(
         backing: &shared.backing,
         cred: &cred,
         irq: &conn.irq,
+        // Lock calls that scan /proc (closes, sweeps) let another worker watch the sockets
+        // first; the others are served on this thread with no hand-off.
+        before_scan: &|| shared.jobs.promote(),
     };
     // A call that may sleep is first tried without sleeping; only if it would sleep is it
     // started again in its parked form.
