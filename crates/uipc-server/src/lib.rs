@@ -88,6 +88,7 @@ pub mod admission;
 pub mod conn;
 pub mod descriptions;
 pub mod dispatch;
+mod exits;
 pub mod fdscan;
 pub mod hints;
 pub mod limits;
@@ -150,6 +151,8 @@ pub struct Shared {
     pub hints: Option<hints::LockHints>,
     backing: Arc<MemfdBacking>,
     procs: Procs,
+    /// Which frames must look for exits first (`exits.rs`).
+    exits: exits::ExitWatch,
     /// The event loop's state: connections, deadlines.
     pub reactor: Reactor,
     jobs: Arc<Jobs>,
@@ -362,11 +365,13 @@ impl Server {
             hints: hints::LockHints::new(),
             backing,
             procs: Procs::new(admission)?,
+            exits: exits::ExitWatch::default(),
             jobs: Arc::new(Jobs::new(reactor.wake_handle()?)),
             reactor,
             parked: std::sync::atomic::AtomicUsize::new(0),
             stop: stop::StopGate::default(),
         });
+        shared.reactor.watch_exits(shared.procs.exit_set())?;
         workers::spawn(&shared, workers::default_count())?;
         let s = shared.clone();
         std::thread::Builder::new()

@@ -4,7 +4,8 @@
 //! set. Each request is served inside [`Procs::enter`] / [`ProcGuard`]: it counts as in flight
 //! and registers the connection's (session's) [`Interrupt`]. A process's exit is handled by
 //! whoever first sees its pidfd ready: the exit thread (blocked on the epoll set) or a worker,
-//! which checks the set without waiting ([`Procs::reap_ready`]) before serving each request.
+//! which checks the set without waiting ([`Procs::reap_ready`]) before serving a request that
+//! may follow an exit not yet applied (`crate::exits`).
 //! The latter gives
 //! Linux's ordering: a process that learns of an exit (its child was reaped, say) and then
 //! calls finds the exit's effects applied, because its pidfd is ready before the parent can
@@ -37,7 +38,7 @@
 use crate::admission::Admission;
 use crate::sync::lock;
 use std::collections::HashMap;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::{Arc, Condvar, Mutex};
 use uipc::{Cap, CapSet, Cred, Errno, Interrupt};
 use uipc_proto::transport::PeerCred;
@@ -228,7 +229,8 @@ impl Procs {
     /// `on_exit` (the namespace's exit rules), after calling `before` once if there is any
     /// (handling one may wait for the process's requests in flight). Call with no
     /// [`ProcGuard`] held.
-    pub fn reap_ready(&self, timeout_ms: i32, before: &dyn Fn(), on_exit: &dyn Fn(i32)) {
+    /// Returns how many exits it found.
+    pub fn reap_ready(&self, timeout_ms: i32, before: &dyn Fn(), on_exit: &dyn Fn(i32)) -> usize {
         let mut evs = [libc::epoll_event { events: 0, u64: 0 }; 16];
         // SAFETY: `evs` is a live array of 16 events.
         let n =
@@ -245,6 +247,12 @@ impl Procs {
                 }
             }
         }
+        n.max(0) as usize
+    }
+
+    /// The exit set (an epoll set of pidfds), for the event loop to watch.
+    pub fn exit_set(&self) -> RawFd {
+        self.epoll.as_raw_fd()
     }
 
     fn finish_exit(&self, proc: &Arc<ProcState>, on_exit: &dyn Fn(i32)) {

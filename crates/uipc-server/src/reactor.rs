@@ -43,6 +43,8 @@ use std::time::{Duration, Instant};
 
 const LISTENER: u64 = 0;
 const WAKE: u64 = 1;
+/// The process table's exit set (`crate::exits`).
+const EXITS: u64 = 2;
 /// Frames read from one socket per readiness report: one, as a client has at most one call in
 /// flight (another read would mostly find nothing, a wasted system call per request); what
 /// else is there is reported again (level-triggered), so a chatty client cannot starve others.
@@ -167,7 +169,7 @@ impl Reactor {
             wake,
             conns: Mutex::new(HashMap::new()),
             deadlines: Mutex::new(BTreeSet::new()),
-            next_id: AtomicU64::new(WAKE + 1),
+            next_id: AtomicU64::new(EXITS + 1),
             listener: OnceLock::new(),
             users: Users::with_uncapped(uncapped),
             hello_due: Mutex::new(VecDeque::new()),
@@ -291,6 +293,12 @@ impl Reactor {
         }
     }
 
+    /// Watches the exit set `fd` (edge-triggered): each exit notified counts the batch that
+    /// sees it ([`crate::exits`]).
+    pub fn watch_exits(&self, fd: RawFd) -> io::Result<()> {
+        self.add(fd, EXITS, (libc::EPOLLIN | libc::EPOLLET) as u32)
+    }
+
     /// Starts accepting connections on `listener`.
     pub fn listen(&self, listener: UnixListener) -> io::Result<()> {
         listener.set_nonblocking(true)?;
@@ -321,8 +329,15 @@ impl Reactor {
                 timeout,
             )
         };
-        for ev in &evs[..n.max(0) as usize] {
+        let evs = &evs[..n.max(0) as usize];
+        // Before any frame of the batch is handed out; a full batch may have left the exit
+        // set's event for the next.
+        if evs.len() == 64 || evs.iter().any(|ev| ev.u64 == EXITS) {
+            shared.exits.noted();
+        }
+        for ev in evs {
             match ev.u64 {
+                EXITS => {}
                 LISTENER => self.accept_all(shared),
                 WAKE => {
                     let mut v = 0u64;

@@ -142,7 +142,11 @@ fn serve_frame(shared: &Arc<Shared>, conn: &Arc<Conn>, frame: Received) {
         }
         _ => {}
     }
-    reap_exits(shared);
+    shared
+        .exits
+        .reap_if_pending(&shared.procs, &|| shared.jobs.promote(), &|pid| {
+            shared.process_exit(pid)
+        });
     let Ok(guard) = shared
         .procs
         .enter(peer.pid, Some(peer.uid), conn.id, &conn.irq)
