@@ -38,7 +38,7 @@ tests=(msg_sem_exchange sem_undo_kill shm_share shm_remap shm_rdonly_segv semop_
     calls_errno perm_setuid ids_cached eintr_storm exec_rules cancel_thread closefrom syscall_ipc timers
     timer_ids_exec timer_overrun timer_ignored vfork_spawn unseen_children handler_ipc ipc_no_malloc handler_altstack
     timer_handler
-    timer_no_malloc "load 64 100")
+    timer_no_malloc undo_after_reap "load 64 100")
 # Linux's process model (privilege drops, exec, orphans, /proc views, IPC and pid namespaces):
 # run under uipc run --locks --timers.
 process_tests=(priv_drop ident_per_call orphan_reap exec_env_keep proc_sysctl ipc_ns pid_ns)
