@@ -13,7 +13,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 use uipc::ipc::consts::{GETALL, IPC_CREAT, IPC_PRIVATE};
 use uipc_proto::client::Connection;
-use uipc_proto::{Request, Response, SemArg, MAX_FRAME, VERSION};
+use uipc_proto::{Request, Response, SemArg, MAX_FRAME};
 #[allow(dead_code)]
 mod common;
 
@@ -36,15 +36,7 @@ fn is_root() -> bool {
 
 fn msgget(c: &Connection) -> Duration {
     let t = Instant::now();
-    let (resp, _) = c
-        .call(
-            &Request::Msgget {
-                key: IPC_PRIVATE,
-                flag: IPC_CREAT | 0o600,
-            },
-            false,
-        )
-        .unwrap();
+    let resp = common::msgget_private(c);
     assert!(matches!(resp, Response::Ret(id) if id >= 0), "{resp:?}");
     if let Response::Ret(id) = resp {
         let rm = Request::Msgctl {
@@ -69,17 +61,6 @@ fn push(s: &UnixStream, bytes: &[u8]) {
             libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL,
         )
     };
-}
-
-fn hello_frame() -> Vec<u8> {
-    let h = Request::Hello {
-        version: VERSION,
-        new_image: false,
-    }
-    .encode();
-    let mut f = (h.len() as u32).to_le_bytes().to_vec();
-    f.extend_from_slice(&h);
-    f
 }
 
 /// The hostile user: does nothing unless started by the test.
@@ -116,7 +97,7 @@ fn hostile_side() {
         }
     }
     println!("hostile: {} connections made", socks.len());
-    let hello = hello_frame();
+    let hello = common::hello_frame();
     for round in 0..30 {
         for (i, s) in socks.iter().enumerate() {
             if i < slow_from {

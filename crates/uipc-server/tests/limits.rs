@@ -6,41 +6,18 @@
 //! with a low descriptor limit of its own.
 
 use std::io::Write;
-use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixStream;
 use std::path::Path;
 use std::time::{Duration, Instant};
 use uipc::ipc::consts::{IPC_CREAT, IPC_PRIVATE};
 use uipc_proto::client::Connection;
-use uipc_proto::{Request, Response, VERSION};
+use uipc_proto::{Request, Response};
 use uipc_server::limits::{HELLO_TIMEOUT, UNGREETED_PER_UID};
 #[allow(dead_code)]
 mod common;
 
 /// The descriptor limit of the daemon in [`daemon_side`].
 const NOFILE: u64 = 600;
-
-/// Whether `s` reads something or end of file within `ms` milliseconds.
-fn answered(s: &UnixStream, ms: i32) -> bool {
-    let mut p = libc::pollfd {
-        fd: s.as_raw_fd(),
-        events: libc::POLLIN,
-        revents: 0,
-    };
-    // SAFETY: one live pollfd.
-    unsafe { libc::poll(&mut p, 1, ms) == 1 }
-}
-
-fn hello_bytes() -> Vec<u8> {
-    let h = Request::Hello {
-        version: VERSION,
-        new_image: false,
-    }
-    .encode();
-    let mut f = (h.len() as u32).to_le_bytes().to_vec();
-    f.extend_from_slice(&h);
-    f
-}
 
 fn closed(s: &UnixStream) -> bool {
     let mut b = [0u8; 64];
@@ -59,7 +36,7 @@ fn connections_that_never_say_hello_are_capped_and_timed_out() {
     // One more not greeted: closed at once.
     let extra = UnixStream::connect(&path).unwrap();
     assert!(
-        answered(&extra, 2000),
+        common::readable(&extra, 2000),
         "the connection over the bound is kept"
     );
     assert!(closed(&extra));
@@ -68,21 +45,13 @@ fn connections_that_never_say_hello_are_capped_and_timed_out() {
     for s in &silent {
         let left = (HELLO_TIMEOUT + Duration::from_secs(3)).saturating_sub(t.elapsed());
         assert!(
-            answered(s, left.as_millis() as i32),
+            common::readable(s, left.as_millis() as i32),
             "a silent connection is kept"
         );
         assert!(closed(s));
     }
     assert!(t.elapsed() >= HELLO_TIMEOUT - Duration::from_secs(1));
-    let (resp, _) = good
-        .call(
-            &Request::Msgget {
-                key: IPC_PRIVATE,
-                flag: IPC_CREAT | 0o600,
-            },
-            false,
-        )
-        .unwrap();
+    let resp = common::msgget_private(&good);
     assert!(matches!(resp, Response::Ret(_)), "{resp:?}");
     assert_eq!(shared.reactor.users.count(0).1, 0);
 }
@@ -136,7 +105,7 @@ fn at_the_descriptor_limit_new_clients_are_refused_and_old_ones_served() {
 
 fn at_the_limit(socket: &Path) {
     let first = Connection::connect(socket, false).unwrap();
-    let hello = hello_bytes();
+    let hello = common::hello_frame();
     let mut held = Vec::new();
     let mut refused = 0;
     for _ in 0..NOFILE {
@@ -145,7 +114,7 @@ fn at_the_limit(socket: &Path) {
             refused += 1;
             continue;
         }
-        assert!(answered(&s, 3000), "a client at the limit hangs");
+        assert!(common::readable(&s, 3000), "a client at the limit hangs");
         let mut b = [0u8; 64];
         match std::io::Read::read(&mut &s, &mut b) {
             Ok(n) if n > 0 => held.push(s),

@@ -16,7 +16,7 @@ use parked_client::*;
 fn cancel_ends_a_parked_semop_and_msgrcv_with_eintr() {
     let (path, _) = common::start("parking");
     let c = Connection::connect(&path, false).unwrap();
-    let semid = new_sem(&c);
+    let semid = common::new_sem(&c);
     let msqid = new_queue(&c);
     let s = session(&path);
     send(&s, &semop(semid, -1, None));
@@ -70,7 +70,7 @@ fn cancel_ends_a_parked_semop_and_msgrcv_with_eintr() {
 fn a_hang_up_withdraws_the_parked_call() {
     let (path, shared) = common::start("parking");
     let c = Connection::connect(&path, false).unwrap();
-    let semid = new_sem(&c);
+    let semid = common::new_sem(&c);
     let s = session(&path);
     send(&s, &semop(semid, -1, None));
     until("queued", || {
@@ -96,7 +96,7 @@ fn a_hang_up_withdraws_the_parked_call() {
 fn semtimedops_timeout_ends_a_parked_call_with_eagain() {
     let (path, shared) = common::start("parking");
     let c = Connection::connect(&path, false).unwrap();
-    let semid = new_sem(&c);
+    let semid = common::new_sem(&c);
     let s = session(&path);
     let t0 = Instant::now();
     let t = Timespec {
@@ -198,7 +198,7 @@ fn cancels_racing_completions_never_lose_or_repeat_an_operation() {
     const ROUNDS: usize = 40;
     let (path, shared) = common::start("parking");
     let c = Connection::connect(&path, false).unwrap();
-    let semid = new_sem(&c);
+    let semid = common::new_sem(&c);
     let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let posted = std::sync::Arc::new(std::sync::atomic::AtomicI64::new(0));
     let poster = {

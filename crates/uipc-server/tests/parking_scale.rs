@@ -27,7 +27,7 @@ fn three_hundred_blocked_clients_add_no_daemon_thread_and_all_are_answered() {
     const RECEIVERS: usize = 100;
     let (path, shared) = common::start("parking");
     let c = Connection::connect(&path, false).unwrap();
-    let semid = new_sem(&c);
+    let semid = common::new_sem(&c);
     let msqid = new_queue(&c);
     // The workers and the exit thread name themselves once running.
     let before = uipc_server::workers::default_count() + 1;

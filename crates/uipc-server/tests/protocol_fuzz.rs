@@ -196,17 +196,6 @@ fn session(path: &Path) -> UnixStream {
     c
 }
 
-/// Whether `s` has bytes (or end of file) to read within `ms` milliseconds.
-fn readable(s: &UnixStream, ms: i32) -> bool {
-    let mut p = libc::pollfd {
-        fd: s.as_raw_fd(),
-        events: libc::POLLIN,
-        revents: 0,
-    };
-    // SAFETY: one live pollfd.
-    unsafe { libc::poll(&mut p, 1, ms) == 1 }
-}
-
 fn vm_rss_kb() -> u64 {
     let status = std::fs::read_to_string("/proc/self/status").unwrap();
     let line = status.lines().find(|l| l.starts_with("VmRSS:")).unwrap();
@@ -234,13 +223,16 @@ fn fuzz(path: &Path, seed: u64, until: Instant) -> u64 {
         if matches!(Request::decode(&p), Ok(Request::Cancel)) {
             continue;
         }
-        if !readable(&s, 50) {
+        if !common::readable(&s, 50) {
             // A call that waits: cancel it; its reply must come.
             if send_frame(s.as_raw_fd(), &Request::Cancel.encode(), true, None).is_err() {
                 s = session(path);
                 continue;
             }
-            assert!(readable(&s, 10_000), "a cancelled call is never answered");
+            assert!(
+                common::readable(&s, 10_000),
+                "a cancelled call is never answered"
+            );
         }
         if recv_frame(s.as_raw_fd(), false).is_err() {
             // An error reply closed it, or the frame was refused.

@@ -105,22 +105,13 @@ fn a_signal_during_a_blocking_semop_cancels_it_with_eintr() {
         libc::sigaction(libc::SIGUSR1, &sa, std::ptr::null_mut());
     }
     let c = Connection::connect(&path, true).unwrap();
-    let Response::Ret(id) = ret(
-        &c,
-        Request::Semget {
-            key: IPC_PRIVATE,
-            nsems: 1,
-            flag: 0o600,
-        },
-    ) else {
-        panic!("semget")
-    };
+    let id = common::new_sem(&c);
     let (tx, rx) = mpsc::channel();
     let t = std::thread::spawn(move || {
         // SAFETY: plain getter.
         tx.send(unsafe { libc::pthread_self() }).unwrap();
         let down = Request::Semtimedop {
-            semid: id as i32,
+            semid: id,
             nsops: 1,
             sops: Some(vec![Sembuf::new(0, -1, SEM_UNDO)]),
             timeout: None,
@@ -134,7 +125,7 @@ fn a_signal_during_a_blocking_semop_cancels_it_with_eintr() {
     assert_eq!(t.join().unwrap(), Response::Error(libc::EINTR));
     let c = Connection::connect(&path, false).unwrap();
     let ncnt = Request::Semctl {
-        semid: id as i32,
+        semid: id,
         semnum: 0,
         cmd: GETNCNT,
         arg: SemArg::None,

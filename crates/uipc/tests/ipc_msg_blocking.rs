@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 use std::sync::Arc;
 use std::time::Duration;
 use uipc::ipc::consts::*;
-use uipc::ipc::msg::{MsgctlArg, MsgctlOut, MsqidDs, MsqidSet, ParkedMsgrcv, ParkedMsgsnd};
+use uipc::ipc::msg::{MsgctlArg, MsgctlOut, MsqidDs, ParkedMsgrcv, ParkedMsgsnd};
 use uipc::ipc::IpcNamespace;
 use uipc::{Cred, Errno, Interrupt, Progress, WaitCtx};
 
@@ -37,13 +37,7 @@ fn stat(ns: &IpcNamespace, id: i32) -> MsqidDs {
 }
 
 fn qbytes(ns: &IpcNamespace, id: i32, q: u64) {
-    let arg = MsgctlArg::Set(MsqidSet {
-        uid: 0,
-        gid: 0,
-        mode: 0o666,
-        qbytes: q,
-    });
-    ns.msgctl(&Cred::root(1), id, IPC_SET, arg).unwrap();
+    common::msg_set(ns, id, 0o666, q);
 }
 
 /// The two parked calls, polled the same way.
@@ -270,13 +264,7 @@ fn ipc_set_makes_waiting_receivers_recheck_permission() {
     let (ctx, told) = common::counted(None);
     let start = ns.msgrcv_start(&Cred::user(5, 1000, 1000), id, 10, 0, 0, &ctx);
     let r = waiting(start, told);
-    let arg = MsgctlArg::Set(MsqidSet {
-        uid: 0,
-        gid: 0,
-        mode: 0o600,
-        qbytes: 100,
-    });
-    ns.msgctl(&Cred::root(1), id, IPC_SET, arg).unwrap();
+    common::msg_set(&ns, id, 0o600, 100);
     assert_eq!(r.finish(&ns), Err(Errno::EACCES));
 }
 
@@ -285,21 +273,9 @@ fn woken_sender_rechecks_permission_after_ipc_set() {
     let (ns, id) = setup();
     qbytes(&ns, id, 0);
     let s = sender(&ns, id, &Cred::user(5, 1000, 1000), (1, b"x"), None);
-    let arg = MsgctlArg::Set(MsqidSet {
-        uid: 0,
-        gid: 0,
-        mode: 0o600,
-        qbytes: 0,
-    });
-    ns.msgctl(&Cred::root(1), id, IPC_SET, arg).unwrap();
+    common::msg_set(&ns, id, 0o600, 0);
     let s = s.still_waiting(&ns, "still no room: not woken");
-    let arg = MsgctlArg::Set(MsqidSet {
-        uid: 0,
-        gid: 0,
-        mode: 0o600,
-        qbytes: 100,
-    });
-    ns.msgctl(&Cred::root(1), id, IPC_SET, arg).unwrap();
+    common::msg_set(&ns, id, 0o600, 100);
     assert_eq!(
         s.finish(&ns),
         Err(Errno::EACCES),

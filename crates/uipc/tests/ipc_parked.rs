@@ -7,7 +7,7 @@ mod common;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 use uipc::ipc::consts::*;
-use uipc::ipc::msg::{MsgctlArg, MsqidSet, ParkedMsgrcv, ParkedMsgsnd};
+use uipc::ipc::msg::{ParkedMsgrcv, ParkedMsgsnd};
 use uipc::ipc::sem::{ParkedSemop, Sembuf, SemctlArg, Timespec};
 use uipc::ipc::IpcNamespace;
 use uipc::{Cred, Errno, Interrupt, ParkCtx, Progress, WaitCtx, WakeReason};
@@ -217,13 +217,7 @@ fn ipc_set_asks_a_parked_msgrcv_to_look_again_and_it_parks_again() {
 }
 
 fn set_qbytes(ns: &IpcNamespace, id: i32, q: u64) {
-    let arg = MsgctlArg::Set(MsqidSet {
-        uid: 0,
-        gid: 0,
-        mode: 0o600,
-        qbytes: q,
-    });
-    ns.msgctl(&root(), id, IPC_SET, arg).unwrap();
+    common::msg_set(ns, id, 0o600, q);
 }
 
 /// A queue with room for one 4-byte message, holding it.

@@ -14,6 +14,13 @@ const NOWAIT: i16 = IPC_NOWAIT as i16;
 fn root() -> Cred {
     Cred::root(100)
 }
+
+/// A namespace with one fresh set of `n` semaphores.
+fn new_set(n: i32) -> (IpcNamespace, i32) {
+    let ns = IpcNamespace::new();
+    let id = ns.semget(&root(), IPC_PRIVATE, n, 0o600).unwrap();
+    (ns, id)
+}
 fn proc_(pid: i32) -> Cred {
     Cred::root(pid)
 }
@@ -32,8 +39,7 @@ fn setval(ns: &IpcNamespace, id: i32, n: i32, v: i32) {
 
 #[test]
 fn exit_reverts_the_process_adjustments() {
-    let ns = IpcNamespace::new();
-    let id = ns.semget(&root(), IPC_PRIVATE, 2, 0o600).unwrap();
+    let (ns, id) = new_set(2);
     let p = proc_(7);
     op(
         &ns,
@@ -61,8 +67,7 @@ fn exit_reverts_the_process_adjustments() {
 
 #[test]
 fn exit_clamps_to_zero_and_semvmx_and_never_fails() {
-    let ns = IpcNamespace::new();
-    let id = ns.semget(&root(), IPC_PRIVATE, 2, 0o600).unwrap();
+    let (ns, id) = new_set(2);
     let p = proc_(9);
     op(&ns, &p, id, &[Sembuf::new(0, 5, UNDO)]).unwrap();
     setval(&ns, id, 1, 1);
@@ -77,8 +82,7 @@ fn exit_clamps_to_zero_and_semvmx_and_never_fails() {
 
 #[test]
 fn semadj_range_is_checked_with_erange() {
-    let ns = IpcNamespace::new();
-    let id = ns.semget(&root(), IPC_PRIVATE, 1, 0o600).unwrap();
+    let (ns, id) = new_set(1);
     let p = proc_(11);
     op(&ns, &p, id, &[Sembuf::new(0, 32767, UNDO)]).unwrap();
     op(&ns, &p, id, &[Sembuf::new(0, -32767, 0)]).unwrap();
@@ -96,8 +100,7 @@ fn semadj_range_is_checked_with_erange() {
 
 #[test]
 fn fork_child_starts_empty_and_exec_keeps_the_list() {
-    let ns = IpcNamespace::new();
-    let id = ns.semget(&root(), IPC_PRIVATE, 1, 0o600).unwrap();
+    let (ns, id) = new_set(1);
     op(&ns, &proc_(20), id, &[Sembuf::new(0, 3, UNDO)]).unwrap();
     ns.process_fork(20, 21);
     assert_eq!(ns.sem_undo_entries(21), 0);
@@ -111,8 +114,7 @@ fn fork_child_starts_empty_and_exec_keeps_the_list() {
 
 #[test]
 fn setval_resets_one_semadj_and_setall_resets_all() {
-    let ns = IpcNamespace::new();
-    let id = ns.semget(&root(), IPC_PRIVATE, 2, 0o600).unwrap();
+    let (ns, id) = new_set(2);
     for pid in [30, 31] {
         op(
             &ns,
@@ -139,8 +141,7 @@ fn setval_resets_one_semadj_and_setall_resets_all() {
 
 #[test]
 fn rmid_drops_the_entries_and_a_reused_id_starts_clean() {
-    let ns = IpcNamespace::new();
-    let id = ns.semget(&root(), IPC_PRIVATE, 1, 0o600).unwrap();
+    let (ns, id) = new_set(1);
     op(&ns, &proc_(40), id, &[Sembuf::new(0, 2, UNDO)]).unwrap();
     ns.semctl(&root(), id, 0, IPC_RMID, SemctlArg::None)
         .unwrap();

@@ -2,6 +2,8 @@
 //! `Timers::next_deadline` says how long to sleep, `Timers::wait_for_work` sleeps until then or
 //! until something changes.
 
+mod common;
+
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use uipc::timers::*;
@@ -13,14 +15,7 @@ fn engine() -> (Arc<ManualClock>, Timers, Cred, TimerId) {
     let clock = Arc::new(ManualClock::new(1000));
     let timers = Timers::new(clock.clone(), Arc::new(NoNotifier));
     let cred = Cred::root(100);
-    let id = timers
-        .timer_create(
-            &cred,
-            CLOCK_MONOTONIC,
-            UserPtr::Valid(SigEvent::signal(10, 0)),
-            UserPtr::Valid(0),
-        )
-        .unwrap();
+    let id = common::monotonic_timer(&timers, &cred);
     (clock, timers, cred, id)
 }
 

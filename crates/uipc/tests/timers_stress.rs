@@ -167,14 +167,7 @@ fn getoverrun_racing_deliveries_and_delete_sees_delivered_overruns_then_einval()
     let queued = Arc::new(common::Recorder::default());
     let t = Arc::new(Timers::new(clock.clone(), queued.clone()));
     let cred = Cred::root(77);
-    let id = t
-        .timer_create(
-            &cred,
-            CLOCK_MONOTONIC,
-            UserPtr::Valid(SigEvent::signal(10, 0)),
-            UserPtr::Valid(0),
-        )
-        .unwrap();
+    let id = common::monotonic_timer(&t, &cred);
     let spec = ItimerSpec::from_nanos(MS, MS);
     t.timer_settime(&cred, id, 0, UserPtr::Valid(spec)).unwrap();
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));

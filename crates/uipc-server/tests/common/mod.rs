@@ -110,3 +110,53 @@ fn traversable_tmp() -> PathBuf {
         PathBuf::from("/tmp")
     }
 }
+
+/// Whether `s` has bytes (or end of file) to read within `ms` milliseconds.
+#[allow(dead_code)] // not every test binary watches a raw socket
+pub fn readable(s: &std::os::unix::net::UnixStream, ms: i32) -> bool {
+    use std::os::fd::AsRawFd;
+    let mut p = libc::pollfd {
+        fd: s.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: one live pollfd.
+    unsafe { libc::poll(&mut p, 1, ms) == 1 }
+}
+
+/// msgget(IPC_PRIVATE, IPC_CREAT | 0600) through `c`: the daemon's answer.
+#[allow(dead_code)] // not every test binary makes a queue
+pub fn msgget_private(c: &uipc_proto::client::Connection) -> uipc_proto::Response {
+    let req = uipc_proto::Request::Msgget {
+        key: uipc::ipc::consts::IPC_PRIVATE,
+        flag: uipc::ipc::consts::IPC_CREAT | 0o600,
+    };
+    c.call(&req, false).unwrap().0
+}
+
+/// A Hello frame of this version (length prefix and all), as a client's first bytes.
+#[allow(dead_code)] // not every test binary writes raw frames
+pub fn hello_frame() -> Vec<u8> {
+    let h = uipc_proto::Request::Hello {
+        version: uipc_proto::VERSION,
+        new_image: false,
+    }
+    .encode();
+    let mut f = (h.len() as u32).to_le_bytes().to_vec();
+    f.extend_from_slice(&h);
+    f
+}
+
+/// A private one-semaphore set made through `c`: its id.
+#[allow(dead_code)] // not every test binary makes a set
+pub fn new_sem(c: &uipc_proto::client::Connection) -> i32 {
+    let req = uipc_proto::Request::Semget {
+        key: uipc::ipc::consts::IPC_PRIVATE,
+        nsems: 1,
+        flag: 0o600,
+    };
+    let uipc_proto::Response::Ret(id) = c.call(&req, false).unwrap().0 else {
+        panic!("semget")
+    };
+    id as i32
+}

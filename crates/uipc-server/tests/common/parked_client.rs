@@ -60,21 +60,6 @@ pub fn until(what: &str, mut ok: impl FnMut() -> bool) {
     }
 }
 
-/// A private one-semaphore set.
-pub fn new_sem(c: &Connection) -> i32 {
-    let Response::Ret(id) = call(
-        c,
-        Request::Semget {
-            key: IPC_PRIVATE,
-            nsems: 1,
-            flag: 0o600,
-        },
-    ) else {
-        panic!("semget")
-    };
-    id as i32
-}
-
 /// A private message queue.
 pub fn new_queue(c: &Connection) -> i32 {
     let Response::Ret(id) = call(

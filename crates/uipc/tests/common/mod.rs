@@ -4,8 +4,11 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+use uipc::ipc::consts::IPC_SET;
+use uipc::ipc::msg::{MsgctlArg, MsqidSet};
+use uipc::ipc::IpcNamespace;
 use uipc::locks::{FileId, Flock, LockManager, OfdId, OpenFile, ParkedLock, F_SETLKW};
-use uipc::timers::{Notifier, TimerSignal};
+use uipc::timers::{Notifier, SigEvent, TimerId, TimerSignal, Timers, UserPtr, CLOCK_MONOTONIC};
 use uipc::{Cred, Errno, Interrupt, ParkCtx, Progress, WaitCtx};
 
 /// A timer notifier that keeps every signal it is given, for the test to deliver or inspect.
@@ -129,4 +132,27 @@ impl LockFile {
             std::thread::sleep(Duration::from_millis(2));
         }
     }
+}
+
+/// msgctl(IPC_SET) by root: owner root, `mode`, `qbytes`.
+pub fn msg_set(ns: &IpcNamespace, id: i32, mode: u32, qbytes: u64) {
+    let arg = MsgctlArg::Set(MsqidSet {
+        uid: 0,
+        gid: 0,
+        mode,
+        qbytes,
+    });
+    ns.msgctl(&Cred::root(1), id, IPC_SET, arg).unwrap();
+}
+
+/// A CLOCK_MONOTONIC timer of `cred` on `timers`, signalling 10 with value 0.
+pub fn monotonic_timer(timers: &Timers, cred: &Cred) -> TimerId {
+    timers
+        .timer_create(
+            cred,
+            CLOCK_MONOTONIC,
+            UserPtr::Valid(SigEvent::signal(10, 0)),
+            UserPtr::Valid(0),
+        )
+        .unwrap()
 }
