@@ -49,3 +49,14 @@ static inline void expect_clean_exit(pid_t pid) {
         exit(1);
     }
 }
+
+/* Runs `f` in a child process and checks the child exits 0. */
+static inline void in_child(void (*f)(void)) {
+    pid_t pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0) {
+        f();
+        _exit(0);
+    }
+    expect_clean_exit(pid);
+}

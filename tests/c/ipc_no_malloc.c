@@ -151,13 +151,7 @@ int main(void) {
     pthread_t t;
     CHECK(pthread_create(&t, NULL, in_a_new_thread, NULL) == 0);
     CHECK(pthread_join(t, NULL) == 0);
-    pid_t child = fork();
-    CHECK(child >= 0);
-    if (child == 0) {
-        every_call();
-        _exit(0);
-    }
-    expect_clean_exit(child);
+    in_child(every_call);
     printf("ipc_no_malloc: ok\n");
     return 0;
 }

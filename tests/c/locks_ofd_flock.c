@@ -2,6 +2,7 @@
  * conflicting between descriptions, kept while any process holds the description open and
  * dropped at its last close. Also flock's contention between processes and its conversion. */
 #include "check.h"
+#include "alarm.h"
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/time.h>
@@ -28,17 +29,6 @@ static int flock_free(void) {
     if (r == 0) return 1;
     CHECK(e == EWOULDBLOCK);
     return 0;
-}
-
-static volatile sig_atomic_t fired;
-static void on_alarm(int sig) {
-    (void)sig;
-    fired++;
-}
-
-static void arm(int usec) {
-    struct itimerval t = {.it_value = {.tv_usec = usec}};
-    CHECK(setitimer(ITIMER_REAL, &t, NULL) == 0);
 }
 
 static int ofd_free(void) {

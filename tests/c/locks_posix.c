@@ -3,6 +3,7 @@
  * F_SETLKW and signals (EINTR without SA_RESTART, restarted with it), lockf, and closes that
  * drop the process's locks (close of another descriptor, dup2 over one, fclose). */
 #include "check.h"
+#include "alarm.h"
 #include <fcntl.h>
 #include <linux/close_range.h>
 #include <sys/time.h>
@@ -18,17 +19,6 @@ static int reopen(void) {
     int fd = open(path, O_RDWR);
     CHECK(fd >= 0);
     return fd;
-}
-
-/* Runs `f` in a child and checks it exits 0. */
-static void in_child(void (*f)(void)) {
-    pid_t pid = fork();
-    CHECK(pid >= 0);
-    if (pid == 0) {
-        f();
-        _exit(0);
-    }
-    expect_clean_exit(pid);
 }
 
 static void sync_read(int p) {
@@ -73,17 +63,6 @@ static void child_lockf(void) {
     CHECK(lseek(fd, 10, SEEK_SET) == 10);
     CHECK(lockf(fd, F_TEST, 5) == 0);
     CHECK(lockf(fd, F_TLOCK, 5) == 0);
-}
-
-static volatile sig_atomic_t fired;
-static void on_alarm(int sig) {
-    (void)sig;
-    fired++;
-}
-
-static void arm(int usec) {
-    struct itimerval t = {.it_value = {.tv_usec = usec}};
-    CHECK(setitimer(ITIMER_REAL, &t, NULL) == 0);
 }
 
 /* A child takes a write lock on the whole file, says so, and keeps it `hold_ms` (0: until

@@ -9,6 +9,7 @@
  * holds them. A second argument is a shell command run while the locks are held, with $HOLDER
  * set to the holder's pid (to list them with `uipc locks`). */
 #include "check.h"
+#include "proc_locks.h"
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/stat.h>
@@ -67,22 +68,6 @@ static int free_for_new_description(int ofd) {
 
 static int flock_free(void) { return free_for_new_description(0); }
 static int ofd_free(void) { return free_for_new_description(1); }
-
-/* Lines of the kernel's /proc/locks about `ino` (opened by a system call: under `uipc run
- * --locks` the library's open shows uipc's locks there too). */
-static int kernel_lines(ino_t ino) {
-    int fd = syscall(SYS_openat, AT_FDCWD, "/proc/locks", O_RDONLY);
-    CHECK(fd >= 0);
-    FILE *f = fdopen(fd, "r");
-    CHECK(f != NULL);
-    char line[512], want[64];
-    snprintf(want, sizeof want, ":%lu ", (unsigned long)ino);
-    int n = 0;
-    while (fgets(line, sizeof line, f))
-        if (strstr(line, want)) n++;
-    fclose(f);
-    return n;
-}
 
 static void errors_and_pass_through(int fd) {
     int rdonly = open(path, O_RDONLY);

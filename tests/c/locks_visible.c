@@ -4,26 +4,11 @@
  * CMD while holding them, with $HOLDER set to its pid and $LOCKPATH to the file (to list them
  * with lslocks or `uipc locks`). */
 #include "check.h"
+#include "proc_locks.h"
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/syscall.h>
 #include <sys/stat.h>
-
-/* How many lines of the kernel's /proc/locks are about inode `ino` (opened by a system call:
- * under `uipc run --locks` the library's open shows uipc's locks there too). */
-static int kernel_lines(ino_t ino) {
-    int fd = syscall(SYS_openat, AT_FDCWD, "/proc/locks", O_RDONLY);
-    CHECK(fd >= 0);
-    FILE *f = fdopen(fd, "r");
-    CHECK(f != NULL);
-    char line[512], want[64];
-    snprintf(want, sizeof want, ":%lu ", (unsigned long)ino);
-    int n = 0;
-    while (fgets(line, sizeof line, f))
-        if (strstr(line, want)) n++;
-    fclose(f);
-    return n;
-}
 
 int main(int argc, char **argv) {
     CHECK(argc >= 2);
