@@ -13,6 +13,11 @@
 //!
 //! Not synchronized: it lives in the registry's writer-locked state; readers under the shared
 //! lock only call [`PermTable::get`].
+//!
+//! Kept by hand rather than replaced by a crate: no interning crate keeps counted, reusable
+//! 4-byte references without a lock of its own, and the smaller entries are part of what put
+//! `semget` creates under a tenth of the kernel's time (`uipc bench ipc-keys`, 31900 keys:
+//! BENCHMARKS.md, "ipc-keys", the cachegrind comparison of the create path).
 
 use super::perm::IpcPerm;
 use foldhash::fast::FixedState;

@@ -66,8 +66,11 @@ pub(crate) struct SemSlot {
 /// it inline, so creating the set is a single allocation; larger sets keep a boxed array.
 ///
 /// Which of the two a value holds is kept by its owner ([`SemSet`]'s `many`, in padding after
-/// the permissions), not here: an enum's tag would have taken 8 bytes more, and a
-/// one-semaphore set would no longer fit malloc's 128-byte chunks.
+/// the permissions), not here: an enum's tag would have taken 8 bytes more (40 instead of 32
+/// on x86-64), and a one-semaphore set with the `Arc`'s counts (120 bytes) would grow past
+/// malloc's 128-byte chunks to 144. The 128-byte set is one of the create-path changes
+/// measured in BENCHMARKS.md ("ipc-keys", the cachegrind comparison: two cache lines written
+/// per create instead of three).
 pub(crate) union SemSlots {
     one: ManuallyDrop<Mutex<SemSlot>>,
     many: ManuallyDrop<Box<[Mutex<SemSlot>]>>,
