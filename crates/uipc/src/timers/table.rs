@@ -28,7 +28,7 @@
 //! per-stripe std hash map (lookups 2.6x slower than groups: a cell per timer); groups with std's
 //! hash map per stripe (about 15% slower lookups: control bytes, then entry, two dependent
 //! lines per probe); leaves always boxed, even for one id (the sparse case costs 232-263 KiB,
-//! about twice seed 004's). A lock-free read path (as `table::idmap` does for IPC ids) was not
+//! about twice seed 004's). A lock-free read path (per-slot reader counts) was not
 //! adopted: a profile of the lookup puts the lock's two atomic operations at about a third of
 //! its time, and the reader-count handshake that makes freeing safe without a lock also costs
 //! two atomic operations per lookup. Instead the stripe lock is a spin lock whose release is a
