@@ -73,6 +73,24 @@ pub struct Charge {
     bytes: u64,
 }
 
+impl Charge {
+    /// Charges `n` more bytes to the budget (if any): ENOMEM if it refuses.
+    fn add(&mut self, n: usize) -> Result<(), RecvError> {
+        if let Some(b) = &self.budget {
+            if !b.try_charge(n as u64) {
+                return Err(enomem());
+            }
+            self.bytes += n as u64;
+        }
+        Ok(())
+    }
+}
+
+/// The error of a refused charge or a failed allocation.
+fn enomem() -> RecvError {
+    RecvError::Io(std::io::Error::from_raw_os_error(libc::ENOMEM))
+}
+
 impl Drop for Charge {
     fn drop(&mut self) {
         if let Some(b) = &self.budget {
@@ -212,13 +230,7 @@ impl FrameReader {
             self.ahead_cred = self.cred;
             let mut rest = Vec::new();
             let n = got - used;
-            let enomem = || RecvError::Io(std::io::Error::from_raw_os_error(libc::ENOMEM));
-            if let Some(b) = &self.ahead_charge.budget {
-                if !b.try_charge(n as u64) {
-                    return Err(enomem());
-                }
-                self.ahead_charge.bytes += n as u64;
-            }
+            self.ahead_charge.add(n)?;
             rest.try_reserve_exact(n).map_err(|_| enomem())?;
             rest.extend_from_slice(&buf[used..got]);
             self.ahead = rest;
@@ -306,13 +318,7 @@ impl FrameReader {
         }
         let n = n.max(FIRST_CHUNK.min(self.len - self.payload.len()));
         let want = n - spare;
-        let enomem = || RecvError::Io(std::io::Error::from_raw_os_error(libc::ENOMEM));
-        if let Some(b) = &self.charge.budget {
-            if !b.try_charge(want as u64) {
-                return Err(enomem());
-            }
-            self.charge.bytes += want as u64;
-        }
+        self.charge.add(want)?;
         self.payload.try_reserve_exact(n).map_err(|_| enomem())
     }
 
@@ -324,13 +330,7 @@ impl FrameReader {
         }
         let cap = self.payload.capacity();
         let want = (cap.max(FIRST_CHUNK)).min(self.len - self.payload.len());
-        let enomem = || RecvError::Io(std::io::Error::from_raw_os_error(libc::ENOMEM));
-        if let Some(b) = &self.charge.budget {
-            if !b.try_charge(want as u64) {
-                return Err(enomem());
-            }
-            self.charge.bytes += want as u64;
-        }
+        self.charge.add(want)?;
         self.payload.try_reserve_exact(want).map_err(|_| enomem())
     }
 
