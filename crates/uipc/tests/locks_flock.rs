@@ -122,3 +122,30 @@ fn flock_and_posix_locks_never_conflict() {
         "F_GETLK sees the POSIX lock, not the flock one"
     );
 }
+
+#[test]
+fn owns_any_sees_an_owners_held_lock_and_its_blocked_request() {
+    let m = std::sync::Arc::new(LockManager::new());
+    let d = |n| Owner::Description(OfdId(n));
+    assert!(!m.owns_any(FILE, d(1)));
+    flock(&m, 1, Some(&fd(1)), LOCK_EX).unwrap();
+    assert!(m.owns_any(FILE, d(1)));
+    assert!(!m.owns_any(FILE, d(2)));
+    assert!(!m.owns_any(FileId { dev: 8, ino: 2 }, d(1)));
+    let m2 = m.clone();
+    let waiter = std::thread::spawn(move || flock(&m2, 2, Some(&fd(2)), LOCK_EX));
+    // Only its blocked request is on the file: owns_any must see it.
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !m.owns_any(FILE, d(2)) {
+        assert!(
+            std::time::Instant::now() < until,
+            "the blocked request is not seen"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    assert_eq!(held(&m), vec![(OfdId(1), LockType::Write)]);
+    flock(&m, 1, Some(&fd(1)), LOCK_UN).unwrap();
+    waiter.join().unwrap().unwrap();
+    assert!(!m.owns_any(FILE, d(1)));
+    assert!(m.owns_any(FILE, d(2)));
+}
