@@ -150,6 +150,10 @@ fn msgget(c: &Connection, key: i32, flag: i32) -> i32 {
     ret(c, Request::Msgget { key, flag })
 }
 
+fn semget(c: &Connection, key: i32, nsems: i32, flag: i32) -> i32 {
+    ret(c, Request::Semget { key, nsems, flag })
+}
+
 const KEY_Q: i32 = 0x57a7e;
 const KEY_S: i32 = 0x57a7f;
 
@@ -175,14 +179,7 @@ fn sender(path: PathBuf, me: u64, next: Arc<Mutex<HashMap<u64, u64>>>, ledger: A
         return;
     };
     let q = msgget(&c, KEY_Q, 0);
-    let s = ret(
-        &c,
-        Request::Semget {
-            key: KEY_S,
-            nsems: 0,
-            flag: 0,
-        },
-    );
+    let s = semget(&c, KEY_S, 0, 0);
     loop {
         let n = {
             let mut next = next.lock().unwrap();
@@ -277,14 +274,7 @@ fn acknowledged_messages_survive_ten_save_restore_rounds_under_traffic_exactly_o
                 },
             );
             assert!(matches!(r, Ok(Response::Ret(0))), "{r:?}");
-            ret(
-                &c,
-                Request::Semget {
-                    key: KEY_S,
-                    nsems: 2,
-                    flag: IPC_CREAT | 0o600,
-                },
-            );
+            semget(&c, KEY_S, 2, IPC_CREAT | 0o600);
         }
         let mut threads = Vec::new();
         for me in 0..SENDERS {
@@ -326,14 +316,7 @@ fn acknowledged_messages_survive_ten_save_restore_rounds_under_traffic_exactly_o
             other => panic!("{other:?}"),
         }
     }
-    let s = ret(
-        &c,
-        Request::Semget {
-            key: KEY_S,
-            nsems: 0,
-            flag: 0,
-        },
-    );
+    let s = semget(&c, KEY_S, 0, 0);
     let values = match call(
         &c,
         Request::Semctl {

@@ -1,10 +1,11 @@
 //! msgget / msgsnd / msgrcv / msgctl error paths, in Linux's order, and msgctl's results.
 
-use std::sync::Arc;
+mod common;
+
 use uipc::ipc::consts::*;
 use uipc::ipc::msg::{MsgctlArg, MsgctlOut, MsqidDs, MsqidSet};
-use uipc::ipc::{IpcNamespace, NamespaceOptions, Sysctl};
-use uipc::{Cap, CapSet, Cred, Errno, ManualClock, WaitCtx};
+use uipc::ipc::{IpcNamespace, Sysctl};
+use uipc::{Cap, CapSet, Cred, Errno, WaitCtx};
 
 const F: WaitCtx<'static> = WaitCtx::FOREVER;
 
@@ -54,11 +55,7 @@ fn msgget_follows_ipcget_order_and_msgmni() {
 
 #[test]
 fn new_queue_takes_msgmnb_and_the_clock() {
-    let clock = Arc::new(ManualClock::new(1_700_000_000));
-    let ns = IpcNamespace::with_options(NamespaceOptions {
-        clock: clock.clone(),
-        ..Default::default()
-    });
+    let (_clock, ns) = common::ns_with_clock(1_700_000_000);
     ns.sysctl_write(&root(), Sysctl::MsgMnb, "777").unwrap();
     let id = ns.msgget(&user(), 42, IPC_CREAT | 0o640).unwrap();
     let ds = stat(&ns, &root(), id).unwrap();

@@ -1,5 +1,7 @@
 //! semget / semop / semctl: every errno path, in Linux's order, and the /proc format.
 
+mod common;
+
 use std::sync::Arc;
 use uipc::ipc::consts::*;
 use uipc::ipc::sem::{Sembuf, SemctlArg, SemctlOut, Timespec};
@@ -185,11 +187,7 @@ fn semop_is_all_or_nothing_with_running_values() {
 
 #[test]
 fn semop_records_sempid_and_otime_on_success_only() {
-    let clock = Arc::new(ManualClock::new(500));
-    let ns = IpcNamespace::with_options(NamespaceOptions {
-        clock: clock.clone(),
-        ..Default::default()
-    });
+    let (clock, ns) = common::ns_with_clock(500);
     let r = root();
     let id = ns.semget(&r, IPC_PRIVATE, 2, 0o666).unwrap();
     clock.advance(10 * 1_000_000_000);

@@ -21,6 +21,18 @@ fn new_set(n: i32) -> (IpcNamespace, i32) {
     let id = ns.semget(&root(), IPC_PRIVATE, n, 0o600).unwrap();
     (ns, id)
 }
+/// Waits until an operation sleeps on semaphore 0 of `id` (its GETNCNT).
+fn wait_ncnt(ns: &IpcNamespace, id: i32) {
+    while ns
+        .semctl(&root(), id, 0, GETNCNT, SemctlArg::None)
+        .unwrap()
+        .ret()
+        == 0
+    {
+        thread::sleep(Duration::from_millis(1));
+    }
+}
+
 fn proc_(pid: i32) -> Cred {
     Cred::root(pid)
 }
@@ -160,14 +172,7 @@ fn exit_wakes_waiters_the_undo_unblocks() {
     op(&ns, &proc_(50), id, &[Sembuf::new(0, -1, UNDO)]).unwrap();
     let ns2 = ns.clone();
     let t = thread::spawn(move || op(&ns2, &proc_(51), id, &[Sembuf::new(0, -1, 0)]));
-    while ns
-        .semctl(&root(), id, 0, GETNCNT, SemctlArg::None)
-        .unwrap()
-        .ret()
-        == 0
-    {
-        thread::sleep(Duration::from_millis(1));
-    }
+    wait_ncnt(&ns, id);
     ns.process_exit(50);
     assert_eq!(t.join().unwrap(), Ok(()));
     assert_eq!(val(&ns, id, 0), 0);
@@ -179,14 +184,7 @@ fn a_woken_undo_op_records_its_adjustment() {
     let id = ns.semget(&root(), IPC_PRIVATE, 1, 0o600).unwrap();
     let ns2 = ns.clone();
     let t = thread::spawn(move || op(&ns2, &proc_(60), id, &[Sembuf::new(0, -2, UNDO)]));
-    while ns
-        .semctl(&root(), id, 0, GETNCNT, SemctlArg::None)
-        .unwrap()
-        .ret()
-        == 0
-    {
-        thread::sleep(Duration::from_millis(1));
-    }
+    wait_ncnt(&ns, id);
     op(&ns, &root(), id, &[Sembuf::new(0, 3, 0)]).unwrap();
     assert_eq!(t.join().unwrap(), Ok(()));
     assert_eq!(val(&ns, id, 0), 1);

@@ -53,6 +53,12 @@ fn parked_behind_pid_1() -> (Arc<LockManager>, ParkedLock, Arc<AtomicUsize>) {
     }
 }
 
+/// Pid 1's unlock, on a thread of its own.
+fn unlock_pid_1(m: &Arc<LockManager>) -> thread::JoinHandle<()> {
+    let m = m.clone();
+    thread::spawn(move || setlk(&m, 1, F_UNLCK).unwrap())
+}
+
 /// The file's held locks' owners and its number of blocked requests; the deadlock graph's
 /// size.
 fn state(m: &LockManager) -> (Vec<Owner>, usize, usize) {
@@ -73,8 +79,7 @@ fn state(m: &LockManager) -> (Vec<Owner>, usize, usize) {
 fn cancel_racing_the_waking_unlock() {
     model(|| {
         let (m, p, told) = parked_behind_pid_1();
-        let m2 = m.clone();
-        let unlocker = thread::spawn(move || setlk(&m2, 1, F_UNLCK).unwrap());
+        let unlocker = unlock_pid_1(&m);
         let woken_before = told.load(SeqCst) > 0;
         let r = p.cancel(&m, WakeReason::Interrupted);
         unlocker.join().unwrap();
@@ -99,8 +104,7 @@ fn cancel_racing_the_waking_unlock() {
 fn poll_after_the_notification_is_granted() {
     model(|| {
         let (m, p, told) = parked_behind_pid_1();
-        let m2 = m.clone();
-        let unlocker = thread::spawn(move || setlk(&m2, 1, F_UNLCK).unwrap());
+        let unlocker = unlock_pid_1(&m);
         while told.load(SeqCst) == 0 {
             thread::yield_now();
         }

@@ -7,6 +7,23 @@ use crate::sync::{model, AtomicUsize, Ordering::SeqCst};
 use loom::thread;
 use std::sync::Arc;
 
+/// A sleeper on a new waiter, interruptible by the returned interrupt; after an interrupted
+/// sleep it aborts (as a caller does under the object lock). The thread returns the sleep's
+/// result and, after an interrupt, the abort's.
+type Sleeper = thread::JoinHandle<(Result<u32, WakeReason>, Option<u32>)>;
+
+fn interruptible_sleeper() -> (Interrupt, Arc<Waiter<u32>>, Sleeper) {
+    let irq = Interrupt::new();
+    let w = Waiter::<u32>::new();
+    let (w2, irq2) = (w.clone(), irq.clone());
+    let t = thread::spawn(move || {
+        let r = w2.sleep(&WaitCtx::FOREVER.interruptible(&irq2));
+        let aborted = if r.is_err() { w2.abort() } else { None };
+        (r, aborted)
+    });
+    (irq, w, t)
+}
+
 /// A waker's completion and a timed-out sleeper's abort: exactly one of them wins, and a won
 /// completion's value reaches the aborting sleeper.
 #[test]
@@ -39,13 +56,9 @@ fn completion_always_wakes_the_sleeper() {
 #[test]
 fn raise_always_wakes_an_interruptible_sleeper() {
     model(|| {
-        let irq = Interrupt::new();
-        let w = Waiter::<u32>::new();
-        let (w2, irq2) = (w.clone(), irq.clone());
-        let t = thread::spawn(move || w2.sleep(&WaitCtx::FOREVER.interruptible(&irq2)));
+        let (irq, _, t) = interruptible_sleeper();
         irq.raise();
-        assert_eq!(t.join().unwrap(), Err(WakeReason::Interrupted));
-        assert_eq!(w.abort(), None);
+        assert_eq!(t.join().unwrap(), (Err(WakeReason::Interrupted), None));
     });
 }
 
@@ -55,21 +68,14 @@ fn raise_always_wakes_an_interruptible_sleeper() {
 #[test]
 fn completion_racing_interrupt_is_never_lost() {
     model(|| {
-        let irq = Interrupt::new();
-        let w = Waiter::<u32>::new();
-        let (w2, irq2) = (w.clone(), irq.clone());
-        let sleeper =
-            thread::spawn(
-                move || match w2.sleep(&WaitCtx::FOREVER.interruptible(&irq2)) {
-                    Ok(v) => Some(v),
-                    Err(WakeReason::Interrupted) => w2.abort(),
-                    Err(r) => panic!("{r:?}"),
-                },
-            );
+        let (irq, w, sleeper) = interruptible_sleeper();
         let w3 = w.clone();
         let waker = thread::spawn(move || w3.complete(5));
         irq.raise();
-        let got = sleeper.join().unwrap();
+        let got = match sleeper.join().unwrap() {
+            (Ok(v), _) => Some(v),
+            (Err(_), aborted) => aborted,
+        };
         let delivered = waker.join().unwrap();
         assert_eq!(got, delivered.then_some(5));
     });

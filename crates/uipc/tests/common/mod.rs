@@ -6,10 +6,10 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use uipc::ipc::consts::IPC_SET;
 use uipc::ipc::msg::{MsgctlArg, MsqidSet};
-use uipc::ipc::IpcNamespace;
+use uipc::ipc::{IpcNamespace, NamespaceOptions};
 use uipc::locks::{FileId, Flock, LockManager, OfdId, OpenFile, ParkedLock, F_SETLKW};
 use uipc::timers::{Notifier, SigEvent, TimerId, TimerSignal, Timers, UserPtr, CLOCK_MONOTONIC};
-use uipc::{Cred, Errno, Interrupt, ParkCtx, Progress, WaitCtx};
+use uipc::{Cred, Errno, Interrupt, ManualClock, ParkCtx, Progress, WaitCtx};
 
 /// A timer notifier that keeps every signal it is given, for the test to deliver or inspect.
 #[derive(Default)]
@@ -155,4 +155,14 @@ pub fn monotonic_timer(timers: &Timers, cred: &Cred) -> TimerId {
             UserPtr::Valid(0),
         )
         .unwrap()
+}
+
+/// A namespace on a manual clock that starts at `secs`.
+pub fn ns_with_clock(secs: i64) -> (Arc<ManualClock>, IpcNamespace) {
+    let clock = Arc::new(ManualClock::new(secs));
+    let ns = IpcNamespace::with_options(NamespaceOptions {
+        clock: clock.clone(),
+        ..Default::default()
+    });
+    (clock, ns)
 }

@@ -24,6 +24,17 @@ fn set_with(vals: [u16; 2]) -> (Arc<IpcNamespace>, i32, Arc<SemSet>) {
     (ns, id, set)
 }
 
+/// `sops` by process `pid` on set `id`, on a thread of its own.
+fn semop_thread(
+    ns: &Arc<IpcNamespace>,
+    id: i32,
+    pid: i32,
+    sops: Vec<Sembuf>,
+) -> thread::JoinHandle<crate::Result<()>> {
+    let ns = ns.clone();
+    thread::spawn(move || ns.semop(&Cred::root(pid), id, &sops, &WaitCtx::FOREVER))
+}
+
 fn vals(set: &SemSet) -> [i32; 2] {
     [lock(&set.sems()[0]).val, lock(&set.sems()[1]).val]
 }
@@ -36,15 +47,7 @@ fn vals(set: &SemSet) -> [i32; 2] {
 fn a_multi_sop_op_and_a_single_sop_op_never_both_take_the_last_unit() {
     model(|| {
         let (ns, id, set) = set_with([1, 1]);
-        let ns2 = ns.clone();
-        let single = thread::spawn(move || {
-            ns2.semop(
-                &Cred::root(2),
-                id,
-                &[Sembuf::new(1, -1, NOWAIT)],
-                &WaitCtx::FOREVER,
-            )
-        });
+        let single = semop_thread(&ns, id, 2, vec![Sembuf::new(1, -1, NOWAIT)]);
         let both = [Sembuf::new(0, -1, NOWAIT), Sembuf::new(1, -1, NOWAIT)];
         let multi = ns.semop(&Cred::root(3), id, &both, &WaitCtx::FOREVER);
         let single = single.join().unwrap();
@@ -64,11 +67,8 @@ fn a_multi_sop_op_and_a_single_sop_op_never_both_take_the_last_unit() {
 fn a_sleeping_multi_sop_op_is_woken_by_single_sop_ops() {
     model(|| {
         let (ns, id, set) = set_with([0, 0]);
-        let ns2 = ns.clone();
-        let sleeper = thread::spawn(move || {
-            let both = [Sembuf::new(0, -1, 0), Sembuf::new(1, -1, 0)];
-            ns2.semop(&Cred::root(2), id, &both, &WaitCtx::FOREVER)
-        });
+        let both = vec![Sembuf::new(0, -1, 0), Sembuf::new(1, -1, 0)];
+        let sleeper = semop_thread(&ns, id, 2, both);
         for n in 0..2 {
             ns.semop(
                 &Cred::root(3),
