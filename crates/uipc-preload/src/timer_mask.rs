@@ -110,7 +110,7 @@ pub extern "C" fn sigtimedwait(
     } else {
         info
     };
-    let waiting = Waiting::new(set);
+    let waiting = crate::timer_signals::Waiting::new(set);
     let r = real_wait(set, buf, timeout);
     drop(waiting);
     if r > 0 {
@@ -119,47 +119,6 @@ pub extern "C" fn sigtimedwait(
         let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| accepted(svc, bytes)));
     }
     r
-}
-
-/// Threads in [`sigtimedwait`] waiting for each signal: the kernel unblocks what a thread
-/// waits for while it waits, yet does not count the signal as ignored then (it checks the
-/// mask from before the wait), so neither does `timer_signals::kernel_ignores`.
-static WAITERS: [AtomicUsize; 65] = [const { AtomicUsize::new(0) }; 65];
-
-/// Whether a thread waits for `signo` in [`sigtimedwait`].
-pub(crate) fn waited_for(signo: c_int) -> bool {
-    WAITERS
-        .get(signo as usize)
-        .is_some_and(|w| w.load(Ordering::Acquire) != 0)
-}
-
-/// The signals of one wait, counted in [`WAITERS`] until dropped.
-struct Waiting(u64);
-
-impl Waiting {
-    fn new(set: *const sigset_t) -> Waiting {
-        let mut signals = 0u64;
-        if !set.is_null() {
-            for signo in 1..=64 {
-                // SAFETY: the caller's signal set, read only.
-                if unsafe { libc::sigismember(set, signo) } == 1 {
-                    signals |= 1 << (signo - 1);
-                    WAITERS[signo as usize].fetch_add(1, Ordering::AcqRel);
-                }
-            }
-        }
-        Waiting(signals)
-    }
-}
-
-impl Drop for Waiting {
-    fn drop(&mut self) {
-        for (signo, waiters) in WAITERS.iter().enumerate().skip(1) {
-            if self.0 & (1 << (signo - 1)) != 0 {
-                waiters.fetch_sub(1, Ordering::AcqRel);
-            }
-        }
-    }
 }
 
 /// sigwaitinfo(2).

@@ -12,6 +12,7 @@
 //! number that are not the one wanted are queued again with their own siginfo.
 
 use crate::timer_abi;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use uipc::timers::SignalTarget;
 
 /// Whether the kernel still holds `signo` pending for `target`. Reads the status file into a
@@ -53,7 +54,7 @@ pub fn kernel_ignores(pid: i32, target: SignalTarget, signo: i32) -> bool {
     if r != 0 || !action_ignores(signo, act[0] as usize) {
         return false;
     }
-    if crate::timer_mask::waited_for(signo) {
+    if waited_for(signo) {
         return false;
     }
     let tid = match target {
@@ -198,4 +199,46 @@ fn take_matching(
         };
     }
     found
+}
+
+/// Threads in the library's `sigtimedwait` (`timer_mask.rs`) waiting for each signal: the kernel unblocks what a thread
+/// waits for while it waits, yet does not count the signal as ignored then (it checks the
+/// mask from before the wait), so neither does [`kernel_ignores`].
+static WAITERS: [AtomicUsize; 65] = [const { AtomicUsize::new(0) }; 65];
+
+/// Whether a thread waits for `signo` in the library's `sigtimedwait`.
+pub(crate) fn waited_for(signo: i32) -> bool {
+    WAITERS
+        .get(signo as usize)
+        .is_some_and(|w| w.load(Ordering::Acquire) != 0)
+}
+
+/// The signals of one wait, counted in [`WAITERS`] until dropped.
+pub(crate) struct Waiting(u64);
+
+impl Waiting {
+    /// Counts the signals of `set` as waited for.
+    pub(crate) fn new(set: *const libc::sigset_t) -> Waiting {
+        let mut signals = 0u64;
+        if !set.is_null() {
+            for signo in 1..=64 {
+                // SAFETY: the caller's signal set, read only.
+                if unsafe { libc::sigismember(set, signo) } == 1 {
+                    signals |= 1 << (signo - 1);
+                    WAITERS[signo as usize].fetch_add(1, Ordering::AcqRel);
+                }
+            }
+        }
+        Waiting(signals)
+    }
+}
+
+impl Drop for Waiting {
+    fn drop(&mut self) {
+        for (signo, waiters) in WAITERS.iter().enumerate().skip(1) {
+            if self.0 & (1 << (signo - 1)) != 0 {
+                waiters.fetch_sub(1, Ordering::AcqRel);
+            }
+        }
+    }
 }
