@@ -13,7 +13,7 @@
 //! as Linux's semop would).
 //!
 //! Fork: a child must not talk on its parent's connections (the daemon would mix the two
-//! processes' replies). A `pthread_atfork` child handler bumps [`GENERATION`] (an atomic add,
+//! processes' replies). A `pthread_atfork` child handler bumps [`GENERATION`](crate::slots::GENERATION) (an atomic add,
 //! safe right after fork); a slot's connection made under an older generation is closed
 //! without a word (if its descriptor number still names the socket) and replaced. Exec: the
 //! first connection after the library is loaded tells the daemon it is a new program image
@@ -22,9 +22,9 @@
 //! Lock order: none; nothing here takes a lock.
 
 use crate::guarded;
-use crate::slots::{sys_close, Lease, Slot, Space, SLOTS};
+use crate::slots::{sys_close, Lease, GENERATION, SLOTS};
 use std::os::fd::{IntoRawFd, OwnedFd, RawFd};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::OnceLock;
 use uipc::Errno;
 use uipc_proto::client::{self, WaitMode};
@@ -32,8 +32,6 @@ use uipc_proto::codec::Writer;
 use uipc_proto::transport::send_frame;
 use uipc_proto::{Request, Response, ResponseView};
 
-/// Bumped in every forked child.
-pub static GENERATION: AtomicU64 = AtomicU64::new(0);
 /// No connection made yet by this program image.
 static NEW_IMAGE: AtomicBool = AtomicBool::new(true);
 
@@ -61,15 +59,14 @@ pub fn call_with<T>(
     let vforked = crate::vfork::on_borrowed_memory();
     let generation = GENERATION.load(Ordering::SeqCst);
     SLOTS.with(|slots| {
-        let lease = if vforked {
-            Lease::Vforked(Slot::empty())
+        let mut lease = if vforked {
+            Lease::vforked()
         } else {
             Lease::take(slots)
         };
-        let slot = lease.slot();
         let mut room = scratch.saturating_mul(2).saturating_add(FRAME_ROOM);
         let (mut space, frame_len, mode) = loop {
-            let mut space = Space::with_room(slot, room)?;
+            let mut space = lease.space(room)?;
             let bytes = space.bytes();
             let (frame, scratch_area) = bytes.split_at_mut(bytes.len() - scratch);
             let mut w = Writer::fixed(frame);
@@ -80,7 +77,8 @@ pub fn call_with<T>(
                 Err(_) => return Err(Errno::from_raw(libc::EIO)),
             }
         };
-        let fd = guarded(|| lease.connection(generation))?;
+        let slot = space.slot();
+        let fd = guarded(|| space.connection(generation, open_session))?;
         let reply = match send_frame(fd, &space.bytes()[..frame_len], true, pass) {
             // Nothing was sent: the descriptor to pass is not open (the kernel looks it up
             // before taking any byte).
@@ -227,11 +225,6 @@ pub fn prepare() {
     if enabled() {
         crate::slots::exit_key();
     }
-}
-
-/// The child side of fork, run by `pthread_atfork`.
-pub extern "C" fn after_fork_in_child() {
-    GENERATION.fetch_add(1, Ordering::SeqCst);
 }
 
 /// Maps an errno response to `Err`, anything else to `Ok`.

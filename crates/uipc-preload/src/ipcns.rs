@@ -4,7 +4,7 @@
 //! `/proc/PID/ns/ipc` when a connection starts and serves that namespace on it (the server's
 //! `namespaces` module). So the library lets unshare and setns through to the C library and,
 //! when they succeed and may have changed the IPC namespace (`CLONE_NEWIPC`; any setns),
-//! drops every connection of the process, as after fork ([`crate::conn::GENERATION`]): the
+//! drops every connection of the process, as after fork ([`crate::slots::GENERATION`]): the
 //! next call connects again and is served in the new namespace. A child made by
 //! `clone(CLONE_NEWIPC)` (or clone3) is a process of its own, which makes its own connections
 //! at its first call.
@@ -29,7 +29,7 @@ pub fn prepare() {
 
 /// After a successful change of namespace: every connection is made again.
 pub fn namespace_changed() {
-    crate::conn::GENERATION.fetch_add(1, Ordering::SeqCst);
+    crate::slots::GENERATION.fetch_add(1, Ordering::SeqCst);
 }
 
 /// unshare(2).

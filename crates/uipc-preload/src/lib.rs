@@ -370,7 +370,7 @@ fn guard_blocking(call: impl FnOnce() -> Result<i64, Errno>) -> i64 {
 /// rather than in a first call that might come from a signal handler.
 extern "C" fn init() {
     // SAFETY: registers a child handler that only bumps an atomic counter.
-    unsafe { libc::pthread_atfork(None, None, Some(conn::after_fork_in_child)) };
+    unsafe { libc::pthread_atfork(None, None, Some(slots::after_fork_in_child)) };
     conn::prepare();
     kernel::prepare();
     vfork::prepare();

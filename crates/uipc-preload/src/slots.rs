@@ -31,15 +31,23 @@
 //! they act, and a slot remembers the count it last checked at. (A descriptor closed by a
 //! system call the program issues with its own instructions is not seen: listed in the crate
 //! doc's limits.) A connection made before a
-//! fork (an older [`crate::conn::GENERATION`]) is closed without a word and replaced.
+//! fork (an older [`GENERATION`]) is closed without a word and replaced.
 
-use crate::conn::open_session;
 use crate::mapbuf::{self, MapBuf};
 use std::cell::Cell;
 use std::os::fd::RawFd;
 use std::sync::atomic::{compiler_fence, AtomicU64, AtomicUsize, Ordering};
 use uipc::Errno;
 use uipc_proto::client::{inode_of, ReplySpace};
+
+/// Bumped in every forked child and after a change of IPC namespace: a connection made
+/// under an older generation is closed without a word and replaced.
+pub static GENERATION: AtomicU64 = AtomicU64::new(0);
+
+/// The child side of fork, run by `pthread_atfork`.
+pub extern "C" fn after_fork_in_child() {
+    GENERATION.fetch_add(1, Ordering::SeqCst);
+}
 
 /// Calls that may have closed or replaced a descriptor, counted (see the module doc).
 static CLOSES: AtomicU64 = AtomicU64::new(0);
@@ -105,19 +113,29 @@ impl Slot {
     }
 
     /// The slot's buffer, mapped at its first use.
-    #[allow(clippy::mut_from_ref)] // exclusive: only the call holding the slot reaches it
-    fn buffer(&self) -> Result<&mut [u8], Errno> {
+    ///
+    /// # Safety
+    /// No other reference to the buffer may live while the result does: the caller holds the
+    /// slot's [`Lease`] and its `BufferClaim` borrowed mutably ([`Lease::space`], the only
+    /// caller).
+    #[allow(clippy::mut_from_ref)] // exclusive by the contract above
+    unsafe fn buffer(&self) -> Result<&mut [u8], Errno> {
         if self.buf.get().is_null() {
             self.buf.set(mapbuf::map(SLOT_BUF)?);
         }
         // SAFETY: a mapping of SLOT_BUF bytes that lives until thread exit (or the one-off
-        // slot's end); only the call that holds the slot (busy) uses it.
+        // slot's end); the caller's contract makes this the only reference to it.
         Ok(unsafe { std::slice::from_raw_parts_mut(self.buf.get(), SLOT_BUF) })
     }
 
-    /// The slot's socket, connected (and hello said) if it had none or one from before a
+    /// The slot's socket, connected by `open` (which says hello) if it had none or one from before a
     /// fork. Only with `may_announce` can the hello say that the image is new.
-    fn connection(&self, generation: u64, may_announce: bool) -> Result<RawFd, Errno> {
+    fn connection(
+        &self,
+        generation: u64,
+        may_announce: bool,
+        open: impl FnOnce(bool) -> Result<RawFd, Errno>,
+    ) -> Result<RawFd, Errno> {
         let fd = self.fd.get();
         // Read before any check, so that a close counted after it is seen next time.
         let closes = CLOSES.load(Ordering::SeqCst);
@@ -130,7 +148,7 @@ impl Slot {
             }
             self.drop_connection();
         }
-        let fd = open_session(may_announce)?;
+        let fd = open(may_announce)?;
         self.fd.set(fd);
         self.timeout_lifted.set(false);
         self.inode.set(inode_of(fd).unwrap_or(0));
@@ -162,12 +180,24 @@ thread_local! {
 }
 
 /// A slot held for one call: one of the thread's, or a one-off (for a call nested in
-/// handlers deeper than the thread's slots, or from a vforked child).
-pub enum Lease<'t> {
+/// handlers deeper than the thread's slots, or from a vforked child). Only [`Lease::take`]
+/// and [`Lease::vforked`] make one, so a lease is the one holder of its slot: a cached slot
+/// is marked busy (no other lease takes it until this one drops), a one-off belongs to it.
+pub struct Lease<'t> {
+    held: Held<'t>,
+    claim: BufferClaim,
+}
+
+enum Held<'t> {
     Cached(&'t Slot),
     OneOff(Slot),
     Vforked(Slot),
 }
+
+/// The right to use a lease's slot buffer: one per lease, neither `Clone` nor constructible
+/// outside this module. [`Lease::space`] borrows it mutably, so one [`Space`] at a time
+/// reaches the buffer.
+struct BufferClaim(());
 
 impl<'t> Lease<'t> {
     /// The first of `slots` not busy, marked busy; a one-off if all are.
@@ -176,26 +206,61 @@ impl<'t> Lease<'t> {
             if !slot.busy.get() {
                 slot.busy.set(true);
                 compiler_fence(Ordering::SeqCst);
-                return Lease::Cached(slot);
+                return Lease::new(Held::Cached(slot));
             }
         }
-        Lease::OneOff(Slot::empty())
+        Lease::new(Held::OneOff(Slot::empty()))
     }
 
-    /// The slot held.
-    pub fn slot(&self) -> &Slot {
-        match self {
-            Lease::Cached(slot) => slot,
-            Lease::OneOff(slot) | Lease::Vforked(slot) => slot,
+    /// A one-off slot for a vforked child, which must leave its parent's slots alone.
+    pub fn vforked() -> Lease<'static> {
+        Lease::new(Held::Vforked(Slot::empty()))
+    }
+
+    fn new(held: Held<'t>) -> Lease<'t> {
+        Lease {
+            held,
+            claim: BufferClaim(()),
         }
     }
 
-    /// The slot's socket, connecting it first if needed (see [`Slot`]'s `connection`).
-    pub fn connection(&self, generation: u64) -> Result<RawFd, Errno> {
+    /// At least `len` bytes for the call: the slot's buffer, or a mapping of the call's own.
+    pub fn space(&mut self, len: usize) -> Result<Space<'_, 't>, Errno> {
+        let Lease { held, claim } = self;
+        // SAFETY: `claim` is borrowed mutably for the Space's life, and the lease is its
+        // slot's only holder (see the type's doc), so no other reference to the buffer lives.
+        let slot_buf = unsafe { held.slot().buffer() }?;
+        let own = (len > slot_buf.len())
+            .then(|| MapBuf::new(len))
+            .transpose()?;
+        Ok(Space {
+            held,
+            _claim: claim,
+            slot_buf,
+            own,
+        })
+    }
+}
+
+impl Held<'_> {
+    fn slot(&self) -> &Slot {
+        match self {
+            Held::Cached(slot) => slot,
+            Held::OneOff(slot) | Held::Vforked(slot) => slot,
+        }
+    }
+
+    /// The slot's socket, connecting it first with `open` if needed (see [`Slot`]'s
+    /// `connection`).
+    fn connection(
+        &self,
+        generation: u64,
+        open: impl FnOnce(bool) -> Result<RawFd, Errno>,
+    ) -> Result<RawFd, Errno> {
         // A vforked child leaves the image's hello to its parent.
-        let may_announce = !matches!(self, Lease::Vforked(_));
-        let fd = self.slot().connection(generation, may_announce)?;
-        if let Lease::Cached(_) = self {
+        let may_announce = !matches!(self, Held::Vforked(_));
+        let fd = self.slot().connection(generation, may_announce, open)?;
+        if let Held::Cached(_) = self {
             hook_thread_exit();
         }
         Ok(fd)
@@ -204,12 +269,12 @@ impl<'t> Lease<'t> {
 
 impl Drop for Lease<'_> {
     fn drop(&mut self) {
-        match self {
-            Lease::Cached(slot) => {
+        match &self.held {
+            Held::Cached(slot) => {
                 compiler_fence(Ordering::SeqCst);
                 slot.busy.set(false);
             }
-            Lease::OneOff(slot) | Lease::Vforked(slot) => {
+            Held::OneOff(slot) | Held::Vforked(slot) => {
                 slot.drop_connection();
                 slot.free_buffer();
             }
@@ -217,22 +282,16 @@ impl Drop for Lease<'_> {
     }
 }
 
-/// A call's buffer: the slot's, or a mapping of the call's own when more room is needed.
-pub struct Space<'s> {
+/// A call's buffer (the slot's, or a mapping of the call's own when more room is needed)
+/// and its slot, borrowed from the [`Lease`] for the call.
+pub struct Space<'s, 't> {
+    held: &'s Held<'t>,
+    _claim: &'s mut BufferClaim,
     slot_buf: &'s mut [u8],
     own: Option<MapBuf>,
 }
 
-impl<'s> Space<'s> {
-    /// At least `len` bytes: `slot`'s buffer, or a mapping of the call's own.
-    pub fn with_room(slot: &'s Slot, len: usize) -> Result<Space<'s>, Errno> {
-        let slot_buf = slot.buffer()?;
-        let own = (len > slot_buf.len())
-            .then(|| MapBuf::new(len))
-            .transpose()?;
-        Ok(Space { slot_buf, own })
-    }
-
+impl<'s> Space<'s, '_> {
     /// The whole buffer in use (the call's own mapping if there is one).
     pub fn bytes(&mut self) -> &mut [u8] {
         match &mut self.own {
@@ -240,9 +299,25 @@ impl<'s> Space<'s> {
             None => self.slot_buf,
         }
     }
+
+    /// The slot held (borrowed from the lease, not from the space).
+    pub fn slot(&self) -> &'s Slot {
+        let held: &'s Held<'_> = self.held;
+        held.slot()
+    }
+
+    /// The slot's socket, connecting it first with `open` (`conn::open_session`) if needed
+    /// (see [`Slot`]'s `connection`).
+    pub fn connection(
+        &self,
+        generation: u64,
+        open: impl FnOnce(bool) -> Result<RawFd, Errno>,
+    ) -> Result<RawFd, Errno> {
+        self.held.connection(generation, open)
+    }
 }
 
-impl ReplySpace for Space<'_> {
+impl ReplySpace for Space<'_, '_> {
     fn room(&mut self) -> &mut [u8] {
         self.bytes()
     }
@@ -314,9 +389,9 @@ mod tests {
     use super::*;
 
     fn which(lease: &Lease<'_>, slots: &[Slot]) -> Option<usize> {
-        match lease {
-            Lease::Cached(s) => slots.iter().position(|x| std::ptr::eq(x, *s)),
-            Lease::OneOff(_) | Lease::Vforked(_) => None,
+        match lease.held {
+            Held::Cached(s) => slots.iter().position(|x| std::ptr::eq(x, s)),
+            Held::OneOff(_) | Held::Vforked(_) => None,
         }
     }
 
@@ -342,8 +417,9 @@ mod tests {
 
     #[test]
     fn a_reply_larger_than_the_slot_buffer_gets_a_mapping_of_its_own() {
-        let slot = Slot::empty();
-        let mut space = Space::with_room(&slot, 100).unwrap();
+        let slots = [Slot::empty()];
+        let mut lease = Lease::take(&slots);
+        let mut space = lease.space(100).unwrap();
         assert_eq!(space.bytes().len(), SLOT_BUF);
         assert_eq!(space.room().len(), SLOT_BUF);
         assert!(space.own.is_none());
@@ -354,10 +430,11 @@ mod tests {
         assert_eq!(space.bytes().len(), SLOT_BUF + 1);
         assert_eq!(space.bytes()[SLOT_BUF], 1);
         drop(space);
-        let room = Space::with_room(&slot, 3 * SLOT_BUF).unwrap();
+        let room = lease.space(3 * SLOT_BUF).unwrap();
         assert!(room.own.is_some());
         drop(room);
-        slot.free_buffer();
-        assert!(slot.buf.get().is_null());
+        drop(lease);
+        slots[0].free_buffer();
+        assert!(slots[0].buf.get().is_null());
     }
 }

@@ -225,7 +225,7 @@ pub fn on_borrowed_memory() -> bool {
         .compare_exchange(owner, me, Ordering::SeqCst, Ordering::SeqCst)
         .is_ok()
     {
-        crate::conn::after_fork_in_child();
+        crate::slots::after_fork_in_child();
     }
     false
 }
