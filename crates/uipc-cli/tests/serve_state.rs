@@ -150,6 +150,10 @@ fn msgget(c: &Connection, key: i32, flag: i32) -> i32 {
     ret(c, Request::Msgget { key, flag })
 }
 
+fn shmget(c: &Connection, key: i32, size: u64, flag: i32) -> i32 {
+    ret(c, Request::Shmget { key, size, flag })
+}
+
 fn semget(c: &Connection, key: i32, nsems: i32, flag: i32) -> i32 {
     ret(c, Request::Semget { key, nsems, flag })
 }
@@ -376,14 +380,7 @@ fn a_sparse_gibibyte_segment_is_saved_in_bounded_memory_to_a_small_file() {
     let dir = scratch("sparse");
     let d = Daemon::start(&dir, &[]);
     let c = d.connect();
-    let id = ret(
-        &c,
-        Request::Shmget {
-            key: 0x5ba75e,
-            size: GIB,
-            flag: IPC_CREAT | 0o600,
-        },
-    );
+    let id = shmget(&c, 0x5ba75e, GIB, IPC_CREAT | 0o600);
     let (resp, fd) = c
         .call(
             &Request::Shmat {
@@ -424,14 +421,7 @@ fn a_sparse_gibibyte_segment_is_saved_in_bounded_memory_to_a_small_file() {
 
     let d = Daemon::start(&dir, &[]);
     let c = d.connect();
-    let id = ret(
-        &c,
-        Request::Shmget {
-            key: 0x5ba75e,
-            size: 0,
-            flag: 0,
-        },
-    );
+    let id = shmget(&c, 0x5ba75e, 0, 0);
     let (_, fd) = c
         .call(
             &Request::Shmat {
