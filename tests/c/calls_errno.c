@@ -1,6 +1,7 @@
 /* Each exported call's main commands and error paths, with Linux's errno (bad pointers
  * included). Runs on the host kernel and under uipc with the same expectations. */
 #include "check.h"
+#include <sys/mman.h>
 
 static void sems(void) {
     key_t key = 0x75490001;
@@ -81,6 +82,24 @@ static void msgs(void) {
     CHECK(msgrcv(id, &r, 8, -6, IPC_NOWAIT) == 4 && r.mtype == 5);
     CHECK(msgrcv(id, (void *)8, 8, 0, IPC_NOWAIT) == -1 && errno == EFAULT);
     CHECK(msgrcv(id, &r, 8, 0, IPC_NOWAIT) == -1 && errno == ENOMSG);
+    /* The type readable, the text not (it crosses into an unmapped page): the type's checks
+     * come first, then EFAULT; a receive whose text cannot be written loses the message. */
+    long page = sysconf(_SC_PAGESIZE);
+    char *two = mmap(NULL, 2 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    CHECK(two != MAP_FAILED && munmap(two + page, page) == 0);
+    long *edge = (long *)(two + page - sizeof(long));
+    *edge = 0;
+    CHECK(msgsnd(id, edge, 4, IPC_NOWAIT) == -1 && errno == EINVAL);
+    *edge = 1;
+    CHECK(msgsnd(id, edge, 8193, IPC_NOWAIT) == -1 && errno == EINVAL);
+    CHECK(msgsnd(id, edge, 4, IPC_NOWAIT) == -1 && errno == EFAULT);
+    CHECK(msgsnd(id, edge, 0, IPC_NOWAIT) == 0);
+    CHECK(msgrcv(id, edge, 8, 0, IPC_NOWAIT) == 0 && *edge == 1);
+    m.mtype = 7;
+    CHECK(msgsnd(id, &m, 4, 0) == 0);
+    CHECK(msgrcv(id, edge, 8, 0, IPC_NOWAIT) == -1 && errno == EFAULT);
+    CHECK(msgrcv(id, &r, 8, 0, IPC_NOWAIT) == -1 && errno == ENOMSG);
+    CHECK(munmap(two, page) == 0);
     struct msqid_ds ds;
     CHECK(msgctl(id, IPC_STAT, &ds) == 0);
     CHECK(ds.msg_qnum == 0 && ds.msg_qbytes == 16384);

@@ -1,17 +1,18 @@
 //! msgget(2), msgsnd(2), msgrcv(2), msgctl(2).
 //!
-//! msgsnd reads `mtype` first (EFAULT at once, as the kernel), then the text; text the library
-//! cannot read or carry ([`MAX_TEXT`]) is left out and the daemon answers EINVAL or EFAULT in
-//! the kernel's order. msgrcv writes the type and text into the caller's buffer after the
-//! message was taken: a bad buffer gives EFAULT and the message is lost, as on Linux.
+//! msgsnd reads `mtype` and the text in one copy (if that fails, `mtype` alone: EFAULT at once
+//! if it cannot be read, as the kernel); text the library cannot read or carry ([`MAX_TEXT`])
+//! is left out and the daemon answers EINVAL or EFAULT in
+//! the kernel's order. msgrcv writes the type and text into the caller's buffer in one copy
+//! after the message was taken: a bad buffer gives EFAULT and the message is lost, as on Linux.
 //!
 //! Nothing here allocates or locks (see `conn`): msgsnd copies the text into the call's
 //! scratch space (a mapping of its own beyond 32 KiB) and encodes it from there; msgrcv writes
 //! the text back from the reply buffer.
 
 use crate::conn::{call, call_with, check, enabled, ret_of, ret_view};
-use crate::user::{copy_in_to, copy_out, u32_at, u64_at};
-use crate::{abi, guard, guard_blocking, guarded};
+use crate::user::{copy_in_to, copy_out, copy_out_pair, u32_at, u64_at};
+use crate::{abi, guard, guard_blocking};
 use libc::{c_int, c_long, c_void, size_t, ssize_t};
 use uipc::ipc::consts::*;
 use uipc::ipc::msg::MsqidSet;
@@ -45,20 +46,21 @@ pub extern "C-unwind" fn msgsnd(
     }
     let msgp = msgp as usize;
     guard_blocking(move || {
-        let mut mtype = [0u8; 8];
-        guarded(|| copy_in_to(msgp, &mut mtype))?;
-        let mtype = i64::from_le_bytes(mtype);
-        let carried = if msgsz as u64 > MAX_TEXT { 0 } else { msgsz };
+        let carries_text = msgsz as u64 <= MAX_TEXT;
+        let carried = if carries_text { msgsz } else { 0 };
+        // The scratch holds the message as the caller's memory has it: mtype, then the text.
         let encode = |w: &mut Writer<'_>, scratch: &mut [u8]| {
-            let text = (msgsz as u64 <= MAX_TEXT)
-                .then(|| msgp.checked_add(8))
-                .flatten()
-                .filter(|&at| copy_in_to(at, scratch).is_ok())
-                .map(|_| &*scratch);
+            let whole = copy_in_to(msgp, scratch).is_ok();
+            if !whole {
+                copy_in_to(msgp, &mut scratch[..8])?;
+            }
+            let (mtype, text) = scratch.split_at(8);
+            let mtype = i64::from_le_bytes(mtype.try_into().unwrap_or([0; 8]));
+            let text = (whole && carries_text).then_some(text);
             put_msgsnd(w, msqid, mtype, msgsz as u64, text, msgflg);
             Ok(WaitMode::of(msgflg & IPC_NOWAIT == 0, false))
         };
-        call_with(carried, None, encode, |view, _| ret_view(view))
+        call_with(carried + 8, None, encode, |view, _| ret_view(view))
     }) as c_int
 }
 
@@ -89,8 +91,7 @@ pub extern "C-unwind" fn msgrcv(
     };
     let decode = move |view: ResponseView<'_>, _| match view {
         ResponseView::Msg { mtype, text } => {
-            copy_out(msgp, &mtype.to_le_bytes())?;
-            copy_out(msgp.checked_add(8).ok_or(Errno::EFAULT)?, text)?;
+            copy_out_pair(msgp, &mtype.to_le_bytes(), text)?;
             Ok(text.len() as i64)
         }
         view => ret_view(view),

@@ -67,6 +67,37 @@ pub fn copy_out(addr: usize, data: &[u8]) -> Result<(), Errno> {
     }
 }
 
+/// Copies `first` then `then` to the caller's `addr` onwards in one system call (msgrcv's
+/// type and text); EFAULT if any byte cannot be written (those before it are).
+pub fn copy_out_pair(addr: usize, first: &[u8], then: &[u8]) -> Result<(), Errno> {
+    let len = first.len() + then.len();
+    if addr == 0 || addr.checked_add(len).is_none() {
+        return Err(Errno::EFAULT);
+    }
+    let local = [
+        libc::iovec {
+            iov_base: first.as_ptr() as *mut _,
+            iov_len: first.len(),
+        },
+        libc::iovec {
+            iov_base: then.as_ptr() as *mut _,
+            iov_len: then.len(),
+        },
+    ];
+    let remote = libc::iovec {
+        iov_base: addr as *mut _,
+        iov_len: len,
+    };
+    // SAFETY: both local buffers are live for reading; the kernel checks `remote`.
+    let n =
+        unsafe { libc::process_vm_writev(crate::vfork::pid(), local.as_ptr(), 2, &remote, 1, 0) };
+    if n == len as isize {
+        Ok(())
+    } else {
+        Err(Errno::EFAULT)
+    }
+}
+
 /// A little-endian field reader over a copied struct.
 pub fn u32_at(b: &[u8], off: usize) -> u32 {
     u32::from_le_bytes(b[off..off + 4].try_into().unwrap_or([0; 4]))
@@ -97,5 +128,10 @@ mod tests {
         assert_eq!(dst, [7, 8]);
         let ro = c"read-only".as_ptr() as usize;
         assert_eq!(copy_out(ro, &[1]), Err(Errno::EFAULT));
+        let mut pair = [0u8; 5];
+        copy_out_pair(pair.as_mut_ptr() as usize, &[1, 2], &[3, 4, 5]).unwrap();
+        assert_eq!(pair, [1, 2, 3, 4, 5]);
+        assert_eq!(copy_out_pair(ro, &[1], &[2]), Err(Errno::EFAULT));
+        assert_eq!(copy_out_pair(0, &[1], &[]), Err(Errno::EFAULT));
     }
 }
