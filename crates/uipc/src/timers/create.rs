@@ -193,7 +193,7 @@ pub(crate) fn timer_create(
         event,
     );
     let timer = Timer::new(
-        cred.tgid,
+        Tgid::new(cred.tgid),
         TimerId::from_raw(id),
         timer_clock,
         notify,

@@ -57,6 +57,7 @@
 use super::group_map::{group_hash, slot_index, GroupMap};
 use super::stripe_lock::StripeLock;
 use crate::sync::Arc;
+use crate::Tgid;
 
 /// A stripe. Two share a cache line, as Linux's 16-byte buckets share theirs: the stripe of a
 /// group is mixed, so neighbouring stripes serve unrelated groups.
@@ -106,48 +107,48 @@ impl<T> TimerTable<T> {
 
     /// The stripe of `(owner, id)`'s group, the group's mixed key, and the id's index in it.
     /// The stripe comes from the top 24 bits of the key, the cell from its low bits.
-    fn locate(&self, owner: i32, id: i32) -> (&StripeLock<GroupMap<T>>, u64, u8) {
-        let hash = group_hash(owner, id);
+    fn locate(&self, owner: Tgid, id: i32) -> (&StripeLock<GroupMap<T>>, u64, u8) {
+        let hash = group_hash(owner.get(), id);
         let stripe = &self.stripes[(hash >> 40) as usize & self.mask];
         (&stripe.groups, hash, slot_index(id))
     }
 
     /// Reserves `(owner, id)` if no slot holds it yet. Returns whether it did.
-    pub fn try_reserve(&self, owner: i32, id: i32) -> bool {
-        let (stripe, hash, index) = self.locate(owner, id);
+    pub fn try_reserve(&self, owner: impl Into<Tgid>, id: i32) -> bool {
+        let (stripe, hash, index) = self.locate(owner.into(), id);
         stripe.lock().reserve(hash, index)
     }
 
     /// Makes a reserved `(owner, id)` visible with `value`. Returns false if the reservation is
     /// gone (removed by a racing process exit) or already published.
-    pub fn publish(&self, owner: i32, id: i32, value: Arc<T>) -> bool {
-        let (stripe, hash, index) = self.locate(owner, id);
+    pub fn publish(&self, owner: impl Into<Tgid>, id: i32, value: Arc<T>) -> bool {
+        let (stripe, hash, index) = self.locate(owner.into(), id);
         stripe.lock().publish(hash, index, value)
     }
 
     /// The published value of `(owner, id)`, if any. Takes one stripe lock.
-    pub fn lookup(&self, owner: i32, id: i32) -> Option<Arc<T>> {
-        let (stripe, hash, index) = self.locate(owner, id);
+    pub fn lookup(&self, owner: impl Into<Tgid>, id: i32) -> Option<Arc<T>> {
+        let (stripe, hash, index) = self.locate(owner.into(), id);
         stripe.lock().get_with(hash, index, Arc::clone)
     }
 
     /// `f` of the published value of `(owner, id)`, if any, called under the stripe lock:
     /// a read that takes no count on the value, as Linux reads a timer found under RCU. `f`
     /// must not block or take a lock (the stripe lock is a leaf); reading atomics is its job.
-    pub fn read<R>(&self, owner: i32, id: i32, f: impl FnOnce(&T) -> R) -> Option<R> {
-        let (stripe, hash, index) = self.locate(owner, id);
+    pub fn read<R>(&self, owner: impl Into<Tgid>, id: i32, f: impl FnOnce(&T) -> R) -> Option<R> {
+        let (stripe, hash, index) = self.locate(owner.into(), id);
         stripe.lock().get_with(hash, index, |v| f(v))
     }
 
     /// Removes `(owner, id)`, reserved or published. Returns the published value, if any.
-    pub fn remove(&self, owner: i32, id: i32) -> Option<Arc<T>> {
-        let (stripe, hash, index) = self.locate(owner, id);
+    pub fn remove(&self, owner: impl Into<Tgid>, id: i32) -> Option<Arc<T>> {
+        let (stripe, hash, index) = self.locate(owner.into(), id);
         stripe.lock().remove(hash, index)
     }
 
     /// Whether `(owner, id)` holds a slot, reserved or published.
-    pub fn contains(&self, owner: i32, id: i32) -> bool {
-        let (stripe, hash, index) = self.locate(owner, id);
+    pub fn contains(&self, owner: impl Into<Tgid>, id: i32) -> bool {
+        let (stripe, hash, index) = self.locate(owner.into(), id);
         stripe.lock().holds(hash, index)
     }
 
@@ -230,7 +231,7 @@ mod tests {
     #[test]
     fn consecutive_ids_share_a_stripe_only_within_their_group_of_eight() {
         let t: TimerTable<()> = TimerTable::with_buckets(1 << 16);
-        let stripe = |id| t.locate(9, id).0 as *const _;
+        let stripe = |id| t.locate(Tgid::new(9), id).0 as *const _;
         assert!((0..8).all(|id| stripe(id) == stripe(0)));
         let distinct: std::collections::HashSet<_> = (0..64).map(|g| stripe(g * 8)).collect();
         assert!(

@@ -23,6 +23,7 @@ use super::cpu::{bump, CpuClockKind, CpuTarget};
 use super::types::{ItimerSpec, SignalTarget, TimerId, TimerSignal, Timespec};
 use crate::clock::{Clock, Nanos};
 use crate::sync::{Arc, AtomicI32, AtomicU64, Mutex, Ordering};
+use crate::Tgid;
 
 /// The time line a timer's `expires` is measured on (Linux's hrtimer clock base).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -116,7 +117,7 @@ pub(crate) struct TimerState {
 
 /// A POSIX timer. Opaque outside the engine; shared between the table and the driver.
 pub struct Timer {
-    pub(crate) owner: i32,
+    pub(crate) owner: Tgid,
     pub(crate) id: TimerId,
     pub(crate) clock: TimerClock,
     pub(crate) notify: Notify,
@@ -162,7 +163,7 @@ pub(crate) fn overrun_to_int(overrun: i64) -> i32 {
 
 impl Timer {
     pub(crate) fn new(
-        owner: i32,
+        owner: Tgid,
         id: TimerId,
         clock: TimerClock,
         notify: Notify,
@@ -303,7 +304,7 @@ impl Timer {
             return None;
         }
         Some(TimerSignal {
-            tgid: this.owner,
+            tgid: this.owner.get(),
             target,
             signo,
             value,
