@@ -11,6 +11,15 @@ unsafe fn adopt(fd: RawFd) -> OwnedFd {
     unsafe { OwnedFd::from_raw_fd(fd) }
 }
 
+/// Held by each test here. A complete scan reads every process's descriptors, and a child
+/// that another test is spawning holds copies of all of this process's descriptors between
+/// its fork and its exec: run in parallel, that child would be counted as a reference.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 fn me() -> i32 {
     std::process::id() as i32
 }
@@ -40,6 +49,7 @@ fn tempfile_in_dev_shm() -> File {
 
 #[test]
 fn a_dup_is_the_same_description_and_a_second_open_is_not() {
+    let _serial = serial();
     let locks = LockManager::new();
     let d = Descriptions::new();
     let a = temp();
@@ -65,6 +75,7 @@ fn a_dup_is_the_same_description_and_a_second_open_is_not() {
 
 #[test]
 fn o_path_descriptors_are_not_lockable() {
+    let _serial = serial();
     let f = temp();
     let p = std::ffi::CString::new(format!("/proc/self/fd/{}", f.as_raw_fd())).unwrap();
     // SAFETY: opens a NUL-terminated path.
@@ -79,6 +90,7 @@ fn o_path_descriptors_are_not_lockable() {
 
 #[test]
 fn another_process_holding_the_description_counts_as_a_reference() {
+    let _serial = serial();
     let locks = LockManager::new();
     let d = Descriptions::new();
     let f = temp();
@@ -153,6 +165,7 @@ fn step(child: &mut std::process::Child) {
 
 #[test]
 fn a_witness_is_checked_again_at_each_use_and_never_decides_alone() {
+    let _serial = serial();
     let d = Descriptions::new();
     let f = temp();
     let file = open_file_of(f.as_raw_fd()).unwrap().file;
