@@ -24,6 +24,8 @@ pub struct NamespaceOptions {
     pub clock: Arc<dyn Clock>,
     /// Where shared-memory segments get their memory (`None`: the heap).
     pub shm_backing: Option<Arc<dyn shm::ShmBacking>>,
+    /// The semaphore fast path's arena (`None`: every call through the engine alone).
+    pub sem_arena: Option<Arc<sem::fast::owner::SemArena>>,
 }
 
 impl Default for NamespaceOptions {
@@ -32,6 +34,7 @@ impl Default for NamespaceOptions {
             extended_ids: false,
             clock: Arc::new(SystemClock),
             shm_backing: None,
+            sem_arena: None,
         }
     }
 }
@@ -143,7 +146,7 @@ impl IpcNamespace {
             limits: Limits::default(),
             clock: opts.clock,
             layout,
-            sem: sem::SemIds::new(layout),
+            sem: sem::SemIds::new(layout, opts.sem_arena),
             msg: msg::MsgIds::new(layout),
             shm: shm::ShmIds::new(layout, opts.shm_backing),
         }

@@ -83,6 +83,8 @@ impl IpcNamespace {
         if semid < 0 {
             return Err(Errno::EINVAL);
         }
+        // Every command but the *_INFO ones reads or changes a set: take it back first.
+        let _inside = (!matches!(cmd, IPC_INFO | SEM_INFO)).then(|| self.sem_fast_enter(semid));
         match cmd {
             IPC_INFO | SEM_INFO => Ok(self.sem_info(cmd)),
             IPC_STAT | SEM_STAT | SEM_STAT_ANY => self.sem_stat(cred, semid, cmd),

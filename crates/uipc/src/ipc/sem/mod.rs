@@ -45,6 +45,7 @@
 //!   layouts of 32-bit callers are not offered.
 
 mod ctl;
+pub mod fast;
 mod lock;
 #[cfg(all(test, loom))]
 mod loom_models;
@@ -195,15 +196,21 @@ pub struct SemIds {
     /// carries no counter of its own).
     arrivals: AtomicU64,
     undo: undo::UndoMaps,
+    /// The fast path's arena, if the embedder gave one (`fast`).
+    arena: Option<std::sync::Arc<fast::owner::SemArena>>,
 }
 
 impl SemIds {
-    pub(crate) fn new(layout: IdLayout) -> SemIds {
+    pub(crate) fn new(
+        layout: IdLayout,
+        arena: Option<std::sync::Arc<fast::owner::SemArena>>,
+    ) -> SemIds {
         SemIds {
             registry: Registry::new(layout),
             used_sems: AtomicI64::new(0),
             arrivals: AtomicU64::new(0),
             undo: undo::UndoMaps::default(),
+            arena,
         }
     }
 }
@@ -222,6 +229,8 @@ impl IpcNamespace {
             "       key      semid perms      nsems   uid   gid  cuid  cgid      otime      ctime\n",
         );
         for set in self.sem.registry.snapshot() {
+            // A published set's otime is the arena's: take it back for the row.
+            let _inside = self.sem_fast_enter(set.header.id().get());
             let (ctime, otime) = {
                 let arr = crate::sync::lock(&set.array);
                 (arr.ctime, set.otime())

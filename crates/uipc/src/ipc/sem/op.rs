@@ -275,6 +275,7 @@ impl IpcNamespace {
         timeout: Option<Timespec>,
         park: &ParkCtx,
     ) -> Progress<(), ParkedSemop> {
+        let _inside = self.sem_fast_enter(semid);
         match self.semop_enqueue(cred, semid, sops, timeout, park) {
             Ok(p) => p,
             Err(e) => Progress::Done(Err(e)),

@@ -40,6 +40,13 @@ pub(crate) struct SetUndos {
     entries: Vec<Arc<UndoEntry>>,
 }
 
+impl SetUndos {
+    /// No process has an entry, and the list is open (the set was not removed).
+    pub(crate) fn is_empty_and_open(&self) -> bool {
+        !self.closed && self.entries.is_empty()
+    }
+}
+
 type ProcUndo = HashMap<IpcId, Arc<UndoEntry>>;
 
 /// The per-process undo maps of a namespace.

@@ -1,0 +1,243 @@
+//! The semaphore fast path: sets published in memory shared with the clients.
+//!
+//! ARCHITECTURE.md ("The semaphore fast path") has the design and the ordering argument; this
+//! module is its layout and the client's operations ([`ArenaView`]), [`owner`] the daemon's
+//! side (taking a set back before the engine touches it, publishing it again afterwards).
+//!
+//! Layout: [`SLOTS`] slots, one per IPC index, of [`SLOT_WORDS`] `AtomicU64`s: [`HEADER_WORDS`]
+//! header words (`IDENT`, `MODE_NSEMS`, `UID_GID`, `CUID_CGID`, `OTIME`), then one word per
+//! semaphore (at most [`CAPACITY`]): value in bits 0-15, [`SLOW`] in bit 16, sempid in bits
+//! 17-38, epoch in bits 39-63.
+//!
+//! Invariants the client relies on (kept by [`owner`]): the header and the words change only
+//! while every word of the published set has [`SLOW`] set, except for a client's CAS on a word
+//! without it and `OTIME`'s `fetch_max`; a word loses [`SLOW`] only by a publish, which gives it
+//! a new epoch. Nothing the client reads is trusted by the daemon: values it takes back are
+//! clamped to SEMVMX.
+
+pub mod owner;
+
+#[cfg(all(test, loom))]
+mod loom_models;
+#[cfg(all(test, not(loom)))]
+mod tests;
+
+use super::Sembuf;
+use crate::errno::Errno;
+use crate::ipc::consts::{GETNCNT, GETPID, GETVAL, GETZCNT, IPC_NOWAIT, SEMVMX, SEM_UNDO};
+use crate::sync::{AtomicU64, Ordering::Acquire, Ordering::Relaxed};
+
+/// Slots: one per IPC index below Linux's default IPCMNI.
+pub const SLOTS: usize = 32768;
+/// Header words of a slot.
+pub const HEADER_WORDS: usize = 8;
+/// The largest set that is published.
+pub const CAPACITY: usize = 64;
+/// Words of one slot.
+pub const SLOT_WORDS: usize = HEADER_WORDS + CAPACITY;
+/// Bytes of a whole arena.
+pub const ARENA_BYTES: usize = SLOTS * SLOT_WORDS * 8;
+
+/// Header: bit 32 and the id in bits 0-31 while a set is published, else 0.
+pub(crate) const IDENT: usize = 0;
+/// Header: mode (bits 0-31), nsems (bits 32-63).
+pub(crate) const MODE_NSEMS: usize = 1;
+/// Header: uid, gid.
+pub(crate) const UID_GID: usize = 2;
+/// Header: cuid, cgid.
+pub(crate) const CUID_CGID: usize = 3;
+/// Header: the set's sem_otime.
+pub(crate) const OTIME: usize = 4;
+/// IDENT's "published" bit.
+pub(crate) const PUBLISHED: u64 = 1 << 32;
+
+/// A word's value bits.
+pub const VALUE_MASK: u64 = 0xffff;
+/// The daemon holds the set: no client may change or read the word's value.
+pub const SLOW: u64 = 1 << 16;
+const PID_SHIFT: u32 = 17;
+/// sempid's bits (pid_max is at most 2^22).
+pub const PID_MASK: u64 = (1 << 22) - 1;
+const EPOCH_SHIFT: u32 = 39;
+/// The epoch's bits.
+pub const EPOCH_MASK: u64 = (1 << 25) - 1;
+
+/// How many times a client retries a CAS that lost to another client before it asks the daemon.
+const RETRIES: usize = 3;
+
+/// A word from its parts.
+pub(crate) const fn word(value: u64, pid: u64, epoch: u64, slow: bool) -> u64 {
+    (value & VALUE_MASK)
+        | ((pid & PID_MASK) << PID_SHIFT)
+        | ((epoch & EPOCH_MASK) << EPOCH_SHIFT)
+        | if slow { SLOW } else { 0 }
+}
+
+/// A word's value.
+pub(crate) const fn value_of(w: u64) -> u64 {
+    w & VALUE_MASK
+}
+
+/// A word's sempid.
+pub(crate) const fn pid_of(w: u64) -> u64 {
+    (w >> PID_SHIFT) & PID_MASK
+}
+
+/// A word's epoch.
+pub(crate) const fn epoch_of(w: u64) -> u64 {
+    (w >> EPOCH_SHIFT) & EPOCH_MASK
+}
+
+/// What a fast call came to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fast<T> {
+    /// Done here: the call's result.
+    Done(Result<T, Errno>),
+    /// The daemon must serve the call.
+    Slow,
+}
+
+/// Who calls, as the fast path needs it: its pid as the daemon numbers it, its effective uid
+/// (asked for only when the mode does not grant the access to everyone) and the time.
+pub trait Caller {
+    /// The caller's pid as the daemon sees it.
+    fn pid(&self) -> u32;
+    /// The caller's effective uid now.
+    fn euid(&self) -> u32;
+    /// CLOCK_REALTIME in seconds.
+    fn now(&self) -> i64;
+}
+
+/// A client's view of an arena: the words of every slot.
+pub struct ArenaView<'a> {
+    words: &'a [AtomicU64],
+}
+
+/// One checked look at a semaphore: its word and what the header said about it.
+struct Look {
+    w: u64,
+}
+
+impl<'a> ArenaView<'a> {
+    /// A view of `words` (a whole number of slots).
+    pub fn new(words: &'a [AtomicU64]) -> ArenaView<'a> {
+        ArenaView { words }
+    }
+
+    fn slot(&self, semid: i32) -> Option<&'a [AtomicU64]> {
+        if semid < 0 {
+            return None;
+        }
+        let idx = semid as usize % SLOTS;
+        self.words.get(idx * SLOT_WORDS..(idx + 1) * SLOT_WORDS)
+    }
+
+    /// Loads semaphore `k`'s word and checks, against the header read after it, that it is
+    /// published for `semid`, that `k` is in the set and that `perm` (4 read, 2 alter) is
+    /// granted without the daemon's help. `None`: the daemon decides.
+    fn look(slot: &[AtomicU64], semid: i32, k: usize, perm: u32, who: &dyn Caller) -> Option<Look> {
+        let w = slot.get(HEADER_WORDS + k)?.load(Acquire);
+        if w & SLOW != 0 {
+            return None;
+        }
+        if slot[IDENT].load(Acquire) != PUBLISHED | u64::from(semid as u32) {
+            return None;
+        }
+        let mode_nsems = slot[MODE_NSEMS].load(Acquire);
+        if k as u64 >= mode_nsems >> 32 {
+            return None;
+        }
+        let mode = mode_nsems as u32;
+        let everyone = perm | perm << 3 | perm << 6;
+        if mode & everyone != everyone {
+            // Linux's ipcperms: the owner class decides for the owner or creator, whatever the
+            // groups; any other caller (group, other, CAP_IPC_OWNER) is the daemon's to judge.
+            if (mode >> 6) & perm != perm {
+                return None;
+            }
+            let euid = u64::from(who.euid());
+            let ids = slot[UID_GID].load(Acquire) & 0xffff_ffff;
+            let cids = slot[CUID_CGID].load(Acquire) & 0xffff_ffff;
+            if euid != ids && euid != cids {
+                return None;
+            }
+        }
+        Some(Look { w })
+    }
+
+    /// semop / semtimedop with one operation (the timeout, if any, already found valid).
+    pub fn semop(&self, semid: i32, sop: Sembuf, who: &dyn Caller) -> Fast<()> {
+        if sop.sem_flg & SEM_UNDO != 0 {
+            return Fast::Slow;
+        }
+        let Some(slot) = self.slot(semid) else {
+            return Fast::Slow;
+        };
+        let k = usize::from(sop.sem_num);
+        let perm = if sop.sem_op != 0 { 2 } else { 4 };
+        let cell = match slot.get(HEADER_WORDS + k) {
+            Some(cell) => cell,
+            None => return Fast::Slow,
+        };
+        for _ in 0..RETRIES {
+            let Some(Look { w }) = Self::look(slot, semid, k, perm, who) else {
+                return Fast::Slow;
+            };
+            let value = value_of(w) as i64;
+            let result = value + i64::from(sop.sem_op);
+            let proceeds = if sop.sem_op == 0 {
+                value == 0
+            } else {
+                result >= 0
+            };
+            if !proceeds {
+                if i32::from(sop.sem_flg) & IPC_NOWAIT == 0 {
+                    return Fast::Slow;
+                }
+                // EAGAIN only if the word (and so the header) stayed as it was checked.
+                return if cell.load(Acquire) == w {
+                    Fast::Done(Err(Errno::EAGAIN))
+                } else {
+                    Fast::Slow
+                };
+            }
+            if result > i64::from(SEMVMX) {
+                return Fast::Slow;
+            }
+            slot[OTIME].fetch_max(who.now().max(0) as u64, Relaxed);
+            let new = word(result as u64, u64::from(who.pid()), epoch_of(w), false);
+            // AcqRel: the daemon's fetch_or that takes this word reads this value and sees
+            // the OTIME above.
+            match cell.compare_exchange(w, new, crate::sync::Ordering::AcqRel, Acquire) {
+                Ok(_) => return Fast::Done(Ok(())),
+                Err(now) if now & SLOW != 0 => return Fast::Slow,
+                Err(_) => continue,
+            }
+        }
+        Fast::Slow
+    }
+
+    /// semctl's GETVAL, GETPID, GETNCNT and GETZCNT; `Slow` for every other command.
+    pub fn semctl_get(&self, semid: i32, semnum: i32, cmd: i32, who: &dyn Caller) -> Fast<i32> {
+        if !matches!(cmd, GETVAL | GETPID | GETNCNT | GETZCNT) || semnum < 0 {
+            return Fast::Slow;
+        }
+        let Some(slot) = self.slot(semid) else {
+            return Fast::Slow;
+        };
+        let k = semnum as usize;
+        let Some(Look { w }) = Self::look(slot, semid, k, 4, who) else {
+            return Fast::Slow;
+        };
+        // The header read above was the one in force while the word did not move.
+        if slot[HEADER_WORDS + k].load(Acquire) != w {
+            return Fast::Slow;
+        }
+        Fast::Done(Ok(match cmd {
+            GETVAL => value_of(w) as i32,
+            GETPID => pid_of(w) as i32,
+            // A published set has no sleeping operation.
+            _ => 0,
+        }))
+    }
+}

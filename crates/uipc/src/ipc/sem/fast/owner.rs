@@ -1,0 +1,298 @@
+//! The daemon's side of the fast path: an arena, and taking sets back from it and publishing
+//! them again around every engine call that touches a set.
+//!
+//! [`SemArena`] keeps, per slot, whether a set is published there (its id and size), the
+//! slot's epoch and how many engine calls are inside it, under one mutex per namespace (lock
+//! order: that mutex, then the registry and the set's locks; it is taken by engine entry
+//! points with no lock held). [`IpcNamespace::sem_fast_enter`] takes the slot's set back if it
+//! is published ([`take_back`], then the values into the engine); dropping the guard it
+//! returns publishes the set again when the last call inside leaves and the set is quiet
+//! ([`publish`]). The word protocol is in the parent module's doc and ARCHITECTURE.md.
+
+use super::{
+    pid_of, value_of, word, ArenaView, CAPACITY, CUID_CGID, EPOCH_MASK, HEADER_WORDS, IDENT,
+    MODE_NSEMS, OTIME, PID_MASK, PUBLISHED, SLOTS, SLOT_WORDS, SLOW, UID_GID,
+};
+use crate::ipc::consts::SEMVMX;
+use crate::ipc::namespace::IpcNamespace;
+use crate::ipc::perm::IpcPerm;
+use crate::ipc::sem::SemSet;
+use crate::sync::{lock, AtomicU64, Mutex, Ordering::AcqRel, Ordering::Release};
+use std::collections::HashMap;
+
+/// The memory of an arena.
+enum Mem {
+    Owned(Box<[AtomicU64]>),
+    #[cfg(not(loom))]
+    Mapped {
+        words: *const AtomicU64,
+        len: usize,
+        _keep: Box<dyn std::any::Any + Send + Sync>,
+    },
+}
+
+// SAFETY: the mapped words are atomics valid for the arena's life (`SemArena::from_raw`'s
+// contract); atomics are shared between threads by design.
+unsafe impl Send for Mem {}
+// SAFETY: as above.
+unsafe impl Sync for Mem {}
+
+/// What the daemon knows of one slot.
+#[derive(Default)]
+struct SlotState {
+    /// The published set's id and size.
+    published: Option<(i32, usize)>,
+    /// The epoch of the last publish.
+    epoch: u64,
+    /// Engine calls inside the slot.
+    inside: u32,
+}
+
+/// A namespace's arena (see the module doc).
+pub struct SemArena {
+    mem: Mem,
+    slots: Mutex<HashMap<u32, SlotState>>,
+}
+
+impl SemArena {
+    /// An arena in the process's own memory, of `slots` slots (tests, models).
+    pub fn owned(slots: usize) -> SemArena {
+        let words = (0..slots * SLOT_WORDS).map(|_| AtomicU64::new(0)).collect();
+        SemArena {
+            mem: Mem::Owned(words),
+            slots: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// An arena over `len` bytes at `ptr` (a whole number of slots), zeroed, kept mapped as
+    /// long as `keep` lives.
+    ///
+    /// # Safety
+    /// `ptr` must be 8-byte aligned, valid for reads and writes of `len` bytes for as long as
+    /// `keep` lives, and used by others (clients) only as atomics.
+    #[cfg(not(loom))]
+    pub unsafe fn from_raw(
+        ptr: *mut u8,
+        len: usize,
+        keep: Box<dyn std::any::Any + Send + Sync>,
+    ) -> SemArena {
+        SemArena {
+            mem: Mem::Mapped {
+                words: ptr.cast(),
+                len: len / 8 / SLOT_WORDS * SLOT_WORDS,
+                _keep: keep,
+            },
+            slots: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The arena's words.
+    pub fn words(&self) -> &[AtomicU64] {
+        match &self.mem {
+            Mem::Owned(w) => w,
+            // SAFETY: `from_raw`'s contract: `len` atomics, alive while `self` is.
+            #[cfg(not(loom))]
+            Mem::Mapped { words, len, .. } => unsafe { std::slice::from_raw_parts(*words, *len) },
+        }
+    }
+
+    /// What the embedder kept with the memory (`from_raw`'s `keep`).
+    pub fn keeper(&self) -> Option<&(dyn std::any::Any + Send + Sync)> {
+        match &self.mem {
+            Mem::Owned(_) => None,
+            #[cfg(not(loom))]
+            Mem::Mapped { _keep, .. } => Some(&**_keep),
+        }
+    }
+
+    /// A client's view of this arena (tests; clients map the memory themselves).
+    pub fn view(&self) -> ArenaView<'_> {
+        ArenaView::new(self.words())
+    }
+
+    fn slot(&self, idx: u32) -> Option<&[AtomicU64]> {
+        let i = idx as usize;
+        self.words().get(i * SLOT_WORDS..(i + 1) * SLOT_WORDS)
+    }
+}
+
+/// Sets SLOW on words `0..nsems` of `slot` and returns their values and sempids, with OTIME.
+/// After it no client can change or read these words.
+pub(crate) fn take_back(slot: &[AtomicU64], nsems: usize) -> (Vec<(i32, i32)>, i64) {
+    let vals = slot[HEADER_WORDS..HEADER_WORDS + nsems]
+        .iter()
+        .map(|w| {
+            // AcqRel: reads the last client CAS (and the OTIME it wrote before), and is
+            // ordered before everything the daemon does with the set afterwards.
+            let old = w.fetch_or(SLOW, AcqRel);
+            let v = (value_of(old) as i32).min(SEMVMX);
+            (v, pid_of(old) as i32)
+        })
+        .collect();
+    // Acquire: a client's OTIME write before a CAS this took back is visible (see above).
+    (
+        vals,
+        slot[OTIME].load(crate::sync::Ordering::Acquire) as i64,
+    )
+}
+
+/// What a set published in a slot looks like.
+pub(crate) struct Published<'a> {
+    pub(crate) id: i32,
+    pub(crate) perm: IpcPerm,
+    pub(crate) otime: i64,
+    pub(crate) vals: &'a [(i32, i32)],
+}
+
+/// Publishes a set in `slot` with words of epoch `epoch`: every word it will use is made SLOW
+/// first, then the header is written, then the words (SLOW clear).
+pub(crate) fn publish(slot: &[AtomicU64], set: &Published<'_>, epoch: u64) {
+    let n = set.vals.len();
+    for w in &slot[HEADER_WORDS..HEADER_WORDS + n] {
+        w.fetch_or(SLOW, AcqRel);
+    }
+    let p = &set.perm;
+    slot[MODE_NSEMS].store(u64::from(p.mode) | (n as u64) << 32, Release);
+    slot[UID_GID].store(u64::from(p.uid) | u64::from(p.gid) << 32, Release);
+    slot[CUID_CGID].store(u64::from(p.cuid) | u64::from(p.cgid) << 32, Release);
+    slot[OTIME].store(set.otime as u64, Release);
+    slot[IDENT].store(PUBLISHED | u64::from(set.id as u32), Release);
+    for (w, &(v, pid)) in slot[HEADER_WORDS..].iter().zip(set.vals) {
+        w.store(word(v as u64, pid as u64, epoch, false), Release);
+    }
+}
+
+/// What a set publishes: its permissions, (value, sempid) per semaphore, and otime.
+type Export = (IpcPerm, Vec<(i32, i32)>, i64);
+
+impl SemSet {
+    /// The set as it would be published: `None` if it is removed, has a sleeping operation, an
+    /// undo entry, more than [`CAPACITY`] semaphores or a sempid out of the word's range.
+    fn export_quiet(&self) -> Option<Export> {
+        if self.nsems() > CAPACITY {
+            return None;
+        }
+        let g = self.lock_global();
+        if g.arr.deleted || !g.arr.complex.is_empty() {
+            return None;
+        }
+        if let Some(list) = self.undos.get() {
+            if !lock(list).is_empty_and_open() {
+                return None;
+            }
+        }
+        let mut vals = Vec::with_capacity(self.nsems());
+        let mut otime = 0;
+        for s in self.sems() {
+            let s = lock(s);
+            if !s.pending.is_empty() || s.pid < 0 || s.pid as u64 > PID_MASK {
+                return None;
+            }
+            vals.push((s.val, s.pid));
+            otime = otime.max(s.otime);
+        }
+        Some((self.perm.get(), vals, otime))
+    }
+
+    /// Takes values and sempids (and a later otime) from the arena: nobody waits on a
+    /// published set, so nobody is woken, and no time changes but otime.
+    fn import_quiet(&self, vals: &[(i32, i32)], otime: i64) {
+        let g = self.lock_global();
+        if g.arr.deleted {
+            return;
+        }
+        let mut latest = 0;
+        for (s, &(v, pid)) in self.sems().iter().zip(vals) {
+            let mut s = lock(s);
+            s.val = v;
+            s.pid = pid;
+            latest = latest.max(s.otime);
+        }
+        if otime > latest {
+            lock(&self.sems()[0]).otime = otime;
+        }
+        drop(g);
+    }
+}
+
+/// An engine call inside a slot; dropping it leaves the slot ([`IpcNamespace::sem_fast_enter`]).
+pub(crate) struct Inside<'a> {
+    ns: &'a IpcNamespace,
+    idx: Option<u32>,
+}
+
+impl IpcNamespace {
+    /// The fast path's arena, if the namespace has one.
+    pub fn sem_arena(&self) -> Option<&std::sync::Arc<SemArena>> {
+        self.sem.arena.as_ref()
+    }
+
+    /// Enters the slot of `id_or_idx` (an id, or an index for SEM_STAT): takes its set back
+    /// from the arena if it is published there. Entry: no lock held.
+    pub(crate) fn sem_fast_enter(&self, id_or_idx: i32) -> Inside<'_> {
+        let idx = self
+            .sem
+            .registry
+            .layout()
+            .idx(crate::IpcId::new(id_or_idx))
+            .get();
+        let Some(arena) = self.sem.arena.as_deref() else {
+            return Inside {
+                ns: self,
+                idx: None,
+            };
+        };
+        let Some(slot) = arena.slot(idx).filter(|_| id_or_idx >= 0) else {
+            return Inside {
+                ns: self,
+                idx: None,
+            };
+        };
+        let mut slots = lock(&arena.slots);
+        let st = slots.entry(idx).or_default();
+        if let Some((id, nsems)) = st.published.take() {
+            let (vals, otime) = take_back(slot, nsems);
+            if let Ok(set) = self.sem.registry.lookup(crate::IpcId::new(id)) {
+                set.import_quiet(&vals, otime);
+            }
+        }
+        st.inside += 1;
+        Inside {
+            ns: self,
+            idx: Some(idx),
+        }
+    }
+}
+
+impl Drop for Inside<'_> {
+    fn drop(&mut self) {
+        let (Some(idx), Some(arena)) = (self.idx, self.ns.sem.arena.as_deref()) else {
+            return;
+        };
+        let Some(slot) = arena.slot(idx) else { return };
+        let mut slots = lock(&arena.slots);
+        let Some(st) = slots.get_mut(&idx) else {
+            return;
+        };
+        st.inside -= 1;
+        if st.inside > 0 || idx as usize >= SLOTS {
+            return;
+        }
+        let Ok(set) = self.ns.sem.registry.lookup_index(idx as i32) else {
+            return;
+        };
+        let Some((perm, vals, otime)) = set.export_quiet() else {
+            return;
+        };
+        let id = set.header.id().get();
+        st.epoch = (st.epoch + 1) & EPOCH_MASK;
+        let p = Published {
+            id,
+            perm,
+            otime,
+            vals: &vals,
+        };
+        publish(slot, &p, st.epoch);
+        st.published = Some((id, vals.len()));
+    }
+}

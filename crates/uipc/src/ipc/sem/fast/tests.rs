@@ -1,0 +1,222 @@
+//! The fast path against the engine: publishing, taking back, permissions, removal, waiters,
+//! undo, and many threads mixing fast calls with engine calls.
+
+use super::owner::SemArena;
+use super::{ArenaView, Caller, Fast, SLOTS};
+use crate::ipc::consts::*;
+use crate::ipc::sem::{Sembuf, SemctlArg, SemctlOut};
+use crate::ipc::{IpcNamespace, NamespaceOptions};
+use crate::{Cred, Errno, Progress, WaitCtx};
+use std::sync::Arc;
+
+struct Who {
+    pid: u32,
+    euid: u32,
+}
+
+impl Caller for Who {
+    fn pid(&self) -> u32 {
+        self.pid
+    }
+    fn euid(&self) -> u32 {
+        self.euid
+    }
+    fn now(&self) -> i64 {
+        1_700_000_000
+    }
+}
+
+fn setup() -> (Arc<IpcNamespace>, Arc<SemArena>) {
+    let arena = Arc::new(SemArena::owned(SLOTS));
+    let ns = IpcNamespace::with_options(NamespaceOptions {
+        sem_arena: Some(arena.clone()),
+        ..Default::default()
+    });
+    (Arc::new(ns), arena)
+}
+
+fn ctl(ns: &IpcNamespace, id: i32, n: i32, cmd: i32, arg: SemctlArg<'_>) -> Result<i32, Errno> {
+    match ns.semctl(&Cred::root(1), id, n, cmd, arg)? {
+        SemctlOut::Ret(r) => Ok(r),
+        SemctlOut::Stat(_, ds) => Ok(ds.otime as i32),
+        _ => Ok(0),
+    }
+}
+
+fn fast_op(v: &ArenaView<'_>, id: i32, op: i16, flg: i16, who: &Who) -> Fast<()> {
+    v.semop(id, Sembuf::new(0, op, flg), who)
+}
+
+#[test]
+fn a_set_is_published_after_a_daemon_call_and_taken_back_before_the_next() {
+    let (ns, arena) = setup();
+    let v = arena.view();
+    let me = Who { pid: 42, euid: 0 };
+    let id = ns.semget(&Cred::root(1), IPC_PRIVATE, 2, 0o600).unwrap();
+    assert_eq!(
+        fast_op(&v, id, 1, 0, &me),
+        Fast::Slow,
+        "not published before a call"
+    );
+    ctl(&ns, id, 0, SETVAL, SemctlArg::Val(3)).unwrap();
+    assert_eq!(fast_op(&v, id, -2, 0, &me), Fast::Done(Ok(())));
+    assert_eq!(v.semctl_get(id, 0, GETVAL, &me), Fast::Done(Ok(1)));
+    assert_eq!(v.semctl_get(id, 0, GETPID, &me), Fast::Done(Ok(42)));
+    assert_eq!(v.semctl_get(id, 0, GETNCNT, &me), Fast::Done(Ok(0)));
+    let nowait = IPC_NOWAIT as i16;
+    assert_eq!(
+        fast_op(&v, id, -2, nowait, &me),
+        Fast::Done(Err(Errno::EAGAIN))
+    );
+    assert_eq!(fast_op(&v, id, -2, 0, &me), Fast::Slow, "would sleep");
+    assert_eq!(fast_op(&v, id, 1, SEM_UNDO, &me), Fast::Slow);
+    assert_eq!(fast_op(&v, id, i16::MAX, 0, &me), Fast::Slow, "ERANGE");
+    // The engine sees the fast operations: value, sempid and otime.
+    assert_eq!(ctl(&ns, id, 0, GETVAL, SemctlArg::None), Ok(1));
+    assert_eq!(ctl(&ns, id, 0, GETPID, SemctlArg::None), Ok(42));
+    assert_eq!(
+        ctl(&ns, id, 0, IPC_STAT, SemctlArg::None),
+        Ok(1_700_000_000)
+    );
+    // And the fast path sees the engine's changes.
+    ctl(&ns, id, 0, SETVAL, SemctlArg::Val(7)).unwrap();
+    assert_eq!(v.semctl_get(id, 0, GETVAL, &me), Fast::Done(Ok(7)));
+    assert_eq!(
+        v.semctl_get(id, 2, GETVAL, &me),
+        Fast::Slow,
+        "EINVAL is the daemon's"
+    );
+}
+
+#[test]
+fn permissions_follow_ipc_set_and_the_callers_euid() {
+    let (ns, arena) = setup();
+    let v = arena.view();
+    let owner = Who { pid: 1, euid: 0 };
+    let other = Who { pid: 2, euid: 1000 };
+    let id = ns.semget(&Cred::root(1), IPC_PRIVATE, 1, 0o600).unwrap();
+    ctl(&ns, id, 0, SETVAL, SemctlArg::Val(1)).unwrap();
+    assert_eq!(fast_op(&v, id, 1, 0, &owner), Fast::Done(Ok(())));
+    assert_eq!(fast_op(&v, id, 1, 0, &other), Fast::Slow, "not the owner");
+    let set = SemctlArg::Set {
+        uid: 0,
+        gid: 0,
+        mode: 0o666,
+    };
+    ctl(&ns, id, 0, IPC_SET, set).unwrap();
+    assert_eq!(fast_op(&v, id, 1, 0, &other), Fast::Done(Ok(())));
+    let set = SemctlArg::Set {
+        uid: 0,
+        gid: 0,
+        mode: 0o400,
+    };
+    ctl(&ns, id, 0, IPC_SET, set).unwrap();
+    assert_eq!(fast_op(&v, id, 1, 0, &owner), Fast::Slow, "no write bit");
+    assert_eq!(v.semctl_get(id, 0, GETVAL, &owner), Fast::Done(Ok(3)));
+    assert_eq!(v.semctl_get(id, 0, GETVAL, &other), Fast::Slow);
+}
+
+#[test]
+fn removal_waiters_and_undo_keep_the_set_with_the_daemon() {
+    let (ns, arena) = setup();
+    let v = arena.view();
+    let me = Who { pid: 9, euid: 0 };
+    let id = ns.semget(&Cred::root(1), IPC_PRIVATE, 1, 0o600).unwrap();
+    ctl(&ns, id, 0, SETVAL, SemctlArg::Val(0)).unwrap();
+    // A sleeper: the set stays with the daemon until it is gone.
+    let park = crate::ParkCtx::default();
+    let Progress::Parked(p) =
+        ns.semtimedop_start(&Cred::root(5), id, &[Sembuf::new(0, -1, 0)], None, &park)
+    else {
+        panic!("should wait");
+    };
+    assert_eq!(v.semctl_get(id, 0, GETNCNT, &me), Fast::Slow);
+    assert_eq!(fast_op(&v, id, 1, 0, &me), Fast::Slow);
+    ns.semop(
+        &Cred::root(6),
+        id,
+        &[Sembuf::new(0, 1, 0)],
+        &WaitCtx::FOREVER,
+    )
+    .unwrap();
+    assert!(matches!(p.poll(), Progress::Done(Ok(()))));
+    assert_eq!(v.semctl_get(id, 0, GETVAL, &me), Fast::Done(Ok(0)));
+    // An undo entry: with the daemon until the process exits.
+    ns.semop(
+        &Cred::root(7),
+        id,
+        &[Sembuf::new(0, 1, SEM_UNDO)],
+        &WaitCtx::FOREVER,
+    )
+    .unwrap();
+    ctl(&ns, id, 0, GETVAL, SemctlArg::None).unwrap();
+    assert_eq!(fast_op(&v, id, 1, 0, &me), Fast::Slow);
+    ns.process_exit(7);
+    assert_eq!(ctl(&ns, id, 0, GETVAL, SemctlArg::None), Ok(0), "undone");
+    assert_eq!(fast_op(&v, id, 1, 0, &me), Fast::Done(Ok(())));
+    // Removal: the daemon answers (EINVAL for a gone id), and a new set at the index is
+    // published under its own id only.
+    ctl(&ns, id, 0, IPC_RMID, SemctlArg::None).unwrap();
+    assert_eq!(fast_op(&v, id, 1, 0, &me), Fast::Slow);
+    let id2 = ns.semget(&Cred::root(1), IPC_PRIVATE, 1, 0o600).unwrap();
+    ctl(&ns, id2, 0, SETVAL, SemctlArg::Val(0)).unwrap();
+    assert_eq!(fast_op(&v, id, 1, 0, &me), Fast::Slow, "the old id");
+    assert_eq!(fast_op(&v, id2, 1, 0, &me), Fast::Done(Ok(())));
+}
+
+#[test]
+fn many_threads_mixing_fast_and_engine_calls_lose_nothing() {
+    let (ns, arena) = setup();
+    let id = ns.semget(&Cred::root(1), IPC_PRIVATE, 2, 0o600).unwrap();
+    ctl(&ns, id, 0, SETVAL, SemctlArg::Val(0)).unwrap();
+    const ROUNDS: usize = 5_000; // 4 * ROUNDS stays below SEMVMX
+    let threads: Vec<_> = (0..4u32)
+        .map(|t| {
+            let (ns, arena) = (ns.clone(), arena.clone());
+            std::thread::spawn(move || {
+                let who = Who {
+                    pid: 100 + t,
+                    euid: 0,
+                };
+                let v = arena.view();
+                for i in 0..ROUNDS {
+                    // +1 on semaphore 0, fast or through the engine (a multi-sop op, which
+                    // takes the set back, every so often).
+                    let sop = Sembuf::new(0, 1, 0);
+                    if i % 97 == 0 {
+                        let two = [sop, Sembuf::new(1, 0, 0)];
+                        ns.semop(&Cred::root(who.pid as i32), id, &two, &WaitCtx::FOREVER)
+                            .unwrap();
+                    } else if v.semop(id, sop, &who) == Fast::Slow {
+                        ns.semop(&Cred::root(who.pid as i32), id, &[sop], &WaitCtx::FOREVER)
+                            .unwrap();
+                    }
+                    // -1 again, blocking through the engine when the value is 0 (never here).
+                    let down = Sembuf::new(0, -1, 0);
+                    if v.semop(id, down, &who) == Fast::Slow {
+                        ns.semop(&Cred::root(who.pid as i32), id, &[down], &WaitCtx::FOREVER)
+                            .unwrap();
+                    }
+                    let _ = v
+                        .semop(id, Sembuf::new(0, 1, 0), &who)
+                        .eq(&Fast::Slow)
+                        .then(|| {
+                            ns.semop(
+                                &Cred::root(1),
+                                id,
+                                &[Sembuf::new(0, 1, 0)],
+                                &WaitCtx::FOREVER,
+                            )
+                        });
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    assert_eq!(
+        ctl(&ns, id, 0, GETVAL, SemctlArg::None),
+        Ok(4 * ROUNDS as i32)
+    );
+}
