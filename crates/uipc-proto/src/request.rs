@@ -117,6 +117,10 @@ pub enum Request {
     /// Sent by a parent right after fork(2), before its child runs on: `child` inherits the
     /// parent's attachments.
     ForkChild { child: i32 },
+    /// The semaphore fast path's arena of the connection's namespace: `Ret(pid)` (the
+    /// caller's pid as the daemon numbers it) with the arena's memfd, or an error (ENOSYS:
+    /// no fast path on this daemon).
+    SemArena,
     /// A file-lock call ([`crate::locks`]); the descriptor travels beside it.
     Lock(crate::locks::LockRequest),
     /// A `/proc` view ([`crate::procfs`]).
@@ -141,6 +145,7 @@ mod tag {
     pub const SHMCTL: u8 = 34;
     pub const SHM_REMAP: u8 = 35;
     pub const FORK_CHILD: u8 = 40;
+    pub const SEM_ARENA: u8 = 41;
     pub const LOCK: u8 = 50;
     pub const PROC: u8 = 60;
 }
@@ -176,6 +181,7 @@ impl Request {
                 w.bool(*new_image);
             }
             Request::Cancel => w.u8(tag::CANCEL),
+            Request::SemArena => w.u8(tag::SEM_ARENA),
             Request::Semget { key, nsems, flag } => {
                 w.u8(tag::SEMGET);
                 w.i32(*key);
@@ -302,6 +308,7 @@ impl Request {
                 new_image: r.bool()?,
             },
             tag::CANCEL => Request::Cancel,
+            tag::SEM_ARENA => Request::SemArena,
             tag::SEMGET => Request::Semget {
                 key: r.i32()?,
                 nsems: r.i32()?,

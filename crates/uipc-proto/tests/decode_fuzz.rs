@@ -60,6 +60,7 @@ fn request() -> impl Strategy<Value = Request> {
         (any::<u32>(), any::<bool>())
             .prop_map(|(version, new_image)| Request::Hello { version, new_image }),
         Just(Request::Cancel),
+        Just(Request::SemArena),
         (any::<i32>(), any::<i32>(), any::<i32>()).prop_map(|(key, nsems, flag)| Request::Semget {
             key,
             nsems,

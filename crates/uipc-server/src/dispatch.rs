@@ -288,6 +288,17 @@ pub fn serve(cx: &Ctx<'_>, req: Request) -> (Response, Option<OwnedFd>) {
             Ok(ShmctlOut::Usage(ret, usage)) => Response::ShmUsage { ret, usage },
             Err(e) => err(e),
         },
+        Request::SemArena => {
+            let fd = ns
+                .sem_arena()
+                .and_then(|a| crate::arena::fd_of(a))
+                .map(|fd| descriptor_for(fd, false));
+            return match fd {
+                Some(Ok(fd)) => (Response::Ret(i64::from(cred.tgid)), Some(fd)),
+                Some(Err(e)) => (err(e), None),
+                None => (err(Errno::ENOSYS), None),
+            };
+        }
         Request::Lock(lock) => return crate::lockserve::serve(&cx.lock_ctx(), lock),
         Request::Proc(p) => crate::procserve::serve(ns, cx.locks, cred, p),
         Request::Hello { .. } | Request::Cancel | Request::ForkChild { .. } => err(Errno::EINVAL),

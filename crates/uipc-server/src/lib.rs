@@ -85,6 +85,7 @@
 //!   users, as on one kernel.
 
 pub mod admission;
+pub mod arena;
 pub mod conn;
 pub mod descriptions;
 pub mod dispatch;
@@ -337,8 +338,14 @@ impl Server {
             std::fs::remove_file(&opts.socket)?;
         }
         let backing = Arc::new(MemfdBacking::new());
+        // The semaphore fast path: a private daemon's program tree only (`arena`).
+        let fast = opts.private_to.is_some()
+            && !opts.shared
+            && opts.state.is_none()
+            && !arena::switched_off();
         let ns = IpcNamespace::with_options(NamespaceOptions {
             shm_backing: Some(backing.clone()),
+            sem_arena: fast.then(arena::new_arena).flatten(),
             ..Default::default()
         });
         if let Some(state) = opts.state.as_deref() {
@@ -359,7 +366,7 @@ impl Server {
             None => admission::Admission::Anyone,
         };
         let shared = Arc::new(Shared {
-            namespaces: namespaces::Namespaces::new(ns, backing.clone()),
+            namespaces: namespaces::Namespaces::new(ns, backing.clone(), fast),
             locks: LockManager::new(),
             descriptions: descriptions::Descriptions::new(),
             hints: hints::LockHints::new(),

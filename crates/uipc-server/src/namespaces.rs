@@ -45,6 +45,8 @@ pub struct Namespaces {
     home_id: Option<NsId>,
     home: Arc<IpcNamespace>,
     backing: Arc<MemfdBacking>,
+    /// Each namespace made gets a semaphore fast-path arena (`crate::arena`).
+    fast: bool,
     map: Mutex<Map>,
 }
 
@@ -56,12 +58,14 @@ fn ns_of(pid: &str) -> Option<NsId> {
 }
 
 impl Namespaces {
-    /// Serves `home` for the daemon's own kernel namespace.
-    pub fn new(home: IpcNamespace, backing: Arc<MemfdBacking>) -> Namespaces {
+    /// Serves `home` for the daemon's own kernel namespace; `fast`: the namespaces made later
+    /// get a semaphore fast-path arena.
+    pub fn new(home: IpcNamespace, backing: Arc<MemfdBacking>, fast: bool) -> Namespaces {
         Namespaces {
             home_id: ns_of("self"),
             home: Arc::new(home),
             backing,
+            fast,
             map: Mutex::new(Map {
                 by_id: HashMap::new(),
                 of_pid: HashMap::new(),
@@ -95,6 +99,7 @@ impl Namespaces {
                     let entry = map.by_id.entry(id).or_insert_with(|| Entry {
                         ns: Arc::new(IpcNamespace::with_options(NamespaceOptions {
                             shm_backing: Some(backing),
+                            sem_arena: self.fast.then(crate::arena::new_arena).flatten(),
                             ..Default::default()
                         })),
                         members: HashSet::new(),
@@ -182,7 +187,7 @@ mod tests {
     #[test]
     fn the_daemons_own_namespace_is_home_and_exits_apply_there() {
         let backing = Arc::new(MemfdBacking::new());
-        let nss = Namespaces::new(IpcNamespace::new(), backing);
+        let nss = Namespaces::new(IpcNamespace::new(), backing, false);
         let me = std::process::id() as i32;
         let ns = nss.join(me);
         assert!(Arc::ptr_eq(&ns, nss.home()));

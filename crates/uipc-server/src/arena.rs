@@ -1,0 +1,76 @@
+//! The semaphore fast path's arenas: one memfd per engine namespace, mapped by the daemon and
+//! by every client that asks (`Request::SemArena`).
+//!
+//! The memfd is made as segment memfds are (`memfd::sealed_memfd`: mode 0600, owned by the
+//! daemon's user, sealed against shrinking and growing), [`uipc::ipc::sem::fast::ARENA_BYTES`]
+//! long (pages are allocated only where a slot is written). The protocol on it is the
+//! engine's (`uipc::ipc::sem::fast`, ARCHITECTURE.md "The semaphore fast path"). It is made
+//! only for a `uipc run`'s private daemon without `UIPC_FASTPATH=0`; the daemon never trusts
+//! what clients write there (values taken back are clamped to SEMVMX).
+
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::sync::Arc;
+use uipc::ipc::sem::fast::{owner::SemArena, ARENA_BYTES};
+
+/// Whether `UIPC_FASTPATH` in the environment turns the fast path off ("0").
+pub fn switched_off() -> bool {
+    std::env::var_os("UIPC_FASTPATH").is_some_and(|v| v == "0")
+}
+
+/// The memfd and the daemon's mapping of it; unmapped when the arena goes.
+pub struct Mapping {
+    fd: OwnedFd,
+    ptr: *mut libc::c_void,
+    len: usize,
+}
+
+// SAFETY: the mapping is shared memory used only through atomics; the pointer is unmapped
+// once, in `drop`, when nobody holds the arena any more.
+unsafe impl Send for Mapping {}
+// SAFETY: as above.
+unsafe impl Sync for Mapping {}
+
+impl Drop for Mapping {
+    fn drop(&mut self) {
+        // SAFETY: our own mapping of `len` bytes, unmapped once; the arena that used it is
+        // being dropped.
+        unsafe { libc::munmap(self.ptr, self.len) };
+    }
+}
+
+/// A new arena, or `None` if the memory cannot be had (the namespace then runs without one).
+pub fn new_arena() -> Option<Arc<SemArena>> {
+    let fd = crate::memfd::sealed_memfd(c"uipc-sem-arena", ARENA_BYTES as u64, false).ok()?;
+    // SAFETY: maps our own memfd of ARENA_BYTES bytes, shared, read-write.
+    let ptr = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            ARENA_BYTES,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_SHARED,
+            fd.as_raw_fd(),
+            0,
+        )
+    };
+    if ptr == libc::MAP_FAILED {
+        return None;
+    }
+    let keep = Mapping {
+        fd,
+        ptr,
+        len: ARENA_BYTES,
+    };
+    // SAFETY: a fresh page-aligned mapping of ARENA_BYTES zeroed bytes, kept mapped by `keep`
+    // for the arena's life; clients use it only through atomics.
+    Some(Arc::new(unsafe {
+        SemArena::from_raw(ptr.cast(), ARENA_BYTES, Box::new(keep))
+    }))
+}
+
+/// The memfd behind a namespace's arena, if it has one made here.
+pub fn fd_of(arena: &SemArena) -> Option<RawFd> {
+    arena
+        .keeper()
+        .and_then(|k| k.downcast_ref::<Mapping>())
+        .map(|m| m.fd.as_raw_fd())
+}
