@@ -28,6 +28,10 @@ shared_daemon() {
     local waiter=$!
     timeout 60 "$uipc" run --socket "$dir/socket" -- "$out/key_peer" post
     wait "$waiter"
+    # A `uipc serve` daemon keeps every semaphore on the daemon path (no fast path).
+    UIPC_FASTPATH_STATS=1 timeout 60 "$uipc" run --socket "$dir/socket" -- "$out/sem_fast" \
+        2> "$dir/fastpath.err"
+    grep -qx "uipc fastpath: 0000000000 calls" "$dir/fastpath.err"
     kill "$daemon"
     wait "$daemon" || true
     rm -rf "$dir"
@@ -38,7 +42,7 @@ tests=(msg_sem_exchange sem_undo_kill shm_share shm_remap shm_rdonly_segv semop_
     calls_errno perm_setuid ids_cached eintr_storm exec_rules cancel_thread closefrom syscall_ipc timers
     timer_ids_exec timer_overrun timer_ignored vfork_spawn unseen_children handler_ipc ipc_no_malloc handler_altstack
     timer_handler
-    timer_no_malloc undo_after_reap "load 64 100")
+    timer_no_malloc undo_after_reap "load 64 100" sem_fast "sem_fast_chaos 1500")
 # Linux's process model (privilege drops, exec, orphans, /proc views, IPC and pid namespaces):
 # run under uipc run --locks --timers.
 process_tests=(priv_drop ident_per_call orphan_reap exec_env_keep proc_sysctl ipc_ns pid_ns)
@@ -105,6 +109,15 @@ if [ "$(id -u)" = 0 ]; then
         set -euo pipefail
         uipc=$1 out=$2; shift 2
         for t in "$@"; do timeout 60 "$uipc" run -- $out/$t; done
+        # The semaphore fast path: the same programs with it switched off; with it on it must
+        # have served calls; under a `uipc serve` daemon it is off.
+        UIPC_FASTPATH=0 timeout 60 "$uipc" run -- "$out/sem_fast"
+        UIPC_FASTPATH=0 timeout 120 "$uipc" run -- "$out/sem_fast_chaos" 500
+        UIPC_FASTPATH_STATS=1 timeout 60 "$uipc" run -- "$out/sem_fast" 2> "$out/fastpath.err"
+        served=$(sed -n "s/^uipc fastpath: 0*\([0-9][0-9]*\) calls$/\1/p" "$out/fastpath.err")
+        [ "${served:-0}" -ge 2000 ] || { echo "fast path served ${served:-0} calls" >&2; exit 1; }
+        UIPC_FASTPATH=0 UIPC_FASTPATH_STATS=1 timeout 60 "$uipc" run -- "$out/sem_fast" 2> "$out/fastpath.err"
+        grep -qx "uipc fastpath: 0000000000 calls" "$out/fastpath.err"
         for t in $PROCESS_TESTS; do timeout 60 "$uipc" run --locks --timers -- "$out/$t"; done
         # A root program whose children switch uid stay clients (su, setpriv) ...
         "$uipc" run -- sh -c "su nobody -s /bin/sh -c \"ipcmk -M 100\" &&

@@ -27,8 +27,12 @@ pub fn prepare() {
     let _ = fns();
 }
 
+/// Bumped by every change of IPC namespace (the semaphore arena is mapped again).
+pub static NS_GENERATION: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
 /// After a successful change of namespace: every connection is made again.
 pub fn namespace_changed() {
+    NS_GENERATION.fetch_add(1, Ordering::SeqCst);
     crate::slots::GENERATION.fetch_add(1, Ordering::SeqCst);
 }
 

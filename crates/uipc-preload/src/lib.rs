@@ -37,6 +37,16 @@
 //! ## Not supported
 //! What the library leaves out or does differently from Linux (the engine's own list is in
 //! the `uipc` crate doc).
+//! - The semaphore fast path (`semfast.rs`, under `uipc run` only) serves single-sop
+//!   semop/semtimedop without SEM_UNDO and GETVAL, GETPID, GETNCNT and GETZCNT on sets of at
+//!   most 64 semaphores with no sleeper and no SEM_UNDO entry; SEM_UNDO operations, multi-sop
+//!   operations, GETALL and everything else take the daemon path (a set with a SEM_UNDO entry
+//!   stays there until the entry's process exits). Each fast semop still copies its `struct
+//!   sembuf` (and timeout) with `process_vm_readv`, so that a bad pointer gives EFAULT, and
+//!   reads `geteuid` when the mode does not grant the access to everyone: two system calls
+//!   where the kernel's semop makes one. sem_otime can show the current second after a fast
+//!   call that raced the daemon's takeover of its set without completing (ARCHITECTURE.md).
+//!   Processes in a nested pid namespace use the daemon path for every call.
 //! - File locks: closes the library does not see drop nothing at once: raw system call
 //!   instructions, closes inside libc other than
 //!   fclose's (freopen, `posix_spawn` file actions), close-on-exec (the daemon sweeps at the new image's first
@@ -276,6 +286,7 @@ mod procview;
 mod procwrite;
 mod remap;
 mod sem;
+mod semfast;
 mod shm;
 mod sigmask;
 mod slots;
@@ -372,6 +383,7 @@ extern "C" fn init() {
     // SAFETY: registers a child handler that only bumps an atomic counter.
     unsafe { libc::pthread_atfork(None, None, Some(slots::after_fork_in_child)) };
     conn::prepare();
+    semfast::prepare();
     kernel::prepare();
     vfork::prepare();
     ids::prepare();

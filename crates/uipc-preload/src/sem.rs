@@ -57,6 +57,11 @@ pub extern "C-unwind" fn semtimedop(
             as c_int;
     }
     let (sops, timeout) = (sops as usize, timeout as usize);
+    if nsops == 1 {
+        if let Some(r) = fast_semop(semid, sops, timeout) {
+            return crate::finish(r, crate::errno_now()) as c_int;
+        }
+    }
     guard_blocking(move || {
         // The kernel copies the timeout first, and takes nsops as an unsigned int.
         let timeout = match timeout {
@@ -88,12 +93,37 @@ pub extern "C-unwind" fn semtimedop(
     }) as c_int
 }
 
+/// A one-sop semop on the fast path (`crate::semfast`), if it can serve it: the operation
+/// and the timeout (which Linux validates first) are copied in, and anything unusual (a bad
+/// pointer, a bad timeout) is left to the daemon path, which reports it as Linux does.
+fn fast_semop(semid: c_int, sops: usize, timeout: usize) -> Option<Result<i64, Errno>> {
+    crate::guarded(|| {
+        if timeout != 0 {
+            let mut b = [0u8; 16];
+            copy_in_to(timeout, &mut b)?;
+            let (sec, nsec) = (u64_at(&b, 0) as i64, u64_at(&b, 8) as i64);
+            if sec < 0 || !(0..1_000_000_000).contains(&nsec) {
+                return Err(Errno::EINVAL);
+            }
+        }
+        let mut b = [0u8; abi::SEMBUF];
+        copy_in_to(sops, &mut b)?;
+        let op = abi::sembufs(&b).next().ok_or(Errno::EINVAL)?;
+        Ok(crate::semfast::semop(semid, op))
+    })
+    .ok()
+    .flatten()
+}
+
 /// semctl(2); see the module doc for the fourth argument.
 #[no_mangle]
 pub extern "C-unwind" fn semctl(semid: c_int, semnum: c_int, cmd: c_int, arg: usize) -> c_int {
     if !enabled() {
         // SAFETY: the kernel's own call with the caller's arguments.
         return unsafe { libc::syscall(libc::SYS_semctl, semid, semnum, cmd, arg) } as c_int;
+    }
+    if let Some(r) = crate::semfast::semctl_get(semid, semnum, cmd) {
+        return crate::finish(r, crate::errno_now()) as c_int;
     }
     guard(move || semctl_uipc(semid, semnum, cmd, arg)) as c_int
 }

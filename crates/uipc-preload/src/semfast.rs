@@ -1,0 +1,175 @@
+//! The semaphore fast path, client side: single-sop semop/semtimedop and semctl's GETVAL,
+//! GETPID, GETNCNT and GETZCNT done on the namespace's arena, in this process, when the
+//! engine's protocol allows (`uipc::ipc::sem::fast`; ARCHITECTURE.md "The semaphore fast
+//! path"); every other case goes to the daemon as before.
+//!
+//! The arena is asked for once per process (`Request::SemArena`: its memfd, and our pid as the
+//! daemon numbers it) and mapped shared. [`FAST_PID`] says for which pid it was granted: a
+//! forked child (another pid) asks again, and keeps the inherited mapping if the IPC
+//! namespace did not change ([`crate::ipcns::NS_GENERATION`]); after an unshare or setns the
+//! arena is mapped again (the old mapping is left in place: another thread may still read
+//! it). The fast path is off for good in the image (`OFF`) under `UIPC_FASTPATH=0`, or when
+//! the daemon has no arena (ENOSYS); off for the call in a vforked child (whose memory is its
+//! parent's) and when the daemon numbers our pid differently (a nested pid namespace).
+//!
+//! Nothing here allocates or takes a lock: atomics, and for the first call a daemon call and
+//! an mmap, so it is async-signal-safe as the exports are. The caller's euid is read with a
+//! raw system call (not libc's, which another preload may fake) only when the set's mode does
+//! not grant the access to everyone.
+
+use crate::conn::{call, check};
+use libc::c_int;
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
+use uipc::ipc::sem::fast::{ArenaView, Caller, Fast, ARENA_BYTES};
+use uipc::ipc::sem::Sembuf;
+use uipc_proto::{Request, Response};
+
+/// The fast path is off in this program image.
+static OFF: AtomicBool = AtomicBool::new(false);
+/// The pid the arena was granted to (0: not asked yet in this process).
+static FAST_PID: AtomicI32 = AtomicI32::new(0);
+/// The mapping (null before the first grant) and the namespace generation it belongs to.
+static ARENA: AtomicPtr<std::sync::atomic::AtomicU64> = AtomicPtr::new(std::ptr::null_mut());
+static ARENA_NS: AtomicU64 = AtomicU64::new(0);
+/// Calls served here (tests read it through `UIPC_FASTPATH_STATS`, see `report`).
+static SERVED: AtomicUsize = AtomicUsize::new(0);
+
+/// Reads `UIPC_FASTPATH` and `UIPC_FASTPATH_STATS` (the library's constructor).
+pub fn prepare() {
+    if std::env::var_os("UIPC_FASTPATH").is_some_and(|v| v == "0") {
+        OFF.store(true, Ordering::Relaxed);
+    }
+    if std::env::var_os("UIPC_FASTPATH_STATS").is_some() {
+        // SAFETY: registers a plain function that only formats a number and writes it.
+        unsafe { libc::atexit(report) };
+    }
+}
+
+struct Me {
+    pid: i32,
+}
+
+impl Caller for Me {
+    fn pid(&self) -> u32 {
+        self.pid as u32
+    }
+    fn euid(&self) -> u32 {
+        crate::kernel::kernel_sys!(libc::SYS_geteuid) as u32
+    }
+    fn now(&self) -> i64 {
+        let mut ts = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: writes a live timespec.
+        unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut ts) };
+        ts.tv_sec
+    }
+}
+
+/// The arena and who we are, if the fast path may serve this call.
+fn arena() -> Option<(ArenaView<'static>, Me)> {
+    if OFF.load(Ordering::Relaxed) || crate::vfork::on_borrowed_memory() {
+        return None;
+    }
+    let pid = crate::vfork::pid();
+    let ns = crate::ipcns::NS_GENERATION.load(Ordering::Acquire);
+    if FAST_PID.load(Ordering::Acquire) != pid || ARENA_NS.load(Ordering::Acquire) != ns {
+        grant(pid, ns)?;
+    }
+    let p = ARENA.load(Ordering::Acquire);
+    if p.is_null() {
+        return None;
+    }
+    // SAFETY: `p` is a shared mapping of ARENA_BYTES bytes that is never unmapped, used only
+    // through atomics (by us, the daemon and the other clients).
+    let words = unsafe { std::slice::from_raw_parts(p, ARENA_BYTES / 8) };
+    Some((ArenaView::new(words), Me { pid }))
+}
+
+/// Asks the daemon for the arena; maps it unless the mapping we have is this namespace's.
+fn grant(pid: i32, ns: u64) -> Option<()> {
+    let (resp, fd) = crate::guarded(|| call(&Request::SemArena)).ok()?;
+    let granted = match check(resp) {
+        Ok(Response::Ret(p)) => p,
+        Err(e) if e.raw() == libc::ENOSYS => {
+            OFF.store(true, Ordering::Relaxed);
+            return None;
+        }
+        _ => return None,
+    };
+    let fd = crate::slots::ClosedQuietly(std::os::fd::IntoRawFd::into_raw_fd(fd?));
+    if granted != i64::from(pid) {
+        // Another pid namespace: our sempid would be wrong. The daemon path, for good.
+        OFF.store(true, Ordering::Relaxed);
+        return None;
+    }
+    if ARENA.load(Ordering::Acquire).is_null() || ARENA_NS.load(Ordering::Acquire) != ns {
+        // SAFETY: maps the daemon's arena memfd, shared, read-write, at an address of the
+        // kernel's choice; never unmapped (see the module doc).
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                ARENA_BYTES,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                fd.0,
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return None;
+        }
+        ARENA.store(p.cast(), Ordering::Release);
+        ARENA_NS.store(ns, Ordering::Release);
+    }
+    FAST_PID.store(pid, Ordering::Release);
+    Some(())
+}
+
+/// A single-sop semop on the fast path: `Some(result)` if served here.
+pub fn semop(semid: c_int, sop: Sembuf) -> Option<Result<i64, uipc::Errno>> {
+    let (view, me) = arena()?;
+    match view.semop(semid, sop, &me) {
+        Fast::Done(r) => {
+            SERVED.fetch_add(1, Ordering::Relaxed);
+            Some(r.map(|()| 0))
+        }
+        Fast::Slow => None,
+    }
+}
+
+/// semctl's GETVAL, GETPID, GETNCNT, GETZCNT on the fast path.
+pub fn semctl_get(semid: c_int, semnum: c_int, cmd: c_int) -> Option<Result<i64, uipc::Errno>> {
+    if !matches!(
+        cmd,
+        uipc::ipc::consts::GETVAL
+            | uipc::ipc::consts::GETPID
+            | uipc::ipc::consts::GETNCNT
+            | uipc::ipc::consts::GETZCNT
+    ) {
+        return None;
+    }
+    let (view, me) = arena()?;
+    match view.semctl_get(semid, semnum, cmd, &me) {
+        Fast::Done(r) => {
+            SERVED.fetch_add(1, Ordering::Relaxed);
+            Some(r.map(i64::from))
+        }
+        Fast::Slow => None,
+    }
+}
+
+/// At exit, with `UIPC_FASTPATH_STATS` set: how many calls the fast path served, on stderr
+/// (the tests check that it served some, so a path that never engages cannot pass).
+extern "C" fn report() {
+    let n = SERVED.load(Ordering::Relaxed);
+    let mut buf = *b"uipc fastpath: 0000000000 calls\n";
+    let mut v = n;
+    for i in (15..25).rev() {
+        buf[i] = b'0' + (v % 10) as u8;
+        v /= 10;
+    }
+    // SAFETY: writes our own buffer to stderr.
+    unsafe { libc::write(2, buf.as_ptr().cast(), buf.len()) };
+}

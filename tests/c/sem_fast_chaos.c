@@ -1,0 +1,107 @@
+/* Processes SIGKILLed at random points of single-sop semop loops (the fast path under uipc
+ * run), while the parent makes the daemon take the sets back (IPC_STAT, GETALL, SETVAL of
+ * another semaphore): no operation lost or applied twice.
+ *
+ * Each worker life L owns semaphore L % 60 of set L / 60 and adds 1 to it, counting each
+ * success in shared memory after the call returns; killed between the two, the semaphore is
+ * one ahead of its count. So afterwards every semaphore is its count or its count + 1, and a
+ * life that was never killed (none here: all end killed) would be exact. Usage: [KILLS]. */
+#include "check.h"
+#include <sys/mman.h>
+
+enum { PER_SET = 60, WORKERS = 4 };
+
+static int sop(int id, unsigned short n, short op, short flg) {
+    struct sembuf b = {n, op, flg};
+    return semop(id, &b, 1);
+}
+
+int main(int argc, char **argv) {
+    int kills = argc > 1 ? atoi(argv[1]) : 2000;
+    int lives = kills + WORKERS;
+    int nsets = (lives + PER_SET - 1) / PER_SET;
+    int *ids = calloc(nsets, sizeof *ids);
+    CHECK(ids != NULL);
+    for (int s = 0; s < nsets; s++) {
+        ids[s] = semget(IPC_PRIVATE, PER_SET + 1, 0600);
+        CHECK(ids[s] >= 0);
+        CHECK(semctl(ids[s], PER_SET, SETVAL, 1) == 0);
+    }
+    volatile long *count = mmap(NULL, lives * sizeof(long), PROT_READ | PROT_WRITE,
+                                MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    CHECK(count != MAP_FAILED);
+    pid_t pids[WORKERS];
+    int life_of[WORKERS];
+    int next = 0;
+    unsigned seed = 12345;
+    for (int w = 0; w < WORKERS; w++) {
+        life_of[w] = next++;
+    }
+    for (int w = 0; w < WORKERS; w++) {
+        int l = life_of[w];
+        pids[w] = fork();
+        CHECK(pids[w] >= 0);
+        if (pids[w] == 0) {
+            for (;;) {
+                CHECK(sop(ids[l / PER_SET], l % PER_SET, 1, 0) == 0);
+                count[l]++;
+                if (count[l] >= 30000)
+                    pause();
+            }
+        }
+    }
+    for (int k = 0; k < kills; k++) {
+        usleep(rand_r(&seed) % 1500);
+        int w = rand_r(&seed) % WORKERS;
+        int s = rand_r(&seed) % nsets;
+        switch (k % 3) {
+        case 0: {
+            struct semid_ds ds;
+            union semun arg = {.buf = &ds};
+            CHECK(semctl(ids[s], 0, IPC_STAT, arg) == 0);
+            break;
+        }
+        case 1:
+            CHECK(semctl(ids[s], PER_SET, SETVAL, k & 1) == 0);
+            break;
+        default:
+            CHECK(semctl(ids[s], 0, GETVAL) >= 0);
+        }
+        CHECK(kill(pids[w], SIGKILL) == 0);
+        int st;
+        CHECK(waitpid(pids[w], &st, 0) == pids[w]);
+        CHECK(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
+        int l = next++;
+        life_of[w] = l;
+        pids[w] = fork();
+        CHECK(pids[w] >= 0);
+        if (pids[w] == 0) {
+            for (;;) {
+                CHECK(sop(ids[l / PER_SET], l % PER_SET, 1, 0) == 0);
+                count[l]++;
+                if (count[l] >= 30000)
+                    pause();
+            }
+        }
+    }
+    for (int w = 0; w < WORKERS; w++) {
+        CHECK(kill(pids[w], SIGKILL) == 0);
+        CHECK(waitpid(pids[w], NULL, 0) == pids[w]);
+    }
+    long total = 0, ahead = 0;
+    for (int l = 0; l < next; l++) {
+        int v = semctl(ids[l / PER_SET], l % PER_SET, GETVAL);
+        if (v != count[l] && v != count[l] + 1) {
+            fprintf(stderr, "life %d: value %d, counted %ld\n", l, v, count[l]);
+            return 1;
+        }
+        total += v;
+        ahead += v - count[l];
+    }
+    for (int s = 0; s < nsets; s++)
+        CHECK(semctl(ids[s], 0, IPC_RMID) == 0);
+    fprintf(stderr, "sem_fast_chaos: %d kills, %ld operations, %ld killed between call and count\n",
+            kills, total, ahead);
+    puts("sem_fast_chaos: ok");
+    return 0;
+}
