@@ -16,6 +16,21 @@ static int sop(int id, unsigned short n, short op, short flg) {
     return semop(id, &b, 1);
 }
 
+/* A worker for life `l`: adds 1 to its semaphore, then counts it, until 30000. */
+static pid_t spawn(const int *ids, volatile long *count, int l) {
+    pid_t pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0) {
+        for (;;) {
+            CHECK(sop(ids[l / PER_SET], l % PER_SET, 1, 0) == 0);
+            count[l]++;
+            if (count[l] >= 30000)
+                pause();
+        }
+    }
+    return pid;
+}
+
 int main(int argc, char **argv) {
     int kills = argc > 1 ? atoi(argv[1]) : 2000;
     int lives = kills + WORKERS;
@@ -39,16 +54,7 @@ int main(int argc, char **argv) {
     }
     for (int w = 0; w < WORKERS; w++) {
         int l = life_of[w];
-        pids[w] = fork();
-        CHECK(pids[w] >= 0);
-        if (pids[w] == 0) {
-            for (;;) {
-                CHECK(sop(ids[l / PER_SET], l % PER_SET, 1, 0) == 0);
-                count[l]++;
-                if (count[l] >= 30000)
-                    pause();
-            }
-        }
+        pids[w] = spawn(ids, count, l);
     }
     for (int k = 0; k < kills; k++) {
         usleep(rand_r(&seed) % 1500);
@@ -73,16 +79,7 @@ int main(int argc, char **argv) {
         CHECK(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
         int l = next++;
         life_of[w] = l;
-        pids[w] = fork();
-        CHECK(pids[w] >= 0);
-        if (pids[w] == 0) {
-            for (;;) {
-                CHECK(sop(ids[l / PER_SET], l % PER_SET, 1, 0) == 0);
-                count[l]++;
-                if (count[l] >= 30000)
-                    pause();
-            }
-        }
+        pids[w] = spawn(ids, count, l);
     }
     for (int w = 0; w < WORKERS; w++) {
         CHECK(kill(pids[w], SIGKILL) == 0);

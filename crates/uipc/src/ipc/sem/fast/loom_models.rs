@@ -49,6 +49,20 @@ fn slot_with(mode: u32, value: i32) -> Arc<Vec<AtomicU64>> {
     slot
 }
 
+/// The daemon's side of IPC_SET: takes the set back and publishes it with `mode`; returns
+/// the values it took back.
+fn take_back_and_publish(slot: &[AtomicU64], mode: u32) -> Vec<(i32, i32)> {
+    let (vals, _) = take_back(slot, 1);
+    let p = Published {
+        id: 0,
+        perm: perm(mode),
+        otime: 0,
+        vals: &vals,
+    };
+    publish(slot, &p, 2);
+    vals
+}
+
 /// A fast decrement racing a takeover and a publish of the value the daemon saw: the result
 /// counts the decrement exactly once, whichever side won.
 #[test]
@@ -59,14 +73,7 @@ fn a_fast_semop_is_never_lost_across_a_takeover() {
         let client = loom::thread::spawn(move || {
             ArenaView::new(&s2).semop(0, Sembuf::new(0, -1, 0), &Who(0)) == Fast::Done(Ok(()))
         });
-        let (vals, _) = take_back(&slot, 1);
-        let p = Published {
-            id: 0,
-            perm: perm(0o600),
-            otime: 0,
-            vals: &vals,
-        };
-        publish(&slot, &p, 2);
+        take_back_and_publish(&slot, 0o600);
         let fast = client.join().unwrap();
         let v = ArenaView::new(&slot).semctl_get(0, 0, crate::ipc::consts::GETVAL, &Who(0));
         assert_eq!(v, Fast::Done(Ok(if fast { 0 } else { 1 })));
@@ -83,14 +90,7 @@ fn a_permission_change_applies_to_every_later_fast_call() {
         let client = loom::thread::spawn(move || {
             ArenaView::new(&s2).semop(0, Sembuf::new(0, -1, 0), &Who(1000)) == Fast::Done(Ok(()))
         });
-        let (vals, _) = take_back(&slot, 1);
-        let p = Published {
-            id: 0,
-            perm: perm(0o600),
-            otime: 0,
-            vals: &vals,
-        };
-        publish(&slot, &p, 2);
+        let vals = take_back_and_publish(&slot, 0o600);
         let fast = client.join().unwrap();
         if fast {
             assert_eq!(vals[0].0, 0, "a fast call after the takeover");
