@@ -142,7 +142,7 @@ if [ "$(id -u)" = 0 ]; then
         timeout 60 "$uipc" run --timers -- "$out/timer_no_malloc"
         # Overruns fixed at the dequeue: unblocking, sigwaitinfo, at 1 ns, 1 us and 1 ms.
         timeout 120 "$uipc" run --timers -- "$out/timer_overrun"
-        # Ignored signals park their timer (no CPU time); deleted timers' signals never arrive.
+        # Ignored signals park their timer (no CPU time); signals of deleted timers never arrive.
         timeout 60 "$uipc" run --timers -- "$out/timer_ignored"
         # The id counter carried across exec by every exec function, as Linux keeps it.
         timeout 60 "$uipc" run --timers -- "$out/timer_ids_exec"
