@@ -654,3 +654,69 @@ fn a_failed_save_keeps_the_objects_until_a_save_succeeds_or_sigquit() {
     assert!(dir.join("state.consumed").is_file());
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The client side of the next test, run in a new kernel IPC namespace (`unshare --ipc`):
+/// makes a queue and a semaphore set on the daemon at `$UIPC_NS_CLIENT`, says "ready" and
+/// waits to be killed. Does nothing without the variable.
+#[test]
+fn ns_client_side() {
+    let Some(socket) = std::env::var_os("UIPC_NS_CLIENT") else {
+        return;
+    };
+    let c = Connection::connect(Path::new(&socket), false).unwrap();
+    msgget(&c, IPC_PRIVATE, IPC_CREAT | 0o600);
+    let set = Request::Semget {
+        key: IPC_PRIVATE,
+        nsems: 1,
+        flag: IPC_CREAT | 0o600,
+    };
+    ret(&c, set);
+    println!("ready");
+    std::thread::sleep(Duration::from_secs(60));
+}
+
+#[test]
+fn a_save_names_the_other_namespaces_it_does_not_save() {
+    // SAFETY: plain getter.
+    if unsafe { libc::geteuid() } != 0 {
+        return; // unshare --ipc needs root
+    }
+    let dir = scratch("otherns");
+    let d = start_logged(&dir);
+    msgget(&d.connect(), 0x0e5, IPC_CREAT | 0o600);
+    let mut client = Command::new("unshare")
+        .arg("--ipc")
+        .arg(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "ns_client_side",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env("UIPC_NS_CLIENT", &d.socket)
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = std::io::BufReader::new(client.stdout.take().unwrap());
+    let mut line = String::new();
+    while !line.contains("ready") {
+        line.clear();
+        let n = std::io::BufRead::read_line(&mut out, &mut line).unwrap();
+        assert!(n > 0, "the client in another namespace never got ready");
+    }
+    let end = d.stop(libc::SIGTERM);
+    let _ = client.kill();
+    let _ = client.wait();
+    assert_eq!(end.code, Some(0));
+    let log = std::fs::read_to_string(dir.join("stderr")).unwrap();
+    assert!(
+        log.contains("NOT saved") && log.contains("1 semaphore sets, 1 queues, 0 segments"),
+        "{log}"
+    );
+    assert!(log.contains("ipc:["), "{log}");
+    // The daemon's own namespace was saved.
+    let d = Daemon::start(&dir, &[]);
+    assert_eq!(queue_count(&d), 1);
+    d.stop(libc::SIGTERM);
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -207,7 +207,11 @@ pub fn run_until_signalled(opts: &Options) -> io::Result<()> {
                     );
                     break 1;
                 }
-                match state::save(shared.namespaces.home(), &shared.backing, path) {
+                let home = shared.namespaces.home();
+                if let Some(warning) = state::unsaved_warning(&shared.namespaces) {
+                    eprintln!("{warning}");
+                }
+                match state::save(home, &shared.backing, path) {
                     Ok(()) => break 0,
                     Err(e) => {
                         failed = true;

@@ -173,6 +173,15 @@ impl Namespaces {
         drop(dropped);
     }
 
+    /// The namespaces other than `home`: each one's kernel inode and live processes.
+    pub fn others_listed(&self) -> Vec<(u64, usize, Arc<IpcNamespace>)> {
+        lock(&self.map)
+            .by_id
+            .iter()
+            .map(|(&id, e)| (id, e.members.len(), e.ns.clone()))
+            .collect()
+    }
+
     /// How many namespaces other than `home` are alive (tests).
     pub fn others(&self) -> usize {
         lock(&self.map).by_id.len()

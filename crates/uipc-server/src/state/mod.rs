@@ -41,6 +41,8 @@
 //!   stops its own serving, not the clients): a store racing the save may or may not be in
 //!   the file, as in any copy of live shared memory.
 //! - Attachments and SEM_UNDO lists belong to processes, which do not survive the daemon.
+//! - Only the daemon's own namespace is saved; the save names on stderr every other
+//!   namespace that holds objects ([`unsaved_warning`]), which are lost.
 
 pub mod durable;
 pub mod format;
@@ -67,6 +69,30 @@ pub fn save(ns: &IpcNamespace, backing: &MemfdBacking, path: &Path) -> io::Resul
         let _ = std::fs::remove_file(&tmp);
     }
     written
+}
+
+/// The warning for the namespaces a save leaves out: every engine namespace other than the
+/// daemon's own (made for clients in other kernel IPC namespaces) that holds objects, named by
+/// its kernel namespace (`ipc:[INODE]`, as `/proc/PID/ns/ipc` shows it). None if there is none.
+pub fn unsaved_warning(namespaces: &crate::namespaces::Namespaces) -> Option<String> {
+    let mut lines = Vec::new();
+    for (inode, processes, ns) in namespaces.others_listed() {
+        let [sets, queues, segments] = objects::count_all(&ns);
+        if sets + queues + segments > 0 {
+            lines.push(format!(
+                "  ipc:[{inode}] ({processes} processes): {sets} semaphore sets, {queues} \
+                 queues, {segments} segments"
+            ));
+        }
+    }
+    if lines.is_empty() {
+        return None;
+    }
+    Some(format!(
+        "uipc serve: WARNING: --state saves only the daemon's own IPC namespace; the objects \
+         of these other IPC namespaces are NOT saved and are lost:\n{}",
+        lines.join("\n")
+    ))
 }
 
 /// What the daemon says when a save failed: nothing replaced FILE, and it stays up, not

@@ -93,6 +93,30 @@ fn indices(max: Result<i32, uipc::Errno>) -> std::ops::RangeInclusive<i32> {
     0..=max.unwrap_or(-1)
 }
 
+/// How many semaphore sets, queues and segments `ns` holds.
+pub fn count_all(ns: &IpcNamespace) -> [usize; 3] {
+    let root = root();
+    let sets = indices(
+        ns.semctl(&root, 0, 0, SEM_INFO, SemctlArg::None)
+            .map(|o| o.ret()),
+    )
+    .filter(|&i| {
+        ns.semctl(&root, i, 0, SEM_STAT_ANY, SemctlArg::None)
+            .is_ok()
+    })
+    .count();
+    let queues = indices(
+        ns.msgctl(&root, 0, MSG_INFO, MsgctlArg::None)
+            .map(|o| o.ret()),
+    )
+    .filter(|&i| ns.msgctl(&root, i, MSG_STAT_ANY, MsgctlArg::None).is_ok())
+    .count();
+    let segments = indices(ns.shmctl(&root, 0, SHM_INFO, None).map(|o| o.ret()))
+        .filter(|&i| ns.shmctl(&root, i, SHM_STAT_ANY, None).is_ok())
+        .count();
+    [sets, queues, segments]
+}
+
 /// Writes the tunables and every semaphore set, queue and segment of `ns`.
 pub fn save_all(ns: &IpcNamespace, backing: &MemfdBacking, out: &mut Out) -> io::Result<()> {
     let root = root();
