@@ -36,6 +36,19 @@ fn scratch(tag: &str) -> PathBuf {
 struct Daemon {
     child: Child,
     socket: PathBuf,
+    /// Reaped by [`wait4`]: its pid may belong to someone else now.
+    reaped: bool,
+}
+
+/// A test that panics still ends its daemon: a daemon left running would hold the test
+/// harness's output pipe open and hang `cargo test`.
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        if !self.reaped {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
 }
 
 /// How a daemon ended: its exit code, its peak resident set in KiB and what it printed.
@@ -63,7 +76,11 @@ impl Daemon {
     fn start(dir: &Path, extra: &[&str]) -> Daemon {
         let socket = dir.join("socket");
         let child = serve(dir, extra).spawn().unwrap();
-        let mut d = Daemon { child, socket };
+        let mut d = Daemon {
+            child,
+            socket,
+            reaped: false,
+        };
         let t0 = Instant::now();
         while Connection::connect(&d.socket, false).is_err() {
             if let Ok(Some(_)) = d.child.try_wait() {
@@ -107,6 +124,7 @@ fn wait4(pid: i32, d: &mut Daemon) -> Ended {
     // SAFETY: reaps our own child into live output variables.
     let r = unsafe { libc::wait4(pid, &mut status, 0, &mut ru) };
     assert_eq!(r, pid, "wait4");
+    d.reaped = true;
     let code = libc::WIFEXITED(status).then(|| libc::WEXITSTATUS(status));
     Ended {
         code,
@@ -580,6 +598,7 @@ fn start_logged(dir: &Path) -> Daemon {
     let d = Daemon {
         child,
         socket: dir.join("socket"),
+        reaped: false,
     };
     let t0 = Instant::now();
     while Connection::connect(&d.socket, false).is_err() {
@@ -718,5 +737,32 @@ fn a_save_names_the_other_namespaces_it_does_not_save() {
     let d = Daemon::start(&dir, &[]);
     assert_eq!(queue_count(&d), 1);
     d.stop(libc::SIGTERM);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A test that panics with a daemon running leaves no daemon behind (it would hold the test
+/// harness's output pipe open and hang `cargo test`): the daemon is killed and reaped.
+#[test]
+fn a_panicking_test_leaves_no_daemon_behind() {
+    let dir = scratch("panic");
+    let pid = Arc::new(Mutex::new(0));
+    let seen = pid.clone();
+    let dir2 = dir.clone();
+    let r = std::panic::catch_unwind(move || {
+        let d = Daemon::start(&dir2, &[]);
+        *seen.lock().unwrap() = d.child.id() as i32;
+        panic!("a failing test");
+    });
+    assert!(r.is_err());
+    let pid = *pid.lock().unwrap();
+    assert!(pid > 0);
+    // SAFETY: signal 0 only asks whether the pid exists; a reaped child's pid is gone (it
+    // could only be reused by a process started since, which this test does not expect).
+    let alive = unsafe { libc::kill(pid, 0) } == 0;
+    if alive {
+        // SAFETY: our own child, not reaped: end it so the harness does not hang.
+        unsafe { libc::kill(pid, libc::SIGKILL) };
+    }
+    assert!(!alive, "the daemon of a panicking test is still there");
     let _ = std::fs::remove_dir_all(&dir);
 }
