@@ -766,3 +766,78 @@ fn a_panicking_test_leaves_no_daemon_behind() {
     assert!(!alive, "the daemon of a panicking test is still there");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Sends `sig` and reaps the daemon, failing (and killing it) if it has not exited within
+/// `limit`.
+fn stop_within(mut d: Daemon, sig: i32, limit: Duration) -> Ended {
+    let pid = d.child.id() as i32;
+    // SAFETY: signals our own child, which has not been reaped.
+    unsafe { libc::kill(pid, sig) };
+    let t0 = Instant::now();
+    while d.child.try_wait().unwrap().is_none() {
+        assert!(
+            t0.elapsed() < limit,
+            "the daemon did not exit within {limit:?} of signal {sig}"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    d.reaped = true;
+    let code = d.child.try_wait().unwrap().and_then(|s| s.code());
+    Ended {
+        code,
+        max_rss_kib: 0,
+        stderr: d.stderr_now(),
+    }
+}
+
+/// A client that attached at address 0 and never reported where it mapped the segment
+/// (`ShmMoved`), its connection still open: the daemon still stops on SIGTERM and saves the
+/// segment, and the restored segment has no attachments.
+#[test]
+fn a_client_stalled_after_shmat_does_not_keep_the_daemon_from_stopping() {
+    let dir = scratch("stalled-shmat");
+    let d = Daemon::start(&dir, &[]);
+    let c = Connection::connect(&d.socket, true).unwrap();
+    let id = shmget(&c, 0x57a11, 4096, IPC_CREAT | 0o600);
+    let (resp, fd) = c
+        .call(
+            &Request::Shmat {
+                shmid: id,
+                addr: 0,
+                flags: 0,
+            },
+            false,
+        )
+        .unwrap();
+    assert!(matches!(resp, Response::ShmAttached { .. }), "{resp:?}");
+    let mem = std::fs::File::from(fd.expect("the segment's memfd"));
+    mem.write_all_at(b"kept", 0).unwrap();
+    let end = stop_within(d, libc::SIGTERM, Duration::from_secs(20));
+    assert_eq!(end.code, Some(0), "{}", end.stderr);
+    drop((c, mem));
+
+    let d = Daemon::start(&dir, &[]);
+    let c = d.connect();
+    let id = shmget(&c, 0x57a11, 0, 0);
+    let (resp, fd) = c
+        .call(
+            &Request::Shmat {
+                shmid: id,
+                addr: 0,
+                flags: SHM_RDONLY,
+            },
+            false,
+        )
+        .unwrap();
+    let Response::ShmAttached { .. } = resp else {
+        panic!("{resp:?}")
+    };
+    let mut back = [0u8; 4];
+    std::fs::File::from(fd.unwrap())
+        .read_exact_at(&mut back, 0)
+        .unwrap();
+    assert_eq!(&back, b"kept");
+    let end = d.stop(libc::SIGTERM);
+    assert_eq!(end.code, Some(0), "{}", end.stderr);
+    let _ = std::fs::remove_dir_all(&dir);
+}
