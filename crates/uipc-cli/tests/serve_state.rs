@@ -51,6 +51,17 @@ impl Drop for Daemon {
     }
 }
 
+/// A child process killed and reaped when dropped, panic or not (a child left running
+/// would hold the test harness's output pipe open).
+struct Reaped(Child);
+
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 /// How a daemon ended: its exit code, its peak resident set in KiB and what it printed.
 struct Ended {
     code: Option<i32>,
@@ -717,6 +728,7 @@ fn a_save_names_the_other_namespaces_it_does_not_save() {
         .spawn()
         .unwrap();
     let mut out = std::io::BufReader::new(client.stdout.take().unwrap());
+    let client = Reaped(client);
     let mut line = String::new();
     while !line.contains("ready") {
         line.clear();
@@ -724,8 +736,7 @@ fn a_save_names_the_other_namespaces_it_does_not_save() {
         assert!(n > 0, "the client in another namespace never got ready");
     }
     let end = d.stop(libc::SIGTERM);
-    let _ = client.kill();
-    let _ = client.wait();
+    drop(client);
     assert_eq!(end.code, Some(0));
     let log = std::fs::read_to_string(dir.join("stderr")).unwrap();
     assert!(
