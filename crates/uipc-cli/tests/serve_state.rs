@@ -183,6 +183,22 @@ fn shmget(c: &Connection, key: i32, size: u64, flag: i32) -> i32 {
     ret(c, Request::Shmget { key, size, flag })
 }
 
+/// shmat at address 0 with `flags`: the segment's memfd (the attach must succeed).
+fn attach(c: &Connection, id: i32, flags: i32) -> Option<std::os::fd::OwnedFd> {
+    let (resp, fd) = c
+        .call(
+            &Request::Shmat {
+                shmid: id,
+                addr: 0,
+                flags,
+            },
+            false,
+        )
+        .unwrap();
+    assert!(matches!(resp, Response::ShmAttached { .. }), "{resp:?}");
+    fd
+}
+
 fn semget(c: &Connection, key: i32, nsems: i32, flag: i32) -> i32 {
     ret(c, Request::Semget { key, nsems, flag })
 }
@@ -410,17 +426,7 @@ fn a_sparse_gibibyte_segment_is_saved_in_bounded_memory_to_a_small_file() {
     let d = Daemon::start(&dir, &[]);
     let c = d.connect();
     let id = shmget(&c, 0x5ba75e, GIB, IPC_CREAT | 0o600);
-    let (resp, fd) = c
-        .call(
-            &Request::Shmat {
-                shmid: id,
-                addr: 0,
-                flags: 0,
-            },
-            false,
-        )
-        .unwrap();
-    assert!(matches!(resp, Response::ShmAttached { .. }), "{resp:?}");
+    let fd = attach(&c, id, 0);
     let mem = std::fs::File::from(fd.expect("the segment's memfd"));
     let marks: [(u64, &[u8]); 3] = [(0, b"first"), (GIB / 2 + 3, b"middle"), (GIB - 4, b"last")];
     for (at, bytes) in marks {
@@ -451,16 +457,7 @@ fn a_sparse_gibibyte_segment_is_saved_in_bounded_memory_to_a_small_file() {
     let d = Daemon::start(&dir, &[]);
     let c = d.connect();
     let id = shmget(&c, 0x5ba75e, 0, 0);
-    let (_, fd) = c
-        .call(
-            &Request::Shmat {
-                shmid: id,
-                addr: 0,
-                flags: SHM_RDONLY,
-            },
-            false,
-        )
-        .unwrap();
+    let fd = attach(&c, id, SHM_RDONLY);
     let mem = std::fs::File::from(fd.unwrap());
     for (at, bytes) in marks {
         let mut back = vec![0u8; bytes.len()];
@@ -810,17 +807,7 @@ fn a_client_stalled_after_shmat_does_not_keep_the_daemon_from_stopping() {
     let d = Daemon::start(&dir, &[]);
     let c = Connection::connect(&d.socket, true).unwrap();
     let id = shmget(&c, 0x57a11, 4096, IPC_CREAT | 0o600);
-    let (resp, fd) = c
-        .call(
-            &Request::Shmat {
-                shmid: id,
-                addr: 0,
-                flags: 0,
-            },
-            false,
-        )
-        .unwrap();
-    assert!(matches!(resp, Response::ShmAttached { .. }), "{resp:?}");
+    let fd = attach(&c, id, 0);
     let mem = std::fs::File::from(fd.expect("the segment's memfd"));
     mem.write_all_at(b"kept", 0).unwrap();
     let end = stop_within(d, libc::SIGTERM, Duration::from_secs(20));
@@ -830,19 +817,7 @@ fn a_client_stalled_after_shmat_does_not_keep_the_daemon_from_stopping() {
     let d = Daemon::start(&dir, &[]);
     let c = d.connect();
     let id = shmget(&c, 0x57a11, 0, 0);
-    let (resp, fd) = c
-        .call(
-            &Request::Shmat {
-                shmid: id,
-                addr: 0,
-                flags: SHM_RDONLY,
-            },
-            false,
-        )
-        .unwrap();
-    let Response::ShmAttached { .. } = resp else {
-        panic!("{resp:?}")
-    };
+    let fd = attach(&c, id, SHM_RDONLY);
     let mut back = [0u8; 4];
     std::fs::File::from(fd.unwrap())
         .read_exact_at(&mut back, 0)
