@@ -6,6 +6,8 @@
 #include "check.h"
 #include <sys/syscall.h>
 #include <time.h>
+#include <sys/mman.h>
+#include <string.h>
 
 static int sop(int id, unsigned short n, short op, short flg) {
     struct sembuf b = {n, op, flg};
@@ -52,6 +54,27 @@ static void basic(void) {
     CHECK(semtimedop(id, &b, 1, &ts) == -1 && errno == EINVAL);
     CHECK(semop(id, (struct sembuf *)8, 1) == -1 && errno == EFAULT);
     CHECK(semctl(id, 0, GETVAL) == 1);
+    /* Operations and timeouts outside the stack: a readable page, one made unreadable, one
+     * unmapped, and a struct straddling into an unreadable page. */
+    long pg = sysconf(_SC_PAGESIZE);
+    char *m = mmap(NULL, 2 * pg, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    CHECK(m != MAP_FAILED);
+    struct sembuf *heap = (struct sembuf *)m;
+    *heap = (struct sembuf){0, 1, 0};
+    CHECK(semop(id, heap, 1) == 0 && semctl(id, 0, GETVAL) == 2);
+    struct sembuf *edge = (struct sembuf *)(m + pg - 2);
+    memcpy(edge, &(struct sembuf){0, -1, 0}, 2);
+    CHECK(mprotect(m + pg, pg, PROT_NONE) == 0);
+    CHECK(semop(id, edge, 1) == -1 && errno == EFAULT);
+    struct timespec *far = (struct timespec *)(m + pg);
+    CHECK(semtimedop(id, heap, 1, far) == -1 && errno == EFAULT);
+    CHECK(mprotect(m, pg, PROT_NONE) == 0);
+    CHECK(semop(id, heap, 1) == -1 && errno == EFAULT);
+    CHECK(munmap(m, 2 * pg) == 0);
+    CHECK(semop(id, heap, 1) == -1 && errno == EFAULT);
+    CHECK(semctl(id, 0, GETVAL) == 2);
+    b.sem_op = -1;
+    CHECK(semop(id, &b, 1) == 0 && semctl(id, 0, GETVAL) == 1);
     /* Another process's operation: its pid. */
     pid_t c = fork();
     CHECK(c >= 0);

@@ -21,7 +21,8 @@
 //!   under `--locks`, `/proc/locks` show the daemon's objects, limits and locks.
 //!
 //! Every export behaves as the system call: errno set only on failure, the caller's pointers
-//! copied with `process_vm_readv` (`user.rs`, so a bad one is EFAULT), no panic across the C
+//! copied with `process_vm_readv` (`user.rs`, so a bad one is EFAULT; bytes in the main
+//! thread's stack are read directly), no panic across the C
 //! ABI (EINVAL instead); a sleeping semop, semtimedop, msgsnd or msgrcv ends with EINTR when a
 //! handler runs (never restarted, as on Linux), and `pthread_cancel` acts in it as in the
 //! system call. A daemon that cannot be reached gives ECONNREFUSED,
@@ -41,10 +42,13 @@
 //!   semop/semtimedop without SEM_UNDO and GETVAL, GETPID, GETNCNT and GETZCNT on sets of at
 //!   most 64 semaphores with no sleeper and no SEM_UNDO entry; SEM_UNDO operations, multi-sop
 //!   operations, GETALL and everything else take the daemon path (a set with a SEM_UNDO entry
-//!   stays there until the entry's process exits). Each fast semop still copies its `struct
-//!   sembuf` (and timeout) with `process_vm_readv`, so that a bad pointer gives EFAULT, and
-//!   reads `geteuid` when the mode does not grant the access to everyone: two system calls
-//!   where the kernel's semop makes one. sem_otime can show the current second after a fast
+//!   stays there until the entry's process exits). A fast semop reads its `struct sembuf`
+//!   (and timeout) directly when it lies in the main thread's stack, and otherwise copies it
+//!   with `process_vm_readv` so that a bad pointer gives EFAULT; it reads `geteuid` when the
+//!   mode does not grant the access to everyone.
+//! - A program that unmaps or read-protects part of its own main stack and then passes a
+//!   pointer into that part to a SysV IPC call crashes where Linux gives EFAULT (`user.rs`
+//!   reads the main stack directly). sem_otime can show the current second after a fast
 //!   call that raced the daemon's takeover of its set without completing (ARCHITECTURE.md).
 //!   Processes in a nested pid namespace use the daemon path for every call.
 //! - File locks: closes the library does not see drop nothing at once: raw system call
@@ -383,6 +387,7 @@ extern "C" fn init() {
     // SAFETY: registers a child handler that only bumps an atomic counter.
     unsafe { libc::pthread_atfork(None, None, Some(slots::after_fork_in_child)) };
     conn::prepare();
+    user::prepare();
     semfast::prepare();
     kernel::prepare();
     vfork::prepare();

@@ -7,8 +7,65 @@
 //!
 //! [`copy_in_to`] and [`copy_out`] allocate nothing (system calls on the caller's buffers), so
 //! the SysV IPC paths use them from signal handlers; [`copy_in`] returns a new vector.
+//!
+//! One case needs no system call: bytes inside the main thread's stack as the constructor
+//! found it ([`prepare`] reads the `[stack]` line of `/proc/self/maps`). A stack mapping only
+//! ever grows, so that range stays mapped and readable for the life of the program image,
+//! and [`copy_in_to`] reads it directly (most callers pass a `struct sembuf` or a timeout on
+//! their stack). A program that unmaps or read-protects its own main stack and then passes a
+//! pointer into it would crash there instead of getting EFAULT (in the "Not supported" list).
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use uipc::Errno;
+
+/// The main thread's stack mapping `[lo, hi)` when the constructor ran; `lo == hi` if unknown.
+static MAIN_STACK: [AtomicUsize; 2] = [AtomicUsize::new(0), AtomicUsize::new(0)];
+
+/// The constructor's part: finds the main thread's stack in `/proc/self/maps`.
+pub fn prepare() {
+    if !crate::conn::enabled() {
+        return;
+    }
+    let Ok(maps) = std::fs::read_to_string("/proc/self/maps") else {
+        return;
+    };
+    let Some((lo, hi)) = maps.lines().find_map(stack_range) else {
+        return;
+    };
+    MAIN_STACK[0].store(lo, Ordering::Relaxed);
+    MAIN_STACK[1].store(hi, Ordering::Relaxed);
+}
+
+/// The range of a `/proc/PID/maps` line if it is the main thread's stack.
+fn stack_range(line: &str) -> Option<(usize, usize)> {
+    if !line.ends_with("[stack]") {
+        return None;
+    }
+    let (lo, rest) = line.split_once('-')?;
+    let hi = rest.split(' ').next()?;
+    let lo = usize::from_str_radix(lo, 16).ok()?;
+    let hi = usize::from_str_radix(hi, 16).ok()?;
+    (lo < hi).then_some((lo, hi))
+}
+
+#[cfg(test)]
+#[test]
+fn the_stack_line_is_found_and_others_are_not() {
+    let stack = "7ffc1a2b3000-7ffc1a2d4000 rw-p 00000000 00:00 0                          [stack]";
+    assert_eq!(stack_range(stack), Some((0x7ffc1a2b3000, 0x7ffc1a2d4000)));
+    let heap = "55d0c3a1b000-55d0c3a3c000 rw-p 00000000 00:00 0                          [heap]";
+    assert_eq!(stack_range(heap), None);
+    assert_eq!(stack_range("zz-7ffc1a2d4000 rw-p 0 00:00 0 [stack]"), None);
+}
+
+/// Whether `[addr, addr + len)` lies inside the main stack's range found by [`prepare`].
+fn in_main_stack(addr: usize, len: usize) -> bool {
+    let (lo, hi) = (
+        MAIN_STACK[0].load(Ordering::Relaxed),
+        MAIN_STACK[1].load(Ordering::Relaxed),
+    );
+    addr >= lo && addr.checked_add(len).is_some_and(|end| end <= hi)
+}
 
 /// Copies `len` bytes from the caller's `addr` into a new vector.
 pub fn copy_in(addr: usize, len: usize) -> Result<Vec<u8>, Errno> {
@@ -24,6 +81,16 @@ pub fn copy_in_to(addr: usize, buf: &mut [u8]) -> Result<(), Errno> {
     }
     if addr == 0 {
         return Err(Errno::EFAULT);
+    }
+    if in_main_stack(addr, buf.len()) {
+        for (i, b) in buf.iter_mut().enumerate() {
+            // SAFETY: the byte lies in the main stack's mapping as the constructor found it,
+            // which stays mapped and readable (module doc). The caller's threads may write
+            // it meanwhile, as they may during the kernel's copy: a volatile read of each
+            // byte takes whatever value is there.
+            *b = unsafe { std::ptr::read_volatile((addr + i) as *const u8) };
+        }
+        return Ok(());
     }
     let local = libc::iovec {
         iov_base: buf.as_mut_ptr().cast(),
