@@ -82,18 +82,14 @@ pub struct CyclicIdAllocator {
     seq: u32,
 }
 
-/// The first index in `[from, end)` whose bit in `words` is `set` (bits past `words` are
+/// The first index in `[from, end)` whose bit in `words` is clear (bits past `words` are
 /// clear).
-fn first_in(words: &[usize], from: u32, end: u32, set: bool) -> Option<u32> {
+fn first_clear_in(words: &[usize], from: u32, end: u32) -> Option<u32> {
     let mut w = (from / WORD) as usize;
     let mut mask = !0usize << (from % WORD);
     while (w as u64) * u64::from(WORD) < u64::from(end) {
-        let word = match words.get(w) {
-            Some(&word) => word,
-            None if set => return None,
-            None => 0,
-        };
-        let hits = if set { word } else { !word } & mask;
+        let word = words.get(w).copied().unwrap_or(0);
+        let hits = !word & mask;
         if hits != 0 {
             let idx = w as u32 * WORD + hits.trailing_zeros();
             return (idx < end).then_some(idx);
@@ -131,24 +127,14 @@ impl CyclicIdAllocator {
         self.used.maximum().map(|i| IpcIdx::new(i as u32))
     }
 
-    /// Whether `idx` is in use.
-    pub fn is_used(&self, idx: IpcIdx) -> bool {
-        self.used.contains(idx.get() as usize)
-    }
-
     /// Indices in use, increasing.
     pub fn used(&self) -> impl Iterator<Item = IpcIdx> + '_ {
         self.used.ones().map(|i| IpcIdx::new(i as u32))
     }
 
-    /// The first index in use at or after `from`.
-    pub fn next_used(&self, from: IpcIdx) -> Option<IpcIdx> {
-        first_in(self.used.as_slice(), from.get(), self.layout.ipcmni(), true).map(IpcIdx::new)
-    }
-
     /// The first free index in `[from, end)`.
     fn first_free(&self, from: u32, end: u32) -> Option<u32> {
-        first_in(self.used.as_slice(), from, end, false)
+        first_clear_in(self.used.as_slice(), from, end)
     }
 
     /// Marks `idx` used, growing the set to the next power of two past it (at most IPCMNI).
@@ -268,21 +254,21 @@ mod tests {
     #[test]
     fn searches_cross_words_and_the_end_of_the_set() {
         let words = [!0usize, 0b1011];
-        assert_eq!(first_in(&words, 0, 1000, false), Some(66));
-        assert_eq!(first_in(&words, 67, 1000, false), Some(68));
-        assert_eq!(first_in(&words, 5, 66, false), None, "end is exclusive");
+        assert_eq!(first_clear_in(&words, 0, 1000), Some(66));
+        assert_eq!(first_clear_in(&words, 67, 1000), Some(68));
+        assert_eq!(first_clear_in(&words, 5, 66), None, "end is exclusive");
         assert_eq!(
-            first_in(&words, 200, 1000, false),
+            first_clear_in(&words, 200, 1000),
             Some(200),
             "past the set: free"
         );
-        assert_eq!(first_in(&words, 65, 1000, true), Some(65));
-        assert_eq!(first_in(&words, 66, 1000, true), Some(67));
-        assert_eq!(first_in(&words, 68, 1 << 24, true), None);
         let mut a = CyclicIdAllocator::new(IdLayout::EXTENDED);
         assert_eq!(alloc_at(&mut a, 15_777_204).unwrap(), 15_777_204);
         assert_eq!(a.max_idx(), Some(IpcIdx::new(15_777_204)));
-        assert_eq!(a.next_used(IpcIdx::new(1)), Some(IpcIdx::new(15_777_204)));
+        assert_eq!(
+            a.used().find(|&i| i.get() >= 1),
+            Some(IpcIdx::new(15_777_204))
+        );
         assert_eq!(alloc(&mut a), 0);
         assert_eq!(
             a.used().map(IpcIdx::get).collect::<Vec<_>>(),
