@@ -265,8 +265,7 @@ impl Descriptions {
         let mut search = Search::new(&sought, except, &own);
         for (k, p) in pending.iter().enumerate() {
             for &pid in p.3.iter().filter(|&&pid| pid != me) {
-                search.in_process(k, pid);
-                if search.found[k].is_some() {
+                if search.in_process(k, pid) {
                     break;
                 }
             }

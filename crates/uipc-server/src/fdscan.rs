@@ -106,13 +106,14 @@ impl<'a> Search<'a> {
     }
 
     /// Looks for description `k` among `pid`'s descriptors (no `stat`: `kcmp` compares
-    /// descriptions of any file).
-    pub fn in_process(&mut self, k: usize, pid: i32) {
+    /// descriptions of any file); whether `k` is found now.
+    pub fn in_process(&mut self, k: usize, pid: i32) -> bool {
         for fd in fds_of(pid) {
             if self.check(k, (pid, fd)) {
-                return;
+                return true;
             }
         }
+        self.found[k].is_some()
     }
 
     /// Looks for every description not seen yet in every process's descriptors, the daemon's

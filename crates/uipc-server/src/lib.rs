@@ -117,7 +117,7 @@ use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use uipc::ipc::{IpcNamespace, NamespaceOptions};
+use uipc::ipc::IpcNamespace;
 use uipc::locks::LockManager;
 use workers::Jobs;
 
@@ -347,11 +347,7 @@ impl Server {
             && !opts.shared
             && opts.state.is_none()
             && !arena::switched_off();
-        let ns = IpcNamespace::with_options(NamespaceOptions {
-            shm_backing: Some(backing.clone()),
-            sem_arena: fast.then(arena::new_arena).flatten(),
-            ..Default::default()
-        });
+        let ns = namespaces::engine_namespace(&backing, fast);
         if let Some(state) = opts.state.as_deref() {
             state::restore_at_start(&ns, state, opts.state_discard_damaged)?;
         }

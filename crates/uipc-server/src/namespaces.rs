@@ -51,6 +51,17 @@ pub struct Namespaces {
 }
 
 /// The kernel IPC namespace of process `pid` (`self` for the daemon).
+/// An empty engine namespace whose segments live in `backing`, with a semaphore fast-path
+/// arena (`crate::arena`) if `fast` and one can be made: the daemon's first namespace and every
+/// one made later are made alike.
+pub fn engine_namespace(backing: &Arc<MemfdBacking>, fast: bool) -> IpcNamespace {
+    IpcNamespace::with_options(NamespaceOptions {
+        shm_backing: Some(backing.clone()),
+        sem_arena: fast.then(crate::arena::new_arena).flatten(),
+        ..Default::default()
+    })
+}
+
 fn ns_of(pid: &str) -> Option<NsId> {
     std::fs::metadata(format!("/proc/{pid}/ns/ipc"))
         .ok()
@@ -82,10 +93,10 @@ impl Namespaces {
     /// another namespace before (it ran unshare or setns since), the namespace it left applies
     /// its SEM_UNDO list, as Linux's unshare(CLONE_NEWIPC) does.
     pub fn join(&self, pid: i32) -> Arc<IpcNamespace> {
-        let Some(id) = ns_of(&pid.to_string()).filter(|&id| Some(id) != self.home_id) else {
-            return self.note(pid, None);
-        };
-        self.note(pid, Some(id))
+        self.note(
+            pid,
+            ns_of(&pid.to_string()).filter(|&id| Some(id) != self.home_id),
+        )
     }
 
     fn note(&self, pid: i32, id: Option<NsId>) -> Arc<IpcNamespace> {
@@ -95,13 +106,8 @@ impl Namespaces {
             let ns = match id {
                 None => self.home.clone(),
                 Some(id) => {
-                    let backing = self.backing.clone();
                     let entry = map.by_id.entry(id).or_insert_with(|| Entry {
-                        ns: Arc::new(IpcNamespace::with_options(NamespaceOptions {
-                            shm_backing: Some(backing),
-                            sem_arena: self.fast.then(crate::arena::new_arena).flatten(),
-                            ..Default::default()
-                        })),
+                        ns: Arc::new(engine_namespace(&self.backing, self.fast)),
                         members: HashSet::new(),
                     });
                     entry.members.insert(pid);

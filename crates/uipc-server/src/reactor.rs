@@ -45,6 +45,8 @@ const LISTENER: u64 = 0;
 const WAKE: u64 = 1;
 /// The process table's exit set (`crate::exits`).
 const EXITS: u64 = 2;
+/// Events taken from one epoll_wait; a batch this full may have left the exit set's for the next.
+const EVENTS: usize = 64;
 /// Frames read from one socket per readiness report: one, as a client has at most one call in
 /// flight (another read would mostly find nothing, a wasted system call per request); what
 /// else is there is reported again (level-triggered), so a chatty client cannot starve others.
@@ -318,7 +320,7 @@ impl Reactor {
     /// deadline (or a wake-up), then accepts, reads frames and fires due deadlines. The work
     /// found is pushed as jobs.
     pub fn poll_once(&self, shared: &Arc<Shared>) {
-        let mut evs = [libc::epoll_event { events: 0, u64: 0 }; 64];
+        let mut evs = [libc::epoll_event { events: 0, u64: 0 }; EVENTS];
         let timeout = self.timeout_ms();
         // SAFETY: `evs` is a live array of `evs.len()` events.
         let n = unsafe {
@@ -332,7 +334,7 @@ impl Reactor {
         let evs = &evs[..n.max(0) as usize];
         // Before any frame of the batch is handed out; a full batch may have left the exit
         // set's event for the next.
-        if evs.len() == 64 || evs.iter().any(|ev| ev.u64 == EXITS) {
+        if evs.len() == EVENTS || evs.iter().any(|ev| ev.u64 == EXITS) {
             shared.exits.noted();
         }
         for ev in evs {
