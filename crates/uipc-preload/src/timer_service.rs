@@ -407,12 +407,7 @@ impl Service {
         // A thread's signal can be taken back only by that thread itself.
         let take_from = match sig.target {
             SignalTarget::Process | SignalTarget::ThreadCallback => Some(None),
-            // SAFETY: gettid takes no arguments.
-            SignalTarget::Thread(tid)
-                if tid == unsafe { libc::syscall(libc::SYS_gettid) } as i32 =>
-            {
-                Some(Some(tid))
-            }
+            SignalTarget::Thread(tid) if tid == raw_id(libc::SYS_gettid) => Some(Some(tid)),
             SignalTarget::Thread(_) => None,
         };
         let gone = !kernel_pending(sig.target, sig.signo)
