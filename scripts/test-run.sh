@@ -105,6 +105,13 @@ if [ "$(id -u)" = 0 ]; then
     [ "$(grep -c . "$out/exec-image-uipc.err")" = 9 ]
     echo "exec_image: static and set-user-ID images reported once per process under uipc run"
     echo "-- under uipc run (one private IPC namespace, checked afterwards)"
+    # Children that switch to nobody (priv_drop, su, setpriv) must still reach the library and
+    # the programs: the block runs copies in a directory anyone may traverse, as a clone
+    # under `mktemp -d` is not.
+    reach=$(mktemp -d)
+    chmod 755 "$reach"
+    cp "$uipc" target/release/libuipc_preload.so "$reach/"
+    cp -r "$out" "$reach/c-tests"
     timeout 300 unshare --ipc bash -c '
         set -euo pipefail
         uipc=$1 out=$2; shift 2
@@ -176,7 +183,8 @@ if [ "$(id -u)" = 0 ]; then
         # A uipc run inside another joins its daemon: the two programs meet by key.
         "$uipc" run -- sh -c "\"$out/key_peer\" wait & \"$uipc\" run -- \"$out/key_peer\" post && wait \$!"
         "$out/kernel_probe"
-    ' _ "$uipc" "$out" "${tests[@]}"
+    ' _ "$reach/uipc" "$reach/c-tests" "${tests[@]}"
+    rm -rf "$reach"
     timeout 60 "$out/daemon_gone"
     echo "-- differential runs: random calls on the host kernel and under uipc run, same output"
     for seed in 1 2 3; do
