@@ -71,6 +71,54 @@ fn traversable_by_all(dir: &Path) -> bool {
     })
 }
 
+/// Whether this process may switch to another uid: effective uid 0 or CAP_SETUID in its
+/// effective set.
+fn may_switch_uid() -> bool {
+    // SAFETY: geteuid cannot fail.
+    if unsafe { libc::geteuid() } == 0 {
+        return true;
+    }
+    #[repr(C)]
+    struct Header {
+        version: u32,
+        pid: i32,
+    }
+    let mut header = Header {
+        version: 0x2008_0522, // _LINUX_CAPABILITY_VERSION_3
+        pid: 0,
+    };
+    let mut data = [[0u32; 3]; 2];
+    // SAFETY: capget reads the header and writes two capability data structs into `data`.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_capget,
+            &mut header as *mut Header,
+            data.as_mut_ptr(),
+        )
+    };
+    r == 0 && data[0][0] & (1 << 7) != 0 // CAP_SETUID
+}
+
+/// Warns when a child that switches to another uid could not load `lib`: the dynamic linker
+/// opens LD_PRELOAD's library as the child's uid, so every directory above it must be
+/// searchable and the library readable by others, or that child runs without uipc.
+fn warn_if_unreachable_by_others(lib: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    if !may_switch_uid() {
+        return;
+    }
+    let readable = std::fs::metadata(lib).is_ok_and(|m| m.permissions().mode() & 0o004 != 0);
+    let reachable = lib.parent().is_some_and(traversable_by_all);
+    if !(readable && reachable) {
+        eprintln!(
+            "uipc: warning: {} is not readable by every user (the file, or a directory above \
+             it, shuts others out): a child that switches to another uid runs without uipc; \
+             install with scripts/install.sh or build in a directory others may search",
+            lib.display()
+        );
+    }
+}
+
 /// A socket path in a fresh directory of mode 0711: only its owner may list or change it, but
 /// every user may traverse it, so that the program's descendants reach the daemon whatever uid
 /// they switch to (the daemon itself refuses processes outside the program's tree). The
@@ -262,6 +310,7 @@ fn run_inner(
     // SAFETY: marks this process as the reaper of its orphaned descendants.
     unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1) };
     let lib = preload_library()?;
+    warn_if_unreachable_by_others(&lib);
     let inherited = std::env::var_os("UIPC_SOCKET")
         .filter(|s| !s.is_empty())
         .map(PathBuf::from)
