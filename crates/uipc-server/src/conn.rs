@@ -166,6 +166,9 @@ pub struct Conn {
     io: Mutex<IoState>,
     /// The IPC namespace its calls act on, set at Hello ([`crate::namespaces`]).
     pub ns: std::sync::OnceLock<Arc<uipc::ipc::IpcNamespace>>,
+    /// The greeting process and how it numbers pids, read at Hello (a process's pid namespace
+    /// never changes).
+    pub pids: std::sync::OnceLock<(i32, Option<crate::pidns::PidView>)>,
     /// The frame being read (the event loop's only).
     pub(crate) reader: Mutex<FrameReader>,
 }
@@ -174,6 +177,15 @@ impl Conn {
     /// The namespace its calls act on (the daemon's first until Hello).
     pub fn namespace<'a>(&'a self, shared: &'a crate::Shared) -> &'a uipc::ipc::IpcNamespace {
         self.ns.get().map_or(shared.namespaces.home(), |ns| ns)
+    }
+
+    /// How process `tgid`, a caller on this connection, numbers pids: read at Hello for the
+    /// process that greeted, read again for any other sender.
+    pub fn pid_view(&self, tgid: i32) -> Option<crate::pidns::PidView> {
+        match self.pids.get() {
+            Some(&(pid, view)) if pid == tgid => view,
+            _ => crate::pidns::PidView::of(tgid),
+        }
     }
 
     /// A connection on `stream` of user `uid`, whose parked calls notify through `jobs` and
@@ -205,6 +217,7 @@ impl Conn {
                 call: Mutex::new(CallSlot::default()),
                 io: Mutex::new(IoState::default()),
                 ns: std::sync::OnceLock::new(),
+                pids: std::sync::OnceLock::new(),
                 reader: Mutex::new(FrameReader::with_budget(budget)),
             }
         })

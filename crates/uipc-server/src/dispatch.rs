@@ -32,6 +32,8 @@ pub struct Ctx<'a> {
     pub backing: &'a MemfdBacking,
     /// The caller.
     pub cred: &'a Cred,
+    /// How the caller numbers pids (`None`: as the daemon does).
+    pub pid_view: Option<crate::pidns::PidView>,
     /// The connection's interrupt: raised to end a blocking call with EINTR.
     pub irq: &'a Interrupt,
     /// Run before a step that takes a while (a lock call's `/proc` scan).
@@ -46,6 +48,7 @@ impl<'a> Ctx<'a> {
             descriptions: self.descriptions,
             hints: self.hints,
             cred: self.cred,
+            pid_view: self.pid_view,
             irq: self.irq,
             fd: self.passed,
             before_scan: self.before_scan,
@@ -201,7 +204,7 @@ pub fn serve(cx: &Ctx<'_>, req: Request) -> (Response, Option<OwnedFd>) {
             };
             match ns.semctl(cred, semid, semnum, cmd, arg) {
                 Ok(SemctlOut::Ret(r)) if cmd == GETPID => {
-                    Response::Ret(i64::from(crate::pidns::translated(cred.tgid, r)))
+                    Response::Ret(i64::from(crate::pidns::translated(cx.pid_view, r)))
                 }
                 Ok(SemctlOut::Ret(r)) => Response::Ret(i64::from(r)),
                 Ok(SemctlOut::Stat(ret, ds)) => Response::SemStat { ret, ds },
@@ -235,7 +238,7 @@ pub fn serve(cx: &Ctx<'_>, req: Request) -> (Response, Option<OwnedFd>) {
             match ns.msgctl(cred, msqid, cmd, arg) {
                 Ok(MsgctlOut::Done) => Response::Ret(0),
                 Ok(MsgctlOut::Stat { ret, mut ds }) => {
-                    crate::pidns::for_caller(cred.tgid, |t| {
+                    crate::pidns::for_caller(cx.pid_view, |t| {
                         ds.lspid = t(ds.lspid);
                         ds.lrpid = t(ds.lrpid);
                     });
@@ -278,7 +281,7 @@ pub fn serve(cx: &Ctx<'_>, req: Request) -> (Response, Option<OwnedFd>) {
         Request::Shmctl { shmid, cmd, set } => match ns.shmctl(cred, shmid, cmd, set.as_ref()) {
             Ok(ShmctlOut::Done) => Response::Ret(0),
             Ok(ShmctlOut::Stat(ret, mut ds)) => {
-                crate::pidns::for_caller(cred.tgid, |t| {
+                crate::pidns::for_caller(cx.pid_view, |t| {
                     ds.cpid = t(ds.cpid);
                     ds.lpid = t(ds.lpid);
                 });

@@ -3,9 +3,10 @@
 //! numbers them, 0 for a process it cannot see, as Linux's `pid_vnr`.
 //!
 //! The engine records pids as the daemon sees them (its pid namespace, which is that of its
-//! `/proc`). For a reply, the daemon reads the caller's `NSpid` line in `/proc/PID/status`:
-//! one number means the caller is in the daemon's pid namespace and nothing changes (the
-//! usual case, one read of the caller's status). Otherwise the caller is `level` namespaces
+//! `/proc`). A process's pid namespace never changes, so its view ([`PidView::of`]) is read
+//! once per connection, at Hello ([`crate::conn::Conn::pid_view`]): the caller's `NSpid` line
+//! in `/proc/PID/status`. One number means the caller is in the daemon's pid namespace and
+//! replies carry the daemon's numbers (the usual case: no read per reply). Otherwise the caller is `level` namespaces
 //! below, and a recorded pid P is shown as the `level`-th number of P's `NSpid` line if P's
 //! pid namespace at that level is the caller's: P's own namespace (`/proc/P/ns/pid`) walked
 //! up with the `NS_GET_PARENT` ioctl to that level, compared by inode with the caller's.
@@ -27,6 +28,7 @@ fn nspid(pid: i32) -> Option<Vec<i32>> {
 }
 
 /// How a caller in a nested pid namespace numbers processes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PidView {
     level: usize,
     ns: u64,
@@ -78,14 +80,14 @@ impl PidView {
     }
 }
 
-/// `pid` as process `caller` sees it.
-pub fn translated(caller: i32, pid: i32) -> i32 {
-    PidView::of(caller).map_or(pid, |view| view.translate(pid))
+/// `pid` as a caller with `view` (`None`: the daemon's namespace) sees it.
+pub fn translated(view: Option<PidView>, pid: i32) -> i32 {
+    view.map_or(pid, |view| view.translate(pid))
 }
 
-/// Applies `f` to the pids of a reply for `caller`, if the caller is in a nested namespace.
-pub fn for_caller(caller: i32, f: impl FnOnce(&dyn Fn(i32) -> i32)) {
-    if let Some(view) = PidView::of(caller) {
+/// Applies `f` to the pids of a reply for a caller with `view`, if it is a nested namespace's.
+pub fn for_caller(view: Option<PidView>, f: impl FnOnce(&dyn Fn(i32) -> i32)) {
+    if let Some(view) = view {
         f(&|pid| view.translate(pid));
     }
 }

@@ -98,6 +98,8 @@ fn hello(shared: &Shared, conn: &Arc<Conn>, frame: Received) {
     };
     // The kernel IPC namespace the process is in now decides the namespace served.
     let ns = conn.ns.get_or_init(|| shared.namespaces.join(peer.pid));
+    conn.pids
+        .get_or_init(|| (peer.pid, crate::pidns::PidView::of(peer.pid)));
     if new_image && known {
         // The process ran execve since its last session: Linux drops its attachments, and
         // its close-on-exec descriptors are closed.
@@ -281,6 +283,7 @@ fn serve_one(
         passed: passed.as_ref(),
         backing: &shared.backing,
         cred: &cred,
+        pid_view: conn.pid_view(cred.tgid),
         irq: &conn.irq,
         // Lock calls that scan /proc (closes, sweeps) let another worker watch the sockets
         // first; the others are served on this thread with no hand-off.
