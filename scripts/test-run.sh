@@ -102,7 +102,9 @@ if [ "$(id -u)" = 0 ]; then
     [ "$(grep -c "exec_image_static is statically linked" "$out/exec-image-uipc.err")" = 4 ]
     [ "$(grep -c "exec_image_setuid is set-user-ID" "$out/exec-image-uipc.err")" = 4 ]
     [ "$(grep -c "exec_image_noexec is statically linked" "$out/exec-image-uipc.err")" = 1 ]
-    [ "$(grep -c . "$out/exec-image-uipc.err")" = 9 ]
+    # (uipc run's own warning that the library is closed to other users, in a clone under a
+    # private directory, is not one of the exec reports.)
+    [ "$(grep -v "runs without uipc; install" "$out/exec-image-uipc.err" | grep -c .)" = 9 ]
     echo "exec_image: static and set-user-ID images reported once per process under uipc run"
     echo "-- under uipc run (one private IPC namespace, checked afterwards)"
     # Children that switch to nobody (priv_drop, su, setpriv) must still reach the library and

@@ -102,9 +102,11 @@ fn may_switch_uid() -> bool {
 /// Warns when a child that switches to another uid could not load `lib`: the dynamic linker
 /// opens LD_PRELOAD's library as the child's uid, so every directory above it must be
 /// searchable and the library readable by others, or that child runs without uipc.
+/// `UIPC_NO_REACH_WARNING` in the environment silences it (for callers whose children keep
+/// their uid, such as `uipc bench`).
 fn warn_if_unreachable_by_others(lib: &Path) {
     use std::os::unix::fs::PermissionsExt;
-    if !may_switch_uid() {
+    if !may_switch_uid() || std::env::var_os("UIPC_NO_REACH_WARNING").is_some() {
         return;
     }
     let readable = std::fs::metadata(lib).is_ok_and(|m| m.permissions().mode() & 0o004 != 0);

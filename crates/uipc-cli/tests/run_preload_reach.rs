@@ -20,6 +20,7 @@ fn stderr_with(lib: &Path) -> String {
         .args(["run", "--", "true"])
         .env("UIPC_PRELOAD", lib)
         .env_remove("UIPC_SOCKET")
+        .env_remove("UIPC_NO_REACH_WARNING")
         .output()
         .unwrap();
     assert!(out.status.success(), "uipc run failed: {out:?}");

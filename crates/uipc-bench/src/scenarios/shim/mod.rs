@@ -75,7 +75,10 @@ pub(crate) fn child(
     let exe = std::env::current_exe().map_err(|e| format!("cannot find the uipc binary: {e}"))?;
     let mut cmd = Command::new(&exe);
     if under_uipc {
-        cmd.args(["run", "--locks", "--timers", "--"]).arg(&exe);
+        // The child keeps its uid: where the library sits does not matter to it.
+        cmd.args(["run", "--locks", "--timers", "--"])
+            .arg(&exe)
+            .env("UIPC_NO_REACH_WARNING", "1");
     }
     cmd.arg("bench-child").args(args);
     // Natively: no preload inherited; under `uipc run`: a private daemon of its own.
