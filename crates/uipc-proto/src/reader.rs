@@ -145,6 +145,14 @@ impl FrameReader {
         self.header_got > 0
     }
 
+    /// Whether a frame's length is whole and its payload not (the reads [`read_at_most`]
+    /// bounds).
+    ///
+    /// [`read_at_most`]: FrameReader::read_at_most
+    pub fn in_payload(&self) -> bool {
+        self.header_got == 4 && self.payload.len() < self.len
+    }
+
     /// Whether bytes read past the last frame wait: `read` may find a frame without the
     /// socket reporting anything.
     pub fn has_ahead(&self) -> bool {
@@ -156,6 +164,19 @@ impl FrameReader {
     /// [`MAX_FRAME`] counts) is `Bad(Oversized)`; a growth the budget refuses, or memory that
     /// cannot be had, is `Io(ENOMEM)`.
     pub fn read(&mut self, sock: RawFd, max: u32) -> Result<Option<Received>, RecvError> {
+        self.read_at_most(sock, max, usize::MAX)
+    }
+
+    /// [`FrameReader::read`], taking at most about `cap` payload bytes from the socket past the
+    /// first read (never less than one page): `Ok(None)` when the cap is reached with the
+    /// frame unfinished, though the socket may hold more. Bounds the work of one call, so a
+    /// caller serving many sockets can take turns among them.
+    pub fn read_at_most(
+        &mut self,
+        sock: RawFd,
+        max: u32,
+        cap: usize,
+    ) -> Result<Option<Received>, RecvError> {
         let max = max.min(MAX_FRAME);
         if !self.ahead.is_empty() {
             let ahead = std::mem::take(&mut self.ahead);
@@ -178,7 +199,7 @@ impl FrameReader {
             }
         }
         while self.header_got < 4 {
-            match self.chunk(sock, false)? {
+            match self.chunk(sock, 0)? {
                 None => return Ok(None),
                 Some(0) => return Err(RecvError::Bad(DecodeError::Truncated)),
                 Some(n) => self.header_got += n,
@@ -187,12 +208,16 @@ impl FrameReader {
                 self.start_payload(max)?;
             }
         }
+        let mut left = cap.max(FIRST_CHUNK);
         while self.payload.len() < self.len {
+            if left == 0 {
+                return Ok(None);
+            }
             self.grow()?;
-            match self.chunk(sock, true)? {
+            match self.chunk(sock, left)? {
                 None => return Ok(None),
                 Some(0) => return Err(RecvError::Bad(DecodeError::Truncated)),
-                Some(_) => {}
+                Some(n) => left = left.saturating_sub(n),
             }
         }
         Ok(Some(self.finish()))
@@ -334,14 +359,19 @@ impl FrameReader {
         self.payload.try_reserve_exact(want).map_err(|_| enomem())
     }
 
-    /// One non-blocking receive into the rest of the header or the payload's spare room;
-    /// `None` on EAGAIN.
-    fn chunk(&mut self, sock: RawFd, payload: bool) -> Result<Option<usize>, RecvError> {
+    /// One non-blocking receive into the rest of the header (`want` 0) or into at most
+    /// `want` bytes of the payload's spare room; `None` on EAGAIN.
+    fn chunk(&mut self, sock: RawFd, want: usize) -> Result<Option<usize>, RecvError> {
         let start = self.payload.len();
+        let payload = want > 0;
         let buf = if payload {
             // Zero the spare room so it can be handed to the kernel as a plain slice.
-            self.payload
-                .resize(self.payload.capacity().min(self.len), 0);
+            let end = self
+                .payload
+                .capacity()
+                .min(self.len)
+                .min(start.saturating_add(want));
+            self.payload.resize(end, 0);
             &mut self.payload[start..]
         } else {
             &mut self.header[self.header_got..]

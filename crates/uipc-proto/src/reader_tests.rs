@@ -167,3 +167,39 @@ fn memory_follows_the_bytes_sent_and_the_budget_bounds_it() {
         Err(RecvError::Bad(DecodeError::Oversized(65)))
     ));
 }
+
+#[test]
+fn a_capped_read_takes_no_more_than_its_cap_of_a_long_frame() {
+    let (a, b) = UnixStream::pair().unwrap();
+    a.set_nonblocking(true).unwrap();
+    let payload: Vec<u8> = (0..100_000u32).map(|i| i as u8).collect();
+    let mut sent = (payload.len() as u32).to_le_bytes().to_vec();
+    sent.extend_from_slice(&payload);
+    let mut off = 0;
+    let mut r = FrameReader::new();
+    let cap = 8192;
+    let mut reads = 0;
+    let frame = loop {
+        // Keep the socket full, so only the cap stops each read.
+        if let Ok(n) = (&a).write(&sent[off..]) {
+            off += n;
+        }
+        let before = r.payload.len();
+        let got = r.read_at_most(b.as_raw_fd(), MAX_FRAME, cap).unwrap();
+        reads += 1;
+        if let Some(f) = got {
+            break f;
+        }
+        assert!(r.in_payload());
+        // The first read also takes the length and a page after it.
+        let limit = if before == 0 { cap + AHEAD } else { cap };
+        assert!(
+            r.payload.len() - before <= limit,
+            "took {}",
+            r.payload.len() - before
+        );
+    };
+    assert!(!r.in_payload());
+    assert_eq!(frame.payload, payload);
+    assert!(reads >= payload.len() / (cap + AHEAD), "{reads} reads");
+}

@@ -12,6 +12,16 @@
 //! the set at once (so level-triggered readiness cannot spin) and ends the connection once its
 //! call in flight is answered.
 //!
+//! Turns are short, so a frame from one client never waits long behind others' bytes: the
+//! leader serves what a turn found only after the whole turn, and a ready socket may wait
+//! several turns for epoll to report it. A turn accepts at most [`ACCEPTS_PER_TURN`]
+//! connections and drops at most [`EXPIRIES_PER_TURN`] for their hello time-out; a socket at a
+//! frame boundary gets one read of a page or two (a small frame whole); a socket within a
+//! long frame's payload gets [`BULK_READ`] bytes, and only the first [`BULK_READS_PER_TURN`]
+//! of those in a turn are read at all. What is left stays ready (level-triggered) and is
+//! reported again in a later turn, after the sockets that were ready before it, so every
+//! socket takes its turn.
+//!
 //! Deadlines: an ordered set of (instant, connection id); `epoll_wait` sleeps until the
 //! nearest (rounded up to the millisecond, so a deadline is due when it fires), then each due
 //! entry becomes a [`Job::Deadline`]. A call answered before its deadline takes its entry out
@@ -53,6 +63,16 @@ const EVENTS: usize = 64;
 /// (Frames the reader already holds, read past the first, are taken too: bounded by one
 /// read's size.)
 const FRAMES_PER_TURN: usize = 1;
+/// Connections accepted in one turn (the listener is reported again while more wait).
+const ACCEPTS_PER_TURN: usize = 32;
+/// Connections dropped for their hello time-out in one turn (the rest are due at once in the
+/// next turns).
+const EXPIRIES_PER_TURN: usize = 32;
+/// Payload bytes one read of a frame in progress takes: the rest is read in later turns.
+const BULK_READ: usize = 64 << 10;
+/// Reads of frames in progress in one turn; further sockets with a frame in progress wait for
+/// a later turn (they are reported again, after the other ready sockets).
+const BULK_READS_PER_TURN: usize = 4;
 
 /// The loop's shared state.
 pub struct Reactor {
@@ -222,7 +242,7 @@ impl Reactor {
     /// Drops connections whose hello time-out passed.
     fn expire_hellos(&self) {
         let now = Instant::now();
-        loop {
+        for _ in 0..EXPIRIES_PER_TURN {
             let id = {
                 let mut due = lock(&self.hello_due);
                 match due.front() {
@@ -337,6 +357,7 @@ impl Reactor {
         if evs.len() == EVENTS || evs.iter().any(|ev| ev.u64 == EXITS) {
             shared.exits.noted();
         }
+        let mut bulk_reads = BULK_READS_PER_TURN;
         for ev in evs {
             match ev.u64 {
                 EXITS => {}
@@ -349,7 +370,7 @@ impl Reactor {
                 id => {
                     let conn = lock(&self.conns).get(&id).cloned();
                     if let Some(c) = conn {
-                        self.read_from(&c, shared);
+                        self.read_from(&c, shared, &mut bulk_reads);
                     }
                 }
             }
@@ -362,7 +383,7 @@ impl Reactor {
         let Some(listener) = self.listener.get() else {
             return;
         };
-        loop {
+        for _ in 0..ACCEPTS_PER_TURN {
             // SAFETY: accepts on our live listening socket; no address is asked for.
             let raw = unsafe {
                 libc::accept4(
@@ -428,14 +449,26 @@ impl Reactor {
         *spare = open_spare();
     }
 
-    fn read_from(&self, conn: &Arc<Conn>, shared: &Shared) {
+    /// Reads what `conn` sent: at a frame boundary, a first chunk (a page); within a frame,
+    /// [`BULK_READ`] bytes if `bulk_reads` is not spent (counting one off), else nothing this
+    /// turn.
+    fn read_from(&self, conn: &Arc<Conn>, shared: &Shared, bulk_reads: &mut usize) {
         let mut reader = lock(&conn.reader);
+        let cap = if reader.in_payload() {
+            if *bulk_reads == 0 {
+                return;
+            }
+            *bulk_reads -= 1;
+            BULK_READ
+        } else {
+            0
+        };
         let mut frames = 0;
         // Frames the last read took whole past the first (`has_ahead`) cost no system call
         // and would not be reported again: they are taken now.
         while frames < FRAMES_PER_TURN || reader.has_ahead() {
             frames += 1;
-            let keep_reading = match reader.read(conn.fd(), conn.frame_limit()) {
+            let keep_reading = match reader.read_at_most(conn.fd(), conn.frame_limit(), cap) {
                 Ok(Some(frame)) => conn.incoming(frame, &shared.jobs),
                 Ok(None) => return,
                 Err(_) => false,

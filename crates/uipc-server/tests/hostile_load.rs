@@ -20,7 +20,8 @@ mod common;
 /// The bound checked on the daemon's memory growth: the hostile user's frame budget
 /// (`limits::FRAME_BYTES_PER_UID`, 64 MiB) plus room for buffers and bookkeeping.
 const RSS_GROWTH_BOUND_KB: u64 = 160 << 10;
-/// The longest a normal call may take (see the test for the allowance for a busy machine).
+/// The longest a normal call may take, every call (the hostile side's work is taken in short
+/// turns, `uipc_server::reactor`).
 const CALL_BOUND: Duration = Duration::from_millis(100);
 
 fn vm_rss_kb() -> u64 {
@@ -97,6 +98,7 @@ fn hostile_side() {
         }
     }
     println!("hostile: {} connections made", socks.len());
+    assert_eq!(socks.len(), 1000, "the hostile side could not connect");
     let hello = common::hello_frame();
     for round in 0..30 {
         for (i, s) in socks.iter().enumerate() {
@@ -129,12 +131,13 @@ fn a_thousand_hostile_connections_neither_stall_a_client_nor_grow_the_daemon() {
         .spawn()
         .unwrap();
     let (mut worst, mut calls, mut peak) = (Duration::ZERO, 0, base);
+    // The calls over a third of the bound: when (ms from the start) and how long (ms).
     let mut slow = Vec::new();
     let t0 = Instant::now();
     while child.try_wait().unwrap().is_none() && t0.elapsed() < Duration::from_secs(60) {
         let took = msgget(&good);
-        if took > CALL_BOUND {
-            slow.push(took);
+        if took > CALL_BOUND / 3 {
+            slow.push((t0.elapsed().as_millis(), took.as_millis()));
         }
         worst = worst.max(took);
         calls += 1;
@@ -144,16 +147,12 @@ fn a_thousand_hostile_connections_neither_stall_a_client_nor_grow_the_daemon() {
     let status = child.wait().unwrap();
     assert!(status.success(), "the hostile side failed");
     println!(
-        "{calls} calls, worst {worst:?}, over {CALL_BOUND:?}: {slow:?}; RSS {base} kB -> peak {peak} kB; {} connections left",
+        "{calls} calls, worst {worst:?}, (at ms, took ms) over {:?}: {slow:?}; RSS {base} kB -> peak {peak} kB; {} connections left",
+        CALL_BOUND / 3,
         shared.reactor.connections()
     );
     assert!(calls > 100, "the test ran too short");
-    // The machine may be shared (other builds stall any thread for tens of milliseconds):
-    // at most 1% of the calls may pass the bound, none by tenfold.
-    assert!(
-        slow.len() * 100 <= calls && worst < CALL_BOUND * 10,
-        "calls slower than {CALL_BOUND:?}: {slow:?} of {calls}"
-    );
+    assert!(worst < CALL_BOUND, "a normal call took {worst:?}");
     assert!(
         peak - base < RSS_GROWTH_BOUND_KB,
         "daemon RSS grew from {base} kB to {peak} kB"
