@@ -1,6 +1,7 @@
 //! `uipc serve --state FILE`, the real daemon stopped and started again: no acknowledged
 //! message lost or duplicated under traffic, sparse segments saved sparse in bounded memory, a
-//! restored file consumed before serving, a damaged file refused.
+//! restored file consumed before serving, a damaged file refused, SEM_UNDO adjustments
+//! neither applied at the save nor kept.
 //!
 //! Each test runs the `uipc` binary as a child and talks to it with the wire protocol's client.
 //! A daemon's peak memory is its `ru_maxrss` from `wait4` (the kernel's high-water mark of its
@@ -825,5 +826,133 @@ fn a_client_stalled_after_shmat_does_not_keep_the_daemon_from_stopping() {
     assert_eq!(&back, b"kept");
     let end = d.stop(libc::SIGTERM);
     assert_eq!(end.code, Some(0), "{}", end.stderr);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn semval(c: &Connection, semid: i32, semnum: i32) -> i32 {
+    let get = Request::Semctl {
+        semid,
+        semnum,
+        cmd: GETVAL,
+        arg: SemArg::None,
+    };
+    ret(c, get)
+}
+
+/// The client side of the next test: with `UIPC_UNDO_CLIENT` set to "SOCKET SEMID SEMNUM",
+/// takes that semaphore with SEM_UNDO and says "held"; after a line on stdin (or its end),
+/// connects again, says the value it sees, and exits at end of input. Does nothing without
+/// the variable.
+#[test]
+fn undo_client_side() {
+    let Ok(args) = std::env::var("UIPC_UNDO_CLIENT") else {
+        return;
+    };
+    let args: Vec<&str> = args.split(' ').collect();
+    let socket = Path::new(args[0]);
+    let (semid, semnum): (i32, u16) = (args[1].parse().unwrap(), args[2].parse().unwrap());
+    let c = Connection::connect(socket, false).unwrap();
+    let op = Request::Semtimedop {
+        semid,
+        nsops: 1,
+        sops: Some(vec![Sembuf::new(semnum, -1, SEM_UNDO)]),
+        timeout: None,
+    };
+    assert!(matches!(call(&c, op), Ok(Response::Ret(0))));
+    println!("held");
+    let mut line = String::new();
+    std::io::stdin().read_line(&mut line).unwrap();
+    let c = Connection::connect(socket, false).unwrap();
+    println!("sees {}", semval(&c, semid, semnum.into()));
+    line.clear();
+    while std::io::stdin().read_line(&mut line).unwrap() > 0 {}
+}
+
+/// SEM_UNDO across a save and restore, as across a checkpoint and restore of an IPC namespace
+/// (README): the saved value is the one the acknowledged semop left, the adjustment is
+/// neither applied when the daemon stops nor kept, so the exit after the restore of the
+/// process that held the semaphore undoes nothing; a semop with SEM_UNDO made after the
+/// restore is undone at its process's exit as usual.
+#[test]
+fn sem_undo_adjustments_are_neither_applied_at_the_save_nor_kept_after_the_restore() {
+    use std::io::{BufRead, BufReader, Write};
+    let dir = scratch("undo");
+    let d = Daemon::start(&dir, &[]);
+    let c = d.connect();
+    let s = semget(&c, 0x5e40, 2, IPC_CREAT | 0o600);
+    let setall = Request::Semctl {
+        semid: s,
+        semnum: 0,
+        cmd: SETALL,
+        arg: SemArg::Array(vec![1, 1]),
+    };
+    assert!(matches!(call(&c, setall), Ok(Response::Ret(0))));
+    drop(c);
+    let socket = d.socket.clone();
+    let spawn = |semnum: u16| {
+        let mut child = Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--exact",
+                "undo_client_side",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env(
+                "UIPC_UNDO_CLIENT",
+                format!("{} {s} {semnum}", socket.display()),
+            )
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let out = BufReader::new(child.stdout.take().unwrap());
+        (Reaped(child), out)
+    };
+    let said = |out: &mut BufReader<std::process::ChildStdout>, want: &str| {
+        let mut line = String::new();
+        while !line.contains(want) {
+            line.clear();
+            let n = out.read_line(&mut line).unwrap();
+            assert!(n > 0, "the client ended before saying {want:?}");
+        }
+        line.trim().to_string()
+    };
+    let (mut holder, mut holder_out) = spawn(0);
+    said(&mut holder_out, "held");
+    assert_eq!(d.stop(libc::SIGTERM).code, Some(0));
+
+    let d = Daemon::start(&dir, &[]);
+    let c = d.connect();
+    assert_eq!(
+        semval(&c, s, 0),
+        0,
+        "the adjustment was applied at the save"
+    );
+    // The holder calls the restored daemon, then exits.
+    let mut to_holder = holder.0.stdin.take().unwrap();
+    writeln!(to_holder, "go").unwrap();
+    assert_eq!(said(&mut holder_out, "sees"), "sees 0");
+    drop(to_holder);
+    assert!(holder.0.wait().unwrap().success());
+    // The control: semaphore 1 taken with SEM_UNDO after the restore, then an exit.
+    let (mut control, mut control_out) = spawn(1);
+    said(&mut control_out, "held");
+    drop(control.0.stdin.take());
+    assert!(control.0.wait().unwrap().success());
+    let t0 = Instant::now();
+    while semval(&c, s, 1) != 1 {
+        assert!(
+            t0.elapsed() < Duration::from_secs(10),
+            "an exit after the restore was never undone"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    assert_eq!(
+        semval(&c, s, 0),
+        0,
+        "the holder's exit after the restore undid its old adjustment"
+    );
+    d.stop(libc::SIGTERM);
     let _ = std::fs::remove_dir_all(&dir);
 }

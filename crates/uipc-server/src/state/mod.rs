@@ -26,9 +26,11 @@
 //! only if an operator says so (SIGQUIT) or the process is killed.
 //!
 //! ## SEM_UNDO across a restart
-//! As on Linux across a checkpoint and restore of an IPC namespace without its processes
-//! (CRIU does not save undo lists either): the saved values are those the acknowledged
-//! semops left, and the adjustments are not saved. Clients do not survive the daemon (their
+//! As on Linux across a checkpoint and restore of an IPC namespace without its processes:
+//! Linux has no interface to read or set a process's undo list, and CRIU saves a set's values
+//! (GETALL) and restores them with SETALL, which clears every process's adjustments for the
+//! set; it saves no undo list. Here too the saved values are those the acknowledged semops
+//! left, and the adjustments are not saved. Clients do not survive the daemon (their
 //! connections close), so no exit will ever apply them: a process that held a semaphore with
 //! SEM_UNDO when the daemon stopped leaves it held after the restore.
 //!
@@ -37,9 +39,11 @@
 //!   lpid) are those of the restore, not the saved ones.
 //! - Segments marked for removal (SHM_DEST) are not saved (their users are gone after a
 //!   restart). SHM_LOCK is restored as root's lock (charged to uid 0).
-//! - Segment memory is copied while clients may still write to their mappings (the daemon
-//!   stops its own serving, not the clients): a store racing the save may or may not be in
-//!   the file, as in any copy of live shared memory.
+//! - Segment memory is copied (`pread` from the memfd, after the last reply) while clients
+//!   may still write to their mappings (the daemon stops its own serving, not the clients):
+//!   every store a process made before a call of its that was answered is in the file; a
+//!   store racing the save may be in it, missing, or in part, as in any copy of live shared
+//!   memory.
 //! - Attachments and SEM_UNDO lists belong to processes, which do not survive the daemon.
 //! - Only the daemon's own namespace is saved; the save names on stderr every other
 //!   namespace that holds objects ([`unsaved_warning`]), which are lost.
