@@ -38,6 +38,10 @@
 //! ## Not supported
 //! What the library leaves out or does differently from Linux (the engine's own list is in
 //! the `uipc` crate doc).
+//! - A read-only shmat hands the process the segment's memfd; a process holding
+//!   CAP_DAC_OVERRIDE, CAP_FOWNER or CAP_CHOWN (or running as the daemon's user) can reopen it
+//!   writable through `/proc/self/fd`, where Linux's SHM_RDONLY attach gives no descriptor and
+//!   only CAP_IPC_OWNER overrides a segment's mode (README, Security).
 //! - The semaphore fast path (`semfast.rs`, under `uipc run` only) serves single-sop
 //!   semop/semtimedop without SEM_UNDO and GETVAL, GETPID, GETNCNT and GETZCNT on sets of at
 //!   most 64 semaphores with no sleeper and no SEM_UNDO entry; SEM_UNDO operations, multi-sop
