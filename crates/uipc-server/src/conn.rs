@@ -145,6 +145,9 @@ pub struct CallSlot {
 struct IoState {
     queued: VecDeque<Received>,
     busy: bool,
+    /// The call in flight is being answered: the client may send its next call (of any
+    /// length) as soon as it reads the reply, before the worker has finished with this one.
+    answering: bool,
     closed: bool,
 }
 
@@ -231,8 +234,10 @@ impl Conn {
     /// The longest frame the connection may send now (see [`crate::limits`]).
     pub fn frame_limit(&self) -> u32 {
         if !self.greeted.load(Ordering::Acquire) {
-            crate::limits::HELLO_MAX_FRAME
-        } else if lock(&self.io).busy {
+            return crate::limits::HELLO_MAX_FRAME;
+        }
+        let io = lock(&self.io);
+        if io.busy && !io.answering {
             crate::limits::BUSY_MAX_FRAME
         } else {
             MAX_FRAME
@@ -242,6 +247,7 @@ impl Conn {
     /// Sends a reply (with a descriptor); false if the client is gone or does not read its
     /// replies (the caller closes the connection). See the module doc.
     pub fn reply(&self, resp: &Response, pass: Option<RawFd>, jobs: &impl Queue) -> bool {
+        lock(&self.io).answering = true;
         let payload = resp.encode();
         let total = payload.len() + 4;
         let large = payload.len() > SURE_REPLY;
@@ -270,6 +276,7 @@ impl Conn {
             self.irq.raise();
         }
         io.busy = true;
+        io.answering = false;
         jobs.push(Job::Frame(self.clone(), frame));
     }
 

@@ -2,8 +2,9 @@
 //! before anything is allocated.
 //!
 //! - Frames: a connection that has not said hello may send frames of [`HELLO_MAX_FRAME`]
-//!   bytes; one with a call in flight (which should send only a Cancel) [`BUSY_MAX_FRAME`];
-//!   otherwise [`uipc_proto::MAX_FRAME`]. A longer length closes the connection when its
+//!   bytes; one with a call in flight (which should send only a Cancel) [`BUSY_MAX_FRAME`],
+//!   until the call's reply is being sent (the client may send its next call as soon as it
+//!   reads the reply); otherwise [`uipc_proto::MAX_FRAME`]. A longer length closes the connection when its
 //!   header arrives. A frame's memory follows the bytes that arrived
 //!   ([`uipc_proto::reader`]) and is charged, until the frame is served and dropped, to its
 //!   user's budget of [`FRAME_BYTES_PER_UID`]; a frame that would pass it closes its

@@ -139,3 +139,33 @@ fn at_the_limit(socket: &Path) {
     held.truncate(held.len() / 2);
     Connection::connect(socket, false).expect("a new client after others left");
 }
+
+/// A long frame sent right after a reply is read is the client's next call, whatever the
+/// daemon is still doing with the last one: it gets its answer (msgsnd over msgmax: EINVAL),
+/// never a closed connection for a frame too long for a call in flight. (The Hello has
+/// another worker watch the sockets while it is served, so the next frame may be read before
+/// the Hello's worker is done with it.)
+#[test]
+fn a_long_frame_right_after_a_reply_is_served() {
+    let (path, _) = common::start("nextcall");
+    let c = Connection::connect(&path, false).unwrap();
+    let Response::Ret(q) = common::msgget_private(&c) else {
+        panic!("msgget")
+    };
+    let text = vec![7u8; 100 << 10];
+    let long = Request::Msgsnd {
+        msqid: q as i32,
+        mtype: 1,
+        msgsz: text.len() as u64,
+        text: Some(text),
+        flags: 0,
+    };
+    for i in 0..300 {
+        let c = Connection::connect(&path, false).unwrap();
+        let resp = c.call(&long, false);
+        assert!(
+            matches!(resp, Ok((Response::Error(libc::EINVAL), _))),
+            "connection {i}: {resp:?}"
+        );
+    }
+}
