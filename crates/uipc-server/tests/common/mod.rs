@@ -98,7 +98,7 @@ pub fn nobody_exe() -> &'static std::path::Path {
 
 /// The temporary directory if every user may traverse it and each directory above it, else
 /// `/tmp`.
-fn traversable_tmp() -> PathBuf {
+pub fn traversable_tmp() -> PathBuf {
     use std::os::unix::fs::PermissionsExt;
     let tmp = std::env::temp_dir();
     let all = tmp
