@@ -79,6 +79,10 @@ static void msgs(void) {
     CHECK(msgrcv(id, &r, 4, 3, IPC_NOWAIT | MSG_NOERROR) == 4);
     CHECK(r.mtype == 3 && memcmp(r.text, "abcd", 4) == 0);
     CHECK(msgrcv(id, &r, 8, 5, MSG_EXCEPT | IPC_NOWAIT) == -1 && errno == ENOMSG);
+    /* MSG_COPY without IPC_NOWAIT is EINVAL before the queue is looked at, even with a
+     * message at the index; with it, the message is copied and stays queued. */
+    CHECK(msgrcv(id, &r, 8, 0, MSG_COPY) == -1 && errno == EINVAL);
+    CHECK(msgrcv(id, &r, 8, 0, MSG_COPY | IPC_NOWAIT) == 4 && r.mtype == 5);
     CHECK(msgrcv(id, &r, 8, -6, IPC_NOWAIT) == 4 && r.mtype == 5);
     CHECK(msgrcv(id, (void *)8, 8, 0, IPC_NOWAIT) == -1 && errno == EFAULT);
     CHECK(msgrcv(id, &r, 8, 0, IPC_NOWAIT) == -1 && errno == ENOMSG);

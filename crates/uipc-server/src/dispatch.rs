@@ -8,7 +8,7 @@
 
 use crate::memfd::MemfdBacking;
 use std::os::fd::{FromRawFd, OwnedFd, RawFd};
-use uipc::ipc::consts::{GETPID, IPC_NOWAIT, PAGE_SIZE};
+use uipc::ipc::consts::{GETPID, IPC_NOWAIT, MSG_COPY, PAGE_SIZE};
 use uipc::ipc::msg::{MsgctlArg, MsgctlOut};
 use uipc::ipc::sem::{Sembuf, SemctlArg, SemctlOut};
 use uipc::ipc::shm::ShmctlOut;
@@ -129,7 +129,13 @@ pub fn without_sleeping(req: &Request) -> Option<(Request, i32)> {
                 msqid: *msqid,
                 maxsize: *maxsize,
                 msgtyp: *msgtyp,
-                flags: flags | nowait,
+                // MSG_COPY never sleeps: without IPC_NOWAIT it is EINVAL, which adding the
+                // flag would turn into a copy (or a lookup's errno).
+                flags: if flags & MSG_COPY != 0 {
+                    *flags
+                } else {
+                    flags | nowait
+                },
             },
             libc::ENOMSG,
         )),
