@@ -5,7 +5,7 @@
 #   2. the loom models: the lock-free and bucket-locked tables, the semaphore lock modes, the
 #      waiter protocol and parked lock requests;
 #   3. short differential runs against the host kernel (`uipc conform`), which need root for
-#      the permission checks and a private IPC namespace.
+#      the permission checks and a private IPC namespace, and one through `uipc run`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -32,6 +32,9 @@ cargo build --release -p uipc-cli -p uipc-preload
 for what in ipc locks timers; do
     ./target/release/uipc conform "$what" --ops 2000 --seed 1
 done
+# The same SysV IPC run natively and under `uipc run` (this build's binary and library, the
+# semaphore fast path on), compared call by call: the kernel against the library and daemon.
+timeout 600 ./target/release/uipc conform ipc --through-run --ops 2000 --seed 1
 
 echo "== uipc bench smoke run (every scenario, small sizes; checks columns, not timings)"
 ./target/release/uipc bench all --quick --runs 1 --check > target/bench-smoke.txt

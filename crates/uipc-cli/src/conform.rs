@@ -25,13 +25,28 @@ pub struct ConformArgs {
     /// Print every operation, not only divergences.
     #[arg(long, short)]
     verbose: bool,
+    /// `ipc` only: run the seed natively and under `uipc run` (this binary and the library
+    /// beside it), each also against the engine, and compare the kernel's results with those
+    /// of the library and daemon call by call.
+    #[arg(long)]
+    through_run: bool,
+    /// `ipc` only: write every comparison's host result to FILE (what --through-run compares).
+    #[arg(long, value_name = "FILE")]
+    trace: Option<std::path::PathBuf>,
 }
 
 type ConformRun = fn(&uipc_conform::Options) -> Result<uipc_conform::Report, String>;
 
 pub fn conform(what: ConformWhat) -> ExitCode {
     let (run, args): (ConformRun, ConformArgs) = match what {
+        ConformWhat::Ipc(a) if a.through_run && a.trace.is_some() => {
+            return usage("--through-run writes its own traces: no --trace with it")
+        }
+        ConformWhat::Ipc(a) if a.through_run => (through_run, a),
         ConformWhat::Ipc(a) => (uipc_conform::ipc::run, a),
+        ConformWhat::Locks(a) | ConformWhat::Timers(a) if a.through_run || a.trace.is_some() => {
+            return usage("--through-run and --trace are for `uipc conform ipc` only")
+        }
         ConformWhat::Locks(a) => (uipc_conform::locks::run, a),
         ConformWhat::Timers(a) => (uipc_conform::timers::run, a),
     };
@@ -39,11 +54,18 @@ pub fn conform(what: ConformWhat) -> ExitCode {
         ops: args.ops,
         seed: args.seed,
         verbose: args.verbose,
+        trace: args.trace,
     };
     match run(&opts) {
         Ok(report) => {
-            for d in &report.divergences {
-                println!("{d}");
+            // --through-run printed its divergences as it found them.
+            if !args.through_run {
+                for d in &report.divergences {
+                    println!("{d}");
+                }
+            }
+            if args.through_run {
+                print!("the kernel against uipc run: ");
             }
             println!("{}", report.summary());
             if report.divergences.is_empty() {
@@ -57,4 +79,15 @@ pub fn conform(what: ConformWhat) -> ExitCode {
             ExitCode::from(2)
         }
     }
+}
+
+/// `uipc conform ipc --through-run`, with this binary as the `uipc` to run under.
+fn through_run(opts: &uipc_conform::Options) -> Result<uipc_conform::Report, String> {
+    let exe = std::env::current_exe().map_err(|e| format!("cannot find the uipc binary: {e}"))?;
+    uipc_conform::ipc::trace::through_run(opts, &exe)
+}
+
+fn usage(msg: &str) -> ExitCode {
+    eprintln!("uipc conform: {msg}");
+    ExitCode::from(2)
 }

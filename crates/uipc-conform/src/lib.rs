@@ -20,6 +20,9 @@ pub struct Options {
     pub seed: u64,
     /// Print every operation, not just divergences.
     pub verbose: bool,
+    /// `ipc` only: also write every comparison's host result to this file
+    /// ([`ipc::trace`]), for comparing a native run with one under `uipc run`.
+    pub trace: Option<std::path::PathBuf>,
 }
 
 /// One operation whose result differed between the host and the engine.

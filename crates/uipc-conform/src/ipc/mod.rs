@@ -23,12 +23,17 @@
 //! next creation consumes), and every
 //! [`STATE_EVERY`] operations and at the end compares the `/proc/sysvipc` files with times
 //! masked.
+//!
+//! With a trace file the run also writes each comparison's host result ([`trace`]): two traces
+//! of one seed, made natively and under `uipc run`, compare the kernel with the preload
+//! library and daemon (`uipc conform ipc --through-run`).
 
 pub mod host;
 pub mod msg;
 pub mod sem;
 mod sem_undo;
 pub mod shm;
+pub mod trace;
 
 use crate::rng::Rng;
 use crate::{Divergence, Options, Report};
@@ -65,6 +70,8 @@ pub struct Ctx {
     index: u64,
     /// Private queues made by [`burst`], as (host id, engine id).
     burst_ids: Vec<(i32, i32)>,
+    /// The trace being written, if the run was given a file.
+    trace: Option<trace::Trace>,
 }
 
 impl Ctx {
@@ -101,8 +108,30 @@ impl Ctx {
         }
     }
 
-    /// Records a divergence unless `host == engine`. Returns whether they agreed.
+    /// Notes a child the run forked, so that a trace names its pid.
+    pub fn note_child(&mut self, pid: i32) {
+        if let Some(t) = &mut self.trace {
+            t.note_pid(pid);
+        }
+    }
+
+    /// Records a divergence unless `host == engine` (and the host's result in the trace).
+    /// Returns whether they agreed.
     pub fn check<T: PartialEq + Debug>(&mut self, op: &str, host: &T, engine: &T) -> bool {
+        self.check_pids(op, host, engine, trace::Pids::Fields)
+    }
+
+    /// [`Ctx::check`] for a result that shows process ids where `pids` says.
+    pub fn check_pids<T: PartialEq + Debug>(
+        &mut self,
+        op: &str,
+        host: &T,
+        engine: &T,
+        pids: trace::Pids,
+    ) -> bool {
+        if let Some(t) = &mut self.trace {
+            t.record(self.index, op, &format!("{host:?}"), pids);
+        }
         if self.verbose {
             println!(
                 "op {}: {op} -> host {host:?}, engine {engine:?}",
@@ -125,6 +154,9 @@ impl Ctx {
 /// Runs `opts.ops` random operations.
 pub fn run(opts: &Options) -> Result<Report, String> {
     let private_ns = host::enter_private_ipc_namespace();
+    if opts.trace.is_some() && !private_ns {
+        return Err("a trace needs a private IPC namespace (root), so that ids compare".into());
+    }
     let pid = std::process::id() as i32;
     // SAFETY: a plain getter.
     let is_root = unsafe { libc::geteuid() } == 0;
@@ -152,6 +184,7 @@ pub fn run(opts: &Options) -> Result<Report, String> {
         divergences: Vec::new(),
         index: 0,
         burst_ids: Vec::new(),
+        trace: opts.trace.as_ref().map(|_| trace::Trace::new(pid)),
     };
     if !private_ns {
         eprintln!("uipc conform ipc: not root, using keys {KEY_BASE:#x}.. in the host's namespace");
@@ -181,10 +214,14 @@ pub fn run(opts: &Options) -> Result<Report, String> {
         host::remove_key_range();
         host::remove_remembered();
     }
-    Ok(Report {
+    let report = Report {
         operations: done,
         divergences: ctx.divergences,
-    })
+    };
+    if let (Some(t), Some(path)) = (&ctx.trace, &opts.trace) {
+        t.save(path, &report)?;
+    }
+    Ok(report)
 }
 
 /// Creates or removes many private queues at once, so that the number of live objects (and
@@ -348,28 +385,39 @@ fn only_rows_of(text: &str, ids: &[i32]) -> String {
 }
 
 fn compare_proc(ctx: &mut Ctx) {
-    let files: [(&str, host::Kind, String, &[usize]); 3] = [
-        ("sem", host::Kind::Sem, ctx.ns.proc_sysvipc_sem(), &[8, 9]),
+    // Each file's time columns, and its pid columns.
+    type File<'a> = (&'a str, host::Kind, String, &'a [usize], &'static [usize]);
+    let files: [File; 3] = [
+        (
+            "sem",
+            host::Kind::Sem,
+            ctx.ns.proc_sysvipc_sem(),
+            &[8, 9],
+            &[],
+        ),
         (
             "msg",
             host::Kind::Msg,
             ctx.ns.proc_sysvipc_msg(),
             &[11, 12, 13],
+            &[5, 6],
         ),
         (
             "shm",
             host::Kind::Shm,
             ctx.ns.proc_sysvipc_shm(),
             &[11, 12, 13],
+            &[4, 5],
         ),
     ];
-    for (name, kind, engine, times) in files {
+    for (name, kind, engine, times, pids) in files {
         let mut host = std::fs::read_to_string(format!("/proc/sysvipc/{name}")).unwrap_or_default();
         if !ctx.private_ns {
             // The host's files list every object on the machine: keep the run's own.
             host = only_rows_of(&host, &host::remembered(kind));
         }
         let (h, e) = (mask_times(&host, times), mask_times(&engine, times));
-        ctx.check(&format!("state of /proc/sysvipc/{name}"), &h, &e);
+        let op = format!("state of /proc/sysvipc/{name}");
+        ctx.check_pids(&op, &h, &e, trace::Pids::Columns(pids));
     }
 }

@@ -302,10 +302,16 @@ fn get_one(ctx: &mut Ctx, st: &State) {
         .ns
         .semctl(ctx.cred(user), eid, semnum, cmd, SemctlArg::None)
         .map(|o| o.ret());
-    ctx.check(
+    let pids = if cmd & 0xff == GETPID {
+        super::trace::Pids::All
+    } else {
+        super::trace::Pids::Fields
+    };
+    ctx.check_pids(
         &format!("semctl({hid}, {semnum}, cmd {cmd:#x}, user {user})"),
         &h,
         &e,
+        pids,
     );
 }
 

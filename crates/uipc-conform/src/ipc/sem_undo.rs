@@ -105,6 +105,7 @@ pub(super) fn forked_undo(ctx: &mut Ctx, (hid, eid, nsems): (i32, i32, usize)) {
         tgid: pid,
         ..ctx.root.clone()
     };
+    ctx.note_child(pid);
     ctx.ns.process_fork(ctx.root.tgid, pid);
     let run = |sops: &[Sembuf]| {
         ctx.ns
@@ -125,9 +126,10 @@ pub(super) fn forked_undo(ctx: &mut Ctx, (hid, eid, nsems): (i32, i32, usize)) {
     ctx.check(&op, &results, &engine);
     let host = host_values(hid, nsems);
     let engine = engine_values(ctx, eid, nsems);
-    ctx.check(
+    ctx.check_pids(
         &format!("after child {pid}'s exit: (GETVAL, GETPID) of {hid}"),
         &host,
         &engine,
+        super::trace::Pids::Seconds,
     );
 }

@@ -265,6 +265,7 @@ pub(super) fn op_forked_creator(ctx: &mut Ctx, st: &mut State) {
     let mut status = 0;
     // SAFETY: waiting for the child just forked.
     unsafe { libc::waitpid(pid, &mut status, 0) };
+    ctx.note_child(pid);
     let host_code = libc::WEXITSTATUS(status);
     let child = Cred {
         tid: pid,
