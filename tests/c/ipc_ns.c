@@ -1,6 +1,6 @@
 /* IPC namespaces: unshare(CLONE_NEWIPC), clone(CLONE_NEWIPC) and setns give a process a
  * namespace of its own (empty, ids from 0, default limits), shared with the children it makes
- * afterwards; the parent's is unaffected, and setns back to it sees its objects again. Run as
+ * afterwards (it lives as long as any process is in it); the parent's is unaffected, and setns back to it sees its objects again. Run as
  * root on the host (in a private IPC namespace) and under `uipc run`, with the same result. */
 #include "check.h"
 #include <sched.h>
@@ -67,6 +67,16 @@ int main(void) {
     if (pid == 0) {
         CHECK(msgget(0x51, 0) == q); /* a connection made before the unshare */
         CHECK(unshare(CLONE_NEWIPC) == 0);
+        /* A child forked before any call in the new namespace makes a segment and exits: the
+         * namespace lives on in this process, and so does the segment. */
+        pid_t first = fork();
+        CHECK(first >= 0);
+        if (first == 0) {
+            CHECK(shmget(0x54, 4096, IPC_CREAT | 0600) == 0);
+            _exit(0);
+        }
+        wait_ok(first);
+        CHECK(shmget(0x54, 0, 0) == 0 && shmctl(0, IPC_RMID, NULL) == 0);
         fresh(q);
         pid_t grandchild = fork();
         CHECK(grandchild >= 0);

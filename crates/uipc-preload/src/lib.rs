@@ -50,6 +50,11 @@
 //!   (and timeout) directly when it lies in the main thread's stack, and otherwise copies it
 //!   with `process_vm_readv` so that a bad pointer gives EFAULT; it reads `geteuid` when the
 //!   mode does not grant the access to everyone.
+//! - IPC namespaces: the daemon drops a namespace (and its objects) when the last process it
+//!   has seen calling there exits. unshare and setns call the daemon at once (`ipcns.rs`),
+//!   but a child made by `clone(CLONE_NEWIPC)` counts only from its first call: if it forks
+//!   first and only the forked process calls and exits, the objects go with it (Linux keeps
+//!   them while the clone child lives).
 //! - A program that unmaps or read-protects part of its own main stack and then passes a
 //!   pointer into that part to a SysV IPC call crashes where Linux gives EFAULT (`user.rs`
 //!   reads the main stack directly). sem_otime can show the current second after a fast
