@@ -20,7 +20,8 @@
 //! Each object type lives in its own module (`sem`, `msg`, `shm`) with a `step` that draws one
 //! operation, applies it to both sides and compares; this module runs the loop (with two
 //! cross-type operations of its own: bursts of private queues, and `*_next_id` writes that the
-//! next creation consumes), and every
+//! next creation consumes), every [`FAST_EVERY`] operations a burst of the semaphore calls
+//! `uipc run`'s fast path serves (`sem_fast`, from a generator of its own), and every
 //! [`STATE_EVERY`] operations and at the end compares the `/proc/sysvipc` files with times
 //! masked.
 //!
@@ -31,6 +32,7 @@
 pub mod host;
 pub mod msg;
 pub mod sem;
+mod sem_fast;
 mod sem_undo;
 pub mod shm;
 pub mod trace;
@@ -51,11 +53,15 @@ pub const USER_UID: u32 = 4242;
 pub const USER_GID: u32 = 4343;
 /// How often the whole `/proc/sysvipc` state is compared.
 pub const STATE_EVERY: u64 = 50;
+/// How often a burst of the semaphore calls `uipc run`'s fast path serves runs (`sem_fast`).
+pub const FAST_EVERY: u64 = 25;
 
 /// What every step sees.
 pub struct Ctx {
     /// The run's generator.
     pub rng: Rng,
+    /// The generator of the fast-path bursts, swapped into `rng` while one runs.
+    fast_rng: Rng,
     /// The engine's namespace, in the same state as the host's.
     pub ns: IpcNamespace,
     /// Root, as the host process is (same pid, so recorded pids compare equal).
@@ -176,6 +182,7 @@ pub fn run(opts: &Options) -> Result<Report, String> {
     };
     let mut ctx = Ctx {
         rng: Rng::new(opts.seed),
+        fast_rng: Rng::new(opts.seed ^ 0x6661_7374),
         ns: IpcNamespace::new(),
         root,
         user,
@@ -205,6 +212,11 @@ pub fn run(opts: &Options) -> Result<Report, String> {
             18..=399 => sem::step(&mut ctx),
             400..=749 => msg::step(&mut ctx),
             _ => shm::step(&mut ctx),
+        }
+        if (i + 1) % FAST_EVERY == 0 {
+            std::mem::swap(&mut ctx.rng, &mut ctx.fast_rng);
+            sem_fast::burst(&mut ctx);
+            std::mem::swap(&mut ctx.rng, &mut ctx.fast_rng);
         }
         if (i + 1) % STATE_EVERY == 0 || i + 1 == opts.ops {
             compare_proc(&mut ctx);
