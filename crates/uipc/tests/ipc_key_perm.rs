@@ -71,26 +71,17 @@ fn sequence(name: &str, t: &Calls) {
     let ns = IpcNamespace::new();
     let id = (t.get)(&ns, &owner(), IPC_CREAT | 0o600).unwrap();
     let open = |c: &Cred, flag| (t.get)(&ns, c, flag);
-    assert_eq!(
-        open(&other(), 0o400),
-        Err(Errno::EACCES),
-        "{name}: 0600, other"
-    );
-    assert_eq!(open(&other(), 0), Ok(id), "{name}: no bits asked");
-    assert_eq!(open(&owner(), 0o600), Ok(id), "{name}: owner");
+    let expect = |c: &Cred, flag, want: Result<i32, Errno>, what: &str| {
+        assert_eq!(open(c, flag), want, "{name}: {what}");
+    };
+    expect(&other(), 0o400, Err(Errno::EACCES), "0600, other");
+    expect(&other(), 0, Ok(id), "no bits asked");
+    expect(&owner(), 0o600, Ok(id), "owner");
 
     // Group 2000 may read now: the other user's group class applies.
     (t.set)(&ns, &owner(), id, (1000, 2000, 0o640)).unwrap();
-    assert_eq!(
-        open(&other(), 0o400),
-        Ok(id),
-        "{name}: group read after IPC_SET"
-    );
-    assert_eq!(
-        open(&other(), 0o200),
-        Err(Errno::EACCES),
-        "{name}: group write"
-    );
+    expect(&other(), 0o400, Ok(id), "group read after IPC_SET");
+    expect(&other(), 0o200, Err(Errno::EACCES), "group write");
 
     // A failed IPC_SET changes nothing.
     assert_eq!(
@@ -98,39 +89,23 @@ fn sequence(name: &str, t: &Calls) {
         Err(Errno::EPERM),
         "{name}"
     );
-    assert_eq!(
-        open(&other(), 0o200),
-        Err(Errno::EACCES),
-        "{name}: after EPERM"
-    );
+    expect(&other(), 0o200, Err(Errno::EACCES), "after EPERM");
 
     // Ownership moves: the owner class now applies to 2000, and the old owner is the
     // creator, who keeps the owner class too (cuid).
     (t.set)(&ns, &owner(), id, (2000, 0, 0o600)).unwrap();
-    assert_eq!(open(&other(), 0o600), Ok(id), "{name}: new owner");
-    assert_eq!(open(&owner(), 0o600), Ok(id), "{name}: creator");
+    expect(&other(), 0o600, Ok(id), "new owner");
+    expect(&owner(), 0o600, Ok(id), "creator");
     let third = Cred::user(30, 3000, 3000);
-    assert_eq!(
-        open(&third, 0o400),
-        Err(Errno::EACCES),
-        "{name}: third user"
-    );
+    expect(&third, 0o400, Err(Errno::EACCES), "third user");
 
     // Removal drops the key; a new object on it carries its own permissions.
     (t.rmid)(&ns, &owner(), id).unwrap();
-    assert_eq!(open(&owner(), 0), Err(Errno::ENOENT), "{name}: removed");
+    expect(&owner(), 0, Err(Errno::ENOENT), "removed");
     let again = (t.get)(&ns, &third, IPC_CREAT | 0o604).unwrap();
     assert_ne!(again, id, "{name}");
-    assert_eq!(
-        open(&other(), 0o400),
-        Ok(again),
-        "{name}: new object, other read"
-    );
-    assert_eq!(
-        open(&other(), 0o600),
-        Err(Errno::EACCES),
-        "{name}: new object"
-    );
+    expect(&other(), 0o400, Ok(again), "new object, other read");
+    expect(&other(), 0o600, Err(Errno::EACCES), "new object");
 }
 
 #[test]

@@ -18,6 +18,13 @@ fn root() -> Cred {
     Cred::root(100)
 }
 
+/// A fresh namespace and the object `make` creates in it.
+fn ns_with(make: fn(&IpcNamespace) -> i32) -> (IpcNamespace, i32) {
+    let ns = IpcNamespace::new();
+    let id = make(&ns);
+    (ns, id)
+}
+
 fn sem(ns: &IpcNamespace) -> i32 {
     ns.semget(&root(), IPC_PRIVATE, 1, 0o600).unwrap()
 }
@@ -37,8 +44,7 @@ fn park_down(ns: &IpcNamespace, id: i32, t: Option<Timespec>, p: &ParkCtx) -> Pa
 
 #[test]
 fn a_parked_semop_is_applied_by_the_waker_which_notifies() {
-    let ns = IpcNamespace::new();
-    let id = sem(&ns);
+    let (ns, id) = ns_with(sem);
     let (ctx, told) = common::counted(None);
     let p = park_down(&ns, id, None, &ctx);
     assert_eq!(get(&ns, id, GETNCNT), 1, "queued like a sleeper");
@@ -56,8 +62,7 @@ fn a_parked_semop_is_applied_by_the_waker_which_notifies() {
 
 #[test]
 fn an_interrupt_notifies_and_the_poll_withdraws_the_semop_with_eintr() {
-    let ns = IpcNamespace::new();
-    let id = sem(&ns);
+    let (ns, id) = ns_with(sem);
     let irq = Interrupt::new();
     let (ctx, told) = common::counted(Some(&irq));
     let p = park_down(&ns, id, None, &ctx);
@@ -71,8 +76,7 @@ fn an_interrupt_notifies_and_the_poll_withdraws_the_semop_with_eintr() {
 
 #[test]
 fn an_interrupt_raised_before_parking_notifies_at_once() {
-    let ns = IpcNamespace::new();
-    let id = sem(&ns);
+    let (ns, id) = ns_with(sem);
     let irq = Interrupt::new();
     irq.raise();
     let (ctx, told) = common::counted(Some(&irq));
@@ -83,8 +87,7 @@ fn an_interrupt_raised_before_parking_notifies_at_once() {
 
 #[test]
 fn semtimedops_timeout_becomes_the_deadline_and_cancel_gives_eagain() {
-    let ns = IpcNamespace::new();
-    let id = sem(&ns);
+    let (ns, id) = ns_with(sem);
     let (ctx, _) = common::counted(None);
     let before = Instant::now();
     let t = Timespec {
@@ -109,8 +112,7 @@ fn semtimedops_timeout_becomes_the_deadline_and_cancel_gives_eagain() {
 
 #[test]
 fn a_semop_completed_before_its_cancel_keeps_its_success() {
-    let ns = IpcNamespace::new();
-    let id = sem(&ns);
+    let (ns, id) = ns_with(sem);
     let (ctx, _) = common::counted(None);
     let p = park_down(&ns, id, None, &ctx);
     ns.semop(&root(), id, &[Sembuf::new(0, 1, 0)], &F).unwrap();
@@ -131,8 +133,7 @@ fn park_rcv(ns: &IpcNamespace, id: i32, typ: i64, p: &ParkCtx) -> ParkedMsgrcv {
 
 #[test]
 fn a_parked_msgrcv_is_handed_the_message_by_the_sender() {
-    let ns = IpcNamespace::new();
-    let id = queue(&ns);
+    let (ns, id) = ns_with(queue);
     let (ctx, told) = common::counted(None);
     let p = park_rcv(&ns, id, 7, &ctx);
     ns.msgsnd(&root(), id, 3, b"other", 0, &F).unwrap();
@@ -156,8 +157,7 @@ fn a_parked_msgrcv_is_handed_the_message_by_the_sender() {
 
 #[test]
 fn an_interrupted_msgrcv_leaves_the_queue_and_later_messages_stay_queued() {
-    let ns = IpcNamespace::new();
-    let id = queue(&ns);
+    let (ns, id) = ns_with(queue);
     let irq = Interrupt::new();
     let (ctx, told) = common::counted(Some(&irq));
     let p = park_rcv(&ns, id, 0, &ctx);
@@ -173,8 +173,7 @@ fn an_interrupted_msgrcv_leaves_the_queue_and_later_messages_stay_queued() {
 
 #[test]
 fn a_msgrcv_delivered_before_its_cancel_keeps_the_message_and_a_deadline_gives_eintr() {
-    let ns = IpcNamespace::new();
-    let id = queue(&ns);
+    let (ns, id) = ns_with(queue);
     let (ctx, _) = common::counted(None);
     let p = park_rcv(&ns, id, 0, &ctx);
     ns.msgsnd(&root(), id, 5, b"raced", 0, &F).unwrap();
@@ -194,8 +193,7 @@ fn a_msgrcv_delivered_before_its_cancel_keeps_the_message_and_a_deadline_gives_e
 
 #[test]
 fn ipc_set_asks_a_parked_msgrcv_to_look_again_and_it_parks_again() {
-    let ns = IpcNamespace::new();
-    let id = queue(&ns);
+    let (ns, id) = ns_with(queue);
     let (ctx, told) = common::counted(None);
     let p = park_rcv(&ns, id, 0, &ctx);
     set_qbytes(&ns, id, 1000);
@@ -237,8 +235,7 @@ fn park_snd(ns: &IpcNamespace, id: i32, p: &ParkCtx) -> ParkedMsgsnd {
 
 #[test]
 fn a_parked_msgsnd_is_woken_to_retry_and_sends_on_poll() {
-    let ns = IpcNamespace::new();
-    let id = full_queue(&ns);
+    let (ns, id) = ns_with(full_queue);
     let (ctx, told) = common::counted(None);
     let p = park_snd(&ns, id, &ctx);
     assert_eq!(
@@ -260,8 +257,7 @@ fn a_parked_msgsnd_is_woken_to_retry_and_sends_on_poll() {
 
 #[test]
 fn a_woken_msgsnd_that_finds_the_queue_full_again_parks_again() {
-    let ns = IpcNamespace::new();
-    let id = full_queue(&ns);
+    let (ns, id) = ns_with(full_queue);
     let (ctx, told) = common::counted(None);
     let p = park_snd(&ns, id, &ctx);
     ns.msgrcv(&root(), id, 100, 0, 0, &F).unwrap();
@@ -277,8 +273,7 @@ fn a_woken_msgsnd_that_finds_the_queue_full_again_parks_again() {
 
 #[test]
 fn a_msgsnd_cancelled_by_interrupt_or_deadline_gives_eintr_even_if_woken() {
-    let ns = IpcNamespace::new();
-    let id = full_queue(&ns);
+    let (ns, id) = ns_with(full_queue);
     let irq = Interrupt::new();
     let (ctx, told) = common::counted(Some(&irq));
     let p = park_snd(&ns, id, &ctx);

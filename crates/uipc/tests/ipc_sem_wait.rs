@@ -52,14 +52,16 @@ fn until(what: &str, mut cond: impl FnMut() -> bool) {
     }
 }
 
-fn new_set(ns: &IpcNamespace, n: i32) -> i32 {
-    ns.semget(&root(), IPC_PRIVATE, n, 0o600).unwrap()
+/// A fresh namespace and a private set of `n` semaphores in it.
+fn ns_with_set(n: i32) -> (Arc<IpcNamespace>, i32) {
+    let ns = Arc::new(IpcNamespace::new());
+    let id = ns.semget(&root(), IPC_PRIVATE, n, 0o600).unwrap();
+    (ns, id)
 }
 
 #[test]
 fn later_small_decrement_passes_an_earlier_large_one_that_cannot_go() {
-    let ns = Arc::new(IpcNamespace::new());
-    let id = new_set(&ns, 1);
+    let (ns, id) = ns_with_set(1);
     let (big, irq) = sleeper(&ns, id, vec![Sembuf::new(0, -2, 0)]);
     until("-2 queued", || get(&ns, id, 0, GETNCNT) == 1);
     let (small, _) = sleeper(&ns, id, vec![Sembuf::new(0, -1, 0)]);
@@ -76,8 +78,7 @@ fn later_small_decrement_passes_an_earlier_large_one_that_cannot_go() {
 
 #[test]
 fn one_increment_completes_every_waiter_it_can_in_arrival_order() {
-    let ns = Arc::new(IpcNamespace::new());
-    let id = new_set(&ns, 1);
+    let (ns, id) = ns_with_set(1);
     let mut ts = Vec::new();
     for k in 1..=3 {
         ts.push(sleeper(&ns, id, vec![Sembuf::new(0, -1, 0)]).0);
@@ -97,8 +98,7 @@ fn one_increment_completes_every_waiter_it_can_in_arrival_order() {
 
 #[test]
 fn zero_waiters_wake_when_the_value_reaches_zero_and_not_before() {
-    let ns = Arc::new(IpcNamespace::new());
-    let id = new_set(&ns, 2);
+    let (ns, id) = ns_with_set(2);
     setval(&ns, id, 0, 2);
     let (z, _) = sleeper(&ns, id, vec![Sembuf::new(0, 0, 0)]);
     until("zero waiter", || get(&ns, id, 0, GETZCNT) == 1);
@@ -116,8 +116,7 @@ fn zero_waiters_wake_when_the_value_reaches_zero_and_not_before() {
 
 #[test]
 fn complex_waiter_completes_when_all_its_sops_can_and_chains_wakeups() {
-    let ns = Arc::new(IpcNamespace::new());
-    let id = new_set(&ns, 3);
+    let (ns, id) = ns_with_set(3);
     // Takes 1 from sem0 and sem1, gives 1 to sem2; a zero-waiter on sem0 follows it.
     let (c, _) = sleeper(
         &ns,
@@ -151,8 +150,7 @@ fn complex_waiter_completes_when_all_its_sops_can_and_chains_wakeups() {
 
 #[test]
 fn a_sleeper_counts_once_on_the_semaphore_of_its_first_blocking_sop() {
-    let ns = Arc::new(IpcNamespace::new());
-    let id = new_set(&ns, 2);
+    let (ns, id) = ns_with_set(2);
     setval(&ns, id, 1, 1);
     let (t, irq) = sleeper(&ns, id, vec![Sembuf::new(0, -1, 0), Sembuf::new(1, 0, 0)]);
     until("queued", || get(&ns, id, 0, GETNCNT) == 1);
@@ -173,8 +171,7 @@ fn a_sleeper_counts_once_on_the_semaphore_of_its_first_blocking_sop() {
 
 #[test]
 fn interrupt_gives_eintr_and_applies_nothing() {
-    let ns = Arc::new(IpcNamespace::new());
-    let id = new_set(&ns, 1);
+    let (ns, id) = ns_with_set(1);
     let (t, irq) = sleeper(&ns, id, vec![Sembuf::new(0, -1, 0)]);
     until("queued", || get(&ns, id, 0, GETNCNT) == 1);
     irq.raise();
@@ -200,8 +197,7 @@ fn interrupt_gives_eintr_and_applies_nothing() {
 
 #[test]
 fn timeout_gives_eagain_and_drops_the_count() {
-    let ns = Arc::new(IpcNamespace::new());
-    let id = new_set(&ns, 2);
+    let (ns, id) = ns_with_set(2);
     setval(&ns, id, 1, 1);
     let (ns2, start) = (ns.clone(), Instant::now());
     let t = thread::spawn(move || {
@@ -234,8 +230,7 @@ fn timeout_gives_eagain_and_drops_the_count() {
 
 #[test]
 fn rmid_wakes_every_sleeper_with_eidrm() {
-    let ns = Arc::new(IpcNamespace::new());
-    let id = new_set(&ns, 2);
+    let (ns, id) = ns_with_set(2);
     setval(&ns, id, 1, 1);
     let a = sleeper(&ns, id, vec![Sembuf::new(0, -1, 0)]).0;
     let b = sleeper(&ns, id, vec![Sembuf::new(1, 0, 0)]).0;
@@ -256,8 +251,7 @@ fn rmid_wakes_every_sleeper_with_eidrm() {
 
 #[test]
 fn setval_and_setall_wake_waiters() {
-    let ns = Arc::new(IpcNamespace::new());
-    let id = new_set(&ns, 2);
+    let (ns, id) = ns_with_set(2);
     let a = sleeper(&ns, id, vec![Sembuf::new(0, -3, 0)]).0;
     until("queued", || get(&ns, id, 0, GETNCNT) == 1);
     setval(&ns, id, 0, 3);
@@ -272,8 +266,7 @@ fn setval_and_setall_wake_waiters() {
 
 #[test]
 fn a_retried_sleeper_that_now_overflows_gets_erange() {
-    let ns = Arc::new(IpcNamespace::new());
-    let id = new_set(&ns, 2);
+    let (ns, id) = ns_with_set(2);
     let a = sleeper(&ns, id, vec![Sembuf::new(0, -1, 0), Sembuf::new(1, 1, 0)]).0;
     until("queued", || get(&ns, id, 0, GETNCNT) == 1);
     setval(&ns, id, 1, 32767);
@@ -287,8 +280,7 @@ fn a_retried_sleeper_that_now_overflows_gets_erange() {
 #[test]
 fn zero_waiters_are_served_before_altering_ops_in_one_scan() {
     for zero_first in [true, false] {
-        let ns = Arc::new(IpcNamespace::new());
-        let id = new_set(&ns, 3);
+        let (ns, id) = ns_with_set(3);
         setval(&ns, id, 1, 1);
         let z_ops = vec![Sembuf::new(1, 0, 0), Sembuf::new(0, 0, 0)];
         let x_ops = vec![Sembuf::new(2, -1, 0), Sembuf::new(0, 1, 0)];

@@ -3,7 +3,8 @@
 
 mod common;
 
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use uipc::locks::*;
 use uipc::{Cred, Errno, Interrupt, ParkCtx, Progress, WaitCtx, WakeReason};
 
@@ -22,16 +23,28 @@ fn park_setlkw(m: &LockManager, pid: i32, p: &ParkCtx) -> ParkedLock {
     LF.park(m, pid, (F_WRLCK, 0, 10), p)
 }
 
+/// A manager in which pid 1 holds a write lock on 0..9.
+fn held() -> LockManager {
+    let m = LockManager::new();
+    set(&m, 1, F_WRLCK).unwrap();
+    m
+}
+
+/// Pid `pid`'s F_SETLKW of 0..9, parked, and the count of its notifications (interrupted by
+/// `irq` if given).
+fn parked(m: &LockManager, pid: i32, irq: Option<&Interrupt>) -> (ParkedLock, Arc<AtomicUsize>) {
+    let (ctx, told) = common::counted(irq);
+    (park_setlkw(m, pid, &ctx), told)
+}
+
 fn blocked(m: &LockManager) -> usize {
     LF.blocked(m)
 }
 
 #[test]
 fn a_parked_setlkw_is_woken_by_the_unlock_and_granted_on_poll() {
-    let m = LockManager::new();
-    set(&m, 1, F_WRLCK).unwrap();
-    let (ctx, told) = common::counted(None);
-    let p = park_setlkw(&m, 2, &ctx);
+    let m = held();
+    let (p, told) = parked(&m, 2, None);
     assert_eq!(blocked(&m), 1);
     let p = match p.poll(&m) {
         Progress::Parked(p) => p,
@@ -50,10 +63,8 @@ fn a_parked_setlkw_is_woken_by_the_unlock_and_granted_on_poll() {
 
 #[test]
 fn a_woken_setlkw_that_lost_the_race_parks_again() {
-    let m = LockManager::new();
-    set(&m, 1, F_WRLCK).unwrap();
-    let (ctx, told) = common::counted(None);
-    let p = park_setlkw(&m, 2, &ctx);
+    let m = held();
+    let (p, told) = parked(&m, 2, None);
     set(&m, 1, F_UNLCK).unwrap();
     set(&m, 3, F_WRLCK).unwrap();
     let p = match p.poll(&m) {
@@ -68,27 +79,22 @@ fn a_woken_setlkw_that_lost_the_race_parks_again() {
 
 #[test]
 fn an_interrupted_parked_lock_leaves_the_queue_with_eintr() {
-    let m = LockManager::new();
-    set(&m, 1, F_WRLCK).unwrap();
+    let m = held();
     let irq = Interrupt::new();
-    let (ctx, told) = common::counted(Some(&irq));
-    let p = park_setlkw(&m, 2, &ctx);
+    let (p, told) = parked(&m, 2, Some(&irq));
     irq.raise();
     assert_eq!(told.load(Ordering::SeqCst), 1);
     assert!(matches!(p.poll(&m), Progress::Done(Err(Errno::EINTR))));
     assert_eq!(blocked(&m), 0);
-    let (ctx, _) = common::counted(None);
-    let p = park_setlkw(&m, 2, &ctx);
+    let (p, _) = parked(&m, 2, None);
     assert_eq!(p.cancel(&m, WakeReason::TimedOut), Err(Errno::EINTR));
     assert_eq!(blocked(&m), 0);
 }
 
 #[test]
 fn a_wake_up_racing_the_cancel_takes_the_lock_if_it_is_free() {
-    let m = LockManager::new();
-    set(&m, 1, F_WRLCK).unwrap();
-    let (ctx, _) = common::counted(None);
-    let p = park_setlkw(&m, 2, &ctx);
+    let m = held();
+    let (p, _) = parked(&m, 2, None);
     set(&m, 1, F_UNLCK).unwrap();
     assert_eq!(p.cancel(&m, WakeReason::Interrupted), Ok(()));
     assert_eq!(set(&m, 1, F_RDLCK), Err(Errno::EAGAIN), "pid 2 holds it");
@@ -121,12 +127,9 @@ fn a_parked_flock_is_granted_after_the_holders_unlock() {
 
 #[test]
 fn releases_while_a_woken_waiter_has_not_retried_wake_no_one_else_and_a_requeue_wakes_the_next() {
-    let m = LockManager::new();
-    set(&m, 1, F_WRLCK).unwrap();
-    let (ctx2, told2) = common::counted(None);
-    let p2 = park_setlkw(&m, 2, &ctx2);
-    let (ctx3, told3) = common::counted(None);
-    let p3 = park_setlkw(&m, 3, &ctx3);
+    let m = held();
+    let (p2, told2) = parked(&m, 2, None);
+    let (p3, told3) = parked(&m, 3, None);
     set(&m, 1, F_UNLCK).unwrap();
     assert_eq!(told2.load(Ordering::SeqCst), 1);
     // The running owner takes the range back and releases it again and again before 2 retries:

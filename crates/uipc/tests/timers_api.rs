@@ -27,6 +27,11 @@ fn engine() -> Timers {
     engine_with(TimersConfig::default())
 }
 
+/// [`engine`] and root in its process 100.
+fn engine_and_root() -> (Timers, Cred) {
+    (engine(), Cred::root(100))
+}
+
 fn create(t: &Timers, cred: &Cred) -> Result<i32, Errno> {
     t.timer_create(
         cred,
@@ -48,8 +53,7 @@ fn id(raw: i32) -> TimerId {
 
 #[test]
 fn sigevent_fault_beats_a_bad_clock() {
-    let t = engine();
-    let c = Cred::root(100);
+    let (t, c) = engine_and_root();
     assert_eq!(create_ev(&t, &c, 99, UserPtr::Fault), Err(Errno::EFAULT));
     assert_eq!(create_ev(&t, &c, 99, UserPtr::Null), Err(Errno::EINVAL));
     assert_eq!(create(&t, &c), Ok(0), "step 1-2 failures consume no id");
@@ -57,8 +61,7 @@ fn sigevent_fault_beats_a_bad_clock() {
 
 #[test]
 fn unknown_clocks_are_einval_and_untimed_clocks_eopnotsupp() {
-    let t = engine();
-    let c = Cred::root(100);
+    let (t, c) = engine_and_root();
     let none = UserPtr::Valid(SigEvent::NONE);
     for clock in [10, 12, 99, i32::MAX] {
         assert_eq!(
@@ -89,8 +92,7 @@ fn unknown_clocks_are_einval_and_untimed_clocks_eopnotsupp() {
 
 #[test]
 fn bad_sigevents_are_einval_after_the_id_was_consumed() {
-    let t = engine();
-    let c = Cred::root(100);
+    let (t, c) = engine_and_root();
     let bad = [
         SigEvent {
             notify: 3,
@@ -167,8 +169,7 @@ fn bad_sigevents_are_einval_after_the_id_was_consumed() {
 
 #[test]
 fn created_id_fault_is_efault_after_the_id_was_consumed() {
-    let t = engine();
-    let c = Cred::root(100);
+    let (t, c) = engine_and_root();
     for slot in [UserPtr::Null, UserPtr::Fault] {
         let r = t.timer_create(&c, 0, UserPtr::Valid(SigEvent::NONE), slot);
         assert_eq!(r, Err(Errno::EFAULT));
@@ -179,8 +180,7 @@ fn created_id_fault_is_efault_after_the_id_was_consumed() {
 
 #[test]
 fn alarm_clocks_need_an_rtc_and_cap_wake_alarm() {
-    let t = engine();
-    let root = Cred::root(100);
+    let (t, root) = engine_and_root();
     let none = UserPtr::Valid(SigEvent::NONE);
     assert_eq!(
         create_ev(&t, &root, CLOCK_REALTIME_ALARM, none),
@@ -250,8 +250,7 @@ fn small_id_space_wraps_skips_ids_in_use_and_fills_with_eagain() {
 
 #[test]
 fn restore_mode_takes_the_wanted_id_and_moves_the_counter() {
-    let t = engine();
-    let c = Cred::root(100);
+    let (t, c) = engine_and_root();
     let prctl = |a: [u64; 4]| t.prctl_timer_create_restore_ids(&c, a);
     assert_eq!(prctl([2, 0, 0, 0]), Ok(0));
     assert_eq!(prctl([3, 0, 0, 0]), Err(Errno::EINVAL));
@@ -282,8 +281,7 @@ fn restore_mode_takes_the_wanted_id_and_moves_the_counter() {
 
 #[test]
 fn restoring_int_max_wraps_the_counter_to_zero() {
-    let t = engine();
-    let c = Cred::root(100);
+    let (t, c) = engine_and_root();
     assert_eq!(create(&t, &c), Ok(0));
     t.prctl_timer_create_restore_ids(&c, [1, 0, 0, 0]).unwrap();
     let r = t.timer_create(
@@ -304,8 +302,7 @@ fn restoring_int_max_wraps_the_counter_to_zero() {
 
 #[test]
 fn settime_rejects_null_faults_bad_timespecs_and_unknown_ids() {
-    let t = engine();
-    let c = Cred::root(100);
+    let (t, c) = engine_and_root();
     let tid = id(create(&t, &c).unwrap());
     let set = |id, spec| t.timer_settime(&c, id, 0, spec);
     assert_eq!(set(tid, UserPtr::Null), Err(Errno::EINVAL));
@@ -334,8 +331,7 @@ fn settime_rejects_null_faults_bad_timespecs_and_unknown_ids() {
 
 #[test]
 fn gettime_getoverrun_delete_reject_unknown_negative_and_deleted_ids() {
-    let t = engine();
-    let c = Cred::root(100);
+    let (t, c) = engine_and_root();
     let tid = id(create(&t, &c).unwrap());
     for bad in [id(-1), id(1), id(i32::MAX)] {
         assert_eq!(t.timer_gettime(&c, bad), Err(Errno::EINVAL));
@@ -409,8 +405,7 @@ fn restore_id_is_checked_before_the_rlimit_charge_and_held_ids_after_it() {
 
 #[test]
 fn proc_timers_lists_newest_first_in_linux_format() {
-    let t = engine();
-    let c = Cred::root(100);
+    let (t, c) = engine_and_root();
     let ev = |notify, signo, value, thread_id| {
         UserPtr::Valid(SigEvent {
             notify,

@@ -113,21 +113,14 @@ fn cpu_clock_targets_are_checked_at_the_last_step() {
         Ok(3),
         "pid 1"
     );
-    assert_eq!(
-        r.create(cpu_clock_id(1, true, 2), none),
-        Err(Errno::EINVAL),
-        "foreign thread"
-    );
-    assert_eq!(
-        r.create(cpu_clock_id(777, false, 2), none),
-        Err(Errno::EINVAL),
-        "no such pid"
-    );
-    assert_eq!(
-        r.create(cpu_clock_id(0, true, 3), none),
-        Err(Errno::EINVAL),
-        "clock field 3"
-    );
+    let refused = [
+        (cpu_clock_id(1, true, 2), "foreign thread"),
+        (cpu_clock_id(777, false, 2), "no such pid"),
+        (cpu_clock_id(0, true, 3), "clock field 3"),
+    ];
+    for (clock, why) in refused {
+        assert_eq!(r.create(clock, none), Err(Errno::EINVAL), "{why}");
+    }
     assert_eq!(
         r.create(CLOCK_MONOTONIC, none).map(TimerId::raw),
         Ok(7),

@@ -51,6 +51,12 @@ impl Rig {
         self.clock.advance(nanos);
         self.t.run_expired()
     }
+    /// Arms `id` once, 1 ms ahead, lets it expire: the signal it queued.
+    fn fire_once(&self, id: TimerId) -> TimerSignal {
+        self.set(id, 0, MS, 0);
+        self.advance(MS);
+        self.rec.take().pop().expect("the expiry queued a signal")
+    }
 }
 
 fn nanos(ts: Timespec) -> i64 {
@@ -157,9 +163,7 @@ fn settime_resets_the_overrun_and_drops_the_pending_signal() {
 fn delete_drops_the_pending_signal() {
     let r = rig();
     let id = r.create(CLOCK_BOOTTIME, SigEvent::signal(10, 0));
-    r.set(id, 0, MS, 0);
-    r.advance(MS);
-    let sig = r.rec.take().pop().unwrap();
+    let sig = r.fire_once(id);
     r.t.timer_delete(&r.c, id).unwrap();
     assert!(r.t.dequeue_signal(&sig).is_none());
     // A new timer restored under the same id does not take over the old signal.
@@ -179,9 +183,7 @@ fn delete_drops_the_pending_signal() {
 fn rearming_while_pending_revalidates_the_one_queued_signal() {
     let r = rig();
     let id = r.create(CLOCK_MONOTONIC, SigEvent::signal(10, 0));
-    r.set(id, 0, MS, 0);
-    r.advance(MS);
-    let sig = r.rec.take().pop().unwrap();
+    let sig = r.fire_once(id);
     r.set(id, 0, MS, 0);
     r.advance(MS);
     assert!(r.rec.take().is_empty(), "still one queued signal");
@@ -343,9 +345,7 @@ fn a_deleted_timer_keeps_its_sigpending_unit_until_its_queued_signal_is_dequeued
     let r = rig();
     let a = r.create(CLOCK_MONOTONIC, SigEvent::signal(10, 0));
     let b = r.create(CLOCK_MONOTONIC, SigEvent::signal(10, 0));
-    r.set(a, 0, MS, 0);
-    r.advance(MS);
-    let sig = r.rec.take().pop().unwrap();
+    let sig = r.fire_once(a);
     assert_eq!(r.t.sigpending(0), 2);
     r.t.timer_delete(&r.c, a).unwrap();
     r.t.timer_delete(&r.c, b).unwrap();
@@ -360,9 +360,7 @@ fn a_deleted_timer_keeps_its_sigpending_unit_until_its_queued_signal_is_dequeued
 fn process_exit_releases_units_held_by_queued_signals() {
     let r = rig();
     let a = r.create(CLOCK_MONOTONIC, SigEvent::signal(10, 0));
-    r.set(a, 0, MS, 0);
-    r.advance(MS);
-    let sig = r.rec.take().pop().unwrap();
+    let sig = r.fire_once(a);
     r.t.exit_process(r.c.tgid);
     assert_eq!(r.t.sigpending(0), 0);
     assert!(r.t.dequeue_signal(&sig).is_none());

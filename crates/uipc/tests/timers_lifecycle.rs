@@ -141,11 +141,18 @@ impl Notifier for Channel {
     }
 }
 
-#[test]
-fn driver_thread_fires_periodic_timers_on_their_grid_in_real_time() {
+/// Timers on the system clock with their driver thread running, and the receiving end of
+/// the signals they queue.
+fn driven_and_forwarded() -> (Timers, mpsc::Receiver<(TimerSignal, Instant)>) {
     let (tx, rx) = mpsc::channel();
     let mut t = Timers::new(Arc::new(SystemClock), Arc::new(Channel(Mutex::new(tx))));
     t.start_thread();
+    (t, rx)
+}
+
+#[test]
+fn driver_thread_fires_periodic_timers_on_their_grid_in_real_time() {
+    let (t, rx) = driven_and_forwarded();
     let c = Cred::root(100);
     let id = create(&t, &c, SigEvent::signal(10, 0)).unwrap();
     let period = Duration::from_millis(5);
@@ -174,9 +181,7 @@ fn driver_thread_fires_periodic_timers_on_their_grid_in_real_time() {
 
 #[test]
 fn driver_thread_sleeps_without_timers_and_wakes_for_an_earlier_one() {
-    let (tx, rx) = mpsc::channel();
-    let mut t = Timers::new(Arc::new(SystemClock), Arc::new(Channel(Mutex::new(tx))));
-    t.start_thread();
+    let (t, rx) = driven_and_forwarded();
     let c = Cred::root(100);
     let late = create(&t, &c, SigEvent::signal(10, 1)).unwrap();
     let soon = create(&t, &c, SigEvent::signal(10, 2)).unwrap();

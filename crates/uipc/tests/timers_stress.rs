@@ -36,14 +36,7 @@ fn concurrent_create_getoverrun_delete_across_processes_stays_consistent() {
                 let mut mine = Vec::new();
                 let mut seen = HashSet::new();
                 for round in 0..ROUNDS {
-                    let id = t
-                        .timer_create(
-                            &cred,
-                            CLOCK_MONOTONIC,
-                            UserPtr::Valid(SigEvent::NONE),
-                            UserPtr::Valid(0),
-                        )
-                        .unwrap();
+                    let id = common::new_timer(&t, &cred, CLOCK_MONOTONIC, SigEvent::NONE);
                     assert!(seen.insert(id), "id {id:?} handed out twice to one thread");
                     mine.push(id);
                     for &live in &mine {
@@ -85,14 +78,7 @@ fn concurrent_delete_of_one_timer_succeeds_exactly_once() {
     ));
     let cred = Cred::root(7);
     for _ in 0..200 {
-        let id = t
-            .timer_create(
-                &cred,
-                CLOCK_REALTIME,
-                UserPtr::Valid(SigEvent::NONE),
-                UserPtr::Valid(0),
-            )
-            .unwrap();
+        let id = common::new_timer(&t, &cred, CLOCK_REALTIME, SigEvent::NONE);
         let racers: Vec<_> = (0..3)
             .map(|_| {
                 let (t, cred) = (t.clone(), cred.clone());

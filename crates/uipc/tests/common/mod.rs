@@ -147,13 +147,13 @@ pub fn msg_set(ns: &IpcNamespace, id: i32, mode: u32, qbytes: u64) {
 
 /// A CLOCK_MONOTONIC timer of `cred` on `timers`, signalling 10 with value 0.
 pub fn monotonic_timer(timers: &Timers, cred: &Cred) -> TimerId {
+    new_timer(timers, cred, CLOCK_MONOTONIC, SigEvent::signal(10, 0))
+}
+
+/// A timer of `cred` on `timers` and `clock`, notifying as `ev` says (the id the kernel picks).
+pub fn new_timer(timers: &Timers, cred: &Cred, clock: i32, ev: SigEvent) -> TimerId {
     timers
-        .timer_create(
-            cred,
-            CLOCK_MONOTONIC,
-            UserPtr::Valid(SigEvent::signal(10, 0)),
-            UserPtr::Valid(0),
-        )
+        .timer_create(cred, clock, UserPtr::Valid(ev), UserPtr::Valid(0))
         .unwrap()
 }
 

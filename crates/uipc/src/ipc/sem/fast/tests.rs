@@ -26,13 +26,17 @@ impl Caller for Who {
     }
 }
 
-fn setup() -> (Arc<IpcNamespace>, Arc<SemArena>) {
+/// A namespace on an arena of its own, and a private set of `nsems` semaphores in it.
+fn setup(nsems: i32) -> (Arc<IpcNamespace>, Arc<SemArena>, i32) {
     let arena = Arc::new(SemArena::owned(SLOTS));
     let ns = IpcNamespace::with_options(NamespaceOptions {
         sem_arena: Some(arena.clone()),
         ..Default::default()
     });
-    (Arc::new(ns), arena)
+    let id = ns
+        .semget(&Cred::root(1), IPC_PRIVATE, nsems, 0o600)
+        .unwrap();
+    (Arc::new(ns), arena, id)
 }
 
 fn ctl(ns: &IpcNamespace, id: i32, n: i32, cmd: i32, arg: SemctlArg<'_>) -> Result<i32, Errno> {
@@ -43,16 +47,20 @@ fn ctl(ns: &IpcNamespace, id: i32, n: i32, cmd: i32, arg: SemctlArg<'_>) -> Resu
     }
 }
 
+/// semop through the engine, by root in process `pid`, sleeping as long as it must.
+fn engine_op(ns: &IpcNamespace, pid: i32, id: i32, sops: &[Sembuf]) -> Result<(), Errno> {
+    ns.semop(&Cred::root(pid), id, sops, &WaitCtx::FOREVER)
+}
+
 fn fast_op(v: &ArenaView<'_>, id: i32, op: i16, flg: i16, who: &Who) -> Fast<()> {
     v.semop(id, Sembuf::new(0, op, flg), who)
 }
 
 #[test]
 fn a_set_is_published_after_a_daemon_call_and_taken_back_before_the_next() {
-    let (ns, arena) = setup();
+    let (ns, arena, id) = setup(2);
     let v = arena.view();
     let me = Who { pid: 42, euid: 0 };
-    let id = ns.semget(&Cred::root(1), IPC_PRIVATE, 2, 0o600).unwrap();
     assert_eq!(
         fast_op(&v, id, 1, 0, &me),
         Fast::Slow,
@@ -90,11 +98,10 @@ fn a_set_is_published_after_a_daemon_call_and_taken_back_before_the_next() {
 
 #[test]
 fn permissions_follow_ipc_set_and_the_callers_euid() {
-    let (ns, arena) = setup();
+    let (ns, arena, id) = setup(1);
     let v = arena.view();
     let owner = Who { pid: 1, euid: 0 };
     let other = Who { pid: 2, euid: 1000 };
-    let id = ns.semget(&Cred::root(1), IPC_PRIVATE, 1, 0o600).unwrap();
     ctl(&ns, id, 0, SETVAL, SemctlArg::Val(1)).unwrap();
     assert_eq!(fast_op(&v, id, 1, 0, &owner), Fast::Done(Ok(())));
     assert_eq!(fast_op(&v, id, 1, 0, &other), Fast::Slow, "not the owner");
@@ -118,10 +125,9 @@ fn permissions_follow_ipc_set_and_the_callers_euid() {
 
 #[test]
 fn removal_waiters_and_undo_keep_the_set_with_the_daemon() {
-    let (ns, arena) = setup();
+    let (ns, arena, id) = setup(1);
     let v = arena.view();
     let me = Who { pid: 9, euid: 0 };
-    let id = ns.semget(&Cred::root(1), IPC_PRIVATE, 1, 0o600).unwrap();
     ctl(&ns, id, 0, SETVAL, SemctlArg::Val(0)).unwrap();
     // A sleeper: the set stays with the daemon until it is gone.
     let park = crate::ParkCtx::default();
@@ -132,23 +138,11 @@ fn removal_waiters_and_undo_keep_the_set_with_the_daemon() {
     };
     assert_eq!(v.semctl_get(id, 0, GETNCNT, &me), Fast::Slow);
     assert_eq!(fast_op(&v, id, 1, 0, &me), Fast::Slow);
-    ns.semop(
-        &Cred::root(6),
-        id,
-        &[Sembuf::new(0, 1, 0)],
-        &WaitCtx::FOREVER,
-    )
-    .unwrap();
+    engine_op(&ns, 6, id, &[Sembuf::new(0, 1, 0)]).unwrap();
     assert!(matches!(p.poll(), Progress::Done(Ok(()))));
     assert_eq!(v.semctl_get(id, 0, GETVAL, &me), Fast::Done(Ok(0)));
     // An undo entry: with the daemon until the process exits.
-    ns.semop(
-        &Cred::root(7),
-        id,
-        &[Sembuf::new(0, 1, SEM_UNDO)],
-        &WaitCtx::FOREVER,
-    )
-    .unwrap();
+    engine_op(&ns, 7, id, &[Sembuf::new(0, 1, SEM_UNDO)]).unwrap();
     ctl(&ns, id, 0, GETVAL, SemctlArg::None).unwrap();
     assert_eq!(fast_op(&v, id, 1, 0, &me), Fast::Slow);
     ns.process_exit(7);
@@ -166,8 +160,7 @@ fn removal_waiters_and_undo_keep_the_set_with_the_daemon() {
 
 #[test]
 fn many_threads_mixing_fast_and_engine_calls_lose_nothing() {
-    let (ns, arena) = setup();
-    let id = ns.semget(&Cred::root(1), IPC_PRIVATE, 2, 0o600).unwrap();
+    let (ns, arena, id) = setup(2);
     ctl(&ns, id, 0, SETVAL, SemctlArg::Val(0)).unwrap();
     const ROUNDS: usize = 5_000; // 4 * ROUNDS stays below SEMVMX
     let threads: Vec<_> = (0..4u32)
@@ -185,29 +178,19 @@ fn many_threads_mixing_fast_and_engine_calls_lose_nothing() {
                     let sop = Sembuf::new(0, 1, 0);
                     if i % 97 == 0 {
                         let two = [sop, Sembuf::new(1, 0, 0)];
-                        ns.semop(&Cred::root(who.pid as i32), id, &two, &WaitCtx::FOREVER)
-                            .unwrap();
+                        engine_op(&ns, who.pid as i32, id, &two).unwrap();
                     } else if v.semop(id, sop, &who) == Fast::Slow {
-                        ns.semop(&Cred::root(who.pid as i32), id, &[sop], &WaitCtx::FOREVER)
-                            .unwrap();
+                        engine_op(&ns, who.pid as i32, id, &[sop]).unwrap();
                     }
                     // -1 again, blocking through the engine when the value is 0 (never here).
                     let down = Sembuf::new(0, -1, 0);
                     if v.semop(id, down, &who) == Fast::Slow {
-                        ns.semop(&Cred::root(who.pid as i32), id, &[down], &WaitCtx::FOREVER)
-                            .unwrap();
+                        engine_op(&ns, who.pid as i32, id, &[down]).unwrap();
                     }
-                    let _ = v
-                        .semop(id, Sembuf::new(0, 1, 0), &who)
-                        .eq(&Fast::Slow)
-                        .then(|| {
-                            ns.semop(
-                                &Cred::root(1),
-                                id,
-                                &[Sembuf::new(0, 1, 0)],
-                                &WaitCtx::FOREVER,
-                            )
-                        });
+                    let up = Sembuf::new(0, 1, 0);
+                    if v.semop(id, up, &who) == Fast::Slow {
+                        let _ = engine_op(&ns, 1, id, &[up]);
+                    }
                 }
             })
         })
