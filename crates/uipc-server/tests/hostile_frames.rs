@@ -19,6 +19,12 @@ fn daemon() -> &'static PathBuf {
     PATH.get_or_init(|| common::start("hostile").0)
 }
 
+/// The daemon's socket and a raw stream connected to it (no hello said).
+fn raw_client() -> (&'static Path, UnixStream) {
+    let path = daemon();
+    (path, UnixStream::connect(path).unwrap())
+}
+
 fn still_serves(path: &Path) {
     let c = Connection::connect(path, false).expect("the daemon still accepts sessions");
     let (resp, _) = c
@@ -54,8 +60,7 @@ proptest! {
         payload in proptest::collection::vec(any::<u8>(), 0..200)
     ) {
         prop_assume!(Request::decode(&payload).is_err());
-        let path = daemon();
-        let s = UnixStream::connect(path).unwrap();
+        let (_, s) = raw_client();
         s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
         hello(&s);
         send_frame(s.as_raw_fd(), &payload, true, None).unwrap();
@@ -68,8 +73,7 @@ proptest! {
     fn a_random_byte_stream_never_takes_the_daemon_down(
         bytes in proptest::collection::vec(any::<u8>(), 0..300)
     ) {
-        let path = daemon();
-        let s = UnixStream::connect(path).unwrap();
+        let (path, s) = raw_client();
         let _ = (&s).write_all(&bytes);
         drop(s);
         still_serves(path);
@@ -78,8 +82,7 @@ proptest! {
 
 #[test]
 fn a_frame_sent_without_credentials_is_judged_by_the_ids_the_kernel_attaches() {
-    let path = daemon();
-    let s = UnixStream::connect(path).unwrap();
+    let (path, s) = raw_client();
     s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
     hello(&s);
     // The daemon sets SO_PASSCRED, so the kernel attaches credentials anyway: the frame is
@@ -99,8 +102,7 @@ fn a_frame_sent_without_credentials_is_judged_by_the_ids_the_kernel_attaches() {
 
 #[test]
 fn a_frame_cut_short_by_a_hang_up_is_dropped() {
-    let path = daemon();
-    let s = UnixStream::connect(path).unwrap();
+    let (path, s) = raw_client();
     hello(&s);
     (&s).write_all(&1000u32.to_le_bytes()).unwrap();
     (&s).write_all(&[10, 0, 0]).unwrap();
@@ -113,8 +115,7 @@ fn a_frame_cut_short_by_a_hang_up_is_dropped() {
 
 #[test]
 fn a_client_that_sends_without_waiting_for_replies_is_served_or_cut_off() {
-    let path = daemon();
-    let s = UnixStream::connect(path).unwrap();
+    let (path, s) = raw_client();
     hello(&s);
     let get = Request::Msgget {
         key: 0,

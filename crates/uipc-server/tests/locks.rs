@@ -5,21 +5,15 @@ use std::fs::File;
 use std::os::fd::{AsRawFd, RawFd};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
 use std::time::Duration;
 use uipc::locks::*;
 use uipc_proto::client::Connection;
 use uipc_proto::{LockRequest, LockResponse, Request, Response};
-use uipc_server::Shared;
 
 mod common;
 
 /// Numbers the test files.
 static N: AtomicUsize = AtomicUsize::new(0);
-
-fn start() -> (PathBuf, Arc<Shared>) {
-    common::start("locks")
-}
 
 /// A fresh file in the temporary directory, opened read-write.
 fn file() -> (File, PathBuf) {
@@ -72,8 +66,7 @@ const EAGAIN: Response = Response::Error(libc::EAGAIN);
 
 #[test]
 fn ofd_locks_conflict_between_descriptions_and_not_through_a_dup() {
-    let (path, shared) = start();
-    let c = Connection::connect(&path, true).unwrap();
+    let (_, shared, c) = common::start_connected("locks", true);
     let (a, _p) = file();
     let b = reopen(&a);
     let dup = a.try_clone().unwrap();
@@ -115,8 +108,7 @@ fn ofd_locks_conflict_between_descriptions_and_not_through_a_dup() {
 
 #[test]
 fn bad_descriptors_and_unreadable_structs_get_linuxs_errnos() {
-    let (path, _) = start();
-    let c = Connection::connect(&path, true).unwrap();
+    let (_, _, c) = common::start_connected("locks", true);
     let (a, _p) = file();
     let none = LockRequest::Fcntl {
         cmd: F_SETLK,
@@ -148,8 +140,7 @@ fn bad_descriptors_and_unreadable_structs_get_linuxs_errnos() {
 
 #[test]
 fn a_blocking_flock_sleeps_until_the_holder_unlocks_and_a_cancel_gives_eintr() {
-    let (path, _) = start();
-    let c = Connection::connect(&path, true).unwrap();
+    let (path, _, c) = common::start_connected("locks", true);
     let (a, _p) = file();
     let b = reopen(&a);
     assert_eq!(flock(&c, a.as_raw_fd(), LOCK_EX), OK);
@@ -181,8 +172,7 @@ fn a_blocking_flock_sleeps_until_the_holder_unlocks_and_a_cancel_gives_eintr() {
 
 #[test]
 fn closing_drops_posix_locks_at_once_and_flock_locks_at_the_last_close() {
-    let (path, shared) = start();
-    let c = Connection::connect(&path, true).unwrap();
+    let (_, shared, c) = common::start_connected("locks", true);
     let (a, file_path) = file();
     let other = reopen(&a);
     let dup = a.try_clone().unwrap();
@@ -231,16 +221,11 @@ fn closing_drops_posix_locks_at_once_and_flock_locks_at_the_last_close() {
 
 #[test]
 fn a_killed_holders_posix_and_flock_locks_are_released_and_getlk_names_it() {
-    let (path, shared) = start();
-    let c = Connection::connect(&path, true).unwrap();
+    let (path, shared, c) = common::start_connected("locks", true);
     let (a, _p) = file();
     let mine = reopen(&a);
-    let mut ready = [0i32; 2];
-    // SAFETY: a pipe into a live array.
-    assert_eq!(unsafe { libc::pipe(ready.as_mut_ptr()) }, 0);
     // SAFETY: the child makes system calls and allocations, then waits to be killed.
-    let child = unsafe { libc::fork() };
-    assert!(child >= 0);
+    let (child, ready) = unsafe { common::fork_with_pipe() };
     if child == 0 {
         let ok = (|| {
             let c = Connection::connect(&path, false).ok()?;
@@ -262,13 +247,7 @@ fn a_killed_holders_posix_and_flock_locks_are_released_and_getlk_names_it() {
         }
     }
     drop(a);
-    let mut byte = 0u8;
-    // SAFETY: reads one byte into a live buffer.
-    assert_eq!(
-        unsafe { libc::read(ready[0], (&mut byte as *mut u8).cast(), 1) },
-        1
-    );
-    assert_eq!(byte, b'y');
+    assert_eq!(common::read_byte(ready[0]), b'y');
     let fd = mine.as_raw_fd();
     assert_eq!(fcntl(&c, fd, F_SETLK, Flock::new(F_RDLCK, 0, 1)), EAGAIN);
     let Response::Lock(LockResponse::Flock(got)) =
@@ -292,8 +271,7 @@ fn a_killed_holders_posix_and_flock_locks_are_released_and_getlk_names_it() {
 
 #[test]
 fn the_listing_shows_held_locks_and_blocked_requests() {
-    let (path, _) = start();
-    let c = Connection::connect(&path, true).unwrap();
+    let (_, _, c) = common::start_connected("locks", true);
     let (a, _p) = file();
     let b = reopen(&a);
     assert_eq!(
@@ -324,8 +302,7 @@ fn the_listing_shows_held_locks_and_blocked_requests() {
 
 #[test]
 fn a_lock_call_marks_its_file_in_the_hints_clients_map() {
-    let (path, shared) = start();
-    let c = Connection::connect(&path, true).unwrap();
+    let (_, shared, c) = common::start_connected("locks", true);
     let (a, file_path) = file();
     // SAFETY: zeroed stat is valid output space.
     let mut st: libc::stat = unsafe { std::mem::zeroed() };
@@ -373,8 +350,7 @@ fn a_lock_call_marks_its_file_in_the_hints_clients_map() {
 
 #[test]
 fn a_killed_client_parked_in_setlkw_leaves_the_queue_before_the_next_request() {
-    let (path, shared) = start();
-    let c = Connection::connect(&path, true).unwrap();
+    let (path, shared, c) = common::start_connected("locks", true);
     let (a, _p) = file();
     assert_eq!(
         fcntl(&c, a.as_raw_fd(), F_SETLK, Flock::new(F_WRLCK, 0, 10)),

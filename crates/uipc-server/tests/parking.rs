@@ -14,9 +14,7 @@ use parked_client::*;
 
 #[test]
 fn cancel_ends_a_parked_semop_and_msgrcv_with_eintr() {
-    let (path, _) = common::start("parking");
-    let c = Connection::connect(&path, false).unwrap();
-    let semid = common::new_sem(&c);
+    let (path, _, c, semid) = common::with_sem("parking");
     let msqid = new_queue(&c);
     let s = session(&path);
     send(&s, &semop(semid, -1, None));
@@ -68,9 +66,7 @@ fn cancel_ends_a_parked_semop_and_msgrcv_with_eintr() {
 
 #[test]
 fn a_hang_up_withdraws_the_parked_call() {
-    let (path, shared) = common::start("parking");
-    let c = Connection::connect(&path, false).unwrap();
-    let semid = common::new_sem(&c);
+    let (path, shared, c, semid) = common::with_sem("parking");
     let s = session(&path);
     send(&s, &semop(semid, -1, None));
     until("queued", || {
@@ -94,9 +90,7 @@ fn a_hang_up_withdraws_the_parked_call() {
 
 #[test]
 fn semtimedops_timeout_ends_a_parked_call_with_eagain() {
-    let (path, shared) = common::start("parking");
-    let c = Connection::connect(&path, false).unwrap();
-    let semid = common::new_sem(&c);
+    let (path, shared, c, semid) = common::with_sem("parking");
     let s = session(&path);
     let t0 = Instant::now();
     let t = Timespec {
@@ -150,8 +144,7 @@ fn msgsnd(msqid: i32, mtype: i64, text: &[u8]) -> Request {
 
 #[test]
 fn a_parked_msgsnd_is_woken_by_a_receive_and_sends_then() {
-    let (path, shared) = common::start("parking");
-    let c = Connection::connect(&path, false).unwrap();
+    let (path, shared, c) = common::start_connected("parking", false);
     let msqid = new_queue(&c);
     let set = Request::Msgctl {
         msqid,
@@ -196,9 +189,7 @@ fn a_parked_msgsnd_is_woken_by_a_receive_and_sends_then() {
 fn cancels_racing_completions_never_lose_or_repeat_an_operation() {
     const CLIENTS: usize = 32;
     const ROUNDS: usize = 40;
-    let (path, shared) = common::start("parking");
-    let c = Connection::connect(&path, false).unwrap();
-    let semid = common::new_sem(&c);
+    let (path, shared, c, semid) = common::with_sem("parking");
     let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let posted = std::sync::Arc::new(std::sync::atomic::AtomicI64::new(0));
     let poster = {

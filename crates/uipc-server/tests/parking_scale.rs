@@ -4,7 +4,6 @@
 
 use std::os::unix::net::UnixStream;
 use uipc::ipc::consts::*;
-use uipc_proto::client::Connection;
 use uipc_proto::{Request, Response};
 mod common;
 
@@ -25,9 +24,7 @@ fn daemon_threads() -> usize {
 fn three_hundred_blocked_clients_add_no_daemon_thread_and_all_are_answered() {
     const SEMOPS: usize = 200;
     const RECEIVERS: usize = 100;
-    let (path, shared) = common::start("parking");
-    let c = Connection::connect(&path, false).unwrap();
-    let semid = common::new_sem(&c);
+    let (path, shared, c, semid) = common::with_sem("parking");
     let msqid = new_queue(&c);
     // The workers and the exit thread name themselves once running.
     let before = uipc_server::workers::default_count() + 1;

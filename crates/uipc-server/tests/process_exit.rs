@@ -19,8 +19,7 @@ fn getval(c: &Connection, semid: i32, semnum: i32, cmd: i32) -> Response {
 
 #[test]
 fn a_killed_clients_undo_is_applied_before_the_reaper_asks() {
-    let (socket, _) = common::start("exit");
-    let c = Connection::connect(&socket, true).unwrap();
+    let (socket, _, c) = common::start_connected("exit", true);
     let create = Request::Semget {
         key: IPC_PRIVATE,
         nsems: 2,
@@ -30,13 +29,9 @@ fn a_killed_clients_undo_is_applied_before_the_reaper_asks() {
         panic!("semget")
     };
     let id = id as i32;
-    let mut ready = [0i32; 2];
-    // SAFETY: a pipe into a live array.
-    assert_eq!(unsafe { libc::pipe(ready.as_mut_ptr()) }, 0);
     // SAFETY: the child only makes system calls and allocations (glibc's malloc is fork-safe)
     // and leaves with _exit.
-    let child = unsafe { libc::fork() };
-    assert!(child >= 0);
+    let (child, ready) = unsafe { common::fork_with_pipe() };
     if child == 0 {
         let code = (|| {
             let c = Connection::connect(&socket, false).ok()?;
@@ -61,12 +56,7 @@ fn a_killed_clients_undo_is_applied_before_the_reaper_asks() {
         // SAFETY: leaves the child without running the test harness's exit path.
         unsafe { libc::_exit(if code.is_some() { 0 } else { 1 }) };
     }
-    let mut byte = 0u8;
-    // SAFETY: reads one byte into a live buffer.
-    assert_eq!(
-        unsafe { libc::read(ready[0], (&mut byte as *mut u8).cast(), 1) },
-        1
-    );
+    common::read_byte(ready[0]);
     assert_eq!(getval(&c, id, 0, GETVAL), Response::Ret(4));
     while getval(&c, id, 1, GETNCNT) != Response::Ret(1) {
         std::thread::sleep(std::time::Duration::from_millis(2));

@@ -25,8 +25,7 @@ fn ret(c: &Connection, req: Request) -> Response {
 
 #[test]
 fn semaphores_round_trip_through_the_daemon() {
-    let (path, _) = start();
-    let c = Connection::connect(&path, true).unwrap();
+    let (_, _, c) = common::start_connected("server", true);
     let Response::Ret(id) = ret(
         &c,
         Request::Semget {
@@ -64,8 +63,7 @@ fn semaphores_round_trip_through_the_daemon() {
 
 #[test]
 fn unreadable_arguments_get_the_kernels_errno_order() {
-    let (path, _) = start();
-    let c = Connection::connect(&path, true).unwrap();
+    let (_, _, c) = common::start_connected("server", true);
     let sem = |semid, nsops| Request::Semtimedop {
         semid,
         nsops,
@@ -177,8 +175,7 @@ fn malformed_frames_get_an_error_and_a_closed_connection() {
 
 #[test]
 fn shmat_sends_a_memfd_that_two_mappings_share() {
-    let (path, shared) = start();
-    let c = Connection::connect(&path, true).unwrap();
+    let (_, shared, c) = common::start_connected("server", true);
     let Response::Ret(id) = ret(
         &c,
         Request::Shmget {

@@ -24,6 +24,17 @@ fn namespace() -> (IpcNamespace, Arc<MemfdBacking>) {
     (ns, backing)
 }
 
+/// msgctl(IPC_SET) of queue `q`: owner `(uid, gid, mode)` and `qbytes`.
+fn msg_set(ns: &IpcNamespace, cred: &Cred, q: i32, (uid, gid, mode): (u32, u32, u32), qbytes: u64) {
+    let set = MsqidSet {
+        uid,
+        gid,
+        mode,
+        qbytes,
+    };
+    ns.msgctl(cred, q, IPC_SET, MsgctlArg::Set(set)).unwrap();
+}
+
 /// A fresh directory; on tmpfs when there is one (the damage test rewrites its file some ten
 /// thousand times, which ext4 turns into as many flushes of a truncated file).
 fn scratch(tag: &str) -> PathBuf {
@@ -70,13 +81,7 @@ fn a_saved_namespace_comes_back_with_the_same_ids_values_messages_and_bytes() {
     for (t, text) in [(5, &b"first"[..]), (2, b"second"), (5, b"")] {
         a.msgsnd(&user, q, t, text, 0, &WaitCtx::FOREVER).unwrap();
     }
-    let set = MsqidSet {
-        uid: 1000,
-        gid: 100,
-        mode: 0o620,
-        qbytes: 999,
-    };
-    a.msgctl(&user, q, IPC_SET, MsgctlArg::Set(set)).unwrap();
+    msg_set(&a, &user, q, (1000, 100, 0o620), 999);
     let shm = a.shmget(&user, 0x5a, 5000, IPC_CREAT | 0o600).unwrap();
     let at = a.shmat(&user, shm, 0, 0).unwrap();
     at.write(4990, b"tail!").unwrap();
@@ -298,13 +303,7 @@ fn limits_lowered_below_use_are_restored_after_the_objects() {
     let q = a.msgget(&root, 0x44, IPC_CREAT | 0o600).unwrap();
     a.msgsnd(&root, q, 1, &[7u8; 100], 0, &WaitCtx::FOREVER)
         .unwrap();
-    let set = MsqidSet {
-        uid: 0,
-        gid: 0,
-        mode: 0o600,
-        qbytes: 10,
-    };
-    a.msgctl(&root, q, IPC_SET, MsgctlArg::Set(set)).unwrap();
+    msg_set(&a, &root, q, (0, 0, 0o600), 10);
     a.msgget(&root, 0x45, IPC_CREAT | 0o600).unwrap();
     a.sysctl_write(&root, uipc::ipc::Sysctl::MsgMni, "1")
         .unwrap();

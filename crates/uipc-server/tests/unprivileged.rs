@@ -21,9 +21,11 @@ fn daemon() -> &'static PathBuf {
     PATH.get_or_init(|| common::start_with("nobody", true).0)
 }
 
-fn is_root() -> bool {
+/// The daemon, when this test runs as root (the tests that switch to nobody need root).
+fn daemon_as_root() -> Option<&'static PathBuf> {
     // SAFETY: plain getter.
-    unsafe { libc::geteuid() == 0 }
+    let root = unsafe { libc::geteuid() == 0 };
+    root.then(daemon)
 }
 
 fn call(c: &Connection, req: Request) -> (Response, Option<OwnedFd>) {
@@ -165,10 +167,9 @@ fn nobody_side() {
 
 #[test]
 fn a_read_only_attach_cannot_be_made_writable_and_no_attacher_can_resize() {
-    if !is_root() {
+    let Some(path) = daemon_as_root() else {
         return;
-    }
-    let path = daemon();
+    };
     let c = Connection::connect(path, false).unwrap();
     let shmget = |mode| Request::Shmget {
         key: IPC_PRIVATE,
@@ -192,10 +193,9 @@ fn a_read_only_attach_cannot_be_made_writable_and_no_attacher_can_resize() {
 
 #[test]
 fn the_lock_hints_cannot_be_made_writable_even_by_root() {
-    if !is_root() {
+    let Some(path) = daemon_as_root() else {
         return;
-    }
-    let path = daemon();
+    };
     as_nobody("hints", &[path.display().to_string()]);
     // Root may reopen the file (it overrides the mode), but the hints are sealed against
     // writes by anyone but the daemon's own mapping.
@@ -221,10 +221,9 @@ fn the_lock_hints_cannot_be_made_writable_even_by_root() {
 
 #[test]
 fn the_nsems_query_is_permission_checked() {
-    if !is_root() {
+    let Some(path) = daemon_as_root() else {
         return;
-    }
-    let path = daemon();
+    };
     let c = Connection::connect(path, false).unwrap();
     let semid = ret(
         &c,

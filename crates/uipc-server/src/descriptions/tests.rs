@@ -28,6 +28,13 @@ fn temp() -> File {
     tempfile_in_dev_shm()
 }
 
+/// A fresh temporary file and the identity of the file it is.
+fn temp_and_id() -> (File, FileId) {
+    let f = temp();
+    let id = open_file_of(f.as_raw_fd()).unwrap().file;
+    (f, id)
+}
+
 fn tempfile_in_dev_shm() -> File {
     let path = std::env::temp_dir().join(format!(
         "uipc-desc-{}-{}",
@@ -52,8 +59,7 @@ fn a_dup_is_the_same_description_and_a_second_open_is_not() {
     let _serial = serial();
     let locks = LockManager::new();
     let d = Descriptions::new();
-    let a = temp();
-    let file = open_file_of(a.as_raw_fd()).unwrap().file;
+    let (a, file) = temp_and_id();
     let dup = a.as_fd().try_clone_to_owned().unwrap();
     let reopened = File::open(format!("/proc/self/fd/{}", a.as_raw_fd())).unwrap();
     let id = d
@@ -93,8 +99,7 @@ fn another_process_holding_the_description_counts_as_a_reference() {
     let _serial = serial();
     let locks = LockManager::new();
     let d = Descriptions::new();
-    let f = temp();
-    let file = open_file_of(f.as_raw_fd()).unwrap().file;
+    let (f, file) = temp_and_id();
     let id = d
         .acquire(&f.as_fd().try_clone_to_owned().unwrap(), file, me())
         .unwrap();
@@ -167,8 +172,7 @@ fn step(child: &mut std::process::Child) {
 fn a_witness_is_checked_again_at_each_use_and_never_decides_alone() {
     let _serial = serial();
     let d = Descriptions::new();
-    let f = temp();
-    let file = open_file_of(f.as_raw_fd()).unwrap().file;
+    let (f, file) = temp_and_id();
     let mine = [(me(), f.as_raw_fd())];
     // A caller holding it as descriptor 4: found among the callers' descriptors.
     let mut caller = holder(&f, "read x; exec 4</dev/null; echo ok");

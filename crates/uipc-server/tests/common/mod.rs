@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
+use uipc_proto::client::Connection;
 use uipc_server::{Options, Server, Shared};
 
 static N: AtomicUsize = AtomicUsize::new(0);
@@ -13,6 +14,23 @@ static N: AtomicUsize = AtomicUsize::new(0);
 /// the daemon's shared state.
 pub fn start(tag: &str) -> (PathBuf, Arc<Shared>) {
     start_with(tag, false)
+}
+
+/// [`start`], and a connection to the daemon (`new_image` as [`Connection::connect`] takes it).
+#[allow(dead_code)] // not every test binary speaks through a connection
+pub fn start_connected(tag: &str, new_image: bool) -> (PathBuf, Arc<Shared>, Connection) {
+    let (path, shared) = start(tag);
+    let c = Connection::connect(&path, new_image).unwrap();
+    (path, shared, c)
+}
+
+/// [`start_connected`] (not a new image) and a private one-semaphore set made through the
+/// connection ([`new_sem`]): its id last.
+#[allow(dead_code)] // not every test binary makes a set
+pub fn with_sem(tag: &str) -> (PathBuf, Arc<Shared>, Connection, i32) {
+    let (path, shared, c) = start_connected(tag, false);
+    let semid = new_sem(&c);
+    (path, shared, c, semid)
 }
 
 /// [`start`], with `shared`: a socket other users may connect to.
@@ -145,6 +163,34 @@ pub fn hello_frame() -> Vec<u8> {
     let mut f = (h.len() as u32).to_le_bytes().to_vec();
     f.extend_from_slice(&h);
     f
+}
+
+/// A pipe, then a fork: the child's pid (0 in the child) and the pipe's `[read, write]` ends.
+///
+/// # Safety
+/// The child must make only calls that are safe after a fork of a multi-threaded process
+/// (system calls, glibc's malloc) and must leave by `_exit` or be killed.
+#[allow(dead_code)] // not every test binary forks
+pub unsafe fn fork_with_pipe() -> (libc::pid_t, [i32; 2]) {
+    let mut fds = [0i32; 2];
+    // SAFETY: a pipe into a live array.
+    assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+    // SAFETY: the caller answers for what the child does.
+    let child = unsafe { libc::fork() };
+    assert!(child >= 0);
+    (child, fds)
+}
+
+/// One byte read from `fd` (a pipe's read end); panics on end of file or error.
+#[allow(dead_code)] // not every test binary forks
+pub fn read_byte(fd: i32) -> u8 {
+    let mut byte = 0u8;
+    // SAFETY: reads one byte into a live buffer.
+    assert_eq!(
+        unsafe { libc::read(fd, (&mut byte as *mut u8).cast(), 1) },
+        1
+    );
+    byte
 }
 
 /// A private one-semaphore set made through `c`: its id.
