@@ -401,10 +401,14 @@ mod tests {
 
     #[test]
     fn ticks_are_short_and_in_the_unit_the_range_calls_for() {
-        assert_eq!(short(3000000.0), "3000000");
-        assert_eq!(short(2.0), "2");
-        assert_eq!(short(0.25), "0.25");
-        assert_eq!(short(12.5), "12.5");
+        for (v, shown) in [
+            (3000000.0, "3000000"),
+            (2.0, "2"),
+            (0.25, "0.25"),
+            (12.5, "12.5"),
+        ] {
+            assert_eq!(short(v), shown);
+        }
         // Linear: one unit, by the largest value, in the title.
         let t = Ticks::new("µs total", 3_000_000.0, false);
         assert_eq!(t.title, "s total");

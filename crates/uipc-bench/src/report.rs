@@ -253,10 +253,15 @@ mod tests {
 
     #[test]
     fn small_ratios_keep_two_significant_digits() {
-        assert_eq!(fmt_ratio(20.0), "20.0x");
-        assert_eq!(fmt_ratio(0.8), "0.8x");
-        assert_eq!(fmt_ratio(0.0046), "0.0046x");
-        assert_eq!(fmt_ratio(0.05), "0.050x");
+        let cases = [
+            (20.0, "20.0x"),
+            (0.8, "0.8x"),
+            (0.0046, "0.0046x"),
+            (0.05, "0.050x"),
+        ];
+        for (ratio, shown) in cases {
+            assert_eq!(fmt_ratio(ratio), shown);
+        }
     }
 
     #[test]

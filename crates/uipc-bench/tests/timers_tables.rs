@@ -5,10 +5,11 @@
 //! `cargo test -p uipc-bench --release --test timers_tables -- --ignored --nocapture`.
 //! The small correctness run below it is not ignored.
 
-use std::sync::{Arc, Barrier};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 use uipc::timers::TimerTable;
 use uipc_bench::before::timer_tables::{MainlineTable, SeedHashTable, TimerIndex, XarrayTable};
+use uipc_bench::scenarios::timers::parallel;
 
 fn designs() -> Vec<(&'static str, Arc<dyn TimerIndex<u64>>)> {
     vec![
@@ -75,19 +76,11 @@ fn seed_004_table_scenarios() {
     }
     let workers = 4;
     for (name, t) in designs() {
-        let barrier = Arc::new(Barrier::new(workers));
-        let handles: Vec<_> = (0..workers)
-            .map(|w| {
-                let (t, barrier) = (t.clone(), barrier.clone());
-                std::thread::spawn(move || {
-                    barrier.wait();
-                    let (c, l) = create_then_lookup(&*t, 100 + w as i32, 20_000);
-                    let d = create_delete_loop(&*t, 1000 + w as i32, 100_000);
-                    (c, l, d)
-                })
-            })
-            .collect();
-        let r: Vec<_> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+        let r = parallel(workers, move |w| {
+            let (c, l) = create_then_lookup(&*t, 100 + w as i32, 20_000);
+            let d = create_delete_loop(&*t, 1000 + w as i32, 100_000);
+            (c, l, d)
+        });
         let avg = |f: fn(&(Duration, Duration, Duration)) -> Duration| {
             r.iter().map(|x| ms(f(x))).sum::<f64>() / workers as f64
         };

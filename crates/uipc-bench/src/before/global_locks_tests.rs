@@ -153,11 +153,17 @@ fn a_request_closing_a_cycle_of_owners_gets_edeadlk() {
     });
 }
 
-#[test]
-fn flock_shared_locks_coexist_and_exclusive_waits_or_fails_with_lock_nb() {
+/// A table in which owners 1 and 2 hold shared flock locks on FILE.
+fn shared_by_1_and_2() -> GlobalLockTable {
     let t = GlobalLockTable::new();
     t.flock(FILE, 1, LOCK_SH).unwrap();
     t.flock(FILE, 2, LOCK_SH).unwrap();
+    t
+}
+
+#[test]
+fn flock_shared_locks_coexist_and_exclusive_waits_or_fails_with_lock_nb() {
+    let t = shared_by_1_and_2();
     assert_eq!(t.flock(FILE, 3, LOCK_EX | LOCK_NB), Err(Errno::EWOULDBLOCK));
     // flock never conflicts with POSIX locks.
     assert_eq!(t.posix(FILE, 9, F_WRLCK, 0, EOF, false), Ok(()));
@@ -174,9 +180,7 @@ fn flock_shared_locks_coexist_and_exclusive_waits_or_fails_with_lock_nb() {
 
 #[test]
 fn flock_conversion_drops_the_old_lock_first() {
-    let t = GlobalLockTable::new();
-    t.flock(FILE, 1, LOCK_SH).unwrap();
-    t.flock(FILE, 2, LOCK_SH).unwrap();
+    let t = shared_by_1_and_2();
     // A failed non-blocking upgrade leaves 1 with no lock at all.
     assert_eq!(t.flock(FILE, 1, LOCK_EX | LOCK_NB), Err(Errno::EWOULDBLOCK));
     t.flock(FILE, 2, LOCK_EX | LOCK_NB).unwrap();

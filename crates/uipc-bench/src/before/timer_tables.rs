@@ -55,47 +55,34 @@ pub trait TimerIndex<T>: Send + Sync {
     fn memory_bytes(&self) -> usize;
 }
 
-impl<T: Send + Sync> TimerIndex<T> for TimerTable<T> {
-    fn try_reserve(&self, owner: i32, id: i32) -> bool {
-        TimerTable::try_reserve(self, owner, id)
-    }
-    fn publish(&self, owner: i32, id: i32, value: Arc<T>) -> bool {
-        TimerTable::publish(self, owner, id, value)
-    }
-    fn lookup(&self, owner: i32, id: i32) -> Option<Arc<T>> {
-        TimerTable::lookup(self, owner, id)
-    }
-    fn read(&self, owner: i32, id: i32, f: &mut dyn FnMut(&T)) -> bool {
-        TimerTable::read(self, owner, id, f).is_some()
-    }
-    fn remove(&self, owner: i32, id: i32) -> Option<Arc<T>> {
-        TimerTable::remove(self, owner, id)
-    }
-    fn memory_bytes(&self) -> usize {
-        TimerTable::memory_bytes(self)
-    }
+/// `TimerIndex` for a table whose inherent methods have the trait's names and shapes.
+macro_rules! timer_index_by_inherent_methods {
+    ($table:ident) => {
+        impl<T: Send + Sync> TimerIndex<T> for $table<T> {
+            fn try_reserve(&self, owner: i32, id: i32) -> bool {
+                $table::try_reserve(self, owner, id)
+            }
+            fn publish(&self, owner: i32, id: i32, value: Arc<T>) -> bool {
+                $table::publish(self, owner, id, value)
+            }
+            fn lookup(&self, owner: i32, id: i32) -> Option<Arc<T>> {
+                $table::lookup(self, owner, id)
+            }
+            fn read(&self, owner: i32, id: i32, f: &mut dyn FnMut(&T)) -> bool {
+                $table::read(self, owner, id, f).is_some()
+            }
+            fn remove(&self, owner: i32, id: i32) -> Option<Arc<T>> {
+                $table::remove(self, owner, id)
+            }
+            fn memory_bytes(&self) -> usize {
+                $table::memory_bytes(self)
+            }
+        }
+    };
 }
 
-impl<T: Send + Sync> TimerIndex<T> for SeedHashTable<T> {
-    fn try_reserve(&self, owner: i32, id: i32) -> bool {
-        SeedHashTable::try_reserve(self, owner, id)
-    }
-    fn publish(&self, owner: i32, id: i32, value: Arc<T>) -> bool {
-        SeedHashTable::publish(self, owner, id, value)
-    }
-    fn lookup(&self, owner: i32, id: i32) -> Option<Arc<T>> {
-        SeedHashTable::lookup(self, owner, id)
-    }
-    fn read(&self, owner: i32, id: i32, f: &mut dyn FnMut(&T)) -> bool {
-        SeedHashTable::read(self, owner, id, f).is_some()
-    }
-    fn remove(&self, owner: i32, id: i32) -> Option<Arc<T>> {
-        SeedHashTable::remove(self, owner, id)
-    }
-    fn memory_bytes(&self) -> usize {
-        SeedHashTable::memory_bytes(self)
-    }
-}
+timer_index_by_inherent_methods!(TimerTable);
+timer_index_by_inherent_methods!(SeedHashTable);
 
 type Chain<T> = Vec<(i32, i32, Option<Arc<T>>)>;
 

@@ -182,12 +182,24 @@ fn uipc_task(
     Ok((t0, Instant::now()))
 }
 
-pub(crate) fn uipc_run(test: &LockTest, sizes: &Sizes) -> Result<TaskTimes, Errno> {
-    let manager = LockManager::new();
+/// A task of a design on its table `on`: the `i`th task, released by `start`.
+type Task<T> = fn(&T, &LockTest, usize, usize, &Barrier) -> Result<(Instant, Instant), Errno>;
+
+/// `test` at `sizes` on one design: its table `on`, each task running `task`.
+fn run_design<T: Sync>(
+    on: T,
+    task: Task<T>,
+    test: &LockTest,
+    sizes: &Sizes,
+) -> Result<TaskTimes, Errno> {
     let iterations = sizes.iterations(test);
     threaded(sizes.tasks, |i, start| {
-        uipc_task(&manager, test, iterations, i, start)
+        task(&on, test, iterations, i, start)
     })
+}
+
+pub(crate) fn uipc_run(test: &LockTest, sizes: &Sizes) -> Result<TaskTimes, Errno> {
+    run_design(LockManager::new(), uipc_task, test, sizes)
 }
 
 /// One task on the "before" design: pid `1000 + i`, open file description `i`.
@@ -218,11 +230,7 @@ fn before_task(
 }
 
 pub(crate) fn before_run(test: &LockTest, sizes: &Sizes) -> Result<TaskTimes, Errno> {
-    let table = GlobalLockTable::new();
-    let iterations = sizes.iterations(test);
-    threaded(sizes.tasks, |i, start| {
-        before_task(&table, test, iterations, i, start)
-    })
+    run_design(GlobalLockTable::new(), before_task, test, sizes)
 }
 
 /// Where the kernel column's files go: tmpfs as in the seed, else the temporary directory.

@@ -77,6 +77,20 @@ fn hammer(keys: &Arc<Vec<u32>>, lookup: impl Fn(u32) -> bool + Send + Sync + 'st
 }
 
 /// Runs the scenario.
+/// Rounds of uipc's table, dashmap and scc (in that order) into row `row` of `t`.
+fn three_designs(
+    b: &Bench,
+    t: &mut Table,
+    row: &str,
+    [uipc, dashmap, scc]: [&mut dyn FnMut() -> f64; 3],
+) {
+    b.rounds(
+        t,
+        row,
+        &mut [("uipc", uipc), ("dashmap", dashmap), ("scc", scc)],
+    );
+}
+
 pub fn run(b: &Bench) -> Vec<Table> {
     let sizes = sizes(b.opts.quick);
     b.plan("peers", (sizes.len() * 6 * b.opts.runs) as u64);
@@ -124,15 +138,7 @@ pub fn run(b: &Bench) -> Vec<Table> {
             let s = scc_index.clone();
             hammer(&keys, move |k| s.peek_with(&k, |_, v| v.clone()).is_some())
         };
-        b.rounds(
-            &mut by_id,
-            &p,
-            &mut [
-                ("uipc", &mut uipc as &mut dyn FnMut() -> f64),
-                ("dashmap", &mut dashmap),
-                ("scc", &mut scc),
-            ],
-        );
+        three_designs(b, &mut by_id, &p, [&mut uipc, &mut dashmap, &mut scc]);
 
         // Key lookups: the engine's registry, opening existing keys (`*get` without IPC_CREAT).
         // IPC keys are the table keys plus one, as key 0 is IPC_PRIVATE (never in the table).
@@ -178,15 +184,7 @@ pub fn run(b: &Bench) -> Vec<Table> {
                 s.read_sync(&(k as i32), |_, v| *v).is_some()
             })
         };
-        b.rounds(
-            &mut by_key,
-            &p,
-            &mut [
-                ("uipc", &mut uipc as &mut dyn FnMut() -> f64),
-                ("dashmap", &mut dashmap),
-                ("scc", &mut scc),
-            ],
-        );
+        three_designs(b, &mut by_key, &p, [&mut uipc, &mut dashmap, &mut scc]);
     }
     vec![by_id, by_key]
 }

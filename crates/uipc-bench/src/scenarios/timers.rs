@@ -80,7 +80,7 @@ fn slot(same_process: bool, i: usize, n: i32) -> (i32, i32) {
 }
 
 /// Runs `work(i)` on `threads` threads started together; their results in order.
-fn parallel<R: Send + 'static>(
+pub fn parallel<R: Send + 'static>(
     threads: usize,
     work: impl Fn(usize) -> R + Send + Sync + 'static,
 ) -> Vec<R> {
@@ -222,42 +222,20 @@ pub fn run(b: &Bench) -> Vec<Table> {
         }
     }
 
-    let mut t4c = Table::new(
-        &format!("test 4, T threads x {per_thread}: create, per thread"),
-        "threads",
-        "µs",
-        &cols,
-    );
-    let mut t4g = Table::new(
-        &format!("test 4, T threads x {per_thread}: getoverrun lookups, per thread"),
-        "threads",
-        "µs",
-        &cols,
-    );
-    let mut t5c = Table::new(
-        &format!("test 5, T processes x {per_thread}: create, per process"),
-        "processes",
-        "µs",
-        &cols,
-    );
-    let mut t5g = Table::new(
-        &format!("test 5, T processes x {per_thread}: getoverrun lookups, per process"),
-        "processes",
-        "µs",
-        &cols,
-    );
-    let mut lt = Table::new(
-        &format!("T threads, {loop_n} x create+delete each, per thread"),
-        "threads",
-        "µs",
-        &cols,
-    );
-    let mut lp = Table::new(
-        &format!("T processes, {loop_n} x create+delete each, per process"),
-        "processes",
-        "µs",
-        &cols,
-    );
+    // Test `test` with T `per` (each `one` of them): its create and getoverrun tables, and
+    // the create+delete loop's.
+    let tables = |test: u32, per: &str, one: &str| {
+        let us = |title: String| Table::new(&title, per, "µs", &cols);
+        let of_test = |what: &str| {
+            us(format!(
+                "test {test}, T {per} x {per_thread}: {what}, per {one}"
+            ))
+        };
+        let loops = us(format!("T {per}, {loop_n} x create+delete each, per {one}"));
+        (of_test("create"), of_test("getoverrun lookups"), loops)
+    };
+    let (mut t4c, mut t4g, mut lt) = tables(4, "threads", "thread");
+    let (mut t5c, mut t5g, mut lp) = tables(5, "processes", "process");
     for &t in &thread_counts {
         let p = t.to_string();
         for (name, make) in DESIGNS {

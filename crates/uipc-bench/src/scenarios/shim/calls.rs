@@ -71,6 +71,18 @@ pub(crate) const CALLS: &[Call] = &[
     },
 ];
 
+/// Runs `call(i)` for `i` in `0..iters`: nanoseconds per call, or `None` at the first that
+/// fails (returns false).
+fn per_call(iters: u32, mut call: impl FnMut(u32) -> bool) -> Option<f64> {
+    let t0 = Instant::now();
+    for i in 0..iters {
+        if !call(i) {
+            return None;
+        }
+    }
+    Some(ns_per(t0, iters))
+}
+
 fn ns_per(t0: Instant, iters: u32) -> f64 {
     t0.elapsed().as_secs_f64() * 1e9 / f64::from(iters.max(1))
 }
@@ -124,13 +136,9 @@ pub(crate) fn sop(id: i32, num: u16, op: i16, flg: i16) -> bool {
 /// `iters` semops alternating +1 and -1 on one uncontended semaphore.
 fn semop_with(iters: u32, flg: i16) -> Option<f64> {
     let set = SemSet::new(1)?;
-    let t0 = Instant::now();
-    for i in 0..iters {
-        if !sop(set.0, 0, if i % 2 == 0 { 1 } else { -1 }, flg) {
-            return None;
-        }
-    }
-    Some(ns_per(t0, iters))
+    per_call(iters, |i| {
+        sop(set.0, 0, if i % 2 == 0 { 1 } else { -1 }, flg)
+    })
 }
 
 fn semop_plain(iters: u32) -> Option<f64> {
@@ -143,14 +151,10 @@ fn semop_undo(iters: u32) -> Option<f64> {
 
 fn getval(iters: u32) -> Option<f64> {
     let set = SemSet::new(1)?;
-    let t0 = Instant::now();
-    for _ in 0..iters {
+    per_call(iters, |_| {
         // SAFETY: GETVAL takes no argument.
-        if unsafe { libc::semctl(set.0, 0, libc::GETVAL) } != 0 {
-            return None;
-        }
-    }
-    Some(ns_per(t0, iters))
+        unsafe { libc::semctl(set.0, 0, libc::GETVAL) == 0 }
+    })
 }
 
 /// A key unlikely to be used by anyone else in the namespace.
@@ -164,27 +168,19 @@ fn semget_existing(iters: u32) -> Option<f64> {
     // SAFETY: integer arguments only.
     let id = unsafe { libc::semget(key, 1, libc::IPC_CREAT | libc::IPC_EXCL | 0o600) };
     let set = (id >= 0).then_some(SemSet(id))?;
-    let t0 = Instant::now();
-    for _ in 0..iters {
+    per_call(iters, |_| {
         // SAFETY: integer arguments only.
-        if unsafe { libc::semget(key, 1, 0o600) } != set.0 {
-            return None;
-        }
-    }
-    Some(ns_per(t0, iters))
+        unsafe { libc::semget(key, 1, 0o600) == set.0 }
+    })
 }
 
 fn msgget_existing(iters: u32) -> Option<f64> {
     let key = own_key(2);
     let q = Queue::new(key)?;
-    let t0 = Instant::now();
-    for _ in 0..iters {
+    per_call(iters, |_| {
         // SAFETY: integer arguments only.
-        if unsafe { libc::msgget(key, 0o600) } != q.0 {
-            return None;
-        }
-    }
-    Some(ns_per(t0, iters))
+        unsafe { libc::msgget(key, 0o600) == q.0 }
+    })
 }
 
 /// A message of 64 bytes of text behind its type.
@@ -210,14 +206,10 @@ fn msg_pair(iters: u32) -> Option<f64> {
         mtype: 1,
         text: [7; 64],
     };
-    let t0 = Instant::now();
-    for _ in 0..iters {
+    per_call(iters, |_| {
         m.mtype = 1;
-        if !send(q.0, &m) || !recv(q.0, &mut m, 0) {
-            return None;
-        }
-    }
-    Some(ns_per(t0, iters))
+        send(q.0, &m) && recv(q.0, &mut m, 0)
+    })
 }
 
 /// Runs `child` in a forked process (leaving with `_exit`, its result as the status) while the
@@ -332,29 +324,21 @@ fn fcntl_pair(iters: u32) -> Option<f64> {
     // SAFETY: an all-zero struct flock is valid; the fields that matter are set below.
     let mut fl: libc::flock = unsafe { std::mem::zeroed() };
     fl.l_whence = libc::SEEK_SET as i16;
-    let t0 = Instant::now();
-    for _ in 0..iters {
-        for ty in [libc::F_WRLCK, libc::F_UNLCK] {
+    per_call(iters, |_| {
+        [libc::F_WRLCK, libc::F_UNLCK].into_iter().all(|ty| {
             fl.l_type = ty as i16;
             // SAFETY: a valid struct flock.
-            if unsafe { libc::fcntl(f.0, libc::F_SETLK, &fl) } != 0 {
-                return None;
-            }
-        }
-    }
-    Some(ns_per(t0, iters))
+            unsafe { libc::fcntl(f.0, libc::F_SETLK, &fl) == 0 }
+        })
+    })
 }
 
 fn flock_pair(iters: u32) -> Option<f64> {
     let f = Scratch::new()?;
-    let t0 = Instant::now();
-    for _ in 0..iters {
+    per_call(iters, |_| {
         // SAFETY: integer arguments only.
-        if unsafe { libc::flock(f.0, libc::LOCK_EX) != 0 || libc::flock(f.0, libc::LOCK_UN) != 0 } {
-            return None;
-        }
-    }
-    Some(ns_per(t0, iters))
+        unsafe { libc::flock(f.0, libc::LOCK_EX) == 0 && libc::flock(f.0, libc::LOCK_UN) == 0 }
+    })
 }
 
 /// A SIGEV_NONE CLOCK_MONOTONIC timer, deleted when dropped.
@@ -397,24 +381,16 @@ fn timer_get(iters: u32) -> Option<f64> {
         return None;
     }
     let mut cur = ARMED;
-    let t0 = Instant::now();
-    for _ in 0..iters {
+    per_call(iters, |_| {
         // SAFETY: a valid out pointer.
-        if unsafe { libc::timer_gettime(t.0, &mut cur) } != 0 {
-            return None;
-        }
-    }
-    Some(ns_per(t0, iters))
+        unsafe { libc::timer_gettime(t.0, &mut cur) == 0 }
+    })
 }
 
 fn timer_set(iters: u32) -> Option<f64> {
     let t = Timer::new()?;
-    let t0 = Instant::now();
-    for _ in 0..iters {
+    per_call(iters, |_| {
         // SAFETY: a valid itimerspec; no old value wanted.
-        if unsafe { libc::timer_settime(t.0, 0, &ARMED, std::ptr::null_mut()) } != 0 {
-            return None;
-        }
-    }
-    Some(ns_per(t0, iters))
+        unsafe { libc::timer_settime(t.0, 0, &ARMED, std::ptr::null_mut()) == 0 }
+    })
 }
