@@ -59,24 +59,7 @@ fn connections_that_never_say_hello_are_capped_and_timed_out() {
 /// The daemon with a low descriptor limit: does nothing unless started by the test.
 #[test]
 fn daemon_side() {
-    let Ok(socket) = std::env::var("UIPC_LIMITS_DAEMON") else {
-        return;
-    };
-    let lim = libc::rlimit {
-        rlim_cur: NOFILE,
-        rlim_max: NOFILE,
-    };
-    // SAFETY: sets this process's own limit from a live struct.
-    assert_eq!(unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &lim) }, 0);
-    let server = uipc_server::Server::bind(&uipc_server::Options {
-        socket: socket.into(),
-        shared: false,
-        private_to: None,
-        state: None,
-        state_discard_damaged: false,
-    })
-    .unwrap();
-    let _ = server.run();
+    common::limited_daemon_side("UIPC_LIMITS_DAEMON", libc::RLIMIT_NOFILE, NOFILE, false);
 }
 
 #[test]

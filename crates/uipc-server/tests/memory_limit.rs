@@ -31,24 +31,7 @@ const CONNS: usize = 3;
 /// The daemon with the address-space limit: does nothing unless started by the test.
 #[test]
 fn daemon_side() {
-    let Ok(socket) = std::env::var("UIPC_AS_DAEMON") else {
-        return;
-    };
-    let lim = libc::rlimit {
-        rlim_cur: AS_LIMIT,
-        rlim_max: AS_LIMIT,
-    };
-    // SAFETY: sets this process's own limit from a live struct.
-    assert_eq!(unsafe { libc::setrlimit(libc::RLIMIT_AS, &lim) }, 0);
-    let server = uipc_server::Server::bind(&uipc_server::Options {
-        socket: socket.into(),
-        shared: true,
-        private_to: None,
-        state: None,
-        state_discard_damaged: false,
-    })
-    .unwrap();
-    let _ = server.run();
+    common::limited_daemon_side("UIPC_AS_DAEMON", libc::RLIMIT_AS, AS_LIMIT, true);
 }
 
 /// One flooding user: does nothing unless started by the test. Each connection says hello,

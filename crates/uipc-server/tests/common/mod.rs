@@ -56,6 +56,37 @@ pub fn start_with(tag: &str, shared: bool) -> (PathBuf, Arc<Shared>) {
     (socket, shared)
 }
 
+/// The daemon side of a test that runs the daemon in a child process (this binary again)
+/// with a resource limit of its own: with the environment variable `var` set to a socket
+/// path, sets `resource` to `limit` and serves on that socket (`shared`: other users may
+/// connect) until killed; without it, does nothing.
+#[allow(dead_code)] // not every test binary runs a daemon child
+pub fn limited_daemon_side(
+    var: &str,
+    resource: libc::__rlimit_resource_t,
+    limit: u64,
+    shared: bool,
+) {
+    let Ok(socket) = std::env::var(var) else {
+        return;
+    };
+    let lim = libc::rlimit {
+        rlim_cur: limit,
+        rlim_max: limit,
+    };
+    // SAFETY: sets this process's own limit from a live struct.
+    assert_eq!(unsafe { libc::setrlimit(resource, &lim) }, 0);
+    let server = Server::bind(&Options {
+        socket: socket.into(),
+        shared,
+        private_to: None,
+        state: None,
+        state_discard_damaged: false,
+    })
+    .unwrap();
+    let _ = server.run();
+}
+
 /// Runs this test binary again as uid/gid 65534 (`nobody`), only its test `entry`, with
 /// `UIPC_NOBODY` set to the scenario and its arguments; asserts that it passed. The entry
 /// reads the variable and does nothing without it.
