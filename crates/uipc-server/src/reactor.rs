@@ -38,18 +38,20 @@
 //!
 //! [`FrameReader`]: uipc_proto::reader::FrameReader
 
+mod accept;
+
 use crate::conn::Conn;
 use crate::conn::Job;
-use crate::limits::{Users, FD_RESERVE, HELLO_TIMEOUT};
+use crate::limits::{Users, FD_RESERVE};
 use crate::sync::lock;
 use crate::Shared;
 use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
-use std::os::unix::net::{UnixListener, UnixStream};
+use std::os::unix::net::UnixListener;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 const LISTENER: u64 = 0;
 const WAKE: u64 = 1;
@@ -92,43 +94,6 @@ pub struct Reactor {
     fd_ceiling: u64,
 }
 
-fn open_spare() -> Option<OwnedFd> {
-    // SAFETY: opens a NUL-terminated path; the result is checked and owned.
-    let raw = unsafe { libc::open(c"/dev/null".as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) };
-    // SAFETY: a fresh descriptor owned by nobody else.
-    (raw >= 0).then(|| unsafe { OwnedFd::from_raw_fd(raw) })
-}
-
-fn fd_limit() -> u64 {
-    let mut lim = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: reads this process's limit into a live struct.
-    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } != 0 {
-        return 1024;
-    }
-    lim.rlim_cur
-}
-
-/// The uid of the peer of a connected socket.
-fn peer_uid(fd: RawFd) -> Option<u32> {
-    // SAFETY: zeroed ucred is valid output space.
-    let mut cred: libc::ucred = unsafe { std::mem::zeroed() };
-    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
-    // SAFETY: reads the peer credentials into live space of the stated size.
-    let r = unsafe {
-        libc::getsockopt(
-            fd,
-            libc::SOL_SOCKET,
-            libc::SO_PEERCRED,
-            (&mut cred as *mut libc::ucred).cast(),
-            &mut len,
-        )
-    };
-    (r == 0).then_some(cred.uid)
-}
-
 /// Wakes the leader from `epoll_wait` through the eventfd `wake`.
 pub(crate) fn kick(wake: &OwnedFd) {
     let one: u64 = 1;
@@ -141,35 +106,6 @@ fn cvt(r: libc::c_int) -> io::Result<libc::c_int> {
         Err(io::Error::last_os_error())
     } else {
         Ok(r)
-    }
-}
-
-/// How long a worker may wait for a client to make room for its reply before the connection
-/// is given up (a client that sends without reading would otherwise hold workers).
-const SEND_TIMEOUT: libc::timeval = libc::timeval {
-    tv_sec: 10,
-    tv_usec: 0,
-};
-
-/// Credentials on every frame, and the send timeout.
-fn prepare_socket(fd: RawFd) {
-    let on: libc::c_int = 1;
-    // SAFETY: sets an int option and a timeval option from live values of the right sizes.
-    unsafe {
-        libc::setsockopt(
-            fd,
-            libc::SOL_SOCKET,
-            libc::SO_PASSCRED,
-            (&on as *const libc::c_int).cast(),
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        );
-        libc::setsockopt(
-            fd,
-            libc::SOL_SOCKET,
-            libc::SO_SNDTIMEO,
-            (&SEND_TIMEOUT as *const libc::timeval).cast(),
-            std::mem::size_of::<libc::timeval>() as libc::socklen_t,
-        );
     }
 }
 
@@ -195,8 +131,8 @@ impl Reactor {
             listener: OnceLock::new(),
             users: Users::with_uncapped(uncapped),
             hello_due: Mutex::new(VecDeque::new()),
-            spare: Mutex::new(open_spare()),
-            fd_ceiling: fd_limit().saturating_sub(FD_RESERVE),
+            spare: Mutex::new(accept::open_spare()),
+            fd_ceiling: accept::fd_limit().saturating_sub(FD_RESERVE),
         };
         r.add(r.wake.as_raw_fd(), WAKE, libc::EPOLLIN as u32)?;
         Ok(r)
@@ -378,77 +314,6 @@ impl Reactor {
         self.fire_deadlines(shared);
         self.expire_hellos();
     }
-
-    fn accept_all(&self, shared: &Arc<Shared>) {
-        let Some(listener) = self.listener.get() else {
-            return;
-        };
-        for _ in 0..ACCEPTS_PER_TURN {
-            // SAFETY: accepts on our live listening socket; no address is asked for.
-            let raw = unsafe {
-                libc::accept4(
-                    listener.as_raw_fd(),
-                    std::ptr::null_mut(),
-                    std::ptr::null_mut(),
-                    libc::SOCK_CLOEXEC,
-                )
-            };
-            if raw < 0 {
-                match io::Error::last_os_error().raw_os_error() {
-                    Some(libc::EAGAIN) => return,
-                    Some(libc::EINTR) | Some(libc::ECONNABORTED) => continue,
-                    Some(libc::EMFILE) | Some(libc::ENFILE) => return self.shed(listener),
-                    _ => {
-                        // Out of memory: let clients wait in the backlog rather than spin
-                        // on the still-readable listener.
-                        eprintln!("uipc serve: accept: {}", io::Error::last_os_error());
-                        std::thread::sleep(Duration::from_millis(50));
-                        return;
-                    }
-                }
-            }
-            // SAFETY: a fresh connected socket owned by nobody else.
-            let stream = unsafe { UnixStream::from_raw_fd(raw) };
-            let budget = if (raw as u64) < self.fd_ceiling {
-                peer_uid(raw).and_then(|uid| Some((uid, self.users.admit(uid)?)))
-            } else {
-                None
-            };
-            let Some((uid, budget)) = budget else {
-                continue;
-            };
-            prepare_socket(raw);
-            let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-            let conn = Conn::new(id, stream, &shared.jobs, uid, budget);
-            lock(&self.conns).insert(id, conn.clone());
-            lock(&self.hello_due).push_back((Instant::now() + HELLO_TIMEOUT, id));
-            let events = (libc::EPOLLIN | libc::EPOLLRDHUP) as u32;
-            if self.add(conn.fd(), id, events).is_err() {
-                self.remove(&conn);
-            }
-        }
-    }
-
-    /// Out of descriptors: closes the spare one to accept a waiting connection and close it
-    /// (its client sees end of file rather than a hang), then takes the spare back.
-    fn shed(&self, listener: &UnixListener) {
-        let mut spare = lock(&self.spare);
-        *spare = None;
-        // SAFETY: accepts on our live listening socket; the descriptor is closed at once.
-        unsafe {
-            let raw = libc::accept4(
-                listener.as_raw_fd(),
-                std::ptr::null_mut(),
-                std::ptr::null_mut(),
-                libc::SOCK_CLOEXEC,
-            );
-            if raw >= 0 {
-                libc::close(raw);
-            }
-        }
-        *spare = open_spare();
-    }
-
     /// Reads what `conn` sent: at a frame boundary, a first chunk (a page); within a frame,
     /// [`BULK_READ`] bytes if `bulk_reads` is not spent (counting one off), else nothing this
     /// turn.
