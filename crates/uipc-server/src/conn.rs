@@ -159,6 +159,8 @@ pub struct Conn {
     pub uid: u32,
     /// The Hello was answered (the event loop's view, for frame bounds).
     pub(crate) greeted: AtomicBool,
+    /// Watched in the event loop's second set (not greeted, or within a long frame).
+    pub(crate) slow: AtomicBool,
     stream: UnixStream,
     /// Raised to end the call in flight with EINTR.
     pub irq: Interrupt,
@@ -207,6 +209,7 @@ impl Conn {
                 id,
                 uid,
                 greeted: AtomicBool::new(false),
+                slow: AtomicBool::new(true),
                 stream,
                 park: ParkCtx::new(
                     Arc::new(move || {

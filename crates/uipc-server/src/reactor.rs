@@ -20,7 +20,12 @@
 //! long frame's payload gets [`BULK_READ`] bytes, and only the first [`BULK_READS_PER_TURN`]
 //! of those in a turn are read at all. What is left stays ready (level-triggered) and is
 //! reported again in a later turn, after the sockets that were ready before it, so every
-//! socket takes its turn.
+//! socket takes its turn. Connections not greeted yet, or within a long frame, are watched in
+//! a second epoll set (itself in the first, token `SLOW`), of which a turn takes at most
+//! [`SLOW_EVENTS`] sockets: a greeted client at a frame boundary waits for no more than a
+//! turn or two however many such sockets are ready. A connection moves between the sets
+//! ([`Reactor::place`], by the leader after a read) under `conns`, so that a removed one is
+//! never watched again.
 //!
 //! Deadlines: an ordered set of (instant, connection id); `epoll_wait` sleeps until the
 //! nearest (rounded up to the millisecond, so a deadline is due when it fires), then each due
@@ -57,6 +62,12 @@ const LISTENER: u64 = 0;
 const WAKE: u64 = 1;
 /// The process table's exit set (`crate::exits`).
 const EXITS: u64 = 2;
+/// The second set of sockets (not greeted, or within a long frame), itself watched.
+const SLOW: u64 = 3;
+/// What a connection's socket is watched for.
+const CONN_EVENTS: u32 = (libc::EPOLLIN | libc::EPOLLRDHUP) as u32;
+/// Events taken from the second set in one turn.
+const SLOW_EVENTS: usize = 16;
 /// Events taken from one epoll_wait; a batch this full may have left the exit set's for the next.
 const EVENTS: usize = 64;
 /// Frames read from one socket per readiness report: one, as a client has at most one call in
@@ -79,6 +90,8 @@ const BULK_READS_PER_TURN: usize = 4;
 /// The loop's shared state.
 pub struct Reactor {
     epoll: OwnedFd,
+    /// The second set: connections not greeted yet or within a long frame.
+    slow: OwnedFd,
     wake: OwnedFd,
     conns: Mutex<HashMap<u64, Arc<Conn>>>,
     deadlines: Mutex<BTreeSet<(Instant, u64)>>,
@@ -116,6 +129,8 @@ impl Reactor {
         // SAFETY: plain syscalls; each result is checked and owned below.
         let epoll = unsafe { OwnedFd::from_raw_fd(cvt(libc::epoll_create1(libc::EPOLL_CLOEXEC))?) };
         // SAFETY: as above.
+        let slow = unsafe { OwnedFd::from_raw_fd(cvt(libc::epoll_create1(libc::EPOLL_CLOEXEC))?) };
+        // SAFETY: as above.
         let wake = unsafe {
             OwnedFd::from_raw_fd(cvt(libc::eventfd(
                 0,
@@ -124,10 +139,11 @@ impl Reactor {
         };
         let r = Reactor {
             epoll,
+            slow,
             wake,
             conns: Mutex::new(HashMap::new()),
             deadlines: Mutex::new(BTreeSet::new()),
-            next_id: AtomicU64::new(EXITS + 1),
+            next_id: AtomicU64::new(SLOW + 1),
             listener: OnceLock::new(),
             users: Users::with_uncapped(uncapped),
             hello_due: Mutex::new(VecDeque::new()),
@@ -135,33 +151,75 @@ impl Reactor {
             fd_ceiling: accept::fd_limit().saturating_sub(FD_RESERVE),
         };
         r.add(r.wake.as_raw_fd(), WAKE, libc::EPOLLIN as u32)?;
+        r.add(r.slow.as_raw_fd(), SLOW, libc::EPOLLIN as u32)?;
         Ok(r)
     }
 
     fn add(&self, fd: RawFd, token: u64, events: u32) -> io::Result<()> {
+        self.add_to(&self.epoll, fd, token, events)
+    }
+
+    fn add_to(&self, set: &OwnedFd, fd: RawFd, token: u64, events: u32) -> io::Result<()> {
         let mut ev = libc::epoll_event { events, u64: token };
-        // SAFETY: registers a live descriptor with our live epoll set.
-        cvt(unsafe { libc::epoll_ctl(self.epoll.as_raw_fd(), libc::EPOLL_CTL_ADD, fd, &mut ev) })?;
+        // SAFETY: registers a live descriptor with one of our live epoll sets.
+        cvt(unsafe { libc::epoll_ctl(set.as_raw_fd(), libc::EPOLL_CTL_ADD, fd, &mut ev) })?;
         Ok(())
     }
 
     fn stop_watching(&self, conn: &Conn) {
-        // SAFETY: removes a descriptor (still open: `conn` owns it) from our epoll set; ENOENT
-        // if it was removed already, which is fine.
+        for set in [&self.epoll, &self.slow] {
+            // SAFETY: removes a descriptor (still open: `conn` owns it) from our epoll set;
+            // ENOENT if it is not there, which is fine.
+            unsafe {
+                libc::epoll_ctl(
+                    set.as_raw_fd(),
+                    libc::EPOLL_CTL_DEL,
+                    conn.fd(),
+                    std::ptr::null_mut(),
+                )
+            };
+        }
+    }
+
+    /// Moves a connection still known to the loop into the second set (`slow`) or out of it.
+    /// Under `conns`, so that it cannot put back a connection [`Reactor::remove`] took out.
+    fn place(&self, conn: &Conn, slow: bool) {
+        if conn.slow.load(Ordering::Relaxed) == slow {
+            return;
+        }
+        let conns = lock(&self.conns);
+        if !conns.contains_key(&conn.id) {
+            return;
+        }
+        let (from, to) = if slow {
+            (&self.epoll, &self.slow)
+        } else {
+            (&self.slow, &self.epoll)
+        };
+        // SAFETY: removes a live descriptor from one of our live epoll sets.
         unsafe {
             libc::epoll_ctl(
-                self.epoll.as_raw_fd(),
+                from.as_raw_fd(),
                 libc::EPOLL_CTL_DEL,
                 conn.fd(),
                 std::ptr::null_mut(),
             )
         };
+        if self.add_to(to, conn.fd(), conn.id, CONN_EVENTS).is_ok() {
+            conn.slow.store(slow, Ordering::Relaxed);
+        } else if self.add_to(from, conn.fd(), conn.id, CONN_EVENTS).is_err() {
+            drop(conns);
+            if conn.hang_up() {
+                self.remove(conn);
+            }
+        }
     }
 
     /// Forgets a connection; its socket closes when the last reference goes.
     pub fn remove(&self, conn: &Conn) {
+        let known = lock(&self.conns).remove(&conn.id).is_some();
         self.stop_watching(conn);
-        if lock(&self.conns).remove(&conn.id).is_some() {
+        if known {
             let greeted = conn.greeted.load(Ordering::Acquire);
             self.users.left(conn.uid, greeted);
         }
@@ -298,6 +356,7 @@ impl Reactor {
             match ev.u64 {
                 EXITS => {}
                 LISTENER => self.accept_all(shared),
+                SLOW => self.poll_slow(shared, &mut bulk_reads),
                 WAKE => {
                     let mut v = 0u64;
                     // SAFETY: reads 8 bytes into a live u64 (clears the eventfd).
@@ -313,6 +372,22 @@ impl Reactor {
         }
         self.fire_deadlines(shared);
         self.expire_hellos();
+    }
+
+    /// Reads from up to [`SLOW_EVENTS`] ready sockets of the second set.
+    fn poll_slow(&self, shared: &Shared, bulk_reads: &mut usize) {
+        let mut evs = [libc::epoll_event { events: 0, u64: 0 }; SLOW_EVENTS];
+        // SAFETY: `evs` is a live array of `evs.len()` events; no wait.
+        let n = unsafe {
+            libc::epoll_wait(self.slow.as_raw_fd(), evs.as_mut_ptr(), evs.len() as i32, 0)
+        };
+        for ev in &evs[..n.max(0) as usize] {
+            let id = ev.u64;
+            let conn = lock(&self.conns).get(&id).cloned();
+            if let Some(c) = conn {
+                self.read_from(&c, shared, bulk_reads);
+            }
+        }
     }
     /// Reads what `conn` sent: at a frame boundary, a first chunk (a page); within a frame,
     /// [`BULK_READ`] bytes if `bulk_reads` is not spent (counting one off), else nothing this
@@ -335,7 +410,7 @@ impl Reactor {
             frames += 1;
             let keep_reading = match reader.read_at_most(conn.fd(), conn.frame_limit(), cap) {
                 Ok(Some(frame)) => conn.incoming(frame, &shared.jobs),
-                Ok(None) => return,
+                Ok(None) => break,
                 Err(_) => false,
             };
             if !keep_reading {
@@ -346,5 +421,7 @@ impl Reactor {
                 return;
             }
         }
+        let slow = reader.in_payload() || !conn.greeted.load(Ordering::Acquire);
+        self.place(conn, slow);
     }
 }

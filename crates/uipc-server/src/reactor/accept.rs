@@ -127,8 +127,10 @@ impl Reactor {
             let conn = Conn::new(id, stream, &shared.jobs, uid, budget);
             lock(&self.conns).insert(id, conn.clone());
             lock(&self.hello_due).push_back((Instant::now() + HELLO_TIMEOUT, id));
-            let events = (libc::EPOLLIN | libc::EPOLLRDHUP) as u32;
-            if self.add(conn.fd(), id, events).is_err() {
+            if self
+                .add_to(&self.slow, conn.fd(), id, super::CONN_EVENTS)
+                .is_err()
+            {
                 self.remove(&conn);
             }
         }
