@@ -179,7 +179,21 @@ fn semop(ctx: &mut Ctx, st: &State) {
         }
     };
     let user = ctx.pick_caller();
-    let mut hsops = host_sembufs(&sops);
+    compare_semtimedop(ctx, "", (hid, eid), &sops, timeout, user);
+}
+
+/// Applies semtimedop of `sops` with `timeout` as `user` to the host's set `hid` and the
+/// engine's `eid`, and compares; `label` starts the operation's name.
+pub(super) fn compare_semtimedop(
+    ctx: &mut Ctx,
+    label: &str,
+    (hid, eid): (i32, i32),
+    sops: &[Sembuf],
+    timeout: Option<Timespec>,
+    user: bool,
+) {
+    let nsops = sops.len();
+    let mut hsops = host_sembufs(sops);
     let ts = timeout.map(|t| libc::timespec {
         tv_sec: t.tv_sec,
         tv_nsec: t.tv_nsec,
@@ -194,13 +208,13 @@ fn semop(ctx: &mut Ctx, st: &State) {
     .map(|_| ());
     let e = ctx
         .ns
-        .semtimedop(ctx.cred(user), eid, &sops, timeout, &WaitCtx::FOREVER);
+        .semtimedop(ctx.cred(user), eid, sops, timeout, &WaitCtx::FOREVER);
     let shown: Vec<_> = sops
         .iter()
         .take(4)
         .map(|s| (s.sem_num, s.sem_op, s.sem_flg))
         .collect();
-    let op = format!("semtimedop({hid}, {shown:?} x{nsops}, {timeout:?}, user {user})");
+    let op = format!("{label}semtimedop({hid}, {shown:?} x{nsops}, {timeout:?}, user {user})");
     ctx.check(&op, &h, &e);
 }
 
@@ -293,6 +307,20 @@ fn get_one(ctx: &mut Ctx, st: &State) {
     }
     let semnum = ctx.rng.range(-1, nsems as i64) as i32;
     let user = ctx.pick_caller();
+    compare_get(ctx, "", (hid, eid), semnum, cmd, user);
+}
+
+/// Applies semctl `cmd` (one without an argument: GETVAL, GETPID, ...) to semaphore `semnum`
+/// as `user` on the host's set `hid` and the engine's `eid`, and compares; `label` starts the
+/// operation's name.
+pub(super) fn compare_get(
+    ctx: &mut Ctx,
+    label: &str,
+    (hid, eid): (i32, i32),
+    semnum: i32,
+    cmd: i32,
+    user: bool,
+) {
     // SAFETY: integer arguments only.
     let h = as_user(user, || {
         result(unsafe { libc::syscall(libc::SYS_semctl, hid, semnum, cmd, 0usize) })
@@ -307,12 +335,8 @@ fn get_one(ctx: &mut Ctx, st: &State) {
     } else {
         super::trace::Pids::Fields
     };
-    ctx.check_pids(
-        &format!("semctl({hid}, {semnum}, cmd {cmd:#x}, user {user})"),
-        &h,
-        &e,
-        pids,
-    );
+    let op = format!("{label}semctl({hid}, {semnum}, cmd {cmd:#x}, user {user})");
+    ctx.check_pids(&op, &h, &e, pids);
 }
 
 fn getall(ctx: &mut Ctx, st: &State) {
@@ -320,6 +344,18 @@ fn getall(ctx: &mut Ctx, st: &State) {
     // A drawn id may name a live set of another size: the host fills as many as it has.
     let nsems = semctl_stat_nsems(hid).unwrap_or(nsems);
     let user = ctx.pick_caller();
+    compare_getall(ctx, "", (hid, eid), nsems, user);
+}
+
+/// GETALL of a set of `nsems` as `user` on the host's set `hid` and the engine's `eid`,
+/// compared; `label` starts the operation's name.
+pub(super) fn compare_getall(
+    ctx: &mut Ctx,
+    label: &str,
+    (hid, eid): (i32, i32),
+    nsems: usize,
+    user: bool,
+) {
     let mut buf = vec![0u16; nsems.max(64)];
     let h = as_user(user, || {
         // SAFETY: the buffer holds at least nsems values and outlives the call.
@@ -333,7 +369,11 @@ fn getall(ctx: &mut Ctx, st: &State) {
             SemctlOut::All(v) => v,
             _ => Vec::new(),
         });
-    ctx.check(&format!("semctl({hid}, GETALL, user {user})"), &h, &e);
+    ctx.check(
+        &format!("{label}semctl({hid}, GETALL, user {user})"),
+        &h,
+        &e,
+    );
 }
 
 fn setval(ctx: &mut Ctx, st: &State) {
@@ -341,6 +381,19 @@ fn setval(ctx: &mut Ctx, st: &State) {
     let semnum = ctx.rng.range(-1, nsems as i64) as i32;
     let val = *ctx.rng.pick(&[-1, 0, 0, 1, 2, 3, 5, 32767, 32768]);
     let user = ctx.pick_caller();
+    compare_setval(ctx, "", (hid, eid), semnum, val, user);
+}
+
+/// SETVAL of `val` to semaphore `semnum` as `user` on the host's set `hid` and the engine's
+/// `eid`, compared; `label` starts the operation's name.
+pub(super) fn compare_setval(
+    ctx: &mut Ctx,
+    label: &str,
+    (hid, eid): (i32, i32),
+    semnum: i32,
+    val: i32,
+    user: bool,
+) {
     // SAFETY: integer arguments only (the union's int member, by value).
     let h = as_user(user, || {
         result(unsafe { libc::syscall(libc::SYS_semctl, hid, semnum, SETVAL, val as libc::c_long) })
@@ -350,11 +403,8 @@ fn setval(ctx: &mut Ctx, st: &State) {
         .ns
         .semctl(ctx.cred(user), eid, semnum, SETVAL, SemctlArg::Val(val))
         .map(|o| o.ret());
-    ctx.check(
-        &format!("semctl({hid}, {semnum}, SETVAL {val}, user {user})"),
-        &h,
-        &e,
-    );
+    let op = format!("{label}semctl({hid}, {semnum}, SETVAL {val}, user {user})");
+    ctx.check(&op, &h, &e);
 }
 
 fn setall(ctx: &mut Ctx, st: &State) {

@@ -14,11 +14,9 @@
 //! left the run's other operations as they were.
 
 use super::host::{as_user, result};
-use super::trace::Pids;
 use super::Ctx;
 use uipc::ipc::consts::*;
 use uipc::ipc::sem::{Sembuf, SemctlArg, SemctlOut, Timespec};
-use uipc::WaitCtx;
 
 /// Runs one burst (its draws from `ctx.rng`, which the caller has switched to the burst's own).
 pub fn burst(ctx: &mut Ctx) {
@@ -79,30 +77,7 @@ fn semop(ctx: &mut Ctx, id: i32, nsems: i32, slow: bool) {
         .collect();
     let timeout = zero_timeout.then(Timespec::default);
     let user = ctx.pick_caller();
-    let mut raw = super::sem::host_sembufs(&sops);
-    let ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    let tsp = if zero_timeout {
-        &ts as *const libc::timespec
-    } else {
-        std::ptr::null()
-    };
-    let h = as_user(user, || {
-        // SAFETY: the sops and the timespec outlive the call; n is the sops' length.
-        result(unsafe { libc::syscall(libc::SYS_semtimedop, id, raw.as_mut_ptr(), n, tsp) })
-    })
-    .map(|_| ());
-    let e = ctx
-        .ns
-        .semtimedop(ctx.cred(user), id, &sops, timeout, &WaitCtx::FOREVER);
-    let shown: Vec<_> = sops
-        .iter()
-        .map(|s| (s.sem_num, s.sem_op, s.sem_flg))
-        .collect();
-    let op = format!("fast burst: semtimedop({id}, {shown:?}, {timeout:?}, user {user})");
-    ctx.check(&op, &h, &e);
+    super::sem::compare_semtimedop(ctx, "fast burst: ", (id, id), &sops, timeout, user);
 }
 
 fn get(ctx: &mut Ctx, id: i32, nsems: i32) {
@@ -113,39 +88,14 @@ fn get(ctx: &mut Ctx, id: i32, nsems: i32) {
         ctx.rng.range(0, i64::from(nsems) - 1) as i32
     };
     let user = ctx.pick_caller();
-    // SAFETY: integer arguments only.
-    let h = as_user(user, || {
-        result(unsafe { libc::syscall(libc::SYS_semctl, id, semnum, cmd, 0usize) })
-    })
-    .map(|r| r as i32);
-    let e = ctx
-        .ns
-        .semctl(ctx.cred(user), id, semnum, cmd, SemctlArg::None)
-        .map(|o| o.ret());
-    let pids = if cmd == GETPID {
-        Pids::All
-    } else {
-        Pids::Fields
-    };
-    let op = format!("fast burst: semctl({id}, {semnum}, cmd {cmd}, user {user})");
-    ctx.check_pids(&op, &h, &e, pids);
+    super::sem::compare_get(ctx, "fast burst: ", (id, id), semnum, cmd, user);
 }
 
 fn setval(ctx: &mut Ctx, id: i32, nsems: i32) {
     let semnum = ctx.rng.range(0, i64::from(nsems) - 1) as i32;
     let val = ctx.rng.range(0, 3) as i32;
     let user = ctx.pick_caller();
-    // SAFETY: integer arguments only (the union's int member, by value).
-    let h = as_user(user, || {
-        result(unsafe { libc::syscall(libc::SYS_semctl, id, semnum, SETVAL, val as libc::c_long) })
-    })
-    .map(|r| r as i32);
-    let e = ctx
-        .ns
-        .semctl(ctx.cred(user), id, semnum, SETVAL, SemctlArg::Val(val))
-        .map(|o| o.ret());
-    let op = format!("fast burst: semctl({id}, {semnum}, SETVAL {val}, user {user})");
-    ctx.check(&op, &h, &e);
+    super::sem::compare_setval(ctx, "fast burst: ", (id, id), semnum, val, user);
 }
 
 /// IPC_SET as root: the next fast call must judge the caller by the new owner and mode.
@@ -203,22 +153,5 @@ fn stat(ctx: &mut Ctx, id: i32) {
 
 fn getall(ctx: &mut Ctx, id: i32, nsems: i32) {
     let user = ctx.pick_caller();
-    let mut buf = vec![0u16; nsems as usize];
-    let h = as_user(user, || {
-        // SAFETY: the buffer holds nsems values and outlives the call.
-        result(unsafe { libc::syscall(libc::SYS_semctl, id, 0, GETALL, buf.as_mut_ptr()) })
-    })
-    .map(|_| buf.clone());
-    let e = ctx
-        .ns
-        .semctl(ctx.cred(user), id, 0, GETALL, SemctlArg::None)
-        .map(|o| match o {
-            SemctlOut::All(v) => v,
-            _ => Vec::new(),
-        });
-    ctx.check(
-        &format!("fast burst: semctl({id}, GETALL, user {user})"),
-        &h,
-        &e,
-    );
+    super::sem::compare_getall(ctx, "fast burst: ", (id, id), nsems as usize, user);
 }
