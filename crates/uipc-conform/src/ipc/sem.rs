@@ -4,7 +4,7 @@
 //! stale ids, bad sizes, bad semnums, out-of-range values, the unprivileged caller, IPC_NOWAIT
 //! on every sop so nothing sleeps, or a zero timeout without it), runs it on the host through
 //! raw system calls and on the engine, and compares the results (errno, return value, the
-//! IPC_STAT/SEM_STAT fields other than times, the seminfo buffers, GETALL's values).
+//! IPC_STAT/SEM_STAT fields, times as set or not, the seminfo buffers, GETALL's values).
 //!
 //! Between steps it remembers the sets it created (host id, engine id, nsems) and the ids it
 //! removed, so later steps can target live, removed and never-used ids. That memory is kept
@@ -218,7 +218,9 @@ pub(super) fn compare_semtimedop(
     ctx.check(&op, &h, &e);
 }
 
-type StatView = (i32, i32, u32, u32, u32, u32, u32, u32, u64);
+/// IPC_STAT's return value, `ipc_perm` (key, uid, gid, cuid, cgid, mode, seq), nsems, and
+/// whether sem_otime and sem_ctime are set.
+type StatView = (i32, i32, u32, u32, u32, u32, u32, u32, u64, (bool, bool));
 
 fn stat(ctx: &mut Ctx, st: &State) {
     let cmd = *ctx.rng.pick(&[IPC_STAT, IPC_STAT, SEM_STAT, SEM_STAT_ANY]);
@@ -247,6 +249,7 @@ fn stat(ctx: &mut Ctx, st: &State) {
             u32::from(p.mode),
             u32::from(p.__seq),
             ds.sem_nsems,
+            (ds.sem_otime != 0, ds.sem_ctime != 0),
         )
     });
     let e = ctx
@@ -255,11 +258,12 @@ fn stat(ctx: &mut Ctx, st: &State) {
         .map(|out| match out {
             SemctlOut::Stat(r, d) => {
                 let p = d.perm;
+                let times = (d.otime != 0, d.ctime != 0);
                 (
-                    r, p.key, p.uid, p.gid, p.cuid, p.cgid, p.mode, p.seq, d.nsems,
+                    r, p.key, p.uid, p.gid, p.cuid, p.cgid, p.mode, p.seq, d.nsems, times,
                 )
             }
-            other => (other.ret(), 0, 0, 0, 0, 0, 0, 0, u64::MAX),
+            other => (other.ret(), 0, 0, 0, 0, 0, 0, 0, u64::MAX, (false, false)),
         });
     ctx.check(&format!("semctl({hid}, cmd {cmd}, user {user})"), &h, &e);
 }
