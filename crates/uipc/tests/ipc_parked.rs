@@ -124,6 +124,11 @@ fn queue(ns: &IpcNamespace) -> i32 {
     ns.msgget(&root(), IPC_PRIVATE, IPC_CREAT | 0o600).unwrap()
 }
 
+/// msgrcv of type `typ` that does not wait.
+fn receive_now(ns: &IpcNamespace, id: i32, typ: i64) -> Result<(i64, Vec<u8>), Errno> {
+    ns.msgrcv(&root(), id, 100, typ, IPC_NOWAIT, &F)
+}
+
 fn park_rcv(ns: &IpcNamespace, id: i32, typ: i64, p: &ParkCtx) -> ParkedMsgrcv {
     match ns.msgrcv_start(&root(), id, 100, typ, 0, p) {
         Progress::Parked(p) => p,
@@ -149,7 +154,7 @@ fn a_parked_msgrcv_is_handed_the_message_by_the_sender() {
         Progress::Parked(_) => panic!("still parked after delivery"),
     }
     assert_eq!(
-        ns.msgrcv(&root(), id, 100, 7, IPC_NOWAIT, &F),
+        receive_now(&ns, id, 7),
         Err(Errno::ENOMSG),
         "handed over, never queued"
     );
@@ -165,10 +170,7 @@ fn an_interrupted_msgrcv_leaves_the_queue_and_later_messages_stay_queued() {
     assert_eq!(told.load(Ordering::SeqCst), 1);
     assert!(matches!(p.poll(&ns), Progress::Done(Err(Errno::EINTR))));
     ns.msgsnd(&root(), id, 1, b"kept", 0, &F).unwrap();
-    assert_eq!(
-        ns.msgrcv(&root(), id, 100, 0, IPC_NOWAIT, &F),
-        Ok((1, b"kept".to_vec()))
-    );
+    assert_eq!(receive_now(&ns, id, 0), Ok((1, b"kept".to_vec())));
 }
 
 #[test]
@@ -185,7 +187,7 @@ fn a_msgrcv_delivered_before_its_cancel_keeps_the_message_and_a_deadline_gives_e
     assert_eq!(p.cancel(WakeReason::TimedOut), Err(Errno::EINTR));
     ns.msgsnd(&root(), id, 6, b"x", 0, &F).unwrap();
     assert_eq!(
-        ns.msgrcv(&root(), id, 100, 0, IPC_NOWAIT, &F).map(|m| m.0),
+        receive_now(&ns, id, 0).map(|m| m.0),
         Ok(6),
         "the cancelled receiver took nothing"
     );
@@ -244,15 +246,12 @@ fn a_parked_msgsnd_is_woken_to_retry_and_sends_on_poll() {
     );
     assert_eq!(told.load(Ordering::SeqCst), 1);
     assert_eq!(
-        ns.msgrcv(&root(), id, 100, 0, IPC_NOWAIT, &F),
+        receive_now(&ns, id, 0),
         Err(Errno::ENOMSG),
         "woken, not sent: the sender retries when polled"
     );
     assert!(matches!(p.poll(&ns), Progress::Done(Ok(()))));
-    assert_eq!(
-        ns.msgrcv(&root(), id, 100, 0, IPC_NOWAIT, &F),
-        Ok((2, b"next".to_vec()))
-    );
+    assert_eq!(receive_now(&ns, id, 0), Ok((2, b"next".to_vec())));
 }
 
 #[test]
@@ -291,7 +290,7 @@ fn a_msgsnd_cancelled_by_interrupt_or_deadline_gives_eintr_even_if_woken() {
         "a wake-up only says there may be room"
     );
     assert_eq!(
-        ns.msgrcv(&root(), id, 100, 0, IPC_NOWAIT, &F),
+        receive_now(&ns, id, 0),
         Err(Errno::ENOMSG),
         "nothing was sent"
     );

@@ -11,6 +11,11 @@ fn stat(ns: &IpcNamespace, id: i32) -> Result<ShmidDs, Errno> {
         o => panic!("{o:?}"),
     }
 }
+/// Segment `id` is gone: IPC_STAT refuses it with EINVAL.
+fn assert_gone(ns: &IpcNamespace, id: i32, why: &str) {
+    assert_eq!(stat(ns, id).err(), Some(Errno::EINVAL), "{why}");
+}
+
 fn forced(ns: &IpcNamespace, on: bool) {
     ns.sysctl_write(
         &Cred::root(1),
@@ -56,11 +61,7 @@ fn forced_destroys_at_last_detach_whoever_created_it() {
     assert!(stat(&ns, id).is_ok(), "creation alone destroys nothing");
     let a = ns.shmat(&c, id, 0, 0).unwrap();
     ns.shmdt(&c, a.addr).unwrap();
-    assert_eq!(
-        stat(&ns, id).err(),
-        Some(Errno::EINVAL),
-        "as Linux 6.18 does"
-    );
+    assert_gone(&ns, id, "as Linux 6.18 does");
 }
 
 #[test]
@@ -74,11 +75,11 @@ fn exit_with_forced_destroys_unattached_creations_and_the_rest_at_last_detach() 
     let by_other = ns.shmget(&other, 0, 1, 0o600).unwrap();
     let a = ns.shmat(&other, shared, 0, 0).unwrap();
     ns.process_exit(20);
-    assert_eq!(stat(&ns, lone).err(), Some(Errno::EINVAL));
+    assert_gone(&ns, lone, "an unattached creation, forced at exit");
     assert_eq!(stat(&ns, shared).unwrap().nattch, 1);
     assert!(stat(&ns, by_other).is_ok(), "not the exiting process's");
     ns.shmdt(&other, a.addr).unwrap();
-    assert_eq!(stat(&ns, shared).err(), Some(Errno::EINVAL));
+    assert_gone(&ns, shared, "forced: destroyed at the last detach");
 }
 
 #[test]
@@ -95,14 +96,14 @@ fn orphans_stay_until_the_sysctl_is_written_to_one() {
     forced(&ns, false);
     assert!(stat(&ns, orphan).is_ok(), "writing 0 destroys nothing");
     forced(&ns, true);
-    assert_eq!(stat(&ns, orphan).err(), Some(Errno::EINVAL));
+    assert_gone(&ns, orphan, "forced: an unattached orphan");
     assert!(stat(&ns, attached_orphan).is_ok(), "still attached");
     assert!(stat(&ns, kept).is_ok(), "its creator lives");
     forced(&ns, false);
     ns.shmdt(&live, a.addr).unwrap();
     assert!(stat(&ns, attached_orphan).is_ok(), "forced back to 0");
     forced(&ns, true);
-    assert_eq!(stat(&ns, attached_orphan).err(), Some(Errno::EINVAL));
+    assert_gone(&ns, attached_orphan, "forced: the orphan once detached");
     assert!(stat(&ns, kept).is_ok());
 }
 
@@ -134,11 +135,7 @@ fn exec_keeps_the_process_a_living_creator() {
         "not an orphan: its creator only exec'd"
     );
     ns.process_exit(50);
-    assert_eq!(
-        stat(&ns, id).err(),
-        Some(Errno::EINVAL),
-        "forced: destroyed at exit"
-    );
+    assert_gone(&ns, id, "forced: destroyed at exit");
 }
 
 #[test]
@@ -176,7 +173,7 @@ fn remap_of_the_last_pages_after_rmid_destroys_the_segment_and_fails() {
     assert_eq!(stat(&ns, id).unwrap().nattch, 1);
     // The last mapping closed: the segment is gone, the remap fails, the attachment too.
     assert_eq!(ns.shm_remap(&p, a.addr, true), Err(Errno::EINVAL));
-    assert_eq!(stat(&ns, id).err(), Some(Errno::EINVAL));
+    assert_gone(&ns, id, "destroyed with its last pages");
     assert_eq!(ns.shmdt(&p, a.addr), Err(Errno::EINVAL));
     assert_eq!(ns.shm_remap(&p, a.addr, false), Err(Errno::EINVAL));
 }

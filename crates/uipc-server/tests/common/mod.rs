@@ -16,6 +16,18 @@ pub fn start(tag: &str) -> (PathBuf, Arc<Shared>) {
     start_with(tag, false)
 }
 
+/// A daemon bound on `socket` with no state file, not yet serving.
+fn bind(socket: PathBuf, shared: bool) -> Server {
+    Server::bind(&Options {
+        socket,
+        shared,
+        private_to: None,
+        state: None,
+        state_discard_damaged: false,
+    })
+    .unwrap()
+}
+
 /// [`start`], and a connection to the daemon (`new_image` as [`Connection::connect`] takes it).
 #[allow(dead_code)] // not every test binary speaks through a connection
 pub fn start_connected(tag: &str, new_image: bool) -> (PathBuf, Arc<Shared>, Connection) {
@@ -43,14 +55,7 @@ pub fn start_with(tag: &str, shared: bool) -> (PathBuf, Arc<Shared>) {
     ));
     let _ = std::fs::remove_dir_all(&dir);
     let socket = dir.join("socket");
-    let server = Server::bind(&Options {
-        socket: socket.clone(),
-        shared,
-        private_to: None,
-        state: None,
-        state_discard_damaged: false,
-    })
-    .unwrap();
+    let server = bind(socket.clone(), shared);
     let shared = server.shared().clone();
     std::thread::spawn(move || server.run());
     (socket, shared)
@@ -76,15 +81,7 @@ pub fn limited_daemon_side(
     };
     // SAFETY: sets this process's own limit from a live struct.
     assert_eq!(unsafe { libc::setrlimit(resource, &lim) }, 0);
-    let server = Server::bind(&Options {
-        socket: socket.into(),
-        shared,
-        private_to: None,
-        state: None,
-        state_discard_damaged: false,
-    })
-    .unwrap();
-    let _ = server.run();
+    let _ = bind(socket.into(), shared).run();
 }
 
 /// Runs this test binary again as uid/gid 65534 (`nobody`), only its test `entry`, with
