@@ -15,6 +15,13 @@ mod common;
 /// Numbers the test files.
 static N: AtomicUsize = AtomicUsize::new(0);
 
+/// A fresh file opened twice (two open file descriptions), and its path.
+fn opened_twice() -> (File, File, PathBuf) {
+    let (a, path) = file();
+    let b = reopen(&a);
+    (a, b, path)
+}
+
 /// A fresh file in the temporary directory, opened read-write.
 fn file() -> (File, PathBuf) {
     let path = std::env::temp_dir().join(format!(
@@ -67,8 +74,7 @@ const EAGAIN: Response = Response::Error(libc::EAGAIN);
 #[test]
 fn ofd_locks_conflict_between_descriptions_and_not_through_a_dup() {
     let (_, shared, c) = common::start_connected("locks", true);
-    let (a, _p) = file();
-    let b = reopen(&a);
+    let (a, b, _p) = opened_twice();
     let dup = a.try_clone().unwrap();
     let w = Flock::new(F_WRLCK, 0, 10);
     assert_eq!(fcntl(&c, a.as_raw_fd(), F_OFD_SETLK, w), OK);
@@ -141,8 +147,7 @@ fn bad_descriptors_and_unreadable_structs_get_linuxs_errnos() {
 #[test]
 fn a_blocking_flock_sleeps_until_the_holder_unlocks_and_a_cancel_gives_eintr() {
     let (path, _, c) = common::start_connected("locks", true);
-    let (a, _p) = file();
-    let b = reopen(&a);
+    let (a, b, _p) = opened_twice();
     assert_eq!(flock(&c, a.as_raw_fd(), LOCK_EX), OK);
     assert_eq!(flock(&c, b.as_raw_fd(), LOCK_SH | LOCK_NB), EAGAIN);
     let path2 = path.clone();
@@ -173,8 +178,7 @@ fn a_blocking_flock_sleeps_until_the_holder_unlocks_and_a_cancel_gives_eintr() {
 #[test]
 fn closing_drops_posix_locks_at_once_and_flock_locks_at_the_last_close() {
     let (_, shared, c) = common::start_connected("locks", true);
-    let (a, file_path) = file();
-    let other = reopen(&a);
+    let (a, other, file_path) = opened_twice();
     let dup = a.try_clone().unwrap();
     assert_eq!(
         fcntl(&c, a.as_raw_fd(), F_SETLK, Flock::new(F_WRLCK, 0, 0)),
@@ -222,8 +226,7 @@ fn closing_drops_posix_locks_at_once_and_flock_locks_at_the_last_close() {
 #[test]
 fn a_killed_holders_posix_and_flock_locks_are_released_and_getlk_names_it() {
     let (path, shared, c) = common::start_connected("locks", true);
-    let (a, _p) = file();
-    let mine = reopen(&a);
+    let (a, mine, _p) = opened_twice();
     // SAFETY: the child makes system calls and allocations, then waits to be killed.
     let (child, ready) = unsafe { common::fork_with_pipe() };
     if child == 0 {
@@ -272,8 +275,7 @@ fn a_killed_holders_posix_and_flock_locks_are_released_and_getlk_names_it() {
 #[test]
 fn the_listing_shows_held_locks_and_blocked_requests() {
     let (_, _, c) = common::start_connected("locks", true);
-    let (a, _p) = file();
-    let b = reopen(&a);
+    let (a, b, _p) = opened_twice();
     assert_eq!(
         fcntl(&c, a.as_raw_fd(), F_OFD_SETLK, Flock::new(F_RDLCK, 3, 4)),
         OK

@@ -63,6 +63,10 @@ impl Rig {
         self.t
             .timer_create(&self.c, clock, UserPtr::Valid(ev), UserPtr::Valid(0))
     }
+    /// A timer on `clock` that sends signal 10 with `value`.
+    fn signalling(&self, clock: i32, value: u64) -> TimerId {
+        self.create(clock, SigEvent::signal(10, value)).unwrap()
+    }
     fn set(&self, id: TimerId, flags: i32, value: i64, interval: i64) -> Result<ItimerSpec, Errno> {
         let spec = UserPtr::Valid(ItimerSpec::from_nanos(value, interval));
         self.t.timer_settime(&self.c, id, flags, spec)
@@ -132,9 +136,7 @@ fn cpu_clock_targets_are_checked_at_the_last_step() {
 #[test]
 fn cpu_timer_fires_when_the_target_has_used_enough_cpu() {
     let r = rig();
-    let id = r
-        .create(CLOCK_PROCESS_CPUTIME_ID, SigEvent::signal(10, 3))
-        .unwrap();
+    let id = r.signalling(CLOCK_PROCESS_CPUTIME_ID, 3);
     r.cpu.set(CpuTarget::Process(100), 20 * MS);
     assert_eq!(r.set(id, 0, 10 * MS, 0), Ok(ItimerSpec::ZERO));
     assert_eq!(nanos(r.get(id).value), 10 * MS);
@@ -156,9 +158,7 @@ fn cpu_timer_fires_when_the_target_has_used_enough_cpu() {
 #[test]
 fn arming_in_the_past_fires_inside_settime_and_periodic_overrun_is_bumped() {
     let r = rig();
-    let id = r
-        .create(CLOCK_THREAD_CPUTIME_ID, SigEvent::signal(10, 0))
-        .unwrap();
+    let id = r.signalling(CLOCK_THREAD_CPUTIME_ID, 0);
     r.cpu.set(CpuTarget::Thread(100), 50 * MS);
     r.set(id, TIMER_ABSTIME, 5 * MS, 10 * MS).unwrap();
     let sig = r.rec.0.lock().unwrap().pop().expect("fired at once");
@@ -196,9 +196,7 @@ fn disarmed_sigev_none_cpu_timer_reads_zero_unlike_hrtimer_ones() {
 #[test]
 fn a_vanished_target_gives_esrch_on_settime_and_zero_on_gettime() {
     let r = rig();
-    let id = r
-        .create(cpu_clock_id(1, false, 2), SigEvent::signal(10, 0))
-        .unwrap();
+    let id = r.signalling(cpu_clock_id(1, false, 2), 0);
     r.set(id, 0, 10 * MS, 0).unwrap();
     r.cpu.forget(CpuTarget::Process(1));
     assert_eq!(r.get(id), ItimerSpec::ZERO);
