@@ -7,7 +7,7 @@
 //! ## Not supported
 //! - `--verbose`.
 
-use crate::ipcs::{call, connect, list_msg, list_sem, list_shm, socket, Types};
+use crate::ipcs::{call, connect_or_say, list, Kind, Types};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use uipc::ipc::consts::*;
@@ -33,35 +33,8 @@ pub struct Removals {
     pub all: Option<Types>,
 }
 
-#[derive(Clone, Copy)]
-enum Kind {
-    Msg,
-    Shm,
-    Sem,
-}
-
 fn rmid(c: &Connection, kind: Kind, id: i32) -> Result<Response, String> {
-    call(
-        c,
-        match kind {
-            Kind::Msg => Request::Msgctl {
-                msqid: id,
-                cmd: IPC_RMID,
-                set: None,
-            },
-            Kind::Shm => Request::Shmctl {
-                shmid: id,
-                cmd: IPC_RMID,
-                set: None,
-            },
-            Kind::Sem => Request::Semctl {
-                semid: id,
-                semnum: 0,
-                cmd: IPC_RMID,
-                arg: uipc_proto::SemArg::None,
-            },
-        },
-    )
+    call(c, kind.ctl(id, IPC_RMID))
 }
 
 fn lookup_key(c: &Connection, kind: Kind, key: i32) -> Result<Response, String> {
@@ -100,13 +73,8 @@ fn errno_text(e: i32) -> String {
 
 /// `uipc ipcrm`: like util-linux, reports each failure and goes on; exit 1 if any failed.
 pub fn ipcrm(socket_path: Option<PathBuf>, r: Removals) -> ExitCode {
-    let path = socket(socket_path);
-    let c = match connect(&path) {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("uipc ipcrm: {e}");
-            return ExitCode::FAILURE;
-        }
+    let Some(c) = connect_or_say("ipcrm", socket_path) else {
+        return ExitCode::FAILURE;
     };
     let mut failed = false;
     let mut report = |what: &str, arg: &str, resp: Result<Response, String>| match resp {
@@ -127,12 +95,9 @@ pub fn ipcrm(socket_path: Option<PathBuf>, r: Removals) -> ExitCode {
             failed = true;
         }
     };
-    let by_id = [
-        (Kind::Msg, &r.msg_ids),
-        (Kind::Shm, &r.shm_ids),
-        (Kind::Sem, &r.sem_ids),
-    ];
-    for (kind, list) in by_id {
+    // Every id first, then every key, each in the order msg, shm, sem.
+    let kinds = [Kind::Msg, Kind::Shm, Kind::Sem];
+    for (kind, list) in kinds.into_iter().zip([&r.msg_ids, &r.shm_ids, &r.sem_ids]) {
         for arg in list {
             let resp = match parse_number(arg).and_then(|v| i32::try_from(v).ok()) {
                 Some(id) => rmid(&c, kind, id),
@@ -141,12 +106,10 @@ pub fn ipcrm(socket_path: Option<PathBuf>, r: Removals) -> ExitCode {
             report("id", arg, resp);
         }
     }
-    let by_key = [
-        (Kind::Msg, &r.msg_keys),
-        (Kind::Shm, &r.shm_keys),
-        (Kind::Sem, &r.sem_keys),
-    ];
-    for (kind, list) in by_key {
+    for (kind, list) in kinds
+        .into_iter()
+        .zip([&r.msg_keys, &r.shm_keys, &r.sem_keys])
+    {
         for arg in list {
             let key = parse_number(arg).and_then(|v| {
                 u32::try_from(v)
@@ -166,9 +129,9 @@ pub fn ipcrm(socket_path: Option<PathBuf>, r: Removals) -> ExitCode {
     }
     if let Some(t) = r.all {
         let lists = [
-            (t.msg, Kind::Msg, list_msg(&c)),
-            (t.shm, Kind::Shm, list_shm(&c)),
-            (t.sem, Kind::Sem, list_sem(&c)),
+            (t.msg, Kind::Msg, list(&c, Kind::Msg)),
+            (t.shm, Kind::Shm, list(&c, Kind::Shm)),
+            (t.sem, Kind::Sem, list(&c, Kind::Sem)),
         ];
         for (wanted, kind, list) in lists {
             if !wanted {

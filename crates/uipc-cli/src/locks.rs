@@ -170,12 +170,17 @@ mod tests {
 
     #[test]
     fn sizes_read_as_util_linux_prints_them() {
-        assert_eq!(human_size(0), "");
-        assert_eq!(human_size(100), "100B");
-        assert_eq!(human_size(1023), "1023B");
-        assert_eq!(human_size(1024), "1K");
-        assert_eq!(human_size(1536), "1.5K");
-        assert_eq!(human_size(4 << 20), "4M");
+        let cases = [
+            (0, ""),
+            (100, "100B"),
+            (1023, "1023B"),
+            (1024, "1K"),
+            (1536, "1.5K"),
+            (4 << 20, "4M"),
+        ];
+        for (bytes, shown) in cases {
+            assert_eq!(human_size(bytes), shown, "{bytes} bytes");
+        }
     }
 
     #[test]

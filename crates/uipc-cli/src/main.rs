@@ -313,25 +313,10 @@ fn main() -> ExitCode {
         Command::Ipcrm(a) => {
             let all = match a.all.as_deref() {
                 None => None,
-                Some("all") => Some(ipcs::Types {
-                    msg: true,
-                    shm: true,
-                    sem: true,
-                }),
-                Some("shm") => Some(ipcs::Types {
-                    msg: false,
-                    shm: true,
-                    sem: false,
-                }),
-                Some("msg") => Some(ipcs::Types {
-                    msg: true,
-                    shm: false,
-                    sem: false,
-                }),
-                Some("sem") => Some(ipcs::Types {
-                    msg: false,
-                    shm: false,
-                    sem: true,
+                Some(which @ ("all" | "msg" | "shm" | "sem")) => Some(ipcs::Types {
+                    msg: matches!(which, "all" | "msg"),
+                    shm: matches!(which, "all" | "shm"),
+                    sem: matches!(which, "all" | "sem"),
                 }),
                 Some(other) => {
                     eprintln!("uipc ipcrm: unknown type {other:?} (shm, msg or sem)");

@@ -2,7 +2,7 @@
 //! them, octal as C's `%#o`, and sizes in bytes, kbytes or "human" units (one letter, one
 //! decimal rounded half up, as util-linux's `size_to_human_string`).
 
-use std::ffi::CStr;
+use std::ffi::{c_char, CStr};
 
 /// The unit sizes are shown in (`-b`, `--human`, or the default of each line).
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -17,28 +17,29 @@ pub enum Unit {
     Human,
 }
 
+/// The name a password or group database entry holds (`None` for a null entry).
+fn entry_name<T>(entry: *const T, name: impl FnOnce(&T) -> *const c_char) -> Option<String> {
+    // SAFETY: `entry` is null or the C library's static storage for the last lookup, which
+    // nothing overwrites meanwhile: the command is single-threaded.
+    let entry = unsafe { entry.as_ref() }?;
+    // SAFETY: an entry's name is NUL-terminated.
+    Some(
+        unsafe { CStr::from_ptr(name(entry)) }
+            .to_string_lossy()
+            .into(),
+    )
+}
+
 /// A user's name, if the password database has one.
 pub fn user(uid: u32) -> Option<String> {
-    // SAFETY: getpwuid returns static storage or null; the command is single-threaded.
-    let pw = unsafe { libc::getpwuid(uid) };
-    // SAFETY: a non-null entry has a NUL-terminated name.
-    (!pw.is_null()).then(|| {
-        unsafe { CStr::from_ptr((*pw).pw_name) }
-            .to_string_lossy()
-            .into()
-    })
+    // SAFETY: getpwuid takes any uid and returns static storage or null.
+    entry_name(unsafe { libc::getpwuid(uid) }, |pw| pw.pw_name)
 }
 
 /// A group's name, if the group database has one.
 pub fn group(gid: u32) -> Option<String> {
-    // SAFETY: getgrgid returns static storage or null; the command is single-threaded.
-    let gr = unsafe { libc::getgrgid(gid) };
-    // SAFETY: a non-null entry has a NUL-terminated name.
-    (!gr.is_null()).then(|| {
-        unsafe { CStr::from_ptr((*gr).gr_name) }
-            .to_string_lossy()
-            .into()
-    })
+    // SAFETY: getgrgid takes any gid and returns static storage or null.
+    entry_name(unsafe { libc::getgrgid(gid) }, |gr| gr.gr_name)
 }
 
 /// The owner column: the name cut to 10 characters and padded to 10, or the uid.
@@ -153,12 +154,17 @@ mod tests {
 
     #[test]
     fn human_sizes_round_as_util_linux() {
-        assert_eq!(human(0), "0B");
-        assert_eq!(human(15), "15B");
-        assert_eq!(human(5000), "4.9K");
-        assert_eq!(human(2047), "2K");
-        assert_eq!(human(16384), "16K");
-        assert_eq!(human(u64::MAX - (1 << 24)), "16E");
+        let cases = [
+            (0, "0B"),
+            (15, "15B"),
+            (5000, "4.9K"),
+            (2047, "2K"),
+            (16384, "16K"),
+            (u64::MAX - (1 << 24), "16E"),
+        ];
+        for (bytes, shown) in cases {
+            assert_eq!(human(bytes), shown, "{bytes} bytes");
+        }
         assert_eq!(alt_octal(0o1640), "01640");
         assert_eq!(alt_octal(0), "0");
     }

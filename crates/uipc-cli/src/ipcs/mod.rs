@@ -40,6 +40,14 @@ pub(crate) fn connect(path: &Path) -> Result<Connection, String> {
         .map_err(|e| format!("no uipc daemon answers on {}: {e}", path.display()))
 }
 
+/// Connects to the daemon at `explicit` (or the usual socket); on failure says why as
+/// `uipc {command}` and returns `None`.
+pub(crate) fn connect_or_say(command: &str, explicit: Option<PathBuf>) -> Option<Connection> {
+    connect(&socket(explicit))
+        .inspect_err(|e| eprintln!("uipc {command}: {e}"))
+        .ok()
+}
+
 pub(crate) fn call(c: &Connection, req: Request) -> Result<Response, String> {
     c.call(&req, false)
         .map(|(r, _)| r)
@@ -67,83 +75,56 @@ fn max_index(c: &Connection, req: Request) -> Result<i32, String> {
     })
 }
 
-/// Every object of a type as the daemon's `*_STAT_ANY` returns it.
-fn each(
-    c: &Connection,
-    info: Request,
-    stat: impl Fn(i32) -> Request,
-) -> Result<Vec<Response>, String> {
-    let max = max_index(c, info)?;
+/// A SysV IPC object type.
+#[derive(Clone, Copy)]
+pub(crate) enum Kind {
+    Msg,
+    Shm,
+    Sem,
+}
+
+impl Kind {
+    /// The type's `*ctl(id, cmd)` request with no argument.
+    pub(crate) fn ctl(self, id: i32, cmd: i32) -> Request {
+        match self {
+            Kind::Msg => Request::Msgctl {
+                msqid: id,
+                cmd,
+                set: None,
+            },
+            Kind::Shm => Request::Shmctl {
+                shmid: id,
+                cmd,
+                set: None,
+            },
+            Kind::Sem => Request::Semctl {
+                semid: id,
+                semnum: 0,
+                cmd,
+                arg: uipc_proto::SemArg::None,
+            },
+        }
+    }
+}
+
+/// Every object of type `kind` as the daemon's `*_STAT_ANY` returns it, with its id.
+pub(crate) fn list(c: &Connection, kind: Kind) -> Result<Vec<(i32, Response)>, String> {
+    let (info, stat_any) = match kind {
+        Kind::Msg => (MSG_INFO, MSG_STAT_ANY),
+        Kind::Shm => (SHM_INFO, SHM_STAT_ANY),
+        Kind::Sem => (SEM_INFO, SEM_STAT_ANY),
+    };
+    let max = max_index(c, kind.ctl(0, info))?;
     let mut out = Vec::new();
     for idx in 0..=max {
-        match call(c, stat(idx))? {
-            Response::Error(_) => {}
-            r => out.push(r),
+        if let r @ (Response::MsgStat { ret, .. }
+        | Response::ShmStat { ret, .. }
+        | Response::SemStat { ret, .. }) = call(c, kind.ctl(idx, stat_any))?
+        {
+            out.push((ret, r));
         }
     }
     Ok(out)
-}
-
-pub(crate) fn list_msg(c: &Connection) -> Result<Vec<(i32, Response)>, String> {
-    let info = Request::Msgctl {
-        msqid: 0,
-        cmd: MSG_INFO,
-        set: None,
-    };
-    let all = each(c, info, |i| Request::Msgctl {
-        msqid: i,
-        cmd: MSG_STAT_ANY,
-        set: None,
-    })?;
-    Ok(all
-        .into_iter()
-        .filter_map(|r| match &r {
-            Response::MsgStat { ret, .. } => Some((*ret, r)),
-            _ => None,
-        })
-        .collect())
-}
-
-pub(crate) fn list_shm(c: &Connection) -> Result<Vec<(i32, Response)>, String> {
-    let info = Request::Shmctl {
-        shmid: 0,
-        cmd: SHM_INFO,
-        set: None,
-    };
-    let all = each(c, info, |i| Request::Shmctl {
-        shmid: i,
-        cmd: SHM_STAT_ANY,
-        set: None,
-    })?;
-    Ok(all
-        .into_iter()
-        .filter_map(|r| match &r {
-            Response::ShmStat { ret, .. } => Some((*ret, r)),
-            _ => None,
-        })
-        .collect())
-}
-
-pub(crate) fn list_sem(c: &Connection) -> Result<Vec<(i32, Response)>, String> {
-    let info = Request::Semctl {
-        semid: 0,
-        semnum: 0,
-        cmd: SEM_INFO,
-        arg: uipc_proto::SemArg::None,
-    };
-    let all = each(c, info, |i| Request::Semctl {
-        semid: i,
-        semnum: 0,
-        cmd: SEM_STAT_ANY,
-        arg: uipc_proto::SemArg::None,
-    })?;
-    Ok(all
-        .into_iter()
-        .filter_map(|r| match &r {
-            Response::SemStat { ret, .. } => Some((*ret, r)),
-            _ => None,
-        })
-        .collect())
 }
 
 /// Which output (`-c`, `-t`, `-p`, `-l`, `-u`; the default listing otherwise).
@@ -175,34 +156,32 @@ pub struct Ask {
     pub id: Option<i32>,
 }
 
+/// The status each `(id, response)` of a listing carries, where `pick` finds one.
+fn stats<T>(list: Vec<(i32, Response)>, pick: fn(Response) -> Option<T>) -> Vec<(i32, T)> {
+    list.into_iter()
+        .filter_map(|(id, r)| pick(r).map(|ds| (id, ds)))
+        .collect()
+}
+
 fn msgs(c: &Connection) -> Result<Vec<(i32, MsqidDs)>, String> {
-    Ok(list_msg(c)?
-        .into_iter()
-        .filter_map(|(id, r)| match r {
-            Response::MsgStat { ds, .. } => Some((id, ds)),
-            _ => None,
-        })
-        .collect())
+    Ok(stats(list(c, Kind::Msg)?, |r| match r {
+        Response::MsgStat { ds, .. } => Some(ds),
+        _ => None,
+    }))
 }
 
 fn segments(c: &Connection) -> Result<Vec<(i32, ShmidDs)>, String> {
-    Ok(list_shm(c)?
-        .into_iter()
-        .filter_map(|(id, r)| match r {
-            Response::ShmStat { ds, .. } => Some((id, ds)),
-            _ => None,
-        })
-        .collect())
+    Ok(stats(list(c, Kind::Shm)?, |r| match r {
+        Response::ShmStat { ds, .. } => Some(ds),
+        _ => None,
+    }))
 }
 
 fn sems(c: &Connection) -> Result<Vec<(i32, SemidDs)>, String> {
-    Ok(list_sem(c)?
-        .into_iter()
-        .filter_map(|(id, r)| match r {
-            Response::SemStat { ds, .. } => Some((id, ds)),
-            _ => None,
-        })
-        .collect())
+    Ok(stats(list(c, Kind::Sem)?, |r| match r {
+        Response::SemStat { ds, .. } => Some(ds),
+        _ => None,
+    }))
 }
 
 fn unexpected(what: &str, r: Response) -> String {
@@ -335,13 +314,8 @@ pub fn ipcs(socket_path: Option<PathBuf>, ask: Ask) -> ExitCode {
         eprintln!("uipc ipcs: when using an ID, a single resource must be specified");
         return ExitCode::FAILURE;
     }
-    let path = socket(socket_path);
-    let c = match connect(&path) {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("uipc ipcs: {e}");
-            return ExitCode::FAILURE;
-        }
+    let Some(c) = connect_or_say("ipcs", socket_path) else {
+        return ExitCode::FAILURE;
     };
     let text = match ask.id {
         Some(id) => detail(&c, t, id, ask.unit).map(|found| {

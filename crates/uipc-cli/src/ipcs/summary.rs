@@ -107,6 +107,16 @@ pub fn sem_status(i: &SemInfo) -> String {
     )
 }
 
+/// The detail's closing lines: `label=time` each (ctime's 24 characters padded to 26), then a
+/// blank line.
+fn times_lines(times: [(&str, i64); 3]) -> String {
+    let mut s = String::new();
+    for (label, t) in times {
+        s += &format!("{label}={}\n", time_col(t, 0, 24, 26));
+    }
+    s + "\n"
+}
+
 /// `-q -i ID`.
 pub fn msg_detail(id: i32, ds: &MsqidDs, unit: Unit) -> String {
     let p = &ds.perm;
@@ -130,15 +140,12 @@ pub fn msg_detail(id: i32, ds: &MsqidDs, unit: Unit) -> String {
         ds.qbytes,
         "\t",
         0,
-    ) + &format!(
-        "qnum={}\tlspid={}\tlrpid={}\nsend_time={}\nrcv_time={}\nchange_time={}\n\n",
-        ds.qnum,
-        ds.lspid,
-        ds.lrpid,
-        time_col(ds.stime, 0, 24, 26),
-        time_col(ds.rtime, 0, 24, 26),
-        time_col(ds.ctime, 0, 24, 26)
-    )
+    ) + &format!("qnum={}\tlspid={}\tlrpid={}\n", ds.qnum, ds.lspid, ds.lrpid)
+        + &times_lines([
+            ("send_time", ds.stime),
+            ("rcv_time", ds.rtime),
+            ("change_time", ds.ctime),
+        ])
 }
 
 /// `-m -i ID`.
@@ -158,15 +165,12 @@ pub fn shm_detail(id: i32, ds: &ShmidDs, unit: Unit) -> String {
         alt_octal(p.mode),
         alt_octal(p.mode & 0o777)
     ) + &size(unit, Some(label), ds.segsz, "\t", 0)
-        + &format!(
-            "lpid={}\tcpid={}\tnattch={}\natt_time={}\ndet_time={}\nchange_time={}\n\n",
-            ds.lpid,
-            ds.cpid,
-            ds.nattch,
-            time_col(ds.atime, 0, 24, 26),
-            time_col(ds.dtime, 0, 24, 26),
-            time_col(ds.ctime, 0, 24, 26)
-        )
+        + &format!("lpid={}\tcpid={}\tnattch={}\n", ds.lpid, ds.cpid, ds.nattch)
+        + &times_lines([
+            ("att_time", ds.atime),
+            ("det_time", ds.dtime),
+            ("change_time", ds.ctime),
+        ])
 }
 
 /// One semaphore's line of `-s -i ID`: value, ncount, zcount, pid.

@@ -23,46 +23,78 @@ fn creator_line(id: i32, p: &IpcPermStat) -> String {
     )
 }
 
-fn creator_header(what: &str) -> String {
-    format!(
-        "{what:<10} {:<10} {:<10} {:<10} {:<10} {:<10}\n",
-        "perms", "cuid", "cgid", "uid", "gid"
-    )
+/// A section's title line, then its column names, each left-aligned in its width.
+fn heading(title: &str, columns: &[(&str, usize)]) -> String {
+    let names: Vec<String> = columns.iter().map(|(n, w)| format!("{n:<w$}")).collect();
+    format!("------ {title} --------\n{}\n", names.join(" "))
+}
+
+/// A heading of the id column (name and width), the owner, then `rest`, each `width` wide.
+fn id_owner_heading(title: &str, id: (&str, usize), rest: &[&str], width: usize) -> String {
+    let mut columns = vec![id, ("owner", 10)];
+    columns.extend(rest.iter().map(|n| (*n, width)));
+    heading(title, &columns)
+}
+
+/// The default listing's heading: key, id, owner and perms, each 10 wide, then `rest`.
+fn default_heading(title: &str, id: &str, rest: &[(&str, usize)]) -> String {
+    let mut columns = vec![("key", 10), (id, 10), ("owner", 10), ("perms", 10)];
+    columns.extend_from_slice(rest);
+    heading(title, &columns)
+}
+
+/// `-c`'s heading.
+fn creator_heading(title: &str, id: &str) -> String {
+    let names = [id, "perms", "cuid", "cgid", "uid", "gid"];
+    heading(title, &names.map(|n| (n, 10)))
+}
+
+/// `-t`'s line of a queue or segment: the id left-aligned in `id_width`, the owner, three times.
+fn times_line(id: i32, id_width: usize, uid: u32, times: [i64; 3]) -> String {
+    let [a, b, c] = times.map(|t| time_col(t, 4, 16, 20));
+    format!("{id:<id_width$} {} {a} {b} {c}\n", owner(uid))
+}
+
+/// The default listing's size column: with `--human` right-aligned in 6 and followed by
+/// `human_pad`, otherwise left-aligned in `width`.
+fn size_col(unit: Unit, bytes: u64, human_pad: &str, width: i32) -> String {
+    if unit == Unit::Human {
+        size(unit, None, bytes, human_pad, 6)
+    } else {
+        size(unit, None, bytes, "", -width)
+    }
 }
 
 /// The message queues section.
 pub fn msg(list: &[(i32, MsqidDs)], format: Format, unit: Unit) -> String {
     let mut s = match format {
-        Format::Creator => "------ Message Queues Creators/Owners --------\n".to_string() + &creator_header("msqid"),
-        Format::Time => format!(
-            "------ Message Queues Send/Recv/Change Times --------\n{:<8} {:<10} {:<20} {:<20} {:<20}\n",
-            "msqid", "owner", "send", "recv", "change"
+        Format::Creator => creator_heading("Message Queues Creators/Owners", "msqid"),
+        Format::Time => id_owner_heading(
+            "Message Queues Send/Recv/Change Times",
+            ("msqid", 8),
+            &["send", "recv", "change"],
+            20,
         ),
-        Format::Pid => format!(
-            "------ Message Queues PIDs --------\n{:<10} {:<10} {:<10} {:<10}\n",
-            "msqid", "owner", "lspid", "lrpid"
+        Format::Pid => id_owner_heading(
+            "Message Queues PIDs",
+            ("msqid", 10),
+            &["lspid", "lrpid"],
+            10,
         ),
-        _ => format!(
-            "------ Message Queues --------\n{:<10} {:<10} {:<10} {:<10} {:<12} {:<12}\n",
-            "key",
-            "msqid",
-            "owner",
-            "perms",
-            if unit == Unit::Human { "size" } else { "used-bytes" },
-            "messages"
-        ),
+        _ => {
+            let size = if unit == Unit::Human {
+                "size"
+            } else {
+                "used-bytes"
+            };
+            default_heading("Message Queues", "msqid", &[(size, 12), ("messages", 12)])
+        }
     };
     for (id, ds) in list {
         let p = &ds.perm;
         s += &match format {
             Format::Creator => creator_line(*id, p),
-            Format::Time => format!(
-                "{id:<8} {} {} {} {}\n",
-                owner(p.uid),
-                time_col(ds.stime, 4, 16, 20),
-                time_col(ds.rtime, 4, 16, 20),
-                time_col(ds.ctime, 4, 16, 20)
-            ),
+            Format::Time => times_line(*id, 8, p.uid, [ds.stime, ds.rtime, ds.ctime]),
             Format::Pid => format!(
                 "{id:<8} {}  {:>5}     {:>5}\n",
                 owner(p.uid),
@@ -70,11 +102,7 @@ pub fn msg(list: &[(i32, MsqidDs)], format: Format, unit: Unit) -> String {
                 ds.lrpid
             ),
             _ => {
-                let bytes = if unit == Unit::Human {
-                    size(unit, None, ds.cbytes, "      ", 6)
-                } else {
-                    size(unit, None, ds.cbytes, "", -12)
-                };
+                let bytes = size_col(unit, ds.cbytes, "      ", 12);
                 format!(
                     "0x{:08x} {id:<10} {} {:<10o} {bytes} {:<12}\n",
                     p.key,
@@ -91,37 +119,30 @@ pub fn msg(list: &[(i32, MsqidDs)], format: Format, unit: Unit) -> String {
 /// The shared memory section.
 pub fn shm(list: &[(i32, ShmidDs)], format: Format, unit: Unit) -> String {
     let mut s = match format {
-        Format::Creator => "------ Shared Memory Segment Creators/Owners --------\n".to_string() + &creator_header("shmid"),
-        Format::Time => format!(
-            "------ Shared Memory Attach/Detach/Change Times --------\n{:<10} {:<10} {:<20} {:<20} {:<20}\n",
-            "shmid", "owner", "attached", "detached", "changed"
+        Format::Creator => creator_heading("Shared Memory Segment Creators/Owners", "shmid"),
+        Format::Time => id_owner_heading(
+            "Shared Memory Attach/Detach/Change Times",
+            ("shmid", 10),
+            &["attached", "detached", "changed"],
+            20,
         ),
-        Format::Pid => format!(
-            "------ Shared Memory Creator/Last-op PIDs --------\n{:<10} {:<10} {:<10} {:<10}\n",
-            "shmid", "owner", "cpid", "lpid"
+        Format::Pid => id_owner_heading(
+            "Shared Memory Creator/Last-op PIDs",
+            ("shmid", 10),
+            &["cpid", "lpid"],
+            10,
         ),
-        _ => format!(
-            "------ Shared Memory Segments --------\n{:<10} {:<10} {:<10} {:<10} {:<10} {:<10} {:<12}\n",
-            "key",
-            "shmid",
-            "owner",
-            "perms",
-            if unit == Unit::Human { "size" } else { "bytes" },
-            "nattch",
-            "status"
-        ),
+        _ => {
+            let size = if unit == Unit::Human { "size" } else { "bytes" };
+            let rest = [(size, 10), ("nattch", 10), ("status", 12)];
+            default_heading("Shared Memory Segments", "shmid", &rest)
+        }
     };
     for (id, ds) in list {
         let p = &ds.perm;
         s += &match format {
             Format::Creator => creator_line(*id, p),
-            Format::Time => format!(
-                "{id:<10} {} {} {} {}\n",
-                owner(p.uid),
-                time_col(ds.atime, 4, 16, 20),
-                time_col(ds.dtime, 4, 16, 20),
-                time_col(ds.ctime, 4, 16, 20)
-            ),
+            Format::Time => times_line(*id, 10, p.uid, [ds.atime, ds.dtime, ds.ctime]),
             Format::Pid => format!(
                 "{id:<10} {} {:<10} {:<10}\n",
                 owner(p.uid),
@@ -129,11 +150,7 @@ pub fn shm(list: &[(i32, ShmidDs)], format: Format, unit: Unit) -> String {
                 ds.lpid
             ),
             _ => {
-                let bytes = if unit == Unit::Human {
-                    size(unit, None, ds.segsz, "    ", 6)
-                } else {
-                    size(unit, None, ds.segsz, "", -10)
-                };
+                let bytes = size_col(unit, ds.segsz, "    ", 10);
                 let flag =
                     |bit: u32, word: &'static str| if p.mode & bit != 0 { word } else { " " };
                 format!(
@@ -154,19 +171,15 @@ pub fn shm(list: &[(i32, ShmidDs)], format: Format, unit: Unit) -> String {
 /// The semaphores section (`-p` has none: semaphore sets keep no pid of their own).
 pub fn sem(list: &[(i32, SemidDs)], format: Format) -> String {
     let mut s = match format {
-        Format::Creator => {
-            "------ Semaphore Arrays Creators/Owners --------\n".to_string()
-                + &creator_header("semid")
-        }
-        Format::Time => format!(
-            "------ Semaphore Operation/Change Times --------\n{:<8} {:<10} {:<26} {:<26}\n",
-            "semid", "owner", "last-op", "last-changed"
+        Format::Creator => creator_heading("Semaphore Arrays Creators/Owners", "semid"),
+        Format::Time => id_owner_heading(
+            "Semaphore Operation/Change Times",
+            ("semid", 8),
+            &["last-op", "last-changed"],
+            26,
         ),
         Format::Pid => return String::new(),
-        _ => format!(
-            "------ Semaphore Arrays --------\n{:<10} {:<10} {:<10} {:<10} {:<10}\n",
-            "key", "semid", "owner", "perms", "nsems"
-        ),
+        _ => default_heading("Semaphore Arrays", "semid", &[("nsems", 10)]),
     };
     for (id, ds) in list {
         let p = &ds.perm;
