@@ -12,6 +12,7 @@
 #include <sys/shm.h>
 #include <sys/types.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #define CHECK(cond)                                                                   \
@@ -23,6 +24,41 @@
         }                                                                             \
     } while (0)
 
+/* CHECK for code that must not exit (signal handlers and what they call): returns the line
+ * from the enclosing function when the failure condition `failed` holds. */
+#define FAIL_LINE_IF(failed)                                                          \
+    do {                                                                              \
+        if (failed)                                                                   \
+            return __LINE__;                                                          \
+    } while (0)
+
+/* fork(2), checked: 0 in the child, the child's pid in the parent. */
+static inline pid_t checked_fork(void) {
+    pid_t pid = fork();
+    CHECK(pid >= 0);
+    return pid;
+}
+
+/* A SIGEV_SIGNAL notification: signal `signo` carrying `value`. */
+static inline struct sigevent signal_event(int signo, int value) {
+    struct sigevent ev = {.sigev_notify = SIGEV_SIGNAL, .sigev_signo = signo};
+    ev.sigev_value.sival_int = value;
+    return ev;
+}
+
+/* Creates a POSIX timer in `*t` on `clock`, notifying as `ev` says, and arms it (relative) to
+ * expire first after `first_ns` nanoseconds and then every `interval_ns` (0: once). `*t` is
+ * written before the timer is armed, so a handler of its signal may read it. */
+static inline void start_timer(timer_t *t, clockid_t clock, struct sigevent *ev,
+                               long long first_ns, long long interval_ns) {
+    CHECK(timer_create(clock, ev, t) == 0);
+    struct itimerspec its = {
+        .it_interval = {.tv_sec = interval_ns / 1000000000, .tv_nsec = interval_ns % 1000000000},
+        .it_value = {.tv_sec = first_ns / 1000000000, .tv_nsec = first_ns % 1000000000},
+    };
+    CHECK(timer_settime(*t, 0, &its, NULL) == 0);
+}
+
 /* A POSIX/OFD lock request for `len` bytes from `start` (SEEK_SET). */
 static inline struct flock range(short type, off_t start, off_t len) {
     struct flock fl = {0};
@@ -31,6 +67,18 @@ static inline struct flock range(short type, off_t start, off_t len) {
     fl.l_start = start;
     fl.l_len = len;
     return fl;
+}
+
+/* Closes `fd` and a dup of it, the dup first if `dup_first`: `is_free()` must say no after
+ * the first close and yes after the second (a lock of an open file description lasts until
+ * the description's last descriptor closes). */
+static inline void expect_freed_at_last_close(int fd, int dup_first, int (*is_free)(void)) {
+    int d = dup(fd);
+    CHECK(d >= 0);
+    CHECK(close(dup_first ? d : fd) == 0);
+    CHECK(!is_free());
+    CHECK(close(dup_first ? fd : d) == 0);
+    CHECK(is_free());
 }
 
 union semun {
@@ -52,8 +100,7 @@ static inline void expect_clean_exit(pid_t pid) {
 
 /* Runs `f` in a child process and checks the child exits 0. */
 static inline void in_child(void (*f)(void)) {
-    pid_t pid = fork();
-    CHECK(pid >= 0);
+    pid_t pid = checked_fork();
     if (pid == 0) {
         f();
         _exit(0);

@@ -22,8 +22,7 @@ int main(void) {
     int sem = semget(IPC_PRIVATE, 1, 0600);
     int q = msgget(IPC_PRIVATE, 0600);
     CHECK(sem >= 0 && q >= 0);
-    pid_t poster = fork();
-    CHECK(poster >= 0);
+    pid_t poster = checked_fork();
     if (poster == 0) {
         struct sembuf up = {0, 1, 0};
         for (int i = 0; i < N; i++) {

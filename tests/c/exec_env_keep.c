@@ -26,8 +26,7 @@ int main(int argc, char **argv) {
     char *const empty[] = {NULL};
     char *const args[] = {argv[0], "child", NULL};
     for (int how = 0; how < 3; how++) {
-        pid_t pid = fork();
-        CHECK(pid >= 0);
+        pid_t pid = checked_fork();
         if (pid == 0) {
             if (how == 0)
                 execve(self, args, empty);

@@ -45,8 +45,7 @@ int main(int argc, char **argv) {
     for (int how = 0; how < 4; how++) {
         for (int i = 0; i < images; i++) {
             fflush(stdout);
-            pid_t pid = fork();
-            CHECK(pid >= 0);
+            pid_t pid = checked_fork();
             if (pid == 0)
                 exec_with(how + i, argv[2 + i]);
             int status;
@@ -55,8 +54,7 @@ int main(int argc, char **argv) {
         }
     }
     fflush(stdout);
-    pid_t pid = fork();
-    CHECK(pid >= 0);
+    pid_t pid = checked_fork();
     if (pid == 0) {
         char *args[] = {argv[2], "run", NULL};
         CHECK(execv(argv[argc - 1], args) == -1 && errno == EACCES);

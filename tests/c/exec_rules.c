@@ -13,8 +13,7 @@ int main(int argc, char **argv) {
     int sem = semget(IPC_PRIVATE, 1, 0600);
     int shm = shmget(IPC_PRIVATE, 4096, 0600);
     CHECK(sem >= 0 && shm >= 0);
-    pid_t child = fork();
-    CHECK(child >= 0);
+    pid_t child = checked_fork();
     if (child == 0) {
         struct sembuf up = {0, 2, SEM_UNDO};
         CHECK(semop(sem, &up, 1) == 0);

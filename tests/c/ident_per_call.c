@@ -102,8 +102,7 @@ int main(int argc, char **argv) {
     int grp = semget(IPC_PRIVATE, 1, 0600);
     struct semid_ds gds = {.sem_perm = {.uid = 1234, .gid = 4321, .mode = 0060}};
     CHECK(grp >= 0 && semctl(grp, 0, IPC_SET, (union semun){.buf = &gds}) == 0);
-    pid_t child = fork();
-    CHECK(child >= 0);
+    pid_t child = checked_fork();
     if (child == 0) {
         gid_t in[] = {4321};
         CHECK(setgroups(1, in) == 0 && setegid(65534) == 0 && seteuid(65534) == 0);
@@ -122,8 +121,7 @@ int main(int argc, char **argv) {
     key_t key = 0x75492010;
     int closed = semget(key, 1, IPC_CREAT | IPC_EXCL | 0600);
     CHECK(closed >= 0);
-    child = fork();
-    CHECK(child >= 0);
+    child = checked_fork();
     if (child == 0) {
         CHECK(setgroups(0, NULL) == 0 && setgid(65534) == 0 && setuid(65534) == 0);
         in_own_user_ns(key);

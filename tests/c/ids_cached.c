@@ -93,8 +93,7 @@ int main(void) {
     puts("syscall(SYS_setres[ug]id): the calling thread's next call is judged by its new ids");
 
 #if defined(__x86_64__)
-    pid_t child = fork();
-    CHECK(child >= 0);
+    pid_t child = checked_fork();
     if (child == 0) {
         CHECK(open_set() == 0);
         long r;

@@ -62,8 +62,7 @@ int main(void) {
     CHECK(home >= 0);
 
     /* unshare in a child: a fresh namespace, shared with its own children. */
-    pid_t pid = fork();
-    CHECK(pid >= 0);
+    pid_t pid = checked_fork();
     if (pid == 0) {
         CHECK(msgget(0x51, 0) == q); /* a connection made before the unshare */
         CHECK(unshare(CLONE_NEWIPC) == 0);
@@ -78,8 +77,7 @@ int main(void) {
         wait_ok(first);
         CHECK(shmget(0x54, 0, 0) == 0 && shmctl(0, IPC_RMID, NULL) == 0);
         fresh(q);
-        pid_t grandchild = fork();
-        CHECK(grandchild >= 0);
+        pid_t grandchild = checked_fork();
         if (grandchild == 0) {
             CHECK(msgget(0x52, 0) == 0 && queues() == 1);
             CHECK(msgget(0x51, 0) == -1 && errno == ENOENT);

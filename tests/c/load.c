@@ -21,8 +21,7 @@ int main(int argc, char **argv) {
     CHECK(sem >= 0 && q >= 0);
     CHECK(semctl(sem, 0, SETVAL, (union semun){.val = 1}) == 0);
     for (int i = 0; i < nproc; i++) {
-        pid_t pid = fork();
-        CHECK(pid >= 0);
+        pid_t pid = checked_fork();
         if (pid > 0)
             continue;
         struct sembuf gate = {1, -1, 0}, lock = {0, -1, SEM_UNDO}, unlock = {0, 1, SEM_UNDO};

@@ -36,6 +36,17 @@ static void on_watchdog(int sig) {
     _exit(3);
 }
 
+/* In a child: a new description with a write lock on 5 bytes from `start`, said on `say`;
+ * returns the descriptor once a byte comes on `go`. */
+static int lock_then_wait(off_t start, int say, int go) {
+    int fd = reopen();
+    CHECK(lk(fd, F_SETLK, F_WRLCK, start, 5) == 0);
+    CHECK(write(say, "x", 1) == 1);
+    char c;
+    CHECK(read(go, &c, 1) == 1);
+    return fd;
+}
+
 /* One round; returns after both children exited cleanly. */
 static void round_once(void) {
     int fd = reopen();
@@ -44,25 +55,17 @@ static void round_once(void) {
     CHECK(pipe(to_b) == 0 && pipe(to_c) == 0 && pipe(from) == 0);
     char c;
 
-    pid_t b = fork();
-    CHECK(b >= 0);
+    pid_t b = checked_fork();
     if (b == 0) {
-        int bfd = reopen();
-        CHECK(lk(bfd, F_SETLK, F_WRLCK, 9, 5) == 0);
-        CHECK(write(from[1], "b", 1) == 1);
-        CHECK(read(to_b[0], &c, 1) == 1);
+        int bfd = lock_then_wait(9, from[1], to_b[0]);
         /* Waits for C's [17,21]; granted once C has unlocked. */
         CHECK(lk(bfd, F_SETLKW, F_WRLCK, 17, 5) == 0);
         _exit(0);
     }
     kids[0] = b;
-    pid_t cc = fork();
-    CHECK(cc >= 0);
+    pid_t cc = checked_fork();
     if (cc == 0) {
-        int cfd = reopen();
-        CHECK(lk(cfd, F_SETLK, F_WRLCK, 17, 5) == 0);
-        CHECK(write(from[1], "c", 1) == 1);
-        CHECK(read(to_c[0], &c, 1) == 1);
+        int cfd = lock_then_wait(17, from[1], to_c[0]);
         errno = 0;
         int r = lk(cfd, F_SETLKW, F_WRLCK, 2, 14);
         if (!(r == -1 && errno == EDEADLK)) {

@@ -41,18 +41,14 @@ static volatile sig_atomic_t handler_runs, main_rounds, failed_line, done;
 /* Lock 0..9, see the child's lock, fail on 150, unlock; on `fd`. Returns 0 or the line. */
 static int lock_round(int fd) {
     struct flock fl = range(F_WRLCK, 0, 10);
-    if (fcntl(fd, F_SETLK, &fl) != 0)
-        return __LINE__;
+    FAIL_LINE_IF(fcntl(fd, F_SETLK, &fl) != 0);
     fl = range(F_RDLCK, 100, 100);
-    if (fcntl(fd, F_GETLK, &fl) != 0 || fl.l_type != F_WRLCK || fl.l_pid != holder ||
-        fl.l_start != 100 || fl.l_len != 100)
-        return __LINE__;
+    FAIL_LINE_IF(fcntl(fd, F_GETLK, &fl) != 0 || fl.l_type != F_WRLCK || fl.l_pid != holder ||
+                 fl.l_start != 100 || fl.l_len != 100);
     fl = range(F_WRLCK, 150, 1);
-    if (fcntl(fd, F_SETLK, &fl) != -1 || (errno != EAGAIN && errno != EACCES))
-        return __LINE__;
+    FAIL_LINE_IF(fcntl(fd, F_SETLK, &fl) != -1 || (errno != EAGAIN && errno != EACCES));
     fl = range(F_UNLCK, 0, 10);
-    if (fcntl(fd, F_SETLK, &fl) != 0)
-        return __LINE__;
+    FAIL_LINE_IF(fcntl(fd, F_SETLK, &fl) != 0);
     return 0;
 }
 
@@ -94,8 +90,7 @@ int main(int argc, char **argv) {
     int c = make_file(path_c, "lh-c");
     int ready[2], release[2];
     CHECK(pipe(ready) == 0 && pipe(release) == 0);
-    holder = fork();
-    CHECK(holder >= 0);
+    holder = checked_fork();
     if (holder == 0) {
         struct flock fl = range(F_WRLCK, 100, 100);
         CHECK(fcntl(a, F_SETLK, &fl) == 0 && fcntl(c, F_SETLK, &fl) == 0);
@@ -123,27 +118,16 @@ int main(int argc, char **argv) {
     for (int i = 0; i < B_FILES; i++)
         CHECK(close(b[i]) == 0);
 
-    static struct progress_watch watch = {
-        .name = "locks_handler",
-        .stall_s = STALL_S,
-        .handler_runs = &handler_runs,
-        .main_rounds = &main_rounds,
-        .done = &done,
-    };
-    watch.kill_on_stall = holder;
-    start_watchdog(watch_progress, &watch);
+    start_progress_watch("locks_handler", STALL_S, &handler_runs, &main_rounds, &done, holder);
 
     struct sigaction sa = {0};
     sa.sa_sigaction = on_timer;
     sa.sa_flags = SA_SIGINFO | SA_RESTART;
     sigemptyset(&sa.sa_mask);
     CHECK(sigaction(SIGRTMIN, &sa, NULL) == 0);
-    struct sigevent ev = {.sigev_notify = SIGEV_SIGNAL, .sigev_signo = SIGRTMIN};
+    struct sigevent ev = signal_event(SIGRTMIN, 0);
     timer_t t;
-    CHECK(timer_create(CLOCK_MONOTONIC, &ev, &t) == 0);
-    struct itimerspec period = {.it_value = {.tv_nsec = PERIOD_US * 1000},
-                                .it_interval = {.tv_nsec = PERIOD_US * 1000}};
-    CHECK(timer_settime(t, 0, &period, NULL) == 0);
+    start_timer(&t, CLOCK_MONOTONIC, &ev, PERIOD_US * 1000, PERIOD_US * 1000);
 
     struct timespec start;
     clock_gettime(CLOCK_MONOTONIC, &start);

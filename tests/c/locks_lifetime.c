@@ -56,8 +56,7 @@ static void through_exec(int cloexec, int close_first) {
     lock_both(fd);
     int ready[2], go[2], start[2];
     CHECK(pipe(ready) == 0 && pipe(go) == 0 && pipe(start) == 0);
-    pid_t pid = fork();
-    CHECK(pid >= 0);
+    pid_t pid = checked_fork();
     if (pid == 0) {
         char c, r[16], g[16];
         CHECK(read(start[0], &c, 1) == 1);
@@ -88,13 +87,11 @@ static void through_fork_and_exit(void) {
     CHECK(prctl(PR_SET_CHILD_SUBREAPER, 1) == 0);
     int p[2], q[2];
     CHECK(pipe(p) == 0 && pipe(q) == 0);
-    pid_t child = fork();
-    CHECK(child >= 0);
+    pid_t child = checked_fork();
     if (child == 0) {
         int fd = reopen();
         lock_both(fd);
-        pid_t grandchild = fork();
-        CHECK(grandchild >= 0);
+        pid_t grandchild = checked_fork();
         if (grandchild == 0) {
             char c;
             CHECK(read(q[0], &c, 1) == 1);
@@ -142,8 +139,7 @@ static void fd_msg_init(struct fd_msg *f) {
 static void through_scm_rights(void) {
     int sv[2];
     CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0);
-    pid_t child = fork();
-    CHECK(child >= 0);
+    pid_t child = checked_fork();
     if (child == 0) {
         int fd = reopen();
         lock_both(fd);
@@ -167,12 +163,7 @@ static void through_scm_rights(void) {
     expect_clean_exit(child);
     CHECK(!free_now());
     /* A dup of what was received, closed first, is not the last descriptor. */
-    int dup_of = dup(got);
-    CHECK(dup_of >= 0);
-    CHECK(close(dup_of) == 0);
-    CHECK(!free_now());
-    CHECK(close(got) == 0);
-    CHECK(free_now());
+    expect_freed_at_last_close(got, 1, free_now);
     close(sv[0]), close(sv[1]);
 }
 

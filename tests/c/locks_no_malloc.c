@@ -22,36 +22,28 @@ static volatile sig_atomic_t handler_runs, handler_failed;
 /* The counted calls on a fresh descriptor of the file; 0 or the failing line. */
 static int calls(void) {
     int fd = open(path, O_RDWR);
-    if (fd < 0)
-        return __LINE__;
+    FAIL_LINE_IF(fd < 0);
     struct flock fl = range(F_WRLCK, 0, 10);
-    if (NO_MALLOC(fcntl(fd, F_SETLK, &fl)) != 0)
-        return __LINE__;
+    FAIL_LINE_IF(NO_MALLOC(fcntl(fd, F_SETLK, &fl)) != 0);
     fl = range(F_RDLCK, 100, 100);
-    if (NO_MALLOC(fcntl(fd, F_GETLK, &fl)) != 0 || fl.l_type != F_WRLCK || fl.l_pid != holder)
-        return __LINE__;
+    FAIL_LINE_IF(NO_MALLOC(fcntl(fd, F_GETLK, &fl)) != 0 || fl.l_type != F_WRLCK ||
+                 fl.l_pid != holder);
     fl = range(F_WRLCK, 150, 1);
-    if (NO_MALLOC(fcntl(fd, F_SETLK, &fl)) != -1 || (errno != EAGAIN && errno != EACCES))
-        return __LINE__;
+    FAIL_LINE_IF(NO_MALLOC(fcntl(fd, F_SETLK, &fl)) != -1 || (errno != EAGAIN && errno != EACCES));
     fl = range(F_UNLCK, 0, 10);
-    if (NO_MALLOC(fcntl(fd, F_SETLK, &fl)) != 0)
-        return __LINE__;
+    FAIL_LINE_IF(NO_MALLOC(fcntl(fd, F_SETLK, &fl)) != 0);
     fl = range(F_WRLCK, 0, 10);
-    if (NO_MALLOC(fcntl(fd, F_SETLK, &fl)) != 0)
-        return __LINE__;
+    FAIL_LINE_IF(NO_MALLOC(fcntl(fd, F_SETLK, &fl)) != 0);
     /* OFD locks, on the description. */
     fl = range(F_RDLCK, 20, 5);
-    if (NO_MALLOC(fcntl(fd, F_OFD_SETLK, &fl)) != 0)
-        return __LINE__;
+    FAIL_LINE_IF(NO_MALLOC(fcntl(fd, F_OFD_SETLK, &fl)) != 0);
     fl = range(F_WRLCK, 100, 1);
-    if (NO_MALLOC(fcntl(fd, F_OFD_GETLK, &fl)) != 0 || fl.l_type != F_WRLCK || fl.l_pid != holder)
-        return __LINE__;
+    FAIL_LINE_IF(NO_MALLOC(fcntl(fd, F_OFD_GETLK, &fl)) != 0 || fl.l_type != F_WRLCK ||
+                 fl.l_pid != holder);
     fl = range(F_UNLCK, 20, 5);
-    if (NO_MALLOC(fcntl(fd, F_OFD_SETLK, &fl)) != 0)
-        return __LINE__;
+    FAIL_LINE_IF(NO_MALLOC(fcntl(fd, F_OFD_SETLK, &fl)) != 0);
     /* The close drops the lock just taken (and tells the daemon). */
-    if (NO_MALLOC(close(fd)) != 0)
-        return __LINE__;
+    FAIL_LINE_IF(NO_MALLOC(close(fd)) != 0);
     return 0;
 }
 
@@ -80,8 +72,7 @@ int main(void) {
     CHECK(fd >= 0 && ftruncate(fd, 4096) == 0);
     int ready[2], release[2];
     CHECK(pipe(ready) == 0 && pipe(release) == 0);
-    holder = fork();
-    CHECK(holder >= 0);
+    holder = checked_fork();
     if (holder == 0) {
         struct flock fl = range(F_WRLCK, 100, 100);
         CHECK(fcntl(fd, F_SETLK, &fl) == 0);

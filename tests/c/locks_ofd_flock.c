@@ -51,8 +51,7 @@ int main(void) {
 
     /* OFD locks: shared with a forked child, conflicting with another description. */
     CHECK(ofd(fd, F_OFD_SETLK, F_WRLCK, 0, 10) == 0);
-    pid_t pid = fork();
-    CHECK(pid >= 0);
+    pid_t pid = checked_fork();
     if (pid == 0) {
         CHECK(ofd(fd, F_OFD_SETLK, F_WRLCK, 2, 3) == 0); /* same description, same owner */
         int other = reopen();
@@ -77,18 +76,12 @@ int main(void) {
     /* The child's exit closed its copy only: the lock stays. */
     CHECK(!ofd_free());
     /* A dup keeps the description open: closing the original keeps the lock. */
-    int dup_fd = dup(fd);
-    CHECK(dup_fd >= 0);
-    CHECK(close(fd) == 0);
-    CHECK(!ofd_free());
-    CHECK(close(dup_fd) == 0);
-    CHECK(ofd_free());
+    expect_freed_at_last_close(fd, 0, ofd_free);
 
     /* flock: contention between processes, and a blocked request granted at unlock. */
     fd = reopen();
     CHECK(flock(fd, LOCK_SH) == 0);
-    pid = fork();
-    CHECK(pid >= 0);
+    pid = checked_fork();
     if (pid == 0) {
         int other = reopen();
         CHECK(flock(other, LOCK_SH | LOCK_NB) == 0);
@@ -113,8 +106,7 @@ int main(void) {
     CHECK(flock(fd, LOCK_EX | LOCK_NB) == 0);
 
     /* A flock lock inherited by a child outlives the parent's close until the child closes. */
-    pid = fork();
-    CHECK(pid >= 0);
+    pid = checked_fork();
     if (pid == 0) {
         CHECK(read(q[0], &c, 1) == 1);
         _exit(0);
@@ -132,8 +124,7 @@ int main(void) {
     CHECK(flock(fd, LOCK_EX) == 0);
     struct sigaction sa = {.sa_handler = on_alarm};
     CHECK(sigaction(SIGALRM, &sa, NULL) == 0);
-    pid = fork();
-    CHECK(pid >= 0);
+    pid = checked_fork();
     if (pid == 0) {
         int other = reopen();
         arm(100000);

@@ -65,17 +65,23 @@ static void child_lockf(void) {
     CHECK(lockf(fd, F_TLOCK, 5) == 0);
 }
 
+/* In a child: a new description of the file, on which it takes a write lock of `len` bytes
+ * from `start` with `cmd`, then says so on `p`. The descriptor. */
+static int lock_and_say(int cmd, off_t start, off_t len, int p) {
+    int fd = reopen();
+    CHECK(lk(fd, cmd, F_WRLCK, start, len) == 0);
+    sync_write(p);
+    return fd;
+}
+
 /* A child takes a write lock on the whole file, says so, and keeps it `hold_ms` (0: until
  * killed). */
 static pid_t holder(int hold_ms) {
     int p[2];
     CHECK(pipe(p) == 0);
-    pid_t pid = fork();
-    CHECK(pid >= 0);
+    pid_t pid = checked_fork();
     if (pid == 0) {
-        int fd = reopen();
-        CHECK(lk(fd, F_SETLK, F_WRLCK, 0, 0) == 0);
-        sync_write(p[1]);
+        lock_and_say(F_SETLK, 0, 0, p[1]);
         if (hold_ms == 0)
             for (;;) pause();
         usleep(hold_ms * 1000);
@@ -100,12 +106,9 @@ int main(void) {
     /* A waiter sleeps until the holder unlocks. */
     int p[2];
     CHECK(pipe(p) == 0);
-    pid_t w = fork();
-    CHECK(w >= 0);
+    pid_t w = checked_fork();
     if (w == 0) {
-        int cfd = reopen();
-        CHECK(lk(cfd, F_SETLKW, F_WRLCK, 0, 10) == 0);
-        sync_write(p[1]);
+        lock_and_say(F_SETLKW, 0, 10, p[1]);
         _exit(0);
     }
     usleep(150000);
@@ -127,12 +130,9 @@ int main(void) {
 
     /* EDEADLK: the child holds byte 1 and waits for byte 0, which we hold. */
     CHECK(lk(fd, F_SETLK, F_WRLCK, 0, 1) == 0);
-    w = fork();
-    CHECK(w >= 0);
+    w = checked_fork();
     if (w == 0) {
-        int cfd = reopen();
-        CHECK(lk(cfd, F_SETLK, F_WRLCK, 1, 1) == 0);
-        sync_write(p[1]);
+        int cfd = lock_and_say(F_SETLK, 1, 1, p[1]);
         CHECK(lk(cfd, F_SETLKW, F_WRLCK, 0, 1) == 0);
         _exit(0);
     }

@@ -30,8 +30,7 @@ static long sys_lock(int fd, int cmd, short type, off_t start, off_t len) {
  * through the C library's fcntl if `libc`): F_UNLCK, or the conflicting lock's type, whose
  * l_pid must be `holder`. */
 static int seen_by_child(short want, off_t start, off_t len, pid_t holder, int libc) {
-    pid_t pid = fork();
-    CHECK(pid >= 0);
+    pid_t pid = checked_fork();
     if (pid == 0) {
         int fd = open(path, O_RDWR);
         CHECK(fd >= 0);
@@ -50,8 +49,7 @@ static int seen_by_child(short want, off_t start, off_t len, pid_t holder, int l
  * its POSIX locks), can take a whole-file flock lock (`ofd` 0) or a write OFD lock on byte 20
  * (`ofd` 1) now, through syscall. */
 static int free_for_new_description(int ofd) {
-    pid_t pid = fork();
-    CHECK(pid >= 0);
+    pid_t pid = checked_fork();
     if (pid == 0) {
         int fd = open(path, O_RDWR);
         CHECK(fd >= 0);
@@ -101,8 +99,7 @@ static void setlkw_waits_for_a_syscall_close(int fd) {
     CHECK(sys_lock(fd, F_SETLK, F_WRLCK, 40, 5) == 0);
     int ready[2];
     CHECK(pipe(ready) == 0);
-    pid_t pid = fork();
-    CHECK(pid >= 0);
+    pid_t pid = checked_fork();
     if (pid == 0) {
         int own = open(path, O_RDWR);
         CHECK(own >= 0);

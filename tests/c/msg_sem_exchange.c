@@ -11,8 +11,7 @@ int main(void) {
     CHECK(semid >= 0);
     int msqid = msgget(IPC_PRIVATE, 0600);
     CHECK(msqid >= 0);
-    pid_t child = fork();
-    CHECK(child >= 0);
+    pid_t child = checked_fork();
     if (child == 0) {
         for (int i = 0; i < 200; i++) {
             struct msg m;

@@ -8,11 +8,9 @@
 int main(void) {
     int pipefd[2];
     CHECK(pipe(pipefd) == 0);
-    pid_t middle = fork();
-    CHECK(middle >= 0);
+    pid_t middle = checked_fork();
     if (middle == 0) {
-        pid_t grandchild = fork();
-        CHECK(grandchild >= 0);
+        pid_t grandchild = checked_fork();
         if (grandchild == 0) {
             close(pipefd[0]);
             close(pipefd[1]);

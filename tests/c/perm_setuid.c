@@ -14,8 +14,7 @@ int main(void) {
     CHECK(sem >= 0 && msq >= 0 && shm >= 0);
     int open_sem = semget(0x75490013, 1, IPC_CREAT | 0666);
     CHECK(open_sem >= 0);
-    pid_t child = fork();
-    CHECK(child >= 0);
+    pid_t child = checked_fork();
     if (child == 0) {
         CHECK(semctl(sem, 0, GETVAL) == 0);
         CHECK(setgid(65534) == 0 && setuid(65534) == 0);

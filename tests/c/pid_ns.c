@@ -43,12 +43,10 @@ int main(void) {
     pid_t *grandchild = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     CHECK(grandchild != MAP_FAILED);
 
-    pid_t child = fork();
-    CHECK(child >= 0);
+    pid_t child = checked_fork();
     if (child == 0) {
         CHECK(unshare(CLONE_NEWPID) == 0);
-        pid_t g = fork();
-        CHECK(g >= 0);
+        pid_t g = checked_fork();
         if (g == 0) {
             CHECK(getpid() == 1);
             struct msqid_ds mds;
@@ -66,8 +64,7 @@ int main(void) {
             /* A child's lock: pid 2. */
             int ready[2];
             CHECK(pipe(ready) == 0);
-            pid_t h = fork();
-            CHECK(h >= 0);
+            pid_t h = checked_fork();
             if (h == 0) {
                 struct flock hl = range(F_WRLCK, 20, 10);
                 CHECK(fcntl(fd, F_SETLK, &hl) == 0);

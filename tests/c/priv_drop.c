@@ -64,22 +64,19 @@ int main(int argc, char **argv) {
     int shm = shmget(KEY_PRIVATE, 4096, IPC_CREAT | IPC_EXCL | 0600);
     int open_sem = semget(KEY_OPEN, 1, IPC_CREAT | IPC_EXCL | 0666);
     CHECK(sem >= 0 && msq >= 0 && shm >= 0 && open_sem >= 0);
-    pid_t child = fork();
-    CHECK(child >= 0);
+    pid_t child = checked_fork();
     if (child == 0) {
         /* The first SysV IPC call of this process comes after the drop. */
         CHECK(setgroups(0, NULL) == 0 && setgid(65534) == 0 && setuid(65534) == 0);
         as_nobody("child");
         make_own();
-        pid_t grandchild = fork();
-        CHECK(grandchild >= 0);
+        pid_t grandchild = checked_fork();
         if (grandchild == 0) {
             as_nobody("grandchild");
             exit(0);
         }
         expect_clean_exit(grandchild);
-        pid_t image = fork();
-        CHECK(image >= 0);
+        pid_t image = checked_fork();
         if (image == 0) {
             /* Environment passed on as it is: the new image finds the daemon as we did. */
             execl("/proc/self/exe", argv[0], "nobody", (char *)NULL);

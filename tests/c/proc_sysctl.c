@@ -106,8 +106,7 @@ int main(void) {
     CHECK(value("msgmax") == 321);
 
     /* Another user reads, but may not open for writing. */
-    pid_t pid = fork();
-    CHECK(pid >= 0);
+    pid_t pid = checked_fork();
     if (pid == 0) {
         CHECK(value("msgmni") == 2);
         CHECK(setgid(65534) == 0 && setuid(65534) == 0);

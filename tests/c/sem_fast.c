@@ -76,8 +76,7 @@ static void basic(void) {
     b.sem_op = -1;
     CHECK(semop(id, &b, 1) == 0 && semctl(id, 0, GETVAL) == 1);
     /* Another process's operation: its pid. */
-    pid_t c = fork();
-    CHECK(c >= 0);
+    pid_t c = checked_fork();
     if (c == 0) {
         CHECK(sop(id, 0, 1, 0) == 0);
         _exit(0);
@@ -95,8 +94,7 @@ static void basic(void) {
 static void waiters(void) {
     int id = semget(IPC_PRIVATE, 2, 0600);
     CHECK(id >= 0);
-    pid_t c = fork();
-    CHECK(c >= 0);
+    pid_t c = checked_fork();
     if (c == 0) {
         CHECK(sop(id, 0, -1, 0) == 0);
         _exit(0);
@@ -106,8 +104,7 @@ static void waiters(void) {
     expect_clean_exit(c);
     CHECK(semctl(id, 0, GETVAL) == 0 && semctl(id, 0, GETPID) == c);
     CHECK(semctl(id, 1, SETVAL, 1) == 0);
-    c = fork();
-    CHECK(c >= 0);
+    c = checked_fork();
     if (c == 0) {
         CHECK(sop(id, 1, 0, 0) == 0);
         _exit(0);
@@ -120,8 +117,7 @@ static void waiters(void) {
     CHECK(semop(id, two, 2) == 0);
     CHECK(sop(id, 0, -1, 0) == 0 && sop(id, 1, -1, 0) == 0);
     CHECK(semctl(id, 0, GETVAL) == 1 && semctl(id, 1, GETVAL) == 2);
-    c = fork();
-    CHECK(c >= 0);
+    c = checked_fork();
     if (c == 0) {
         CHECK(sop(id, 0, 5, SEM_UNDO) == 0);
         CHECK(semctl(id, 0, GETVAL) == 6);

@@ -18,8 +18,7 @@ static int sop(int id, unsigned short n, short op, short flg) {
 
 /* A worker for life `l`: adds 1 to its semaphore, then counts it, until 30000. */
 static pid_t spawn(const int *ids, volatile long *count, int l) {
-    pid_t pid = fork();
-    CHECK(pid >= 0);
+    pid_t pid = checked_fork();
     if (pid == 0) {
         for (;;) {
             CHECK(sop(ids[l / PER_SET], l % PER_SET, 1, 0) == 0);

@@ -7,8 +7,7 @@ int main(void) {
     CHECK(semid >= 0);
     int ready[2];
     CHECK(pipe(ready) == 0);
-    pid_t child = fork();
-    CHECK(child >= 0);
+    pid_t child = checked_fork();
     if (child == 0) {
         struct sembuf up = {0, 3, SEM_UNDO};
         CHECK(semop(semid, &up, 1) == 0);

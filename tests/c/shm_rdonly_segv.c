@@ -12,8 +12,7 @@ int main(void) {
     char *ro = shmat(shmid, NULL, SHM_RDONLY);
     CHECK(ro != (void *)-1);
     CHECK(ro[10] == 'r');
-    pid_t child = fork();
-    CHECK(child >= 0);
+    pid_t child = checked_fork();
     if (child == 0) {
         ro[10] = 'w';
         _exit(0);

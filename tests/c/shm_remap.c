@@ -107,8 +107,7 @@ int main(void) {
     CHECK(p != (void *)-1);
     int go[2];
     CHECK(pipe(go) == 0);
-    pid_t child = fork();
-    CHECK(child >= 0);
+    pid_t child = checked_fork();
     if (child == 0) {
         char c;
         close(go[1]);

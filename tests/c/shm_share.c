@@ -28,8 +28,7 @@ int main(int argc, char **argv) {
     strcpy(p, "parent wrote this");
     p[9999] = 'z';
     CHECK(nattch(shmid) == 1);
-    pid_t child = fork();
-    CHECK(child >= 0);
+    pid_t child = checked_fork();
     if (child == 0) {
         CHECK(strcmp(p, "parent wrote this") == 0);
         CHECK(nattch(shmid) == 2); /* the inherited attachment counts */
@@ -48,8 +47,7 @@ int main(int argc, char **argv) {
     CHECK(nattch(shmid) == 1);
     char id[32];
     snprintf(id, sizeof id, "%d", shmid);
-    pid_t reader = fork();
-    CHECK(reader >= 0);
+    pid_t reader = checked_fork();
     if (reader == 0) {
         execl("/proc/self/exe", argv[0], "reader", id, (char *)NULL);
         _exit(127);

@@ -90,14 +90,7 @@ int main(int argc, char **argv) {
     CHECK(timer_create(CLOCK_MONOTONIC, &ev, &periodic) == 0);
 
     /* The watchdog starts with every signal blocked, so the timer's signal never runs on it. */
-    static struct progress_watch watch = {
-        .name = "timer_handler",
-        .stall_s = STALL_S,
-        .handler_runs = &handler_runs,
-        .main_rounds = &main_rounds,
-        .done = &done,
-    };
-    start_watchdog(watch_progress, &watch);
+    start_progress_watch("timer_handler", STALL_S, &handler_runs, &main_rounds, &done, 0);
 
     struct itimerspec period = {0};
     period.it_value.tv_nsec = PERIOD_US * 1000;

@@ -34,8 +34,7 @@ static void environment_is_clean(void) {
 /* A forked child starts at 0, whatever its parent or the parent's earlier images did, and
  * its exec carries the child's own counter. */
 static void fork_child_starts_at_zero(void) {
-    pid_t pid = fork();
-    CHECK(pid >= 0);
+    pid_t pid = checked_fork();
     if (pid == 0) {
         CHECK(new_timer() == 0);
         CHECK(new_timer() == 1);

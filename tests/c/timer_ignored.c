@@ -49,13 +49,9 @@ static void set_handler(int sig, int handler) {
 }
 
 static timer_t periodic(int sig, long period) {
-    struct sigevent ev = {0};
-    ev.sigev_notify = SIGEV_SIGNAL;
-    ev.sigev_signo = sig;
+    struct sigevent ev = signal_event(sig, 0);
     timer_t t;
-    CHECK(timer_create(CLOCK_MONOTONIC, &ev, &t) == 0);
-    struct itimerspec its = {{0, period}, {0, 1000000}};
-    CHECK(timer_settime(t, 0, &its, NULL) == 0);
+    start_timer(&t, CLOCK_MONOTONIC, &ev, 1000000, period);
     return t;
 }
 

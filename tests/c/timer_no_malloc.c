@@ -123,10 +123,8 @@ int main(void) {
     sa.sa_flags = SA_SIGINFO;
     sigemptyset(&sa.sa_mask);
     CHECK(sigaction(SIGRTMIN, &sa, NULL) == 0);
-    struct sigevent ev = {.sigev_notify = SIGEV_SIGNAL, .sigev_signo = SIGRTMIN};
-    CHECK(timer_create(CLOCK_MONOTONIC, &ev, &periodic) == 0);
-    struct itimerspec period = {.it_value = {.tv_nsec = 500000}, .it_interval = {.tv_nsec = 500000}};
-    CHECK(timer_settime(periodic, 0, &period, NULL) == 0);
+    struct sigevent ev = signal_event(SIGRTMIN, 0);
+    start_timer(&periodic, CLOCK_MONOTONIC, &ev, 500000, 500000);
     for (int i = 0; i < 2000 && handler_runs < 50; i++)
         usleep(1000);
     CHECK(handler_runs >= 50);

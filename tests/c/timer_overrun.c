@@ -26,13 +26,9 @@ static void unblocked_overrun(long period) {
     sigemptyset(&set);
     sigaddset(&set, SIGCONT);
     CHECK(sigprocmask(SIG_SETMASK, &set, NULL) == 0);
-    struct sigevent ev = {0};
-    ev.sigev_notify = SIGEV_SIGNAL;
-    ev.sigev_signo = SIGCONT;
+    struct sigevent ev = signal_event(SIGCONT, 0);
     timer_t t;
-    CHECK(timer_create(CLOCK_REALTIME, &ev, &t) == 0);
-    struct itimerspec its = {{0, period}, {0, 2000000}};
-    CHECK(timer_settime(t, 0, &its, NULL) == 0);
+    start_timer(&t, CLOCK_REALTIME, &ev, 2000000, period);
     long long sleep = 2000000 + 75LL * period;
     struct timespec ts = {sleep / NS, sleep % NS};
     CHECK(nanosleep(&ts, NULL) == 0);

@@ -196,12 +196,9 @@ static void sigev_none_counts_down(void) {
 static void overrun_while_blocked(void) {
     int sig = SIGRTMIN + 2;
     block(sig, SIG_BLOCK);
+    struct sigevent ev = signal_event(sig, 77);
     timer_t t;
-    struct sigevent ev = {.sigev_notify = SIGEV_SIGNAL, .sigev_signo = sig};
-    ev.sigev_value.sival_int = 77;
-    CHECK(timer_create(CLOCK_MONOTONIC, &ev, &t) == 0);
-    struct itimerspec its = after_ns(10000000, 10000000);
-    CHECK(timer_settime(t, 0, &its, NULL) == 0);
+    start_timer(&t, CLOCK_MONOTONIC, &ev, 10000000, 10000000);
     usleep(255000);
     sigset_t s;
     sigemptyset(&s);
@@ -270,12 +267,10 @@ static void on_thread(union sigval v) {
 
 static void sigev_thread_runs_function(void) {
     CHECK(pipe(pipe_fds) == 0);
-    timer_t t;
     struct sigevent ev = {.sigev_notify = SIGEV_THREAD, .sigev_notify_function = on_thread};
     ev.sigev_value.sival_int = 42;
-    CHECK(timer_create(CLOCK_MONOTONIC, &ev, &t) == 0);
-    struct itimerspec its = after_ns(5000000, 5000000);
-    CHECK(timer_settime(t, 0, &its, NULL) == 0);
+    timer_t t;
+    start_timer(&t, CLOCK_MONOTONIC, &ev, 5000000, 5000000);
     for (int i = 0; i < 3; i++) {
         pid_t who;
         CHECK(read(pipe_fds[0], &who, sizeof who) == sizeof who);
@@ -294,8 +289,7 @@ static void fork_child_has_no_timers(void) {
     CHECK(timer_create(CLOCK_MONOTONIC, &ev, &t) == 0);
     struct itimerspec its = after_ns(1000000000, 0), cur;
     CHECK(timer_settime(t, 0, &its, NULL) == 0);
-    pid_t pid = fork();
-    CHECK(pid >= 0);
+    pid_t pid = checked_fork();
     if (pid == 0) {
         CHECK(timer_gettime(t, &cur) == -1 && errno == EINVAL);
         CHECK(timer_delete(t) == -1 && errno == EINVAL);
@@ -374,8 +368,7 @@ static void cpu_clock_timer(clockid_t clock) {
 static void sigpending_limit(void) {
     if (geteuid() != 0)
         return;
-    pid_t pid = fork();
-    CHECK(pid >= 0);
+    pid_t pid = checked_fork();
     if (pid == 0) {
         struct rlimit lim = {5, 5};
         CHECK(setrlimit(RLIMIT_SIGPENDING, &lim) == 0);
@@ -426,8 +419,7 @@ static void handler_calls_timer_functions(void) {
 /* execve deletes every timer; a signal the old timers left pending (blocked across the
  * exec) is never received. */
 static void exec_drops_timers(void) {
-    pid_t pid = fork();
-    CHECK(pid >= 0);
+    pid_t pid = checked_fork();
     if (pid == 0) {
         int sig = SIGRTMIN + 7;
         block(sig, SIG_BLOCK);

@@ -8,8 +8,7 @@ int main(int argc, char **argv) {
     int sem = semget(IPC_PRIVATE, 1, 0600);
     CHECK(sem >= 0);
     for (int i = 0; i < rounds; i++) {
-        pid_t child = fork();
-        CHECK(child >= 0);
+        pid_t child = checked_fork();
         if (child == 0) {
             struct sembuf up = {0, 1, SEM_UNDO};
             _exit(semop(sem, &up, 1) == 0 ? 0 : 1);

@@ -201,8 +201,7 @@ static void vfork_child_owns_its_lock(void) {
     }
     expect_clean_exit(pid);
     CHECK(r == 0);
-    pid = fork();
-    CHECK(pid >= 0);
+    pid = checked_fork();
     if (pid == 0) {
         struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 1};
         _exit(fcntl(fd, F_SETLK, &fl) == 0 ? 0 : 123);
@@ -227,8 +226,7 @@ static void vfork_child_close_keeps_the_parents_lock(void) {
         _exit(0);
     }
     expect_clean_exit(pid);
-    pid = fork();
-    CHECK(pid >= 0);
+    pid = checked_fork();
     if (pid == 0) {
         int own = open(path, O_RDWR);
         struct flock probe = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 1};

@@ -59,6 +59,17 @@ static inline void *watch_progress(void *arg) {
     }
 }
 
+/* Starts watch_progress on a watchdog thread, over `handler_runs` and `main_rounds` until
+ * `*done` (one watch a program). */
+static inline void start_progress_watch(const char *name, long stall_s,
+                                        volatile sig_atomic_t *handler_runs,
+                                        volatile sig_atomic_t *main_rounds,
+                                        volatile sig_atomic_t *done, pid_t kill_on_stall) {
+    static struct progress_watch watch;
+    watch = (struct progress_watch){name, stall_s, handler_runs, main_rounds, done, kill_on_stall};
+    start_watchdog(watch_progress, &watch);
+}
+
 /* A handler test's main loop stops at its target of handler runs, or after ENOUGH_S seconds
  * once the handler reached a tenth of it (a slow machine still ends in time). */
 #define ENOUGH_S 25
