@@ -72,11 +72,7 @@ fn at_the_descriptor_limit_new_clients_are_refused_and_old_ones_served() {
         .env("UIPC_LIMITS_DAEMON", &socket)
         .spawn()
         .unwrap();
-    let t = Instant::now();
-    while Connection::connect(&socket, false).is_err() {
-        assert!(t.elapsed() < Duration::from_secs(20), "no daemon");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    common::wait_for_daemon(&socket);
     let result = std::panic::catch_unwind(|| at_the_limit(&socket));
     let _ = daemon.kill();
     let _ = daemon.wait();

@@ -95,11 +95,7 @@ fn under_an_address_space_limit_failed_allocations_close_connections_not_the_dae
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    let t = Instant::now();
-    while Connection::connect(&socket, false).is_err() {
-        assert!(t.elapsed() < Duration::from_secs(20), "no daemon");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    common::wait_for_daemon(&socket);
     let result =
         std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| flood(&socket, &mut daemon)));
     let _ = daemon.kill();

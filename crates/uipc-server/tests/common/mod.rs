@@ -84,6 +84,19 @@ pub fn limited_daemon_side(
     let _ = bind(socket.into(), shared).run();
 }
 
+/// Waits (up to 20 seconds, else panics) until a daemon answers on `socket`.
+#[allow(dead_code)] // not every test binary starts its daemon in a child
+pub fn wait_for_daemon(socket: &std::path::Path) {
+    let t = std::time::Instant::now();
+    while Connection::connect(socket, false).is_err() {
+        assert!(
+            t.elapsed() < std::time::Duration::from_secs(20),
+            "no daemon"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
 /// Runs this test binary again as uid/gid 65534 (`nobody`), only its test `entry`, with
 /// `UIPC_NOBODY` set to the scenario and its arguments; asserts that it passed. The entry
 /// reads the variable and does nothing without it.
