@@ -16,6 +16,18 @@ fn assert_gone(ns: &IpcNamespace, id: i32, why: &str) {
     assert_eq!(stat(ns, id).err(), Some(Errno::EINVAL), "{why}");
 }
 
+/// Process `creator` makes two segments and `other` one, `other` attaches the second of the
+/// creator's, then `creator` exits: the three ids in that order and the attachment's address.
+fn creator_exits(ns: &IpcNamespace, creator: i32, other: &Cred) -> (i32, i32, i32, u64) {
+    let c = Cred::root(creator);
+    let lone = ns.shmget(&c, 0, 1, 0o600).unwrap();
+    let attached = ns.shmget(&c, 0, 1, 0o600).unwrap();
+    let others = ns.shmget(other, 0, 1, 0o600).unwrap();
+    let a = ns.shmat(other, attached, 0, 0).unwrap();
+    ns.process_exit(creator);
+    (lone, attached, others, a.addr)
+}
+
 fn forced(ns: &IpcNamespace, on: bool) {
     ns.sysctl_write(
         &Cred::root(1),
@@ -68,30 +80,20 @@ fn forced_destroys_at_last_detach_whoever_created_it() {
 fn exit_with_forced_destroys_unattached_creations_and_the_rest_at_last_detach() {
     let ns = IpcNamespace::new();
     forced(&ns, true);
-    let creator = Cred::root(20);
     let other = Cred::root(21);
-    let lone = ns.shmget(&creator, 0, 1, 0o600).unwrap();
-    let shared = ns.shmget(&creator, 0, 1, 0o600).unwrap();
-    let by_other = ns.shmget(&other, 0, 1, 0o600).unwrap();
-    let a = ns.shmat(&other, shared, 0, 0).unwrap();
-    ns.process_exit(20);
+    let (lone, shared, by_other, addr) = creator_exits(&ns, 20, &other);
     assert_gone(&ns, lone, "an unattached creation, forced at exit");
     assert_eq!(stat(&ns, shared).unwrap().nattch, 1);
     assert!(stat(&ns, by_other).is_ok(), "not the exiting process's");
-    ns.shmdt(&other, a.addr).unwrap();
+    ns.shmdt(&other, addr).unwrap();
     assert_gone(&ns, shared, "forced: destroyed at the last detach");
 }
 
 #[test]
 fn orphans_stay_until_the_sysctl_is_written_to_one() {
     let ns = IpcNamespace::new();
-    let creator = Cred::root(30);
     let live = Cred::root(31);
-    let orphan = ns.shmget(&creator, 0, 1, 0o600).unwrap();
-    let attached_orphan = ns.shmget(&creator, 0, 1, 0o600).unwrap();
-    let kept = ns.shmget(&live, 0, 1, 0o600).unwrap();
-    let a = ns.shmat(&live, attached_orphan, 0, 0).unwrap();
-    ns.process_exit(30);
+    let (orphan, attached_orphan, kept, addr) = creator_exits(&ns, 30, &live);
     assert!(stat(&ns, orphan).is_ok());
     forced(&ns, false);
     assert!(stat(&ns, orphan).is_ok(), "writing 0 destroys nothing");
@@ -100,7 +102,7 @@ fn orphans_stay_until_the_sysctl_is_written_to_one() {
     assert!(stat(&ns, attached_orphan).is_ok(), "still attached");
     assert!(stat(&ns, kept).is_ok(), "its creator lives");
     forced(&ns, false);
-    ns.shmdt(&live, a.addr).unwrap();
+    ns.shmdt(&live, addr).unwrap();
     assert!(stat(&ns, attached_orphan).is_ok(), "forced back to 0");
     forced(&ns, true);
     assert_gone(&ns, attached_orphan, "forced: the orphan once detached");
