@@ -36,10 +36,10 @@ fn get(ns: &IpcNamespace, id: i32, cmd: i32) -> i32 {
 }
 
 fn park_down(ns: &IpcNamespace, id: i32, t: Option<Timespec>, p: &ParkCtx) -> ParkedSemop {
-    match ns.semtimedop_start(&root(), id, &[Sembuf::new(0, -1, 0)], t, p) {
-        Progress::Parked(p) => p,
-        Progress::Done(r) => panic!("semop -1 on 0 finished: {r:?}"),
-    }
+    common::parked(
+        ns.semtimedop_start(&root(), id, &[Sembuf::new(0, -1, 0)], t, p),
+        "semop -1 on 0",
+    )
 }
 
 #[test]
@@ -130,10 +130,10 @@ fn receive_now(ns: &IpcNamespace, id: i32, typ: i64) -> Result<(i64, Vec<u8>), E
 }
 
 fn park_rcv(ns: &IpcNamespace, id: i32, typ: i64, p: &ParkCtx) -> ParkedMsgrcv {
-    match ns.msgrcv_start(&root(), id, 100, typ, 0, p) {
-        Progress::Parked(p) => p,
-        Progress::Done(r) => panic!("msgrcv on an empty queue finished: {r:?}"),
-    }
+    common::parked(
+        ns.msgrcv_start(&root(), id, 100, typ, 0, p),
+        "msgrcv on an empty queue",
+    )
 }
 
 #[test]
@@ -229,10 +229,10 @@ fn full_queue(ns: &IpcNamespace) -> i32 {
 }
 
 fn park_snd(ns: &IpcNamespace, id: i32, p: &ParkCtx) -> ParkedMsgsnd {
-    match ns.msgsnd_start(&root(), id, 2, b"next", 0, p) {
-        Progress::Parked(p) => p,
-        Progress::Done(r) => panic!("msgsnd into a full queue finished: {r:?}"),
-    }
+    common::parked(
+        ns.msgsnd_start(&root(), id, 2, b"next", 0, p),
+        "msgsnd into a full queue",
+    )
 }
 
 #[test]

@@ -41,6 +41,14 @@ pub fn rw_open(file: FileId, ofd: u64, size: i64) -> OpenFile {
     }
 }
 
+/// The parked call `progress` holds; panics (naming the call, `what`) if it finished.
+pub fn parked<T: std::fmt::Debug, P>(progress: Progress<T, P>, what: &str) -> P {
+    match progress {
+        Progress::Parked(p) => p,
+        Progress::Done(r) => panic!("{what} finished: {r:?}"),
+    }
+}
+
 /// A park context whose notifications are counted, interrupted by `irq` if given.
 pub fn counted(irq: Option<&Interrupt>) -> (ParkCtx, Arc<AtomicUsize>) {
     let n = Arc::new(AtomicUsize::new(0));
