@@ -41,7 +41,7 @@ export -f shared_daemon
 tests=(msg_sem_exchange sem_undo_kill shm_share shm_remap shm_rdonly_segv semop_eintr threads_block
     calls_errno perm_setuid ids_cached eintr_storm exec_rules cancel_thread closefrom syscall_ipc timers
     timer_ids_exec timer_overrun timer_ignored vfork_spawn unseen_children handler_ipc ipc_no_malloc handler_altstack
-    timer_handler
+    timer_handler signal_kinds
     timer_no_malloc undo_after_reap "load 64 100" sem_fast "sem_fast_chaos 1500")
 # Linux's process model (privilege drops, exec, orphans, /proc views, IPC and pid namespaces):
 # run under uipc run --locks --timers.
@@ -149,6 +149,9 @@ if [ "$(id -u)" = 0 ]; then
         # settime, gettime and getoverrun from a timer handler: no deadlock, no malloc.
         timeout 60 "$uipc" run --timers -- "$out/timer_handler"
         timeout 60 "$uipc" run --timers -- "$out/timer_no_malloc"
+        # Handlers installed by signal, sysv_signal, sigset and sigaction behind the trampoline
+        # that holds signals off during timer calls: their semantics, and no signal lost.
+        timeout 60 "$uipc" run --timers -- "$out/signal_kinds"
         # Overruns fixed at the dequeue: unblocking, sigwaitinfo, at 1 ns, 1 us and 1 ms.
         timeout 120 "$uipc" run --timers -- "$out/timer_overrun"
         # Ignored signals park their timer (no CPU time); signals of deleted timers never arrive.

@@ -96,7 +96,7 @@
 //!     getoverrun reports but no signal carries: such timers deliver fewer signals than Linux,
 //!     by far so for periods of a few hundred µs.
 //!   - `si_overrun`: exact for a signal accepted with sigwaitinfo or sigtimedwait, or taken
-//!     by a handler installed with sigaction and SA_SIGINFO (the library's exports dequeue it
+//!     by a handler installed with SA_SIGINFO through the library's sigaction (the exports dequeue it
 //!     from the engine then and write the count: `timer_mask.rs`, `timer_handlers.rs`),
 //!     SIGEV_THREAD_ID included. Not corrected: signalfd reads, and handlers installed by a
 //!     raw rt_sigaction. A still-pending process signal is also taken back and queued again
@@ -118,8 +118,8 @@
 //!     leader for a process signal) is parked at its expiry, not re-armed, as Linux parks it.
 //!     The service reads the action and the blocked set just before it would send, so a
 //!     change racing the expiry counts as made before or after it. A new action replacing
-//!     SIG_IGN wakes the parked timers through the library's sigaction only: not through
-//!     signal(), bsd_signal(), sysv_signal() or a raw rt_sigaction. A thread waiting for a
+//!     SIG_IGN wakes the parked timers through the library's sigaction, signal(),
+//!     bsd_signal(), sysv_signal() and sigset() only: not through a raw rt_sigaction. A thread waiting for a
 //!     default-ignored signal in a raw rt_sigtimedwait (not the library's sigwaitinfo or
 //!     sigtimedwait) counts as not blocking it.
 //!   - exec: the id counter, which Linux keeps across execve, reaches the new image only
@@ -151,9 +151,14 @@
 //!     wait for it through the allocator's lock; many timers deleted while armed with far
 //!     expiries (their heap entries stay until they expire, uncounted by the reservation, so
 //!     an arm may grow the heap). timer_create and timer_delete are not async-signal-safe
-//!     (nor in POSIX). Each export blocks all signals while it runs, so a signal sent then
-//!     is delivered after the call; settime and delete keep up to 16 siginfos (2 KiB) on the
-//!     stack while taking a pending signal back.
+//!     (nor in POSIX). Each export holds the program's handlers off while it runs, with no
+//!     system call (`sigmask.rs`): a signal arriving then is queued again to the same thread
+//!     and delivered when the call returns, to that thread (a process signal another thread
+//!     could have taken at once waits for this one; a sigwaitinfo in another thread does not
+//!     see it). A handler installed by a raw rt_sigaction runs unheld, and may deadlock if it
+//!     calls these exports. signal() always installs with SA_RESTART (glibc's leaves it out
+//!     for a signal named to siginterrupt). settime and delete keep up to 16 siginfos (2 KiB)
+//!     on the stack while taking a pending signal back.
 //! - vfork and posix_spawn children (`vfork.rs`; tests/c/vfork_spawn.c compares with the
 //!   host): as on Linux they are processes of their own (pid, SEM_UNDO, POSIX lock owner,
 //!   exit) that share the parent's attachments (nattch unchanged); a vforked child's calls

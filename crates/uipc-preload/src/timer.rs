@@ -15,9 +15,11 @@
 //! unreadable out pointer for the id is EFAULT where glibc would crash.
 //!
 //! Signal handlers: timer_settime, timer_gettime and timer_getoverrun are async-signal-safe
-//! (POSIX), and programs call them from the timer's own handler. Each export blocks every
-//! signal while it runs ([`SignalsBlocked`]), so no handler runs on a thread that holds one of
-//! the service's or the engine's locks; those three allocate nothing (the itimerspec is read
+//! (POSIX), and programs call them from the timer's own handler. Each export keeps signal
+//! handlers off its thread while it runs ([`SignalsBlocked`]: the program's handlers run
+//! behind the trampoline of `timer_handlers.rs`, which holds a signal off until the export
+//! returns, with no system call), so no handler runs on a thread that holds one of the
+//! service's or the engine's locks; those three allocate nothing (the itimerspec is read
 //! into a stack buffer, the service's and the engine's containers get their room at
 //! timer_create: see `timer_service`). timer_create and timer_delete allocate (POSIX does not
 //! list them).

@@ -10,10 +10,11 @@
 //!
 //! One case needs no system call: bytes inside the main thread's stack as the constructor
 //! found it ([`prepare`] reads the `[stack]` line of `/proc/self/maps`). A stack mapping only
-//! ever grows, so that range stays mapped and readable for the life of the program image,
-//! and [`copy_in_to`] reads it directly (most callers pass a `struct sembuf` or a timeout on
-//! their stack). A program that unmaps or read-protects its own main stack and then passes a
-//! pointer into it would crash there instead of getting EFAULT (in the "Not supported" list).
+//! ever grows, so that range stays mapped, readable and writable for the life of the program
+//! image, and [`copy_in_to`] and [`copy_out`] touch it directly (most callers pass a `struct
+//! sembuf`, a timeout or an `itimerspec` on their stack). A program that unmaps or protects
+//! its own main stack and then passes a pointer into it would crash there instead of getting
+//! EFAULT (in the "Not supported" list).
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use uipc::Errno;
@@ -116,6 +117,15 @@ pub fn copy_out(addr: usize, data: &[u8]) -> Result<(), Errno> {
     }
     if addr == 0 {
         return Err(Errno::EFAULT);
+    }
+    if in_main_stack(addr, data.len()) {
+        for (i, b) in data.iter().enumerate() {
+            // SAFETY: the byte lies in the main stack's mapping as the constructor found it,
+            // which stays mapped and writable (module doc); a volatile write, as the
+            // kernel's copy would store it.
+            unsafe { std::ptr::write_volatile((addr + i) as *mut u8, *b) };
+        }
+        return Ok(());
     }
     let local = libc::iovec {
         iov_base: data.as_ptr() as *mut _,
