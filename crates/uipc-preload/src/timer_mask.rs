@@ -75,6 +75,10 @@ fn before_mask(how: c_int, set: *const sigset_t) -> Option<Unblocking> {
     if set.is_null() || how == libc::SIG_BLOCK {
         return None;
     }
+    // SAFETY: `set` is the caller's sigset_t, as the C library's function would read it.
+    if how == libc::SIG_SETMASK && unsafe { blocks_all(set) } {
+        return None;
+    }
     let svc = service()?;
     let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| svc.catch_up()));
     svc.unblocking.fetch_add(1, Ordering::AcqRel);
@@ -83,6 +87,19 @@ fn before_mask(how: c_int, set: *const sigset_t) -> Option<Unblocking> {
     drop(svc.in_flight.lock().unwrap_or_else(|e| e.into_inner()));
     drop(held);
     Some(Unblocking(svc))
+}
+
+/// Whether a mask set to `set` blocks every signal a program may block (SIGKILL, SIGSTOP and
+/// the C library's two internal signals aside): such a mask unblocks nothing.
+///
+/// # Safety
+/// `set` points to a readable sigset_t.
+unsafe fn blocks_all(set: *const sigset_t) -> bool {
+    (1..=64).all(|sig| {
+        matches!(sig, libc::SIGKILL | libc::SIGSTOP | 32 | 33)
+            // SAFETY: the caller's contract; `sig` is a valid signal number.
+            || unsafe { libc::sigismember(set, sig) } == 1
+    })
 }
 
 /// Re-queueing held off while a mask is set (see [`before_mask`]).

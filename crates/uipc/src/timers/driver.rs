@@ -217,8 +217,9 @@ impl Driver {
 
     /// Pops the entries due by now into `due` (live ones) and `dead` (stale ones holding the
     /// last reference to their timer, to be dropped by the caller with no lock held), until
-    /// either is full. Other stale entries are dropped. Allocates nothing. Returns true if it
-    /// stopped because one was full (call again).
+    /// either is full. Other stale entries are dropped. Allocates nothing, and reads the clock
+    /// of a queue only if it holds an entry. Returns true if it stopped because one was full
+    /// (call again; with zero capacity it stops at the first entry due).
     pub(crate) fn take_expired(
         &self,
         clock: &dyn Clock,
@@ -226,8 +227,12 @@ impl Driver {
         dead: &mut Vec<Arc<Timer>>,
     ) -> bool {
         for base in Base::ALL {
-            let now = base.now(clock);
             let mut q = lock(&self.queues[base as usize]);
+            // An empty queue costs no clock read (a mask change asks this of every queue).
+            if q.heap.is_empty() {
+                continue;
+            }
+            let now = base.now(clock);
             while q.heap.peek().is_some_and(|e| e.expires <= now) {
                 if due.len() == due.capacity() || dead.len() == dead.capacity() {
                     return true;

@@ -225,8 +225,11 @@ pub(crate) fn timer_delete(inner: &Inner, cred: &Cred, id: TimerId) -> Result<()
 pub(crate) fn run_expired(inner: &Inner) -> usize {
     const BATCH: usize = 64;
     let mut fired = 0;
-    let mut due = Vec::with_capacity(BATCH);
-    let mut dead = Vec::with_capacity(BATCH);
+    // Room is made only once something is due (the first look has none, so it stops at the
+    // first entry due): a call with nothing due allocates nothing, and no lock is held while
+    // the room is allocated.
+    let mut due = Vec::new();
+    let mut dead = Vec::new();
     loop {
         let more = inner
             .driver
@@ -235,6 +238,10 @@ pub(crate) fn run_expired(inner: &Inner) -> usize {
         fired += fire(inner, due.drain(..).map(|d| (d.timer, d.arm_seq)));
         if !more {
             break;
+        }
+        if due.capacity() == 0 {
+            due.reserve_exact(BATCH);
+            dead.reserve_exact(BATCH);
         }
     }
     if let Some(source) = &inner.cpu {
