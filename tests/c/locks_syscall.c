@@ -109,9 +109,9 @@ static void setlkw_waits_for_a_syscall_close(int fd) {
     }
     char c;
     CHECK(read(ready[0], &c, 1) == 1);
-    usleep(100000);
+    wait_blocked(pid); /* asleep behind the parent's lock, not granted */
     int st;
-    CHECK(waitpid(pid, &st, WNOHANG) == 0); /* still waiting */
+    CHECK(waitpid(pid, &st, WNOHANG) == 0);
     CHECK(syscall(SYS_close, dupfd) == 0);   /* drops the process's POSIX locks on the file */
     expect_clean_exit(pid);
     close(ready[0]);

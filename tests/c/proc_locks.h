@@ -20,4 +20,24 @@ static inline int kernel_lines(ino_t ino) {
     return n;
 }
 
+/* Waits (at most 10 s) until /proc/locks, opened through the C library (under `uipc run
+ * --locks` the library shows uipc's locks), lists a request of process `pid` blocked behind
+ * another ("-> "): the request is asleep in the lock's queue, not merely not answered yet. */
+static inline void wait_blocked(pid_t pid) {
+    char want[32];
+    snprintf(want, sizeof want, " %d ", (int)pid);
+    for (int tries = 0; tries < 10000; tries++) {
+        FILE *f = fopen("/proc/locks", "r");
+        CHECK(f != NULL);
+        char line[512];
+        int found = 0;
+        while (fgets(line, sizeof line, f))
+            if (strstr(line, "-> ") && strstr(line, want)) found = 1;
+        fclose(f);
+        if (found) return;
+        usleep(1000);
+    }
+    CHECK(!"the request was never listed as blocked");
+}
+
 #endif

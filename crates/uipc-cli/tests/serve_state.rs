@@ -617,8 +617,9 @@ fn start_logged(dir: &Path) -> Daemon {
     d
 }
 
-/// Sends `sig` to a daemon whose save will fail; waits until it says so and checks that it
-/// stays up.
+/// Sends `sig` to a daemon whose save will fail and waits until it says so. That it stays up
+/// is for the caller to show by what the same daemon does next (a later save, SIGQUIT's exit
+/// status and message), not by a look after a pause, which a late exit would pass.
 fn save_fails(d: &mut Daemon, dir: &Path, sig: i32) {
     // SAFETY: signals our own child, not yet reaped.
     unsafe { libc::kill(d.child.id() as i32, sig) };
@@ -632,11 +633,6 @@ fn save_fails(d: &mut Daemon, dir: &Path, sig: i32) {
         assert!(d.child.try_wait().unwrap().is_none(), "the daemon exited");
         std::thread::sleep(Duration::from_millis(10));
     }
-    std::thread::sleep(Duration::from_millis(300));
-    assert!(
-        d.child.try_wait().unwrap().is_none(),
-        "the daemon exited after a failed save, its objects lost"
-    );
 }
 
 #[test]

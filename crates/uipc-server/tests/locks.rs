@@ -144,9 +144,33 @@ fn bad_descriptors_and_unreadable_structs_get_linuxs_errnos() {
     );
 }
 
+/// Waits (at most 10 s) until the engine's listing shows exactly one request, of type `ty`,
+/// blocked behind one held flock lock, and the daemon has parked that one call; fails if
+/// anything else is listed (a request granted instead of blocked, or a second lock).
+fn until_blocked(shared: &uipc_server::Shared, ty: LockType) {
+    let t0 = std::time::Instant::now();
+    loop {
+        let list = shared.locks.list();
+        let held: Vec<_> = list.iter().filter(|l| l.blocked_behind.is_none()).collect();
+        let blocked: Vec<_> = list.iter().filter(|l| l.blocked_behind.is_some()).collect();
+        assert_eq!(held.len(), 1, "one lock held: {list:?}");
+        if let [b] = blocked[..] {
+            assert_eq!((b.kind, b.ty), (LockKind::Flock, ty), "{list:?}");
+            if shared.parked_calls() == 1 {
+                return;
+            }
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(10),
+            "never blocked: {list:?}"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
 #[test]
 fn a_blocking_flock_sleeps_until_the_holder_unlocks_and_a_cancel_gives_eintr() {
-    let (path, _, c) = common::start_connected("locks", true);
+    let (path, shared, c) = common::start_connected("locks", true);
     let (a, b, _p) = opened_twice();
     assert_eq!(flock(&c, a.as_raw_fd(), LOCK_EX), OK);
     assert_eq!(flock(&c, b.as_raw_fd(), LOCK_SH | LOCK_NB), EAGAIN);
@@ -156,17 +180,18 @@ fn a_blocking_flock_sleeps_until_the_holder_unlocks_and_a_cancel_gives_eintr() {
         let c2 = Connection::connect(&path2, false).unwrap();
         flock(&c2, bfd, LOCK_SH)
     });
-    std::thread::sleep(Duration::from_millis(100));
-    assert!(!waiter.is_finished());
+    // The engine holds the request blocked behind `a`'s lock, parked: asleep, not granted.
+    until_blocked(&shared, LockType::Read);
     assert_eq!(flock(&c, a.as_raw_fd(), LOCK_UN), OK);
     assert_eq!(waiter.join().unwrap(), OK);
+    assert_eq!(shared.parked_calls(), 0);
 
     // Now `b` holds LOCK_SH; a blocking LOCK_EX through `a` sleeps until cancelled.
     let c3 = Connection::connect(&path, false).unwrap();
     let raw = c3.raw_fd();
     let req = Request::Lock(LockRequest::Flock { cmd: LOCK_EX });
     uipc_proto::transport::send_frame(raw, &req.encode(), true, Some(a.as_raw_fd())).unwrap();
-    std::thread::sleep(Duration::from_millis(100));
+    until_blocked(&shared, LockType::Write);
     uipc_proto::transport::send_frame(raw, &Request::Cancel.encode(), true, None).unwrap();
     let got = uipc_proto::transport::recv_frame(raw, false).unwrap();
     assert_eq!(

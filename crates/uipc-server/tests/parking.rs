@@ -14,7 +14,7 @@ use parked_client::*;
 
 #[test]
 fn cancel_ends_a_parked_semop_and_msgrcv_with_eintr() {
-    let (path, _, c, semid) = common::with_sem("parking");
+    let (path, shared, c, semid) = common::with_sem("parking");
     let msqid = new_queue(&c);
     let s = session(&path);
     send(&s, &semop(semid, -1, None));
@@ -31,7 +31,7 @@ fn cancel_ends_a_parked_semop_and_msgrcv_with_eintr() {
         flags: 0,
     };
     send(&s, &rcv);
-    std::thread::sleep(Duration::from_millis(50));
+    until("the receiver parked", || shared.parked_calls() == 1);
     send(&s, &Request::Cancel);
     assert_eq!(reply(&s), Response::Error(libc::EINTR));
     let snd = Request::Msgsnd {

@@ -117,7 +117,20 @@ fn a_signal_during_a_blocking_semop_cancels_it_with_eintr() {
         c.call(&down, true).unwrap().0
     });
     let thread = rx.recv().unwrap();
-    std::thread::sleep(Duration::from_millis(200));
+    // Signalled only once the daemon has the semop queued on the set (a signal before the
+    // request is sent would be restarted by SA_RESTART and test nothing).
+    let probe = Connection::connect(&path, false).unwrap();
+    let ncnt = Request::Semctl {
+        semid: id,
+        semnum: 0,
+        cmd: GETNCNT,
+        arg: SemArg::None,
+    };
+    let t0 = std::time::Instant::now();
+    while ret(&probe, ncnt.clone()) != Response::Ret(1) {
+        assert!(t0.elapsed() < Duration::from_secs(10), "never queued");
+        std::thread::sleep(Duration::from_millis(1));
+    }
     // SAFETY: the thread is alive (it is blocked in the call) and has a handler installed.
     unsafe { libc::pthread_kill(thread, libc::SIGUSR1) };
     assert_eq!(t.join().unwrap(), Response::Error(libc::EINTR));

@@ -194,19 +194,45 @@ fn driver_thread_sleeps_without_timers_and_wakes_for_an_earlier_one() {
     assert!(start.elapsed() < Duration::from_secs(2));
 }
 
+/// Waits (at most 5 s) until the driver thread sleeps with no kick pending, and returns its
+/// state: from then on nothing but a new kick or its deadline wakes it.
+fn settled(t: &Timers) -> DriverState {
+    let end = Instant::now() + Duration::from_secs(5);
+    loop {
+        let s = t.driver_state();
+        if s.sleep != DriverSleep::Running && !s.kicked {
+            return s;
+        }
+        assert!(
+            Instant::now() < end,
+            "the driver never went to sleep: {s:?}"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
 #[test]
 fn idle_driver_thread_does_not_wake_without_armed_timers() {
     let mut t = Timers::new(Arc::new(SystemClock), Arc::new(NoNotifier));
     t.start_thread();
     let c = Cred::root(100);
     let id = create(&t, &c, SigEvent::signal(10, 0)).unwrap();
-    std::thread::sleep(Duration::from_millis(150));
-    assert_eq!(t.driver_wakeups(), 0, "asleep with nothing armed");
-    arm(&t, &c, id, 3_600_000_000_000); // an hour away, on the monotonic clock
-    std::thread::sleep(Duration::from_millis(150));
-    assert!(
-        t.driver_wakeups() <= 1,
-        "one kick to learn the deadline, then asleep"
+    // Creating a timer arms nothing: the thread sleeps without a deadline and was never woken
+    // (a kick from the create would show as `kicked`, or as a wake-up once it slept again).
+    let s = settled(&t);
+    assert_eq!(
+        s.sleep,
+        DriverSleep::Indefinitely,
+        "asleep with nothing armed"
     );
+    assert_eq!(s.wakeups, 0, "{s:?}");
+    arm(&t, &c, id, 3_600_000_000_000); // an hour away, on the monotonic clock
+                                        // One kick to learn the deadline, then asleep until it.
+    let s = settled(&t);
+    assert_eq!(s.wakeups, 1, "{s:?}");
+    match s.sleep {
+        DriverSleep::For(d) => assert!(d > Duration::from_secs(3500), "{s:?}"),
+        _ => panic!("asleep without the hour's deadline: {s:?}"),
+    }
     t.timer_delete(&c, id).unwrap();
 }

@@ -126,8 +126,6 @@ pub(crate) struct Driver {
     order: AtomicU64,
     kick: Mutex<Kick>,
     wake: Condvar,
-    /// How many times the thread woke up: lets tests check it sleeps while idle.
-    wakeups: AtomicU64,
     /// Timers that may be armed on a heap (not CPU-time, not SIGEV_NONE): sizes the heaps.
     armable: AtomicUsize,
 }
@@ -136,6 +134,35 @@ pub(crate) struct Driver {
 pub(crate) struct Kick {
     pub(crate) kicked: bool,
     pub(crate) shutdown: bool,
+    /// What the sleeping thread waits for; `Running` while it is not in [`Driver::sleep`].
+    sleep: DriverSleep,
+    /// How many times [`Driver::sleep`] returned.
+    wakeups: u64,
+}
+
+/// Where the driver's sleeper is (see [`DriverState`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum DriverSleep {
+    /// Not asleep in the driver's wait (running the due timers, or no thread at all).
+    #[default]
+    Running,
+    /// Asleep with no deadline: only a kick (an earlier expiry, a clock change) wakes it.
+    Indefinitely,
+    /// Asleep for at most this long (the next expiry, or a poll while CPU-time or wall-clock
+    /// timers are armed).
+    For(Duration),
+}
+
+/// The driver's sleeper as the engine holds it, read in one go under the driver's lock, so a
+/// test can tell "asleep and nothing will wake it" from "not woken yet".
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DriverState {
+    /// Where the sleeper is.
+    pub sleep: DriverSleep,
+    /// A kick is pending: the sleeper wakes (or, running, does not sleep) at its next wait.
+    pub kicked: bool,
+    /// How many times the sleeper has woken up (each wake-up runs the due timers).
+    pub wakeups: u64,
 }
 
 impl Driver {
@@ -145,7 +172,6 @@ impl Driver {
             order: AtomicU64::new(0),
             kick: Mutex::new(Kick::default()),
             wake: Condvar::new(),
-            wakeups: AtomicU64::new(0),
             armable: AtomicUsize::new(0),
         }
     }
@@ -301,6 +327,7 @@ impl Driver {
     pub(crate) fn sleep(&self, timeout: Option<Duration>) -> bool {
         let mut k = lock(&self.kick);
         if !k.kicked && !k.shutdown {
+            k.sleep = timeout.map_or(DriverSleep::Indefinitely, DriverSleep::For);
             k = match timeout {
                 Some(t) => {
                     self.wake
@@ -311,14 +338,20 @@ impl Driver {
                 None => self.wake.wait(k).unwrap_or_else(|e| e.into_inner()),
             };
         }
+        k.sleep = DriverSleep::Running;
         k.kicked = false;
-        self.wakeups.fetch_add(1, Ordering::Relaxed);
+        k.wakeups += 1;
         !k.shutdown
     }
 
-    /// How many times the driver thread has woken up.
-    pub(crate) fn wakeups(&self) -> u64 {
-        self.wakeups.load(Ordering::Relaxed)
+    /// The sleeper's state, read under the lock it sleeps with.
+    pub(crate) fn state(&self) -> DriverState {
+        let k = lock(&self.kick);
+        DriverState {
+            sleep: k.sleep,
+            kicked: k.kicked,
+            wakeups: k.wakeups,
+        }
     }
 
     /// The heaps' capacities, summed: for tests that arming never grows them.

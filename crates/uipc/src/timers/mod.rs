@@ -89,6 +89,7 @@ pub use create::{
     PR_TIMER_CREATE_RESTORE_IDS, PR_TIMER_CREATE_RESTORE_IDS_GET, PR_TIMER_CREATE_RESTORE_IDS_OFF,
     PR_TIMER_CREATE_RESTORE_IDS_ON,
 };
+pub use driver::{DriverSleep, DriverState};
 #[cfg(not(feature = "internals"))]
 use table::TimerTable;
 #[cfg(feature = "internals")]
@@ -380,9 +381,11 @@ impl Timers {
         self.inner.driver.capacity()
     }
 
-    /// How many times the driver thread has woken up (each wake-up runs the due timers).
-    pub fn driver_wakeups(&self) -> u64 {
-        self.inner.driver.wakeups()
+    /// The driver's sleeper (the thread of [`Timers::start_thread`], or an embedder's loop in
+    /// [`Timers::wait_for_work`]): asleep or not, for how long, whether a kick is pending, how
+    /// many times it woke up.
+    pub fn driver_state(&self) -> DriverState {
+        self.inner.driver.state()
     }
 
     /// How long until the next timer is due, for an embedder that runs its own driver loop
