@@ -310,7 +310,7 @@ impl Reactor {
     }
 
     /// Watches the exit set `fd` (edge-triggered): each exit notified counts the batch that
-    /// sees it ([`crate::exits`]).
+    /// sees it (the `exits` module).
     pub fn watch_exits(&self, fd: RawFd) -> io::Result<()> {
         self.add(fd, EXITS, (libc::EPOLLIN | libc::EPOLLET) as u32)
     }

@@ -12,7 +12,7 @@ use super::registry::{IpcObject, Registry};
 use super::{msg, sem, shm};
 use crate::sync::{AtomicBool, AtomicI32, AtomicU64, Ordering::Relaxed};
 use crate::table::IdLayout;
-use crate::{Cap, Clock, Cred, Errno, Result, SystemClock};
+use crate::{Cap, Clock, Cred, Errno, Result, SystemClock, Tgid};
 use std::sync::Arc;
 
 /// How a namespace is built.
@@ -273,6 +273,7 @@ impl IpcNamespace {
     /// Process exit (the last thread of `tgid`): applies its SEM_UNDO list, detaches its
     /// segments and applies the orphan rules, as Linux's `exit_sem` and `exit_shm`.
     pub fn process_exit(&self, tgid: i32) {
+        let tgid = Tgid::new(tgid);
         self.sem_process_exit(tgid);
         self.shm_process_exit(tgid);
     }
@@ -281,18 +282,18 @@ impl IpcNamespace {
     /// Linux's unshare (which implies CLONE_SYSVSEM), its SEM_UNDO list is applied here. Its
     /// attachments stay, as its mappings do, until it detaches, execs or exits.
     pub fn process_left(&self, tgid: i32) {
-        self.sem_process_exit(tgid);
+        self.sem_process_exit(Tgid::new(tgid));
     }
 
     /// Fork: the child starts with no SEM_UNDO list; its inherited attachments count in
     /// nattch.
     pub fn process_fork(&self, parent: i32, child: i32) {
-        self.shm_process_fork(parent, child);
+        self.shm_process_fork(Tgid::new(parent), Tgid::new(child));
     }
 
     /// Execve: SEM_UNDO is kept; attachments are detached.
     pub fn process_exec(&self, tgid: i32) {
-        self.shm_process_exec(tgid);
+        self.shm_process_exec(Tgid::new(tgid));
     }
 }
 

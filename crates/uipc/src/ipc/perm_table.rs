@@ -15,9 +15,14 @@
 //! lock only call [`PermTable::get`].
 //!
 //! Kept by hand rather than replaced by a crate: no interning crate keeps counted, reusable
-//! 4-byte references without a lock of its own, and the smaller entries are part of what put
-//! `semget` creates under a tenth of the kernel's time (`uipc bench ipc-keys`, 31900 keys:
-//! BENCHMARKS.md, "ipc-keys", the cachegrind comparison of the create path).
+//! 4-byte references without a lock of its own (its index is a std map hashed by `foldhash`).
+//! The measurement it stands on: cachegrind on 31900 `semget` creates (BENCHMARKS.md,
+//! "ipc-keys", the comparison of commit `8c5763b`, 2026-11-23), where 16-byte key entries
+//! instead of 32, together with the 128-byte semaphore set (`sem::lock::SemSlots`), took a
+//! create from 930 to 773 instructions and 41% fewer last-level write misses, and 31900
+//! creates about a fifth less time (`uipc bench ipc-keys --runs 3`, 3 x 9 runs each way).
+//! `uipc bench ipc-keys` on a loaded machine cannot tell the table from a plain copy per entry
+//! (its deviations are larger than the difference), so that comparison was not redone alone.
 
 use super::perm::IpcPerm;
 use foldhash::fast::FixedState;

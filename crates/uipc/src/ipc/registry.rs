@@ -2,14 +2,15 @@
 //! (`ipc/util.c`: `ipc_addid`, `ipc_findkey`, `ipcget`, `ipc_obtain_object_check`, `ipc_rmid`).
 //!
 //! - Ids come from a [`CyclicIdAllocator`] (seed 002), with `*_next_id` restore.
-//! - Keys live in a hash map (seed 000): `semget` on 31900 keys does not scan; IPC_PRIVATE
-//!   objects are never in it. Beside each key the map keeps what opening the key checks (the
-//!   id, the permissions and the type's size: nsems, segment size), so a `*get` that finds its
-//!   key reads one map entry and never the object: 31900 opens read the map's runs of entries,
-//!   not one line of each of 3.9 MiB of semaphore sets. The permissions are interned (a
-//!   4-byte reference into a `PermTable` of the distinct values), so an entry is 16 bytes
-//!   (24 for segments). IPC_SET, the only call that changes them, updates the entry under the
-//!   writer lock ([`Registry::set_key_perm`]).
+//! - Keys live in a hash map (seed 000; hashbrown's table hashed by foldhash's fixed-seed
+//!   hasher): `semget` on 31900 keys does not scan; IPC_PRIVATE objects are never in it.
+//!   Beside each key the map keeps what opening the key checks (the id, the permissions and
+//!   the type's size: nsems, segment size), so a `*get` that finds its key reads one map
+//!   entry and never the object: 31900 opens read 31900 map entries, not one line of each of
+//!   3.9 MiB of semaphore sets. The permissions are interned (a 4-byte reference into a
+//!   `PermTable` of the distinct values), so an entry is 16 bytes (24 for segments). IPC_SET,
+//!   the only call that changes them, updates the entry under the writer lock
+//!   ([`Registry::set_key_perm`]).
 //! - Objects are found by id in a [`DashMap`] from index to object without any registry
 //!   lock (one shard read lock, a hash probe): the cost is the same for every index, and
 //!   memory follows the live objects. Only creation and removal, under the writer lock,
@@ -30,11 +31,11 @@ use super::perm_table::{PermId, PermTable};
 use crate::sync::{
     read, try_write, write, AtomicI32, Ordering, RwLock, RwLockReadGuard, RwLockWriteGuard,
 };
-use crate::table::hash::KeyBuildHasher;
 use crate::table::{CyclicIdAllocator, IdLayout};
 use crate::{Errno, IpcId, IpcIdx, IpcKey, Result};
 use dashmap::DashMap;
-use std::collections::hash_map::{Entry, HashMap, VacantEntry};
+use foldhash::fast::FixedState;
+use hashbrown::hash_map::{Entry, HashMap, VacantEntry};
 use std::sync::Arc;
 
 /// The part of an object the registry reads without the object's lock.
@@ -83,6 +84,9 @@ struct KeyEntry<I> {
     info: I,
 }
 
+/// The key map: hashbrown's table with foldhash's fixed-seed hasher.
+type KeyMap<I> = HashMap<IpcKey, KeyEntry<I>, FixedState>;
+
 /// What a `*get` of an existing key checks (the type's `existing` closure gets it).
 #[derive(Debug)]
 pub struct KeyView<'a, I> {
@@ -100,7 +104,7 @@ pub struct RegistryState<T: IpcObject> {
     /// It grows fourfold when full (hashbrown alone would double): creating n keys then moves
     /// about n/3 entries in rehashes instead of n, for at most four times the entries' room
     /// right after a growth (at most 32000 keys by default: semmni, msgmni, shmmni).
-    keys: HashMap<IpcKey, KeyEntry<T::KeyInfo>, KeyBuildHasher>,
+    keys: KeyMap<T::KeyInfo>,
     /// The distinct permissions the key entries name.
     perms: PermTable,
     alloc: CyclicIdAllocator,
@@ -342,7 +346,7 @@ impl<T: IpcObject> Registry<T> {
 
     /// `h`'s own entry in the key map, if its key (not private) is still its.
     fn key_entry<'s>(
-        keys: &'s mut HashMap<IpcKey, KeyEntry<T::KeyInfo>, KeyBuildHasher>,
+        keys: &'s mut KeyMap<T::KeyInfo>,
         h: &IpcHeader,
     ) -> Option<&'s mut KeyEntry<T::KeyInfo>> {
         let entry = keys.get_mut(&h.key())?;
@@ -383,7 +387,7 @@ impl<T: IpcObject> Registry<T> {
 pub struct Vacancy<'a, T: IpcObject> {
     reg: &'a Registry<T>,
     /// The key's place in the key map; `None` for IPC_PRIVATE, which is never entered.
-    place: Option<VacantEntry<'a, IpcKey, KeyEntry<T::KeyInfo>>>,
+    place: Option<VacantEntry<'a, IpcKey, KeyEntry<T::KeyInfo>, FixedState>>,
     perms: &'a mut PermTable,
     alloc: &'a mut CyclicIdAllocator,
     next_id: &'a mut Option<IpcId>,

@@ -4,6 +4,5 @@
 //!   `fixedbitset` of used indices.
 
 pub mod cyclic;
-pub mod hash;
 
 pub use cyclic::{CyclicIdAllocator, IdLayout};

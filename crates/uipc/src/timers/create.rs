@@ -115,7 +115,8 @@ pub(crate) fn timer_create(
         return Err(Errno::EFAULT);
     }
     let timer_clock = resolve_clock(inner, cred, clock)?;
-    let proc = inner.procs.get_or_create(Tgid::new(cred.tgid));
+    let tgid = Tgid::new(cred.tgid);
+    let proc = inner.procs.get_or_create(tgid);
     let wanted = if proc.restore_ids() {
         match created_id {
             UserPtr::Valid(want) if (want as u32) > inner.id_mask => return Err(Errno::EINVAL),
@@ -133,8 +134,8 @@ pub(crate) fn timer_create(
     }
     let uid = cred.uid;
     let reserved = match wanted {
-        Some(want) => proc.restore_id(&inner.table, cred.tgid, want),
-        None => proc.alloc_id(&inner.table, cred.tgid, inner.id_mask),
+        Some(want) => proc.restore_id(&inner.table, tgid, want),
+        None => proc.alloc_id(&inner.table, tgid, inner.id_mask),
     };
     let id = match reserved {
         Ok(id) => id,
@@ -144,7 +145,7 @@ pub(crate) fn timer_create(
         }
     };
     let undo = |e: Errno| {
-        inner.table.remove(cred.tgid, id);
+        inner.table.remove(tgid, id);
         proc.forget(id);
         inner.sigpending.uncharge(uid);
         Err(e)
@@ -187,13 +188,13 @@ pub(crate) fn timer_create(
     }
     let listing = Listing::new(
         inner.created.fetch_add(1, Ordering::Relaxed),
-        cred.tgid,
+        tgid,
         id,
         clock,
         event,
     );
     let timer = Timer::new(
-        Tgid::new(cred.tgid),
+        tgid,
         TimerId::from_raw(id),
         timer_clock,
         notify,
@@ -207,7 +208,7 @@ pub(crate) fn timer_create(
             .driver
             .reserve(&[timer_clock.base(false), timer_clock.base(true)]);
     }
-    if !inner.table.publish(cred.tgid, id, Arc::new(timer)) {
+    if !inner.table.publish(tgid, id, Arc::new(timer)) {
         if armable {
             inner.driver.unreserve();
         }

@@ -22,6 +22,16 @@
 //!
 //! A slot is *reserved* while its id is held without a value (see `TimerTable`): lookups return
 //! only values, so a reserved-only id is invisible to them.
+//!
+//! Kept by hand rather than on hashbrown: groups in std's (hashbrown) map per stripe made
+//! `timer_getoverrun` lookups about 15% slower at 100k timers (control bytes, then the entry:
+//! two dependent cache lines per probe; `uipc bench timers --runs 3` and a scratch harness,
+//! 2026-11-23, module doc of `table`), and the seed's bar (at least 5x faster than mainline at
+//! 100k, 6.1x in the quiet run of BENCHMARKS.md) leaves little room for it. A build with
+//! `hashbrown::HashTable` in its place was run against this one on 2026-11-27 (`uipc bench
+//! timers --runs 3`, once each, on a 2-core machine shared with about seven compiling agents,
+//! load average 17-27): both runs' deviations exceeded their medians, so that run decides
+//! nothing (BENCHMARKS.md, "The table layer on crates").
 
 use crate::sync::Arc;
 

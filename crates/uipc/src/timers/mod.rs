@@ -361,7 +361,7 @@ impl Timers {
 
     /// `/proc/PID/timers` of process `tgid`: its timers, newest first.
     pub fn proc_timers(&self, tgid: i32) -> String {
-        procfs::render(&self.inner, tgid)
+        procfs::render(&self.inner, Tgid::new(tgid))
     }
 
     /// The shared table, for benchmarks and inspection (`internals` feature).

@@ -59,7 +59,7 @@ impl ProcState {
     /// Reserves the next free id in the table (`posix_timer_add`, normal mode).
     ///
     /// Entry/exit: no lock held; takes table stripe locks one at a time.
-    pub(crate) fn alloc_id<T>(&self, table: &TimerTable<T>, tgid: i32, mask: u32) -> Result<i32> {
+    pub(crate) fn alloc_id<T>(&self, table: &TimerTable<T>, tgid: Tgid, mask: u32) -> Result<i32> {
         for _ in 0..=mask as u64 {
             let id = (self.next_id.fetch_add(1, Ordering::Relaxed) & mask) as i32;
             if table.try_reserve(tgid, id) {
@@ -70,7 +70,7 @@ impl ProcState {
     }
 
     /// Reserves exactly `id` (restore mode): EBUSY if held; on success the counter moves on.
-    pub(crate) fn restore_id<T>(&self, table: &TimerTable<T>, tgid: i32, id: i32) -> Result<i32> {
+    pub(crate) fn restore_id<T>(&self, table: &TimerTable<T>, tgid: Tgid, id: i32) -> Result<i32> {
         if !table.try_reserve(tgid, id) {
             return Err(Errno::EBUSY);
         }

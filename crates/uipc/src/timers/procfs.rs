@@ -18,6 +18,7 @@ use std::fmt::Write;
 
 use super::types::*;
 use super::Inner;
+use crate::Tgid;
 
 /// What the listing shows of one timer, fixed at create.
 pub(crate) struct Listing {
@@ -32,7 +33,7 @@ pub(crate) struct Listing {
 impl Listing {
     pub(crate) fn new(
         created: u64,
-        tgid: i32,
+        tgid: Tgid,
         id: i32,
         clock: i32,
         event: UserPtr<SigEvent>,
@@ -49,7 +50,7 @@ impl Listing {
             pid: if ev.notify == SIGEV_THREAD_ID {
                 ev.thread_id
             } else {
-                tgid
+                tgid.get()
             },
             clock: match clock {
                 CLOCK_PROCESS_CPUTIME_ID => -6,
@@ -60,8 +61,8 @@ impl Listing {
     }
 }
 
-pub(crate) fn render(inner: &Inner, tgid: i32) -> String {
-    let Some(proc) = inner.procs.get(crate::Tgid::new(tgid)) else {
+pub(crate) fn render(inner: &Inner, tgid: Tgid) -> String {
+    let Some(proc) = inner.procs.get(tgid) else {
         return String::new();
     };
     let ids: Vec<i32> = super::lock(&proc.ids).ids.iter().copied().collect();

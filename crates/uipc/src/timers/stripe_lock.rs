@@ -4,8 +4,10 @@
 //! Why not std's `Mutex`: its release is an atomic swap, because it must learn whether a thread
 //! sleeps on the lock and needs waking; this lock's release is a plain store. The table's
 //! critical sections are a short probe and an `Arc` clone (tens of nanoseconds), where that
-//! second atomic instruction cost 15-20% of a lookup (`uipc bench timers`, module doc of
-//! `table`).
+//! second atomic instruction cost 15-20% of a lookup (`uipc bench timers --runs 3`, 100k
+//! timers, 2026-11-23, module doc of `table`). No crate was found with both a plain-store
+//! release and a waiter that yields when its holder is preempted (`spin`'s mutexes relax
+//! without state, so they either never yield or always do), so it stays by hand.
 //!
 //! Waiting: a waiter reads the flag until it looks free and only then retries the
 //! compare-exchange, with a CPU hint per round and a yield every 64 rounds

@@ -68,9 +68,11 @@ pub(crate) struct SemSlot {
 /// Which of the two a value holds is kept by its owner ([`SemSet`]'s `many`, in padding after
 /// the permissions), not here: an enum's tag would have taken 8 bytes more (40 instead of 32
 /// on x86-64), and a one-semaphore set with the `Arc`'s counts (120 bytes) would grow past
-/// malloc's 128-byte chunks to 144. The 128-byte set is one of the create-path changes
-/// measured in BENCHMARKS.md ("ipc-keys", the cachegrind comparison: two cache lines written
-/// per create instead of three).
+/// malloc's 128-byte chunks to 144. Kept by hand (no crate stores the tag outside the value):
+/// the 128-byte set is one of the create-path changes of commit `8c5763b` (BENCHMARKS.md,
+/// "ipc-keys", 2026-11-23: cachegrind on 31900 `semget` creates, two cache lines written per
+/// create instead of three; with the interned permissions 773 instructions per create instead
+/// of 930 and 31900 creates about a fifth faster in `uipc bench ipc-keys --runs 3`).
 pub(crate) union SemSlots {
     one: ManuallyDrop<Mutex<SemSlot>>,
     many: ManuallyDrop<Box<[Mutex<SemSlot>]>>,

@@ -165,9 +165,9 @@ impl IpcNamespace {
 
     /// `exit_sem`: applies and drops the SEM_UNDO list of process `tgid` (its last thread
     /// exited). Each adjustment is added and clamped to `[0, SEMVMX]`; never fails or sleeps.
-    pub(crate) fn sem_process_exit(&self, tgid: i32) {
+    pub(crate) fn sem_process_exit(&self, tgid: Tgid) {
         let now = self.now();
-        for e in self.sem.undo.take_process(Tgid::new(tgid)) {
+        for e in self.sem.undo.take_process(tgid) {
             let Some(set) = e.set.upgrade() else { continue };
             let g = set.lock_global();
             if g.arr.deleted {
@@ -183,7 +183,7 @@ impl IpcNamespace {
                 if a != 0 {
                     let mut s = locked.slot(n);
                     s.val = (s.val + a).clamp(0, SEMVMX);
-                    s.pid = tgid;
+                    s.pid = tgid.get();
                     changed.push(n);
                 }
             }

@@ -17,8 +17,7 @@ use crate::ipc::IpcNamespace;
 use crate::Tgid;
 
 impl IpcNamespace {
-    pub(crate) fn shm_process_fork(&self, parent: i32, child: i32) {
-        let (parent, child) = (Tgid::new(parent), Tgid::new(child));
+    pub(crate) fn shm_process_fork(&self, parent: Tgid, child: Tgid) {
         let (inherited, next_addr) = {
             let shard = self.shm.procs.shard(parent);
             let Some(p) = shard.get(&parent) else { return };
@@ -55,8 +54,7 @@ impl IpcNamespace {
         }
     }
 
-    pub(crate) fn shm_process_exec(&self, tgid: i32) {
-        let tgid = Tgid::new(tgid);
+    pub(crate) fn shm_process_exec(&self, tgid: Tgid) {
         let gone = {
             let mut shard = self.shm.procs.shard(tgid);
             let Some(p) = shard.get_mut(&tgid) else {
@@ -71,8 +69,7 @@ impl IpcNamespace {
     }
 
     /// `exit_mm` then `exit_shm`: detach everything, then apply the creator rules.
-    pub(crate) fn shm_process_exit(&self, tgid: i32) {
-        let tgid = Tgid::new(tgid);
+    pub(crate) fn shm_process_exit(&self, tgid: Tgid) {
         let Some(p) = self.shm.procs.shard(tgid).remove(&tgid) else {
             return;
         };

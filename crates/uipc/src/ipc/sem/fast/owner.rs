@@ -4,10 +4,10 @@
 //! [`SemArena`] keeps, per slot, whether a set is published there (its id and size), the
 //! slot's epoch and how many engine calls are inside it, under one mutex per namespace (lock
 //! order: that mutex, then the registry and the set's locks; it is taken by engine entry
-//! points with no lock held). [`IpcNamespace::sem_fast_enter`] takes the slot's set back if it
-//! is published ([`take_back`], then the values into the engine); dropping the guard it
+//! points with no lock held). `IpcNamespace::sem_fast_enter` takes the slot's set back if it
+//! is published (`take_back`, then the values into the engine); dropping the guard it
 //! returns publishes the set again when the last call inside leaves and the set is quiet
-//! ([`publish`]). The word protocol is in the parent module's doc and ARCHITECTURE.md.
+//! (`publish`). The word protocol is in the parent module's doc and ARCHITECTURE.md.
 
 use super::{
     pid_of, value_of, word, ArenaView, CAPACITY, CUID_CGID, EPOCH_MASK, HEADER_WORDS, IDENT,
