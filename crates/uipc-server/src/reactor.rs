@@ -14,17 +14,17 @@
 //!
 //! Turns are short, so a frame from one client never waits long behind others' bytes: the
 //! leader serves what a turn found only after the whole turn, and a ready socket may wait
-//! several turns for epoll to report it. A turn accepts at most [`ACCEPTS_PER_TURN`]
-//! connections and drops at most [`EXPIRIES_PER_TURN`] for their hello time-out; a socket at a
+//! several turns for epoll to report it. A turn accepts at most `ACCEPTS_PER_TURN`
+//! connections and drops at most `EXPIRIES_PER_TURN` for their hello time-out; a socket at a
 //! frame boundary gets one read of a page or two (a small frame whole); a socket within a
-//! long frame's payload gets [`BULK_READ`] bytes, and only the first [`BULK_READS_PER_TURN`]
+//! long frame's payload gets `BULK_READ` bytes, and only the first `BULK_READS_PER_TURN`
 //! of those in a turn are read at all. What is left stays ready (level-triggered) and is
 //! reported again in a later turn, after the sockets that were ready before it, so every
 //! socket takes its turn. Connections not greeted yet, or within a long frame, are watched in
 //! a second epoll set (itself in the first, token `SLOW`), of which a turn takes at most
-//! [`SLOW_EVENTS`] sockets: a greeted client at a frame boundary waits for no more than a
+//! `SLOW_EVENTS` sockets: a greeted client at a frame boundary waits for no more than a
 //! turn or two however many such sockets are ready. A connection moves between the sets
-//! ([`Reactor::place`], by the leader after a read) under `conns`, so that a removed one is
+//! (`Reactor::place`, by the leader after a read) under `conns`, so that a removed one is
 //! never watched again.
 //!
 //! Deadlines: an ordered set of (instant, connection id); `epoll_wait` sleeps until the
