@@ -232,6 +232,18 @@ impl Descriptions {
     /// the descriptors in `except` (pid, fd). Returns the ids, files and answers. See the
     /// module doc for the order of the search.
     pub fn referenced(&self, scope: Scope, except: &[(i32, RawFd)]) -> Vec<(OfdId, FileId, bool)> {
+        self.referenced_then(scope, except, &|| {})
+    }
+
+    /// [`Descriptions::referenced`], running `before_search` first if any description needs
+    /// more than its witness's one kcmp (its callers' descriptors or every process's are
+    /// read): what may take a while.
+    pub fn referenced_then(
+        &self,
+        scope: Scope,
+        except: &[(i32, RawFd)],
+        before_search: &dyn Fn(),
+    ) -> Vec<(OfdId, FileId, bool)> {
         let me = std::process::id() as i32;
         let mut out = Vec::new();
         let mut own: Vec<RawFd> = Vec::new();
@@ -259,6 +271,7 @@ impl Descriptions {
         if pending.is_empty() {
             return out;
         }
+        before_search();
         // The copies made for this search are the daemon's own too.
         own.extend(pending.iter().map(|p| p.2.as_raw_fd()));
         let sought: Vec<(RawFd, FileId)> = pending.iter().map(|p| (p.2.as_raw_fd(), p.1)).collect();

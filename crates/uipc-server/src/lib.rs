@@ -309,7 +309,12 @@ impl Shared {
     pub fn process_exit(&self, pid: i32) {
         self.namespaces.process_exit(pid);
         self.locks.process_exit(pid);
-        lockserve::sweep(&self.locks, &self.descriptions, descriptions::Scope::All);
+        lockserve::sweep(
+            &self.locks,
+            &self.descriptions,
+            descriptions::Scope::All,
+            &|| {},
+        );
     }
 }
 

@@ -50,7 +50,8 @@ pub struct LockCtx<'a> {
     pub irq: &'a Interrupt,
     /// The descriptor that came with the request.
     pub fd: Option<&'a OwnedFd>,
-    /// Run before a `/proc` scan (a close's, a sweep's), which takes a while: the daemon lets
+    /// Run before a close's or a sweep's search goes past the descriptions' witnesses (reads
+    /// descriptors in `/proc`), which takes a while: the daemon lets
     /// another worker watch the sockets meanwhile. A call that scans nothing keeps its thread.
     pub before_scan: &'a dyn Fn(),
 }
@@ -255,11 +256,14 @@ fn close(cx: &LockCtx<'_>, client_fd: i32) {
     let Some(ofd) = cx.descriptions.find(fd.as_raw_fd()) else {
         return;
     };
-    (cx.before_scan)();
     let me = std::process::id() as i32;
     let held_elsewhere = cx
         .descriptions
-        .referenced(Scope::One(ofd), &[(tgid, client_fd), (me, fd.as_raw_fd())])
+        .referenced_then(
+            Scope::One(ofd),
+            &[(tgid, client_fd), (me, fd.as_raw_fd())],
+            cx.before_scan,
+        )
         .first()
         .is_none_or(|&(_, _, referenced)| referenced);
     if !held_elsewhere {
@@ -270,13 +274,19 @@ fn close(cx: &LockCtx<'_>, client_fd: i32) {
 
 /// Drops the OFD and flock locks of every description in `scope` no process holds open any
 /// more (the kernel closed its descriptors without the daemon hearing: an exit, an exec, a
-/// process the daemon never served). Returns whether any went.
-pub fn sweep(locks: &LockManager, descriptions: &Descriptions, scope: Scope) -> bool {
+/// process the daemon never served). Returns whether any went. `before_scan` runs first if
+/// the search goes past the descriptions' witnesses (reads descriptors in `/proc`).
+pub fn sweep(
+    locks: &LockManager,
+    descriptions: &Descriptions,
+    scope: Scope,
+    before_scan: &dyn Fn(),
+) -> bool {
     if descriptions.is_empty() {
         return false;
     }
     let mut dropped = false;
-    for (ofd, file, referenced) in descriptions.referenced(scope, &[]) {
+    for (ofd, file, referenced) in descriptions.referenced_then(scope, &[], before_scan) {
         if !referenced {
             // Owner::Process(0) is nobody: only the description's locks go.
             locks.close(0, file, ofd, true);
@@ -299,8 +309,12 @@ fn retry_after_sweep(cx: &LockCtx<'_>, call: impl Fn() -> Response) -> Response 
     let Some(open) = cx.fd.and_then(|fd| open_file_of(fd.as_raw_fd())) else {
         return resp;
     };
-    (cx.before_scan)();
-    if sweep(cx.locks, cx.descriptions, Scope::File(open.file)) {
+    if sweep(
+        cx.locks,
+        cx.descriptions,
+        Scope::File(open.file),
+        cx.before_scan,
+    ) {
         return call();
     }
     resp

@@ -108,6 +108,7 @@ fn hello(shared: &Shared, conn: &Arc<Conn>, frame: Received) {
             &shared.locks,
             &shared.descriptions,
             crate::descriptions::Scope::All,
+            &|| {},
         );
     }
     drop(guard);
