@@ -38,28 +38,40 @@ fn perm(mode: u32) -> IpcPerm {
 
 fn slot_with(mode: u32, value: i32) -> Arc<Vec<AtomicU64>> {
     let slot: Arc<Vec<AtomicU64>> = Arc::new((0..SLOT_WORDS).map(|_| AtomicU64::new(0)).collect());
-    let vals = [(value, 1)];
+    publish_as(&slot, mode, &[(value, 1)], 1);
+    slot
+}
+
+/// The daemon publishes set 0 with `mode` and `vals` at `epoch`.
+fn publish_as(slot: &[AtomicU64], mode: u32, vals: &[(i32, i32)], epoch: u64) {
     let p = Published {
         id: 0,
         perm: perm(mode),
         otime: 0,
-        vals: &vals,
+        vals,
     };
-    publish(&slot, &p, 1);
-    slot
+    publish(slot, &p, epoch);
+}
+
+/// A client thread running `f` on its own view of `slot`.
+fn on_client_thread<R: 'static>(
+    slot: &Arc<Vec<AtomicU64>>,
+    f: impl FnOnce(ArenaView<'_>) -> R + 'static,
+) -> loom::thread::JoinHandle<R> {
+    let slot = slot.clone();
+    loom::thread::spawn(move || f(ArenaView::new(&slot)))
+}
+
+/// A fast -1 on semaphore 0 by `euid`: whether it was done on the fast path.
+fn fast_decrement(v: ArenaView<'_>, euid: u32) -> bool {
+    v.semop(0, Sembuf::new(0, -1, 0), &Who(euid)) == Fast::Done(Ok(()))
 }
 
 /// The daemon's side of IPC_SET: takes the set back and publishes it with `mode`; returns
 /// the values it took back.
 fn take_back_and_publish(slot: &[AtomicU64], mode: u32) -> Vec<(i32, i32)> {
     let (vals, _) = take_back(slot, 1);
-    let p = Published {
-        id: 0,
-        perm: perm(mode),
-        otime: 0,
-        vals: &vals,
-    };
-    publish(slot, &p, 2);
+    publish_as(slot, mode, &vals, 2);
     vals
 }
 
@@ -69,10 +81,7 @@ fn take_back_and_publish(slot: &[AtomicU64], mode: u32) -> Vec<(i32, i32)> {
 fn a_fast_semop_is_never_lost_across_a_takeover() {
     loom::model(|| {
         let slot = slot_with(0o600, 1);
-        let s2 = slot.clone();
-        let client = loom::thread::spawn(move || {
-            ArenaView::new(&s2).semop(0, Sembuf::new(0, -1, 0), &Who(0)) == Fast::Done(Ok(()))
-        });
+        let client = on_client_thread(&slot, |v| fast_decrement(v, 0));
         take_back_and_publish(&slot, 0o600);
         let fast = client.join().unwrap();
         let v = ArenaView::new(&slot).semctl_get(0, 0, crate::ipc::consts::GETVAL, &Who(0));
@@ -86,10 +95,7 @@ fn a_fast_semop_is_never_lost_across_a_takeover() {
 fn a_permission_change_applies_to_every_later_fast_call() {
     loom::model(|| {
         let slot = slot_with(0o666, 1);
-        let s2 = slot.clone();
-        let client = loom::thread::spawn(move || {
-            ArenaView::new(&s2).semop(0, Sembuf::new(0, -1, 0), &Who(1000)) == Fast::Done(Ok(()))
-        });
+        let client = on_client_thread(&slot, |v| fast_decrement(v, 1000));
         let vals = take_back_and_publish(&slot, 0o600);
         let fast = client.join().unwrap();
         if fast {
@@ -104,18 +110,11 @@ fn a_permission_change_applies_to_every_later_fast_call() {
 fn getval_sees_one_value_or_asks_the_daemon() {
     loom::model(|| {
         let slot = slot_with(0o666, 1);
-        let s2 = slot.clone();
-        let client = loom::thread::spawn(move || {
-            ArenaView::new(&s2).semctl_get(0, 0, crate::ipc::consts::GETVAL, &Who(1000))
+        let client = on_client_thread(&slot, |v| {
+            v.semctl_get(0, 0, crate::ipc::consts::GETVAL, &Who(1000))
         });
         let _ = take_back(&slot, 1);
-        let p = Published {
-            id: 0,
-            perm: perm(0o666),
-            otime: 0,
-            vals: &[(5, 1)],
-        };
-        publish(&slot, &p, 2);
+        publish_as(&slot, 0o666, &[(5, 1)], 2);
         let got = client.join().unwrap();
         assert!(matches!(
             got,
