@@ -12,7 +12,7 @@
 
 use crate::codec::Writer;
 use crate::transport::{
-    recv_head, recv_payload, recv_reply_start, send_frame, FrameHead, RecvError,
+    recv_head, recv_payload, recv_reply_start, send_frame, set_sockopt, FrameHead, RecvError,
 };
 use crate::{Request, Response, VERSION};
 use std::io;
@@ -146,21 +146,7 @@ pub fn set_read_timeout(fd: RawFd, timeout: Option<Duration>) -> io::Result<()> 
         tv_sec: t.as_secs() as libc::time_t,
         tv_usec: t.subsec_micros() as libc::suseconds_t,
     };
-    // SAFETY: passes a live timeval of the size given.
-    let r = unsafe {
-        libc::setsockopt(
-            fd,
-            libc::SOL_SOCKET,
-            libc::SO_RCVTIMEO,
-            (&tv as *const libc::timeval).cast(),
-            std::mem::size_of::<libc::timeval>() as libc::socklen_t,
-        )
-    };
-    if r == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
-    }
+    set_sockopt(fd, libc::SOL_SOCKET, libc::SO_RCVTIMEO, &tv)
 }
 
 /// Sends one request frame (`request`: its encoded payload) on socket `fd` with the caller's

@@ -25,6 +25,26 @@ use crate::MAX_FRAME;
 use std::io;
 use std::os::fd::{FromRawFd, OwnedFd, RawFd};
 
+/// Sets socket option `name` at `level` of socket `fd` to `value` (an `int`, a `timeval`: the
+/// option's own C type).
+pub fn set_sockopt<T>(fd: RawFd, level: i32, name: i32, value: &T) -> io::Result<()> {
+    // SAFETY: passes a live `T` and its size; the kernel reads at most that many bytes.
+    let r = unsafe {
+        libc::setsockopt(
+            fd,
+            level,
+            name,
+            (value as *const T).cast(),
+            std::mem::size_of::<T>() as libc::socklen_t,
+        )
+    };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
 /// Kernel-verified identity of a frame's sender.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PeerCred {

@@ -15,6 +15,7 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::net::UnixListener;
 use std::path::Path;
+use uipc_proto::transport::set_sockopt;
 
 fn cvt(r: libc::c_int) -> io::Result<libc::c_int> {
     if r < 0 {
@@ -46,15 +47,9 @@ pub fn bind_listener(path: &Path, mode: libc::mode_t) -> io::Result<UnixListener
     let fd = unsafe { OwnedFd::from_raw_fd(raw) };
     let on: libc::c_int = 1;
     let len = (std::mem::size_of::<libc::sa_family_t>() + bytes.len() + 1) as libc::socklen_t;
+    set_sockopt(fd.as_raw_fd(), libc::SOL_SOCKET, libc::SO_PASSCRED, &on)?;
     // SAFETY: system calls on our own socket with live arguments of the stated sizes.
     unsafe {
-        cvt(libc::setsockopt(
-            fd.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_PASSCRED,
-            (&on as *const libc::c_int).cast(),
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        ))?;
         cvt(libc::fchmod(fd.as_raw_fd(), mode))?;
         cvt(libc::bind(
             fd.as_raw_fd(),

@@ -14,6 +14,7 @@ use std::os::unix::net::{UnixListener, UnixStream};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use uipc_proto::transport::set_sockopt;
 
 /// A descriptor kept open to be closed when the descriptor limit is reached.
 pub(super) fn open_spare() -> Option<OwnedFd> {
@@ -63,24 +64,10 @@ const SEND_TIMEOUT: libc::timeval = libc::timeval {
 
 /// Credentials on every frame, and the send timeout.
 fn prepare_socket(fd: RawFd) {
+    // Errors are ignored: the connection goes on with the socket as it is.
     let on: libc::c_int = 1;
-    // SAFETY: sets an int option and a timeval option from live values of the right sizes.
-    unsafe {
-        libc::setsockopt(
-            fd,
-            libc::SOL_SOCKET,
-            libc::SO_PASSCRED,
-            (&on as *const libc::c_int).cast(),
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        );
-        libc::setsockopt(
-            fd,
-            libc::SOL_SOCKET,
-            libc::SO_SNDTIMEO,
-            (&SEND_TIMEOUT as *const libc::timeval).cast(),
-            std::mem::size_of::<libc::timeval>() as libc::socklen_t,
-        );
-    }
+    let _ = set_sockopt(fd, libc::SOL_SOCKET, libc::SO_PASSCRED, &on);
+    let _ = set_sockopt(fd, libc::SOL_SOCKET, libc::SO_SNDTIMEO, &SEND_TIMEOUT);
 }
 
 impl Reactor {
