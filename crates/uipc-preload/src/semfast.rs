@@ -20,7 +20,7 @@
 use crate::conn::{call, check};
 use libc::c_int;
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
-use uipc::ipc::sem::fast::{ArenaView, Caller, Fast, ARENA_BYTES};
+use uipc::ipc::sem::fast::{map_arena, ArenaView, Caller, Fast, ARENA_BYTES};
 use uipc::ipc::sem::Sembuf;
 use uipc_proto::{Request, Response};
 
@@ -105,22 +105,9 @@ fn grant(pid: i32, ns: u64) -> Option<()> {
         return None;
     }
     if ARENA.load(Ordering::Acquire).is_null() || ARENA_NS.load(Ordering::Acquire) != ns {
-        // SAFETY: maps the daemon's arena memfd, shared, read-write, at an address of the
-        // kernel's choice; never unmapped (see the module doc).
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                ARENA_BYTES,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED,
-                fd.0,
-                0,
-            )
-        };
-        if p == libc::MAP_FAILED {
-            return None;
-        }
-        ARENA.store(p.cast(), Ordering::Release);
+        // Never unmapped (see the module doc).
+        let p = map_arena(fd.0)?;
+        ARENA.store(p.as_ptr(), Ordering::Release);
         ARENA_NS.store(ns, Ordering::Release);
     }
     FAST_PID.store(pid, Ordering::Release);

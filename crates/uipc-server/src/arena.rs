@@ -10,7 +10,7 @@
 
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::sync::Arc;
-use uipc::ipc::sem::fast::{owner::SemArena, ARENA_BYTES};
+use uipc::ipc::sem::fast::{map_arena, owner::SemArena, ARENA_BYTES};
 
 /// Whether `UIPC_FASTPATH` in the environment turns the fast path off ("0").
 pub fn switched_off() -> bool {
@@ -41,20 +41,7 @@ impl Drop for Mapping {
 /// A new arena, or `None` if the memory cannot be had (the namespace then runs without one).
 pub fn new_arena() -> Option<Arc<SemArena>> {
     let fd = crate::memfd::sealed_memfd(c"uipc-sem-arena", ARENA_BYTES as u64, false).ok()?;
-    // SAFETY: maps our own memfd of ARENA_BYTES bytes, shared, read-write.
-    let ptr = unsafe {
-        libc::mmap(
-            std::ptr::null_mut(),
-            ARENA_BYTES,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_SHARED,
-            fd.as_raw_fd(),
-            0,
-        )
-    };
-    if ptr == libc::MAP_FAILED {
-        return None;
-    }
+    let ptr = map_arena(fd.as_raw_fd())?.as_ptr().cast::<libc::c_void>();
     let keep = Mapping {
         fd,
         ptr,

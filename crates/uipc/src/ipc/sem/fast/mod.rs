@@ -62,6 +62,28 @@ const EPOCH_SHIFT: u32 = 39;
 /// The epoch's bits.
 pub const EPOCH_MASK: u64 = (1 << 25) - 1;
 
+/// Maps [`ARENA_BYTES`] of the arena memfd `fd`, shared and read-write, at an address of the
+/// kernel's choice: the daemon's mapping and each client's. `None` if the kernel refuses. The
+/// caller owns the mapping (`munmap` of [`ARENA_BYTES`] ends it).
+pub fn map_arena(fd: std::os::fd::RawFd) -> Option<std::ptr::NonNull<AtomicU64>> {
+    // SAFETY: a new shared mapping of a descriptor the caller holds; it replaces nothing (no
+    // MAP_FIXED), so no memory in use changes.
+    let p = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            ARENA_BYTES,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_SHARED,
+            fd,
+            0,
+        )
+    };
+    if p == libc::MAP_FAILED {
+        return None;
+    }
+    std::ptr::NonNull::new(p.cast())
+}
+
 /// How many times a client retries a CAS that lost to another client before it asks the daemon.
 const RETRIES: usize = 3;
 
