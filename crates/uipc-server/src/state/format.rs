@@ -239,6 +239,15 @@ impl In {
         self.array().map(u32::from_le_bytes)
     }
 
+    /// `N` little-endian u32s in a row.
+    pub fn u32s<const N: usize>(&mut self) -> io::Result<[u32; N]> {
+        let mut v = [0; N];
+        for x in &mut v {
+            *x = self.u32()?;
+        }
+        Ok(v)
+    }
+
     /// A little-endian u64.
     pub fn u64(&mut self) -> io::Result<u64> {
         self.array().map(u64::from_le_bytes)

@@ -62,14 +62,17 @@ struct Perm {
 }
 
 fn get_perm(inp: &mut In) -> io::Result<Perm> {
+    let id = inp.i32()?;
+    let key = inp.i32()?;
+    let [uid, gid, cuid, cgid, mode] = inp.u32s()?;
     Ok(Perm {
-        id: inp.i32()?,
-        key: inp.i32()?,
-        uid: inp.u32()?,
-        gid: inp.u32()?,
-        cuid: inp.u32()?,
-        cgid: inp.u32()?,
-        mode: inp.u32()?,
+        id,
+        key,
+        uid,
+        gid,
+        cuid,
+        cgid,
+        mode,
     })
 }
 
