@@ -7,18 +7,17 @@
 //! and `pthread_attr_t *` (16 and 24). The kernel copies all 64 bytes, so a sigevent whose last
 //! bytes are unmapped is EFAULT even when they are unused.
 //!
-//! A timer's `siginfo_t`: `si_signo` 0, `si_errno` 4, `si_code` 8, then `si_timerid` 16,
-//! `si_overrun` 20, `si_value` 24.
+//! A timer's `siginfo_t` is the engine's ([`uipc::timers::SigInfo::to_bytes`]).
 
 use crate::user::{copy_in, copy_in_to, u32_at, u64_at};
-use uipc::timers::{ItimerSpec, SigEvent, Timespec, UserPtr};
+use uipc::timers::{ItimerSpec, SigEvent, SigInfo, TimerId, Timespec, UserPtr};
 
 /// `sizeof(struct sigevent)`.
 pub const SIGEVENT: usize = 64;
 /// `sizeof(struct itimerspec)`.
 pub const ITIMERSPEC: usize = 32;
 /// `sizeof(siginfo_t)`.
-pub const SIGINFO: usize = 128;
+pub const SIGINFO: usize = uipc::timers::SIGINFO_BYTES;
 
 /// A `struct sigevent` as read from the caller, with SIGEV_THREAD's two pointers.
 #[derive(Clone, Copy, Debug)]
@@ -90,18 +89,20 @@ pub fn itimerspec_bytes(spec: &ItimerSpec) -> [u8; ITIMERSPEC] {
 
 /// A timer signal's `siginfo_t`, as the kernel builds it (`si_code` SI_TIMER).
 pub fn timer_siginfo(signo: i32, timer_id: i32, overrun: i32, value: u64) -> [u8; SIGINFO] {
-    let mut b = [0u8; SIGINFO];
-    b[0..4].copy_from_slice(&signo.to_le_bytes());
-    b[8..12].copy_from_slice(&uipc::timers::SI_TIMER.to_le_bytes());
-    b[16..20].copy_from_slice(&timer_id.to_le_bytes());
-    b[20..24].copy_from_slice(&overrun.to_le_bytes());
-    b[24..32].copy_from_slice(&value.to_le_bytes());
-    b
+    SigInfo {
+        signo,
+        code: uipc::timers::SI_TIMER,
+        timer: TimerId::from_raw(timer_id),
+        overrun,
+        value,
+    }
+    .to_bytes()
 }
 
 /// `si_code` and `si_timerid` of a siginfo, to recognise our own signal.
 pub fn siginfo_code_and_timer(b: &[u8; SIGINFO]) -> (i32, i32) {
-    (u32_at(b, 8) as i32, u32_at(b, 16) as i32)
+    let info = SigInfo::from_bytes(b);
+    (info.code, info.timer.raw())
 }
 
 #[cfg(test)]

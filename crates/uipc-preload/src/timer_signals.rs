@@ -155,30 +155,14 @@ fn take_matching(
     signo: i32,
     wanted: impl Fn(&[u8; timer_abi::SIGINFO]) -> bool,
 ) -> bool {
-    let set: u64 = 1 << (signo - 1);
-    let zero = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
     // On the stack: settime and delete call this, and settime may run in a signal handler.
     let mut others = [[0u8; timer_abi::SIGINFO]; 16];
     let mut taken = 0;
     let mut found = false;
     for _ in 0..16 {
-        let mut info = [0u8; timer_abi::SIGINFO];
-        // SAFETY: a kernel sigset of 8 bytes, a siginfo buffer and a timespec, all live.
-        let r = unsafe {
-            libc::syscall(
-                libc::SYS_rt_sigtimedwait,
-                &set,
-                info.as_mut_ptr(),
-                &zero,
-                8usize,
-            )
-        };
-        if r != i64::from(signo) {
+        let Ok(info) = uipc::timers::take_pending_signal(signo) else {
             break;
-        }
+        };
         if wanted(&info) {
             found = true;
             break;

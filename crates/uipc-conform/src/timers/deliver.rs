@@ -16,7 +16,7 @@
 use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::Instant;
-use uipc::timers::{Notifier, SigInfo, SignalTarget, TimerSignal, Timers};
+use uipc::timers::{take_pending_signal, Notifier, SigInfo, SignalTarget, TimerSignal, Timers};
 use uipc::Errno;
 
 /// What a delivery hands over: (signo, si_code, si_timerid, si_overrun, si_value).
@@ -77,32 +77,14 @@ impl SignalQueue {
 
 /// The host's `rt_sigtimedwait` for `signo` alone, not waiting.
 pub(super) fn host_take(signo: i32) -> Result<Delivered, Errno> {
-    let set: u64 = 1u64 << (signo - 1);
-    // The kernel's siginfo is 128 bytes; a timer's fields sit at fixed offsets on 64-bit
-    // Linux: si_signo 0, si_code 8, si_timerid 16, si_overrun 20, si_value 24.
-    let mut info = [0u8; 128];
-    let zero = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `set` is an 8-byte kernel sigset, `info` 128 writable bytes, `zero` a timespec.
-    let r = unsafe {
-        libc::syscall(
-            libc::SYS_rt_sigtimedwait,
-            &set,
-            info.as_mut_ptr(),
-            &zero,
-            8usize,
-        )
-    };
-    if r < 0 {
-        return Err(Errno::from_raw(
-            std::io::Error::last_os_error().raw_os_error().unwrap_or(0),
-        ));
-    }
-    let i32_at = |at: usize| i32::from_ne_bytes(info[at..at + 4].try_into().unwrap());
-    let value = u64::from_ne_bytes(info[24..32].try_into().unwrap());
-    Ok((i32_at(0), i32_at(8), i32_at(16), i32_at(20), value))
+    let info = SigInfo::from_bytes(&take_pending_signal(signo)?);
+    Ok((
+        info.signo,
+        info.code,
+        info.timer.raw(),
+        info.overrun,
+        info.value,
+    ))
 }
 
 /// Whether two overrun counts agree, given the timer's interval: periods skipped while a

@@ -72,6 +72,7 @@ mod group_map;
 mod ops;
 mod process;
 mod procfs;
+mod siginfo;
 mod stripe_lock;
 #[cfg(feature = "internals")]
 #[doc(hidden)]
@@ -90,6 +91,7 @@ pub use create::{
     PR_TIMER_CREATE_RESTORE_IDS_ON,
 };
 pub use driver::{DriverSleep, DriverState};
+pub use siginfo::{take_pending_signal, SIGINFO_BYTES};
 #[cfg(not(feature = "internals"))]
 use table::TimerTable;
 #[cfg(feature = "internals")]
