@@ -10,7 +10,7 @@ use crate::memfd::MemfdBacking;
 use std::os::fd::{FromRawFd, OwnedFd, RawFd};
 use uipc::ipc::consts::{GETPID, IPC_NOWAIT, MSG_COPY, PAGE_SIZE};
 use uipc::ipc::msg::{MsgctlArg, MsgctlOut};
-use uipc::ipc::sem::{Sembuf, SemctlArg, SemctlOut};
+use uipc::ipc::sem::{SemctlArg, SemctlOut};
 use uipc::ipc::shm::ShmctlOut;
 use uipc::ipc::IpcNamespace;
 use uipc::{Cred, Errno, Interrupt, WaitCtx};
@@ -84,66 +84,35 @@ fn err(e: Errno) -> Response {
 /// (`None` for calls that never sleep). Such a failure changes nothing in the namespace.
 pub fn without_sleeping(req: &Request) -> Option<(Request, i32)> {
     let nowait = IPC_NOWAIT;
-    match req {
+    let mut quick = req.clone();
+    let would_block = match &mut quick {
         Request::Semtimedop {
-            semid,
-            nsops,
-            sops: Some(sops),
-            timeout,
-        } => Some((
-            Request::Semtimedop {
-                semid: *semid,
-                nsops: *nsops,
-                sops: Some(
-                    sops.iter()
-                        .map(|b| Sembuf::new(b.sem_num, b.sem_op, b.sem_flg | nowait as i16))
-                        .collect(),
-                ),
-                timeout: *timeout,
-            },
-            libc::EAGAIN,
-        )),
-        Request::Msgsnd {
-            msqid,
-            mtype,
-            msgsz,
-            text,
-            flags,
-        } => Some((
-            Request::Msgsnd {
-                msqid: *msqid,
-                mtype: *mtype,
-                msgsz: *msgsz,
-                text: text.clone(),
-                flags: flags | nowait,
-            },
-            libc::EAGAIN,
-        )),
-        Request::Msgrcv {
-            msqid,
-            maxsize,
-            msgtyp,
-            flags,
-        } => Some((
-            Request::Msgrcv {
-                msqid: *msqid,
-                maxsize: *maxsize,
-                msgtyp: *msgtyp,
-                // MSG_COPY never sleeps: without IPC_NOWAIT it is EINVAL, which adding the
-                // flag would turn into a copy (or a lookup's errno).
-                flags: if flags & MSG_COPY != 0 {
-                    *flags
-                } else {
-                    flags | nowait
-                },
-            },
-            libc::ENOMSG,
-        )),
-        Request::Lock(lock) => lock
-            .without_sleeping()
-            .map(|quick| (Request::Lock(quick), libc::EAGAIN)),
-        _ => None,
-    }
+            sops: Some(sops), ..
+        } => {
+            for sop in sops.iter_mut() {
+                sop.sem_flg |= nowait as i16;
+            }
+            libc::EAGAIN
+        }
+        Request::Msgsnd { flags, .. } => {
+            *flags |= nowait;
+            libc::EAGAIN
+        }
+        Request::Msgrcv { flags, .. } => {
+            // MSG_COPY never sleeps: without IPC_NOWAIT it is EINVAL, which adding the flag
+            // would turn into a copy (or a lookup's errno).
+            if *flags & MSG_COPY == 0 {
+                *flags |= nowait;
+            }
+            libc::ENOMSG
+        }
+        Request::Lock(lock) => {
+            *lock = lock.without_sleeping()?;
+            libc::EAGAIN
+        }
+        _ => return None,
+    };
+    Some((quick, would_block))
 }
 
 /// A descriptor for the client's mapping of `memfd`: read-only attaches get a read-only open
@@ -197,42 +166,27 @@ pub fn serve(cx: &Ctx<'_>, req: Request) -> (Response, Option<OwnedFd>) {
             semnum,
             cmd,
             arg,
-        } => {
-            let arg = match &arg {
-                SemArg::None => SemctlArg::None,
-                SemArg::Val(v) => SemctlArg::Val(*v),
-                SemArg::Array(a) => SemctlArg::Array(a),
-                SemArg::Set { uid, gid, mode } => SemctlArg::Set {
-                    uid: *uid,
-                    gid: *gid,
-                    mode: *mode,
-                },
-            };
-            match ns.semctl(cred, semid, semnum, cmd, arg) {
-                Ok(SemctlOut::Ret(r)) if cmd == GETPID => {
-                    Response::Ret(i64::from(crate::pidns::translated(cx.pid_view, r)))
-                }
-                Ok(SemctlOut::Ret(r)) => Response::Ret(i64::from(r)),
-                Ok(SemctlOut::Stat(ret, ds)) => Response::SemStat { ret, ds },
-                Ok(SemctlOut::Info(ret, info)) => Response::SemInfo { ret, info },
-                Ok(SemctlOut::All(v)) => Response::SemAll(v),
-                Err(e) => err(e),
-            }
-        }
+        } => semctl(cx, semid, semnum, cmd, &arg),
         Request::Msgget { key, flag } => ret(ns.msgget(cred, key, flag)),
         Request::Msgsnd {
             msqid,
             mtype,
-            msgsz,
-            text,
+            text: Some(text),
             flags,
-        } => match text {
-            Some(text) => done(ns.msgsnd(cred, msqid, mtype, &text, flags, &wait)),
-            // The kernel's order before it copies the text: size and id, then type.
-            None if msgsz > ns.limits().msgmax().max(0) as u64 || msqid < 0 => err(Errno::EINVAL),
-            None if mtype < 1 => err(Errno::EINVAL),
-            None => err(Errno::EFAULT),
-        },
+            ..
+        } => done(ns.msgsnd(cred, msqid, mtype, &text, flags, &wait)),
+        // Text the client could not read: the kernel's order before it copies the text is
+        // size and id, then type.
+        Request::Msgsnd {
+            text: None,
+            msqid,
+            msgsz,
+            ..
+        } if msgsz > ns.limits().msgmax().max(0) as u64 || msqid < 0 => err(Errno::EINVAL),
+        Request::Msgsnd {
+            text: None, mtype, ..
+        } if mtype < 1 => err(Errno::EINVAL),
+        Request::Msgsnd { text: None, .. } => err(Errno::EFAULT),
         Request::Msgrcv {
             msqid,
             maxsize,
@@ -313,4 +267,30 @@ pub fn serve(cx: &Ctx<'_>, req: Request) -> (Response, Option<OwnedFd>) {
         Request::Hello { .. } | Request::Cancel | Request::ForkChild { .. } => err(Errno::EINVAL),
     };
     (resp, None)
+}
+
+/// semctl: the client's argument as the engine takes it, and GETPID's pid as the caller's pid
+/// namespace numbers it.
+fn semctl(cx: &Ctx<'_>, semid: i32, semnum: i32, cmd: i32, arg: &SemArg) -> Response {
+    let Ctx { ns, cred, .. } = *cx;
+    let arg = match arg {
+        SemArg::None => SemctlArg::None,
+        SemArg::Val(v) => SemctlArg::Val(*v),
+        SemArg::Array(a) => SemctlArg::Array(a),
+        SemArg::Set { uid, gid, mode } => SemctlArg::Set {
+            uid: *uid,
+            gid: *gid,
+            mode: *mode,
+        },
+    };
+    match ns.semctl(cred, semid, semnum, cmd, arg) {
+        Ok(SemctlOut::Ret(r)) if cmd == GETPID => {
+            Response::Ret(i64::from(crate::pidns::translated(cx.pid_view, r)))
+        }
+        Ok(SemctlOut::Ret(r)) => Response::Ret(i64::from(r)),
+        Ok(SemctlOut::Stat(ret, ds)) => Response::SemStat { ret, ds },
+        Ok(SemctlOut::Info(ret, info)) => Response::SemInfo { ret, info },
+        Ok(SemctlOut::All(v)) => Response::SemAll(v),
+        Err(e) => err(e),
+    }
 }
