@@ -100,14 +100,10 @@ fn engine_forked(engine: &Timers, parent: &Cred, child: i32, probe: i32) -> Stri
         tgid: child,
         ..parent.clone()
     };
+    let no_signal = UserPtr::Valid(SigEvent::NONE);
     let view = child_view(
         engine
-            .timer_create(
-                &cred,
-                CLOCK_MONOTONIC,
-                UserPtr::Valid(SigEvent::NONE),
-                UserPtr::Valid(0),
-            )
+            .timer_create(&cred, CLOCK_MONOTONIC, no_signal, UserPtr::Valid(0))
             .map(TimerId::raw),
         engine.timer_gettime(&cred, TimerId::from_raw(probe)),
         engine.prctl_timer_create_restore_ids(&cred, [2, 0, 0, 0]),
