@@ -31,6 +31,7 @@ pub mod request;
 pub mod response;
 mod sender;
 pub mod transport;
+mod wire;
 
 pub use codec::DecodeError;
 pub use locks::{hint_slot, map_hints, LockLine, LockRequest, LockResponse, HINT_SLOTS};

@@ -10,6 +10,7 @@
 //! open file descriptions apart with `kcmp(KCMP_FILE)`.
 
 use crate::codec::{DecodeError, Reader, Writer};
+use crate::wire::Wire;
 use uipc_abi::locks::{Flock, F_OFD_SETLK, F_OFD_SETLKW, F_SETLK, F_SETLKW, LOCK_MAND, LOCK_NB};
 
 /// A file-lock request.
@@ -105,24 +106,6 @@ mod tag {
     pub const R_LIST: u8 = 2;
 }
 
-fn put_flock(w: &mut Writer, f: &Flock) {
-    w.i16(f.l_type);
-    w.i16(f.l_whence);
-    w.i64(f.l_start);
-    w.i64(f.l_len);
-    w.i32(f.l_pid);
-}
-
-fn get_flock(r: &mut Reader<'_>) -> Result<Flock, DecodeError> {
-    Ok(Flock {
-        l_type: r.i16()?,
-        l_whence: r.i16()?,
-        l_start: r.i64()?,
-        l_len: r.i64()?,
-        l_pid: r.i32()?,
-    })
-}
-
 impl LockRequest {
     /// Appends the message's fields (after the outer tag).
     pub fn encode_into(&self, w: &mut Writer) {
@@ -130,13 +113,7 @@ impl LockRequest {
             LockRequest::Fcntl { cmd, flock } => {
                 w.u8(tag::FCNTL);
                 w.i32(*cmd);
-                match flock {
-                    None => w.u8(0),
-                    Some(f) => {
-                        w.u8(1);
-                        put_flock(w, f);
-                    }
-                }
+                flock.put(w);
             }
             LockRequest::Flock { cmd } => {
                 w.u8(tag::FLOCK);
@@ -156,11 +133,7 @@ impl LockRequest {
         Ok(match r.u8()? {
             tag::FCNTL => LockRequest::Fcntl {
                 cmd: r.i32()?,
-                flock: match r.u8()? {
-                    0 => None,
-                    1 => Some(get_flock(r)?),
-                    _ => return Err(DecodeError::BadValue("option")),
-                },
+                flock: Wire::get(r)?,
             },
             tag::FLOCK => LockRequest::Flock { cmd: r.i32()? },
             tag::CLOSE => LockRequest::Close { fd: r.i32()? },
@@ -208,7 +181,7 @@ impl LockResponse {
         match self {
             LockResponse::Flock(f) => {
                 w.u8(tag::R_FLOCK);
-                put_flock(w, f);
+                f.put(w);
             }
             LockResponse::List(lines) => {
                 w.u8(tag::R_LIST);
@@ -235,7 +208,7 @@ impl LockResponse {
     /// Reads the message's fields (after the outer tag).
     pub fn decode_from(r: &mut Reader<'_>) -> Result<LockResponse, DecodeError> {
         Ok(match r.u8()? {
-            tag::R_FLOCK => LockResponse::Flock(get_flock(r)?),
+            tag::R_FLOCK => LockResponse::Flock(Wire::get(r)?),
             tag::R_LIST => LockResponse::List(r.list(40, |r| {
                 Ok(LockLine {
                     kind: r.u8()?,

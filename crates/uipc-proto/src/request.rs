@@ -8,6 +8,7 @@
 //! user buffer only after its size and id checks).
 
 use crate::codec::{DecodeError, Reader, Writer};
+use crate::wire::{get_option, Wire};
 use uipc_abi::ipc::msg::MsqidSet;
 use uipc_abi::ipc::sem::{Sembuf, Timespec};
 use uipc_abi::ipc::shm::ShmSet;
@@ -150,20 +151,8 @@ mod tag {
     pub const PROC: u8 = 60;
 }
 
-fn get_option<'a, T>(
-    r: &mut Reader<'a>,
-    each: impl FnOnce(&mut Reader<'a>) -> Result<T, DecodeError>,
-) -> Result<Option<T>, DecodeError> {
-    match r.u8()? {
-        0 => Ok(None),
-        1 => each(r).map(Some),
-        _ => Err(DecodeError::BadValue("option")),
-    }
-}
-
 mod put;
 
-use put::put_option;
 pub use put::{put_msgsnd, put_sem_arg, put_sem_arg_array, put_semctl_head, put_semtimedop};
 
 impl Request {
@@ -241,12 +230,7 @@ impl Request {
                 w.u8(tag::MSGCTL);
                 w.i32(*msqid);
                 w.i32(*cmd);
-                put_option(w, set, |w, s| {
-                    w.u32(s.uid);
-                    w.u32(s.gid);
-                    w.u32(s.mode);
-                    w.u64(s.qbytes);
-                });
+                set.put(w);
             }
             Request::Shmget { key, size, flag } => {
                 w.u8(tag::SHMGET);
@@ -278,11 +262,7 @@ impl Request {
                 w.u8(tag::SHMCTL);
                 w.i32(*shmid);
                 w.i32(*cmd);
-                put_option(w, set, |w, s| {
-                    w.u32(s.uid);
-                    w.u32(s.gid);
-                    w.u32(s.mode);
-                });
+                set.put(w);
             }
             Request::ForkChild { child } => {
                 w.u8(tag::FORK_CHILD);
@@ -317,15 +297,8 @@ impl Request {
             tag::SEMTIMEDOP => Request::Semtimedop {
                 semid: r.i32()?,
                 nsops: r.u64()?,
-                sops: get_option(&mut r, |r| {
-                    r.list(6, |r| Ok(Sembuf::new(r.u16()?, r.i16()?, r.i16()?)))
-                })?,
-                timeout: get_option(&mut r, |r| {
-                    Ok(Timespec {
-                        tv_sec: r.i64()?,
-                        tv_nsec: r.i64()?,
-                    })
-                })?,
+                sops: get_option(&mut r, |r| r.list(6, Sembuf::get))?,
+                timeout: Wire::get(&mut r)?,
             },
             tag::SEM_NSEMS => Request::SemNsems { semid: r.i32()? },
             tag::SEMCTL => Request::Semctl {
@@ -364,14 +337,7 @@ impl Request {
             tag::MSGCTL => Request::Msgctl {
                 msqid: r.i32()?,
                 cmd: r.i32()?,
-                set: get_option(&mut r, |r| {
-                    Ok(MsqidSet {
-                        uid: r.u32()?,
-                        gid: r.u32()?,
-                        mode: r.u32()?,
-                        qbytes: r.u64()?,
-                    })
-                })?,
+                set: Wire::get(&mut r)?,
             },
             tag::SHMGET => Request::Shmget {
                 key: r.i32()?,
@@ -395,13 +361,7 @@ impl Request {
             tag::SHMCTL => Request::Shmctl {
                 shmid: r.i32()?,
                 cmd: r.i32()?,
-                set: get_option(&mut r, |r| {
-                    Ok(ShmSet {
-                        uid: r.u32()?,
-                        gid: r.u32()?,
-                        mode: r.u32()?,
-                    })
-                })?,
+                set: Wire::get(&mut r)?,
             },
             tag::FORK_CHILD => Request::ForkChild { child: r.i32()? },
             tag::LOCK => Request::Lock(crate::locks::LockRequest::decode_from(&mut r)?),

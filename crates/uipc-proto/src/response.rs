@@ -9,10 +9,10 @@
 //! holds only fixed-size fields (and a `/proc` text). [`Response::decode`] is the same decoder, copying.
 
 use crate::codec::{DecodeError, Reader, Writer};
+use crate::wire::Wire;
 use uipc_abi::ipc::msg::{MsgInfo, MsqidDs};
 use uipc_abi::ipc::sem::{SemInfo, SemidDs};
 use uipc_abi::ipc::shm::{ShmInfo, ShmUsage, ShmidDs};
-use uipc_abi::ipc::IpcPermStat;
 
 /// One response.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -128,26 +128,11 @@ impl<'a> ResponseView<'a> {
     }
 }
 
-fn put_perm(w: &mut Writer<'_>, p: &IpcPermStat) {
-    w.i32(p.key);
-    w.u32(p.uid);
-    w.u32(p.gid);
-    w.u32(p.cuid);
-    w.u32(p.cgid);
-    w.u32(p.mode);
-    w.u32(p.seq);
-}
-
-fn get_perm(r: &mut Reader<'_>) -> Result<IpcPermStat, DecodeError> {
-    Ok(IpcPermStat {
-        key: r.i32()?,
-        uid: r.u32()?,
-        gid: r.u32()?,
-        cuid: r.u32()?,
-        cgid: r.u32()?,
-        mode: r.u32()?,
-        seq: r.u32()?,
-    })
+/// A response of a return value and a struct (the *ctl calls' STAT and INFO commands).
+fn put_ret_and(w: &mut Writer<'_>, tag: u8, ret: i32, v: &impl Wire) {
+    w.u8(tag);
+    w.i32(ret);
+    v.put(w);
 }
 
 impl Response {
@@ -171,89 +156,22 @@ impl Response {
                 w.u8(tag::RET);
                 w.i64(*v);
             }
-            Response::SemStat { ret, ds } => {
-                w.u8(tag::SEM_STAT);
-                w.i32(*ret);
-                put_perm(w, &ds.perm);
-                w.i64(ds.otime);
-                w.i64(ds.ctime);
-                w.u64(ds.nsems);
-            }
-            Response::SemInfo { ret, info: i } => {
-                w.u8(tag::SEM_INFO);
-                w.i32(*ret);
-                for v in [
-                    i.semmap, i.semmni, i.semmns, i.semmnu, i.semmsl, i.semopm, i.semume, i.semusz,
-                    i.semvmx, i.semaem,
-                ] {
-                    w.i32(v);
-                }
-            }
+            Response::SemStat { ret, ds } => put_ret_and(w, tag::SEM_STAT, *ret, ds),
+            Response::SemInfo { ret, info } => put_ret_and(w, tag::SEM_INFO, *ret, info),
             Response::SemAll(vals) => {
                 w.u8(tag::SEM_ALL);
                 w.list(vals, |w, v| w.u16(*v));
             }
-            Response::MsgStat { ret, ds } => {
-                w.u8(tag::MSG_STAT);
-                w.i32(*ret);
-                put_perm(w, &ds.perm);
-                w.i64(ds.stime);
-                w.i64(ds.rtime);
-                w.i64(ds.ctime);
-                w.u64(ds.cbytes);
-                w.u64(ds.qnum);
-                w.u64(ds.qbytes);
-                w.i32(ds.lspid);
-                w.i32(ds.lrpid);
-            }
-            Response::MsgInfo { ret, info: i } => {
-                w.u8(tag::MSG_INFO);
-                w.i32(*ret);
-                for v in [
-                    i.msgpool, i.msgmap, i.msgmax, i.msgmnb, i.msgmni, i.msgssz, i.msgtql,
-                ] {
-                    w.i32(v);
-                }
-                w.u16(i.msgseg);
-            }
+            Response::MsgStat { ret, ds } => put_ret_and(w, tag::MSG_STAT, *ret, ds),
+            Response::MsgInfo { ret, info } => put_ret_and(w, tag::MSG_INFO, *ret, info),
             Response::Msg { mtype, text } => {
                 w.u8(tag::MSG);
                 w.i64(*mtype);
                 w.bytes(text);
             }
-            Response::ShmStat { ret, ds } => {
-                w.u8(tag::SHM_STAT);
-                w.i32(*ret);
-                put_perm(w, &ds.perm);
-                w.u64(ds.segsz);
-                w.i64(ds.atime);
-                w.i64(ds.dtime);
-                w.i64(ds.ctime);
-                w.i32(ds.cpid);
-                w.i32(ds.lpid);
-                w.u64(ds.nattch);
-            }
-            Response::ShmInfo { ret, info: i } => {
-                w.u8(tag::SHM_INFO);
-                w.i32(*ret);
-                for v in [i.shmmax, i.shmmin, i.shmmni, i.shmseg, i.shmall] {
-                    w.u64(v);
-                }
-            }
-            Response::ShmUsage { ret, usage: u } => {
-                w.u8(tag::SHM_USAGE);
-                w.i32(*ret);
-                w.i32(u.used_ids);
-                for v in [
-                    u.shm_tot,
-                    u.shm_rss,
-                    u.shm_swp,
-                    u.swap_attempts,
-                    u.swap_successes,
-                ] {
-                    w.u64(v);
-                }
-            }
+            Response::ShmStat { ret, ds } => put_ret_and(w, tag::SHM_STAT, *ret, ds),
+            Response::ShmInfo { ret, info } => put_ret_and(w, tag::SHM_INFO, *ret, info),
+            Response::ShmUsage { ret, usage } => put_ret_and(w, tag::SHM_USAGE, *ret, usage),
             Response::ShmAttached {
                 shmid,
                 addr,
@@ -293,88 +211,31 @@ impl Response {
             tag::RET => Response::Ret(r.i64()?),
             tag::SEM_STAT => Response::SemStat {
                 ret: r.i32()?,
-                ds: SemidDs {
-                    perm: get_perm(&mut r)?,
-                    otime: r.i64()?,
-                    ctime: r.i64()?,
-                    nsems: r.u64()?,
-                },
+                ds: Wire::get(&mut r)?,
             },
             tag::SEM_INFO => Response::SemInfo {
                 ret: r.i32()?,
-                info: SemInfo {
-                    semmap: r.i32()?,
-                    semmni: r.i32()?,
-                    semmns: r.i32()?,
-                    semmnu: r.i32()?,
-                    semmsl: r.i32()?,
-                    semopm: r.i32()?,
-                    semume: r.i32()?,
-                    semusz: r.i32()?,
-                    semvmx: r.i32()?,
-                    semaem: r.i32()?,
-                },
+                info: Wire::get(&mut r)?,
             },
             tag::MSG_STAT => Response::MsgStat {
                 ret: r.i32()?,
-                ds: MsqidDs {
-                    perm: get_perm(&mut r)?,
-                    stime: r.i64()?,
-                    rtime: r.i64()?,
-                    ctime: r.i64()?,
-                    cbytes: r.u64()?,
-                    qnum: r.u64()?,
-                    qbytes: r.u64()?,
-                    lspid: r.i32()?,
-                    lrpid: r.i32()?,
-                },
+                ds: Wire::get(&mut r)?,
             },
             tag::MSG_INFO => Response::MsgInfo {
                 ret: r.i32()?,
-                info: MsgInfo {
-                    msgpool: r.i32()?,
-                    msgmap: r.i32()?,
-                    msgmax: r.i32()?,
-                    msgmnb: r.i32()?,
-                    msgmni: r.i32()?,
-                    msgssz: r.i32()?,
-                    msgtql: r.i32()?,
-                    msgseg: r.u16()?,
-                },
+                info: Wire::get(&mut r)?,
             },
             tag::SHM_STAT => Response::ShmStat {
                 ret: r.i32()?,
-                ds: ShmidDs {
-                    perm: get_perm(&mut r)?,
-                    segsz: r.u64()?,
-                    atime: r.i64()?,
-                    dtime: r.i64()?,
-                    ctime: r.i64()?,
-                    cpid: r.i32()?,
-                    lpid: r.i32()?,
-                    nattch: r.u64()?,
-                },
+                ds: Wire::get(&mut r)?,
             },
             tag::SHM_INFO => Response::ShmInfo {
                 ret: r.i32()?,
-                info: ShmInfo {
-                    shmmax: r.u64()?,
-                    shmmin: r.u64()?,
-                    shmmni: r.u64()?,
-                    shmseg: r.u64()?,
-                    shmall: r.u64()?,
-                },
+                info: Wire::get(&mut r)?,
             },
             tag::SHM_USAGE => Response::ShmUsage {
                 ret: r.i32()?,
-                usage: ShmUsage {
-                    used_ids: r.i32()?,
-                    shm_tot: r.u64()?,
-                    shm_rss: r.u64()?,
-                    shm_swp: r.u64()?,
-                    swap_attempts: r.u64()?,
-                    swap_successes: r.u64()?,
-                },
+                usage: Wire::get(&mut r)?,
             },
             tag::SHM_ATTACHED => Response::ShmAttached {
                 shmid: r.i32()?,

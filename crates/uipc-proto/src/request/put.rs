@@ -6,21 +6,8 @@
 
 use super::{tag, SemArg};
 use crate::codec::Writer;
+use crate::wire::{put_option, Wire};
 use uipc_abi::ipc::sem::{Sembuf, Timespec};
-
-pub(super) fn put_option<T>(
-    w: &mut Writer<'_>,
-    v: &Option<T>,
-    each: impl FnOnce(&mut Writer<'_>, &T),
-) {
-    match v {
-        None => w.u8(0),
-        Some(x) => {
-            w.u8(1);
-            each(w, x);
-        }
-    }
-}
 
 /// semtimedop's request with its operations taken from an iterator: a sender that reads them
 /// from its caller's memory encodes them as they come, without collecting them first.
@@ -38,17 +25,10 @@ pub fn put_semtimedop(
         None => w.u8(0),
         Some(ops) => {
             w.u8(1);
-            w.list_of(ops, |w, b| {
-                w.u16(b.sem_num);
-                w.i16(b.sem_op);
-                w.i16(b.sem_flg);
-            });
+            w.list_of(ops, |w, b| b.put(w));
         }
     }
-    put_option(w, &timeout, |w, t| {
-        w.i64(t.tv_sec);
-        w.i64(t.tv_nsec);
-    });
+    timeout.put(w);
 }
 
 /// semctl's request up to its argument, which follows: [`put_sem_arg`] or
