@@ -26,51 +26,57 @@ static void gather(char **argv, const char *first, size_t n, va_list *ap) {
     for (size_t i = 1; i <= n + 1; i++) argv[i] = va_arg(*ap, char *);
 }
 
-HIDDEN int uipc_execl(const char *path, const char *arg, ...) {
-    va_list ap;
-    va_start(ap, arg);
-    size_t n = count_until_null(&ap);
-    va_end(ap);
+enum exec_kind { EXEC_V, EXEC_VE, EXEC_VP };
+
+/* Gathers `arg` and the arguments in `ap` up to their NULL into an argv array on the stack
+ * (E2BIG if they are too many to count in an int), then calls execv, execve (with the envp
+ * that follows the NULL) or execvp. As vprintf does, it takes the caller's `ap` (read only
+ * through copies), which the caller ends afterwards. */
+static int exec_gathered(enum exec_kind kind, const char *path, const char *arg, va_list ap) {
+    va_list count;
+    va_copy(count, ap);
+    size_t n = count_until_null(&count);
+    va_end(count);
     if (n >= INT_MAX - 1) {
         errno = E2BIG;
         return -1;
     }
     char *argv[n + 2];
+    va_list args;
+    va_copy(args, ap);
+    gather(argv, arg, n, &args);
+    char **envp = kind == EXEC_VE ? va_arg(args, char **) : NULL;
+    va_end(args);
+    switch (kind) {
+    case EXEC_VE:
+        return execve(path, argv, envp);
+    case EXEC_VP:
+        return execvp(path, argv);
+    default:
+        return execv(path, argv);
+    }
+}
+
+HIDDEN int uipc_execl(const char *path, const char *arg, ...) {
+    va_list ap;
     va_start(ap, arg);
-    gather(argv, arg, n, &ap);
+    int r = exec_gathered(EXEC_V, path, arg, ap);
     va_end(ap);
-    return execv(path, argv);
+    return r;
 }
 
 HIDDEN int uipc_execle(const char *path, const char *arg, ...) {
     va_list ap;
     va_start(ap, arg);
-    size_t n = count_until_null(&ap);
+    int r = exec_gathered(EXEC_VE, path, arg, ap);
     va_end(ap);
-    if (n >= INT_MAX - 1) {
-        errno = E2BIG;
-        return -1;
-    }
-    char *argv[n + 2];
-    va_start(ap, arg);
-    gather(argv, arg, n, &ap);
-    char **envp = va_arg(ap, char **);
-    va_end(ap);
-    return execve(path, argv, envp);
+    return r;
 }
 
 HIDDEN int uipc_execlp(const char *file, const char *arg, ...) {
     va_list ap;
     va_start(ap, arg);
-    size_t n = count_until_null(&ap);
+    int r = exec_gathered(EXEC_VP, file, arg, ap);
     va_end(ap);
-    if (n >= INT_MAX - 1) {
-        errno = E2BIG;
-        return -1;
-    }
-    char *argv[n + 2];
-    va_start(ap, arg);
-    gather(argv, arg, n, &ap);
-    va_end(ap);
-    return execvp(file, argv);
+    return r;
 }
