@@ -24,7 +24,6 @@ use crate::kernel::kernel_sys;
 use crate::timer::next_to_carry;
 use libc::{c_char, c_int, c_long};
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::OnceLock;
 
 type Argv = *const *const c_char;
 
@@ -32,23 +31,9 @@ extern "C" {
     static environ: Argv;
 }
 
-/// The C library's exec functions (0: absent).
-struct Real {
-    execve: usize,
-    execvpe: usize,
-    fexecve: usize,
-    execveat: usize,
-}
-
-fn real() -> &'static Real {
-    static REAL: OnceLock<Real> = OnceLock::new();
-    let next = crate::kernel::next_symbol;
-    REAL.get_or_init(|| Real {
-        execve: next(c"execve"),
-        execvpe: next(c"execvpe"),
-        fexecve: next(c"fexecve"),
-        execveat: next(c"execveat"),
-    })
+crate::kernel::next_symbols! {
+    /// The C library's exec functions (0: absent).
+    struct Real, fn real { execve, execvpe, fexecve, execveat }
 }
 
 /// Looks up the C library's functions and takes the counter a previous image handed over;

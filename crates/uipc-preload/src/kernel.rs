@@ -36,6 +36,43 @@ pub(crate) fn next_symbol(name: &CStr) -> usize {
     unsafe { libc::dlsym(libc::RTLD_NEXT, name.as_ptr()) as usize }
 }
 
+/// Declares `struct $name` with one `usize` per C library function, its address by
+/// [`next_symbol`] (0 if the C library has none), and `fn $get` that looks them all up on its
+/// first call. A field is named after its symbol unless `= "symbol"` names another. Callers
+/// make that first call from the library's constructor, so that no lookup (`dlsym` locks and
+/// may allocate) happens later in a forked child or a signal handler.
+macro_rules! next_symbols {
+    ($(#[$doc:meta])* struct $name:ident, fn $get:ident {
+        $($field:ident $(= $symbol:literal)?),* $(,)?
+    }) => {
+        $(#[$doc])*
+        struct $name {
+            $($field: usize,)*
+        }
+
+        fn $get() -> &'static $name {
+            static ONCE: std::sync::OnceLock<$name> = std::sync::OnceLock::new();
+            ONCE.get_or_init(|| $name {
+                $($field: $crate::kernel::next_symbol_named(
+                    $crate::kernel::next_symbols!(@name $field $($symbol)?),
+                ),)*
+            })
+        }
+    };
+    (@name $field:ident) => {
+        concat!(stringify!($field), "\0")
+    };
+    (@name $field:ident $symbol:literal) => {
+        concat!($symbol, "\0")
+    };
+}
+pub(crate) use next_symbols;
+
+/// [`next_symbol`] of a NUL-terminated name (0 if `name` is not one).
+pub(crate) fn next_symbol_named(name: &str) -> usize {
+    CStr::from_bytes_with_nul(name.as_bytes()).map_or(0, next_symbol)
+}
+
 /// [`next_symbol`], cached in `slot` (0: not looked up yet).
 pub(crate) fn next_symbol_cached(slot: &AtomicUsize, name: &CStr) -> usize {
     let mut p = slot.load(Ordering::Relaxed);

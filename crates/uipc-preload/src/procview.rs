@@ -24,7 +24,6 @@ use crate::proctext::{fetch, memfd_with};
 use crate::procwrite;
 use libc::{c_char, c_int, c_uint, FILE};
 use std::ffi::CStr;
-use std::sync::OnceLock;
 use uipc::ipc::Sysctl;
 use uipc::Errno;
 use uipc_proto::ProcFile;
@@ -35,37 +34,14 @@ type Open2Fn = unsafe extern "C" fn(*const c_char, c_int) -> c_int;
 type Openat2Fn = unsafe extern "C" fn(c_int, *const c_char, c_int) -> c_int;
 type FopenFn = unsafe extern "C" fn(*const c_char, *const c_char) -> *mut FILE;
 
-/// The C library's definitions, looked up once (the library's constructor).
-struct Next {
-    open: usize,
-    open64: usize,
-    openat: usize,
-    openat64: usize,
-    open_2: usize,
-    open64_2: usize,
-    openat_2: usize,
-    openat64_2: usize,
-    fopen: usize,
-    fopen64: usize,
-}
-
-fn next() -> &'static Next {
-    static NEXT: OnceLock<Next> = OnceLock::new();
-    NEXT.get_or_init(|| {
-        let f = crate::kernel::next_symbol;
-        Next {
-            open: f(c"open"),
-            open64: f(c"open64"),
-            openat: f(c"openat"),
-            openat64: f(c"openat64"),
-            open_2: f(c"__open_2"),
-            open64_2: f(c"__open64_2"),
-            openat_2: f(c"__openat_2"),
-            openat64_2: f(c"__openat64_2"),
-            fopen: f(c"fopen"),
-            fopen64: f(c"fopen64"),
-        }
-    })
+crate::kernel::next_symbols! {
+    /// The C library's definitions, looked up once (the library's constructor).
+    struct Next, fn next {
+        open, open64, openat, openat64,
+        open_2 = "__open_2", open64_2 = "__open64_2",
+        openat_2 = "__openat_2", openat64_2 = "__openat64_2",
+        fopen, fopen64,
+    }
 }
 
 /// Looks up the C library's functions; called when the library is loaded.

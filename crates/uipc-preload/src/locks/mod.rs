@@ -26,7 +26,7 @@
 //! lock and fails with EACCES if another process holds a conflicting lock.
 
 use crate::conn::{call_passing, check, ret_value};
-use crate::kernel::{kernel_sys, next_symbol as next};
+use crate::kernel::kernel_sys;
 use crate::user::{copy_in_to, copy_out};
 use crate::{finish, guarded};
 use libc::c_int;
@@ -53,38 +53,13 @@ pub fn routing() -> bool {
     })
 }
 
-/// libc's definitions of the exports, looked up once: from the library's constructor
-/// ([`prepare`]), so that no lookup (which locks and allocates) happens later in a forked
-/// child or a signal handler.
-struct Libc {
-    fcntl: usize,
-    fcntl64: usize,
-    flock: usize,
-    lockf: usize,
-    lockf64: usize,
-    close: usize,
-    dup2: usize,
-    dup3: usize,
-    fclose: usize,
-    close_range: usize,
-    closefrom: usize,
-}
-
-fn libc_fns() -> &'static Libc {
-    static LIBC: OnceLock<Libc> = OnceLock::new();
-    LIBC.get_or_init(|| Libc {
-        fcntl: next(c"fcntl"),
-        fcntl64: next(c"fcntl64"),
-        flock: next(c"flock"),
-        lockf: next(c"lockf"),
-        lockf64: next(c"lockf64"),
-        close: next(c"close"),
-        dup2: next(c"dup2"),
-        dup3: next(c"dup3"),
-        fclose: next(c"fclose"),
-        close_range: next(c"close_range"),
-        closefrom: next(c"closefrom"),
-    })
+crate::kernel::next_symbols! {
+    /// libc's definitions of the exports, looked up once: from the library's constructor
+    /// ([`prepare`]), so that no lookup (which locks and allocates) happens later in a forked
+    /// child or a signal handler.
+    struct Libc, fn libc_fns {
+        fcntl, fcntl64, flock, lockf, lockf64, close, dup2, dup3, fclose, close_range, closefrom,
+    }
 }
 
 /// Reads `$UIPC_LOCKS`, looks up libc's definitions and, when routing, maps the daemon's
