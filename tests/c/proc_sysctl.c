@@ -3,6 +3,7 @@
  * objects follow the new limits. Run as root, on the host in a private IPC namespace and
  * under `uipc run` (whose daemon is a fresh namespace); the same checks pass on both. */
 #include "check.h"
+#include <sys/syscall.h>
 
 static char *slurp(const char *path) {
     static char buf[4096];
@@ -45,8 +46,25 @@ static int lines(const char *path) {
     return n;
 }
 
-int main(void) {
+/* A write the library does not see (a raw system call) to a fresh O_WRONLY descriptor. */
+static int raw_put(const char *name, const char *text) {
+    char path[128];
+    snprintf(path, sizeof path, "/proc/sys/kernel/%s", name);
+    int fd = open(path, O_WRONLY);
+    CHECK(fd >= 0);
+    CHECK(syscall(SYS_write, fd, text, strlen(text)) == (long)strlen(text));
+    return fd;
+}
+
+int main(int argc, char **argv) {
     int err;
+    if (argc == 3) {
+        /* The new image of a process that kept a sysctl descriptor across execve: writes
+         * through it (without the C library's write) and exits without closing it. */
+        const char *text = argv[2];
+        CHECK(syscall(SYS_write, atoi(argv[1]), text, strlen(text)) == (long)strlen(text));
+        return 0;
+    }
     /* Linux's defaults in a new IPC namespace. */
     CHECK(value("msgmni") == 32000);
     CHECK(value("msgmax") == 8192);
@@ -104,6 +122,33 @@ int main(void) {
     CHECK(value("msgmax") == 123);
     CHECK(system("bash -c 'echo 321 > /proc/sys/kernel/msgmax'") == 0);
     CHECK(value("msgmax") == 321);
+
+    /* A descriptor kept across execve: the new image's writes are applied. */
+    CHECK(system("sh -c 'exec /bin/echo 4000 > /proc/sys/kernel/msgmnb'") == 0);
+    CHECK(value("msgmnb") == 4000);
+    CHECK(system("bash -c 'exec 3>/proc/sys/kernel/msgmnb; /bin/echo 4100 >&3'") == 0);
+    CHECK(value("msgmnb") == 4100);
+    pid_t child = checked_fork();
+    if (child == 0) {
+        int fd = open("/proc/sys/kernel/msgmnb", O_WRONLY);
+        CHECK(fd >= 0);
+        char fdtext[16];
+        snprintf(fdtext, sizeof fdtext, "%d", fd);
+        execl("/proc/self/exe", argv[0], fdtext, "4150\n", (char *)NULL);
+        _exit(127);
+    }
+    int cst;
+    CHECK(waitpid(child, &cst, 0) == child && WIFEXITED(cst) && WEXITSTATUS(cst) == 0);
+    CHECK(value("msgmnb") == 4150);
+
+    /* close_range and closefrom close like close: what was written is applied. */
+    fd = raw_put("msgmnb", "4200\n");
+    CHECK(close_range(fd, fd, 0) == 0);
+    CHECK(value("msgmnb") == 4200);
+    fd = raw_put("msgmnb", "4300\n");
+    closefrom(fd);
+    CHECK(fcntl(fd, F_GETFD) == -1 && errno == EBADF);
+    CHECK(value("msgmnb") == 4300);
 
     /* Another user reads, but may not open for writing. */
     pid_t pid = checked_fork();

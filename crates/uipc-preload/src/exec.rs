@@ -51,14 +51,21 @@ fn set_errno(e: c_int) {
 }
 
 /// Runs `exec` with the environment the new image gets: `envp` with the timer id counter in
-/// front when there is one to carry and the library's variables it lacks, else `envp` itself
+/// front when there is one to carry, the sysctl descriptors open for writing
+/// (`procwrite.rs`), and the library's variables it lacks, else `envp` itself
 /// (also if it cannot be read: the call then fails as the kernel decides).
 fn with_counter(envp: Argv, exec: impl FnOnce(Argv) -> c_long) -> c_long {
     let carried = catch_unwind(AssertUnwindSafe(|| {
         let next = next_to_carry();
         // SAFETY: getpid takes no arguments (raw: other preloads may wrap it).
         let pid = unsafe { libc::syscall(libc::SYS_getpid) } as i32;
-        CarriedEnv::new(envp as usize, (next != 0).then_some((pid, next)))
+        let mut writes = [0u8; crate::exec_env::WRITES_ROOM];
+        let len = crate::procwrite::carried_var(&mut writes);
+        CarriedEnv::new(
+            envp as usize,
+            (next != 0).then_some((pid, next)),
+            &writes[..len],
+        )
     }))
     .ok()
     .flatten();

@@ -21,6 +21,9 @@
 //! child's first id is 0, a vforked child's new image's too), never pass a value: they have no
 //! service of their own and the inherited value names their parent's pid.
 //!
+//! The sysctl descriptors open for writing (`procwrite.rs`) go the same way, as a second entry
+//! built by [`crate::procwrite::carried_var`] and taken by its constructor.
+//!
 //! The new environment is built without malloc (a vforked child shares its parent's heap,
 //! and execve is async-signal-safe): an anonymous mapping holds the variable and a copy of
 //! the caller's pointer array, read with `process_vm_readv` so that an unreadable `envp`
@@ -230,16 +233,25 @@ pub struct CarriedEnv {
 }
 
 /// Room for `UIPC_TIMER_NEXT_ID=` with two decimal numbers, a colon and a NUL.
-const VAR_ROOM: usize = 64;
+const TIMER_ROOM: usize = 64;
+/// Room for the variable of [`crate::procwrite::carried_var`] and its NUL.
+pub const WRITES_ROOM: usize = 1024;
+/// Both variables, ahead of the pointer table.
+const VAR_ROOM: usize = TIMER_ROOM + WRITES_ROOM;
 
 impl CarriedEnv {
     /// `envp` (NULL: empty, as Linux takes it) with `NAME=pid:next` in front when `counter`
-    /// is given, and the library's own variables it lacks ([`kept_missing`]); `None` if
-    /// `envp` cannot be read, no memory can be mapped, or there is nothing to add.
-    pub fn new(envp: usize, counter: Option<(i32, u32)>) -> Option<CarriedEnv> {
+    /// is given, then `writes` (`NAME=value` without its NUL; empty: none), and the
+    /// library's own variables it lacks ([`kept_missing`]); `None` if `envp` cannot be read,
+    /// no memory can be mapped, `writes` does not fit, or there is nothing to add.
+    pub fn new(envp: usize, counter: Option<(i32, u32)>, writes: &[u8]) -> Option<CarriedEnv> {
+        if writes.len() >= WRITES_ROOM {
+            return None;
+        }
         let entries = if envp == 0 { 0 } else { count_entries(envp)? };
         let missing = kept_missing(envp, entries)?;
-        let added = missing.len() + usize::from(counter.is_some());
+        let added =
+            missing.len() + usize::from(counter.is_some()) + usize::from(!writes.is_empty());
         if added == 0 {
             return None;
         }
@@ -267,6 +279,13 @@ impl CarriedEnv {
             write_var(var, pid, next);
             table[..8].copy_from_slice(&(map as usize).to_ne_bytes());
             at = 8;
+        }
+        if !writes.is_empty() {
+            // The NUL is already there (the mapping is zero-filled).
+            var[TIMER_ROOM..TIMER_ROOM + writes.len()].copy_from_slice(writes);
+            let p = map as usize + TIMER_ROOM;
+            table[at..at + 8].copy_from_slice(&p.to_ne_bytes());
+            at += 8;
         }
         for entry in missing {
             table[at..at + 8].copy_from_slice(&(entry.as_ptr() as usize).to_ne_bytes());
@@ -311,13 +330,13 @@ fn write_var(out: &mut [u8], pid: i32, next: u32) {
     };
     put(NAME.to_bytes());
     put(b"=");
-    put(decimal(pid as u32, &mut [0; 10]));
+    put(decimal(u64::from(pid as u32), &mut [0; 20]));
     put(b":");
-    put(decimal(next, &mut [0; 10]));
+    put(decimal(u64::from(next), &mut [0; 20]));
 }
 
 /// `v` in decimal, in the tail of `buf`.
-fn decimal(mut v: u32, buf: &mut [u8; 10]) -> &[u8] {
+pub fn decimal(mut v: u64, buf: &mut [u8; 20]) -> &[u8] {
     let mut start = buf.len();
     loop {
         start -= 1;
@@ -352,24 +371,33 @@ mod tests {
         let a = c"A=1";
         let b = c"B=two";
         let envp = [a.as_ptr(), b.as_ptr(), std::ptr::null()];
-        let env = CarriedEnv::new(envp.as_ptr() as usize, Some((4321, 4_000_000_000))).unwrap();
+        let env =
+            CarriedEnv::new(envp.as_ptr() as usize, Some((4321, 4_000_000_000)), b"").unwrap();
         assert_eq!(
             entries(&env),
             ["UIPC_TIMER_NEXT_ID=4321:4000000000", "A=1", "B=two"]
         );
-        let empty = CarriedEnv::new(0, Some((7, 0))).unwrap();
+        let empty = CarriedEnv::new(0, Some((7, 0)), b"").unwrap();
         assert_eq!(entries(&empty), ["UIPC_TIMER_NEXT_ID=7:0"]);
+        let both = CarriedEnv::new(envp.as_ptr() as usize, Some((7, 0)), b"W=1").unwrap();
+        assert_eq!(
+            entries(&both),
+            ["UIPC_TIMER_NEXT_ID=7:0", "W=1", "A=1", "B=two"]
+        );
+        let writes = CarriedEnv::new(0, None, b"W=1.2.3").unwrap();
+        assert_eq!(entries(&writes), ["W=1.2.3"]);
+        assert!(CarriedEnv::new(0, None, &[b'x'; WRITES_ROOM]).is_none());
     }
 
     #[test]
     fn an_unreadable_or_unterminated_envp_is_refused_not_followed() {
-        assert!(CarriedEnv::new(8, Some((1, 1))).is_none());
+        assert!(CarriedEnv::new(8, Some((1, 1)), b"").is_none());
         // A long array (more than one chunk) is counted to its end.
         let long: Vec<*const c_char> = (0..1000)
             .map(|_| c"X=1".as_ptr())
             .chain([std::ptr::null()])
             .collect();
-        let env = CarriedEnv::new(long.as_ptr() as usize, Some((1, 5))).unwrap();
+        let env = CarriedEnv::new(long.as_ptr() as usize, Some((1, 5)), b"").unwrap();
         assert_eq!(entries(&env).len(), 1001);
         // An array running into unmapped memory without a NULL.
         let page = 4096;
@@ -393,7 +421,7 @@ mod tests {
             }
             libc::munmap(map.cast::<u8>().add(page).cast(), page);
         }
-        assert!(CarriedEnv::new(map as usize, Some((1, 1))).is_none());
+        assert!(CarriedEnv::new(map as usize, Some((1, 1)), b"").is_none());
         // SAFETY: the first page, still ours.
         unsafe { libc::munmap(map, page) };
     }
@@ -404,8 +432,8 @@ mod tests {
         assert_eq!(parse(b"12"), None);
         assert_eq!(parse(b"x:1"), None);
         assert_eq!(parse(b"1:-1"), None);
-        let mut buf = [0; 10];
+        let mut buf = [0; 20];
         assert_eq!(decimal(0, &mut buf), b"0");
-        assert_eq!(decimal(u32::MAX, &mut buf), b"4294967295");
+        assert_eq!(decimal(u64::MAX, &mut buf), b"18446744073709551615");
     }
 }

@@ -246,8 +246,12 @@
 //!   paths of views allocate (not async-signal-safe, unlike open(2) and write(2)).
 //! - Sysctl writes: a write the library does not see (stdio's, inside the C library, as in
 //!   bash's `echo > file`) goes to the memfd and is applied when a descriptor of it is
-//!   closed, so its errno is lost (Linux: the write fails; bash prints "write error");
-//!   through an O_RDWR descriptor such writes are lost. Once a process has opened a sysctl for
+//!   closed or the process calls `exit`, so its errno is lost (Linux: the write fails; bash
+//!   prints "write error"); through an O_RDWR descriptor such writes are lost, and a process
+//!   that ends by `_exit` or a signal leaves them to the next close or exit of another holder.
+//!   A descriptor kept across execve stays a sysctl only through the library's exec
+//!   functions (`UIPC_PROC_WRITES` in the environment, removed at load); a new image without
+//!   the library, or an exec by a raw system call, writes to a plain memfd. Once a process has opened a sysctl for
 //!   writing, each of its `write` calls costs an fstat (the lookup of its table of such
 //!   descriptors, 16 entries, oldest replaced).
 //! - IPC namespaces (`ipcns.rs`): the daemon serves the namespace of the kernel IPC

@@ -12,8 +12,15 @@
 //!   load) and sends the text to the daemon at position 0, moving the memfd's offset as
 //!   Linux moves the file's. Writes the library does not see (the C library's stdio writes
 //!   internally, as bash's `echo` does) land in an O_WRONLY memfd: its content is applied when
-//!   a descriptor of it is closed (close, dup2/dup3 over it, fclose), and the memfd emptied.
-//!   Errors of such a late write are lost (Linux reports them to the write).
+//!   a descriptor of it is closed (close, dup2/dup3 over it, fclose, close_range, closefrom)
+//!   or the process exits (an `atexit` handler flushes the streams and applies every open
+//!   registered memfd), and the memfd emptied. Errors of such a late write are lost (Linux
+//!   reports them to the write); content written by a process that ends without `exit`
+//!   (`_exit`, a signal) waits for the next close or exit of another holder.
+//! - The table is process memory: execve hands it to the next image as
+//!   `UIPC_PROC_WRITES=code.dev.ino,...` ([`carried_var`], built without allocating; see
+//!   `exec_env.rs`), which the new image's constructor takes into its table and removes from
+//!   `environ` ([`take_inherited`]), so a descriptor kept across execve stays a sysctl.
 //! - fopen(3) for writing gives a `fopencookie` stream whose write function sends each
 //!   flushed buffer, so fprintf/fclose see the daemon's errno.
 //!
@@ -48,7 +55,8 @@ const EMPTY: Slot = Slot {
     ino: AtomicU64::new(0),
 };
 static SLOTS: [Slot; NSLOTS] = [EMPTY; NSLOTS];
-/// Registrations made by this process (and inherited from its parent): 0 means none.
+/// Registrations made by this process (and inherited from its parent or previous image): 0
+/// means none.
 static LIVE: AtomicUsize = AtomicUsize::new(0);
 
 fn identity(fd: c_int) -> Option<(u64, u64)> {
@@ -78,13 +86,109 @@ fn lookup(fd: c_int) -> Option<(Sysctl, bool)> {
 
 fn register(fd: c_int, s: Sysctl, fallback: bool) -> Result<(), Errno> {
     let (dev, ino) = identity(fd).ok_or(Errno::EBADF)?;
+    let code = (code_of(s) + 1) | if fallback { FALLBACK } else { 0 };
+    register_identity(code, dev, ino);
+    Ok(())
+}
+
+/// Enters the memfd (`dev`, `ino`) under slot code `code` (see [`Slot`]).
+fn register_identity(code: u8, dev: u64, ino: u64) {
     let slot = &SLOTS[LIVE.fetch_add(1, Ordering::AcqRel) % NSLOTS];
     slot.code.store(0, Ordering::Release);
     slot.dev.store(dev, Ordering::Relaxed);
     slot.ino.store(ino, Ordering::Relaxed);
-    let code = (code_of(s) + 1) | if fallback { FALLBACK } else { 0 };
     slot.code.store(code, Ordering::Release);
-    Ok(())
+}
+
+/// Whether this process has registered (or inherited) a sysctl memfd.
+pub fn live() -> bool {
+    LIVE.load(Ordering::Acquire) != 0
+}
+
+/// The variable that carries the table over execve.
+const VAR: &std::ffi::CStr = c"UIPC_PROC_WRITES";
+
+/// Writes `UIPC_PROC_WRITES=code.dev.ino,...` (the non-empty slots, in decimal) into `out`,
+/// without allocating (exec runs in vforked children); its length, 0 if there is none or it
+/// does not fit.
+pub fn carried_var(out: &mut [u8]) -> usize {
+    if !live() {
+        return 0;
+    }
+    let mut at = 0;
+    let mut put = |b: &[u8]| -> bool {
+        let Some(to) = out.get_mut(at..at + b.len()) else {
+            return false;
+        };
+        to.copy_from_slice(b);
+        at += b.len();
+        true
+    };
+    let mut fits = put(VAR.to_bytes()) && put(b"=");
+    let mut first = true;
+    for slot in &SLOTS {
+        let code = slot.code.load(Ordering::Acquire);
+        if code == 0 {
+            continue;
+        }
+        let (dev, ino) = (
+            slot.dev.load(Ordering::Relaxed),
+            slot.ino.load(Ordering::Relaxed),
+        );
+        let decimal = crate::exec_env::decimal;
+        fits = fits
+            && (first || put(b","))
+            && put(decimal(u64::from(code), &mut [0; 20]))
+            && put(b".")
+            && put(decimal(dev, &mut [0; 20]))
+            && put(b".")
+            && put(decimal(ino, &mut [0; 20]));
+        first = false;
+    }
+    if fits && !first {
+        at
+    } else {
+        0
+    }
+}
+
+/// `code.dev.ino` as a valid slot code and an identity.
+fn parse_entry(text: &str) -> Option<(u8, u64, u64)> {
+    let mut parts = text.split('.');
+    let code: u8 = parts.next()?.parse().ok()?;
+    let dev = parts.next()?.parse().ok()?;
+    let ino = parts.next()?.parse().ok()?;
+    let index = usize::from((code & !FALLBACK).checked_sub(1)?);
+    (parts.next().is_none() && index < Sysctl::ALL.len()).then_some((code, dev, ino))
+}
+
+/// Takes the table a previous image handed over ([`carried_var`]) and removes the variable
+/// from `environ`; called by the library's constructor, before the program runs.
+fn take_inherited() {
+    // SAFETY: getenv with a NUL-terminated name, at load time (no other thread yet).
+    let value = unsafe { libc::getenv(VAR.as_ptr()) };
+    if value.is_null() {
+        return;
+    }
+    // SAFETY: a non-null getenv result is a NUL-terminated string in the environment.
+    let value = unsafe { std::ffi::CStr::from_ptr(value) };
+    if let Ok(text) = value.to_str() {
+        for (code, dev, ino) in text.split(',').filter_map(parse_entry).take(NSLOTS) {
+            register_identity(code, dev, ino);
+        }
+    }
+    // SAFETY: unsetenv with a NUL-terminated name, at load time.
+    unsafe { libc::unsetenv(VAR.as_ptr()) };
+}
+
+/// At exit: the streams are flushed and every open registered memfd's content applied.
+extern "C" fn at_exit() {
+    if !live() {
+        return;
+    }
+    // SAFETY: flushes every stream, as exit does after its handlers.
+    unsafe { libc::fflush(std::ptr::null_mut()) };
+    crate::locks::each_open_fd(0, u32::MAX, before_close);
 }
 
 fn may_write(s: Sysctl) -> Result<(), Errno> {
@@ -145,9 +249,13 @@ fn next_write() -> usize {
     *NEXT.get_or_init(|| crate::kernel::next_symbol(c"write"))
 }
 
-/// Looks up the C library's write; called when the library is loaded.
+/// Looks up the C library's write, takes the inherited table and registers the exit handler;
+/// called when the library is loaded.
 pub fn prepare() {
     let _ = next_write();
+    take_inherited();
+    // SAFETY: registers a handler that takes no arguments and does not unwind.
+    unsafe { libc::atexit(at_exit) };
 }
 
 /// write(2).

@@ -183,14 +183,32 @@ pub extern "C-unwind" fn fclose(stream: *mut FILE) -> c_int {
     unsafe { f(stream) }
 }
 
-/// Tells the daemon about every open descriptor in `first..=last` (see [`before_close`]).
+/// Before close_range or closefrom closes `first..=last`: a sysctl memfd's content is applied
+/// (`procwrite.rs`) and the daemon told about every open descriptor (see [`before_close`]).
 /// Runs in forked (even vforked) children before exec, as programs close descriptors there:
-/// the listing is read with raw system calls into a stack buffer, and only descriptors of
-/// files the hints mark go further.
+/// only descriptors of files the hints mark go further.
 fn before_close_range(first: u32, last: u32) {
-    if !routing() {
+    let writes = crate::procwrite::live();
+    let locks = routing();
+    if !writes && !locks {
         return;
     }
+    each_open_fd(first, last, |fd| {
+        if writes {
+            crate::procwrite::before_close(fd);
+        }
+        if locks {
+            before_close(fd);
+        }
+    });
+    // The calls above may have connected to the daemon with a descriptor in the range, which
+    // the close takes: the connection is checked again at its next use.
+    crate::slots::descriptors_may_change();
+}
+
+/// Calls `f` with each open descriptor in `first..=last`, listed from `/proc/self/fd` with raw
+/// system calls into a stack buffer (no allocation).
+pub(crate) fn each_open_fd(first: u32, last: u32, mut f: impl FnMut(c_int)) {
     // SAFETY: opens a NUL-terminated path; the result is checked.
     let dir = unsafe {
         libc::syscall(
@@ -226,7 +244,7 @@ fn before_close_range(first: u32, last: u32) {
             });
             if let Some(fd) = fd.filter(|fd| !name.is_empty() && (first..=last).contains(fd)) {
                 if fd as c_int != dir {
-                    before_close(fd as c_int);
+                    f(fd as c_int);
                 }
             }
             at += reclen;

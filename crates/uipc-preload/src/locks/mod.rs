@@ -84,6 +84,7 @@ mod by_syscall;
 mod close;
 
 pub use by_syscall::{is_lock_number, syscall_routed};
+pub(crate) use close::each_open_fd;
 
 type FcntlFn = unsafe extern "C" fn(c_int, c_int, ...) -> c_int;
 
