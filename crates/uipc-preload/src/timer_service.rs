@@ -311,9 +311,12 @@ impl Service {
         let old = self
             .engine
             .timer_settime(&self.owner(), TimerId::from_raw(id), flags, new)?;
-        // The service thread recomputes its sleep: arming a CPU-time timer (polled) or one
-        // whose expiry has passed does not wake the engine's driver by itself.
-        self.engine.clock_was_set();
+        // The engine kicks the service thread when the arm is sooner than its sleep (or the
+        // first CPU-time timer, polled); a CPU-time expiry already passed was fired here and
+        // its signal waits in the outbox, which only the service thread empties.
+        if !lock(&self.outbox.0).is_empty() {
+            self.engine.clock_was_set();
+        }
         Ok(old)
     }
 

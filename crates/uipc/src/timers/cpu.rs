@@ -133,9 +133,12 @@ pub(crate) struct CpuTimers {
 }
 
 impl CpuTimers {
-    /// Adds an armed timer. Entry: its state lock is held and `arm_seq` was just taken.
-    pub(crate) fn arm(&self, timer: &Arc<Timer>, arm_seq: u64, expires: Nanos) {
+    /// Adds an armed timer. Returns true if the list was empty (the driver, which polls only
+    /// while the list holds a timer, must be kicked). Entry: its state lock is held and
+    /// `arm_seq` was just taken.
+    pub(crate) fn arm(&self, timer: &Arc<Timer>, arm_seq: u64, expires: Nanos) -> bool {
         let mut armed = lock(&self.armed);
+        let first = armed.is_empty();
         if armed.len() > 64 {
             armed.retain(|e| e.timer.arm_seq.load(Ordering::Acquire) == e.arm_seq);
         }
@@ -144,6 +147,7 @@ impl CpuTimers {
             arm_seq,
             expires,
         });
+        first
     }
 
     /// The live armed timers whose clock reached their expiry, removed from the list. The

@@ -35,7 +35,11 @@
 //! Driving: [`Driver::take_expired`] pops the due entries (tests call it through
 //! `Timers::run_expired` after moving a `ManualClock`). The optional thread sleeps on a condvar
 //! until the earliest deadline; with nothing armed it waits without a timeout and costs nothing.
-//! A push that becomes a heap's new earliest entry kicks it. While absolute realtime/TAI timers
+//! A push kicks it only when it is earlier than what the thread last saw as that heap's
+//! earliest entry (each heap keeps that `target`, set by [`Driver::next_deadline`] under the
+//! heap's lock, so a push and the thread's look are ordered): the thread wakes by the target
+//! anyway and then sees the push, so re-arming a timer later than the earliest one costs no
+//! wake-up (the kernel's re-arm wakes no one either). While absolute realtime/TAI timers
 //! are armed it also wakes at least once per second, which bounds how late a forward jump of the
 //! wall clock is noticed unless the embedder calls `Timers::clock_was_set`. Periodic timers are
 //! re-armed on their original grid, so the wake-up latency never accumulates into drift.
@@ -83,13 +87,26 @@ impl Ord for Entry {
     }
 }
 
-#[derive(Default)]
 struct Queue {
     heap: BinaryHeap<Entry>,
+    /// The earliest expiry the driver thread saw on this heap when it last computed its sleep
+    /// (`Nanos::MAX`: none, it sleeps without waking for this heap).
+    target: Nanos,
     /// Entries believed live (approximate: only steers compaction).
     live: usize,
     /// Stale entries the last compaction kept (they held their timer's last reference).
     kept: usize,
+}
+
+impl Default for Queue {
+    fn default() -> Queue {
+        Queue {
+            heap: BinaryHeap::new(),
+            target: Nanos::MAX,
+            live: 0,
+            kept: 0,
+        }
+    }
 }
 
 impl Queue {
@@ -182,7 +199,7 @@ impl Driver {
     ///
     /// Entry: the timer's state lock is held and `arm_seq` was just taken from it.
     pub(crate) fn arm(&self, timer: &Arc<Timer>, base: Base, expires: Nanos, arm_seq: u64) {
-        let earliest = {
+        let sooner = {
             let mut q = lock(&self.queues[base as usize]);
             let stale = q.heap.len() - q.live.min(q.heap.len());
             let full = q.heap.len() == q.heap.capacity();
@@ -196,11 +213,13 @@ impl Driver {
                 timer: timer.clone(),
             });
             q.live += 1;
-            q.heap
-                .peek()
-                .is_some_and(|e| e.arm_seq == arm_seq && Arc::ptr_eq(&e.timer, timer))
+            let sooner = expires < q.target;
+            if sooner {
+                q.target = expires;
+            }
+            sooner
         };
-        if earliest {
+        if sooner {
             self.kick();
         }
     }
@@ -300,6 +319,7 @@ impl Driver {
                 drop(last_reference);
                 return self.next_deadline(clock);
             }
+            q.target = q.heap.peek().map_or(Nanos::MAX, |e| e.expires);
             if let Some(e) = q.heap.peek() {
                 let mut delta = e.expires.saturating_sub(base.now(clock)).max(0);
                 if matches!(base, Base::Realtime | Base::Tai) {

@@ -151,7 +151,9 @@ fn cpu_settime(
     if now < st.expires {
         let seq = timer.bump_arm_seq();
         st.status = Status::Armed;
-        inner.cpu_timers.arm(timer, seq, st.expires);
+        if inner.cpu_timers.arm(timer, seq, st.expires) {
+            inner.driver.kick();
+        }
         return Ok((old, None));
     }
     Ok((old, Timer::expire(timer, st)))
@@ -307,7 +309,9 @@ pub(crate) fn dequeue_signal(inner: &Inner, sig: &TimerSignal) -> Option<SigInfo
                 let skipped = super::cpu::bump(&mut st.expires, now, interval);
                 st.overrun = st.overrun.saturating_add(skipped);
                 let seq = timer.bump_arm_seq();
-                inner.cpu_timers.arm(timer, seq, st.expires);
+                if inner.cpu_timers.arm(timer, seq, st.expires) {
+                    inner.driver.kick();
+                }
             }
         } else {
             let base: Base = st.base;
