@@ -7,12 +7,13 @@
 //! Layout: [`SLOTS`] slots, one per IPC index, of [`SLOT_WORDS`] `AtomicU64`s: [`HEADER_WORDS`]
 //! header words (`IDENT`, `MODE_NSEMS`, `UID_GID`, `CUID_CGID`, `OTIME`), then one word per
 //! semaphore (at most [`CAPACITY`]): value in bits 0-15, [`SLOW`] in bit 16, sempid in bits
-//! 17-38, epoch in bits 39-63.
+//! 17-38, epoch in bits 39-63. `OTIME` holds the set's sem_otime in bits 0-38 and the epoch of
+//! the publish it belongs to in bits 39-63.
 //!
 //! Invariants the client relies on (kept by [`owner`]): the header and the words change only
 //! while every word of the published set has [`SLOW`] set, except for a client's CAS on a word
-//! without it and `OTIME`'s `fetch_max`; a word loses [`SLOW`] only by a publish, which gives it
-//! a new epoch. Nothing the client reads is trusted by the daemon: values it takes back are
+//! without it and a client's raise of `OTIME` after a successful CAS (only while `OTIME`'s
+//! epoch is the word's); a word loses [`SLOW`] only by a publish, which gives it a new epoch. Nothing the client reads is trusted by the daemon: values it takes back are
 //! clamped to SEMVMX.
 
 pub mod owner;
@@ -25,7 +26,9 @@ mod tests;
 use super::Sembuf;
 use crate::errno::Errno;
 use crate::ipc::consts::{GETNCNT, GETPID, GETVAL, GETZCNT, IPC_NOWAIT, SEMVMX, SEM_UNDO};
-use crate::sync::{AtomicU64, Ordering::Acquire, Ordering::Relaxed};
+use crate::sync::{
+    AtomicU64, Ordering::AcqRel, Ordering::Acquire, Ordering::Relaxed, Ordering::Release,
+};
 
 /// Slots: one per IPC index below Linux's default IPCMNI.
 pub const SLOTS: usize = 32768;
@@ -46,8 +49,10 @@ pub(crate) const MODE_NSEMS: usize = 1;
 pub(crate) const UID_GID: usize = 2;
 /// Header: cuid, cgid.
 pub(crate) const CUID_CGID: usize = 3;
-/// Header: the set's sem_otime.
+/// Header: the set's sem_otime (bits 0-38) and the publish's epoch (bits 39-63).
 pub(crate) const OTIME: usize = 4;
+/// `OTIME`'s time bits.
+pub(crate) const OTIME_MASK: u64 = (1 << EPOCH_SHIFT) - 1;
 /// IDENT's "published" bit.
 pub(crate) const PUBLISHED: u64 = 1 << 32;
 
@@ -58,7 +63,7 @@ pub const SLOW: u64 = 1 << 16;
 const PID_SHIFT: u32 = 17;
 /// sempid's bits (pid_max is at most 2^22).
 pub const PID_MASK: u64 = (1 << 22) - 1;
-const EPOCH_SHIFT: u32 = 39;
+pub(crate) const EPOCH_SHIFT: u32 = 39;
 /// The epoch's bits.
 pub const EPOCH_MASK: u64 = (1 << 25) - 1;
 
@@ -135,11 +140,6 @@ pub struct ArenaView<'a> {
     words: &'a [AtomicU64],
 }
 
-/// One checked look at a semaphore: its word and what the header said about it.
-struct Look {
-    w: u64,
-}
-
 impl<'a> ArenaView<'a> {
     /// A view of `words` (a whole number of slots).
     pub fn new(words: &'a [AtomicU64]) -> ArenaView<'a> {
@@ -154,11 +154,18 @@ impl<'a> ArenaView<'a> {
         self.words.get(idx * SLOT_WORDS..(idx + 1) * SLOT_WORDS)
     }
 
-    /// Loads semaphore `k`'s word and checks, against the header read after it, that it is
-    /// published for `semid`, that `k` is in the set and that `perm` (4 read, 2 alter) is
-    /// granted without the daemon's help. `None`: the daemon decides.
-    fn look(slot: &[AtomicU64], semid: i32, k: usize, perm: u32, who: &dyn Caller) -> Option<Look> {
-        let w = slot.get(HEADER_WORDS + k)?.load(Acquire);
+    /// Loads semaphore `k`'s word `cell` once and checks, against the header read after it,
+    /// that it is published for `semid`, that `k` is in the set and that `perm` (4 read, 2
+    /// alter) is granted without the daemon's help: the word, or `None` if the daemon decides.
+    fn look(
+        slot: &[AtomicU64],
+        cell: &AtomicU64,
+        semid: i32,
+        k: usize,
+        perm: u32,
+        who: &dyn Caller,
+    ) -> Option<u64> {
+        let w = cell.load(Acquire);
         if w & SLOW != 0 {
             return None;
         }
@@ -184,7 +191,22 @@ impl<'a> ArenaView<'a> {
                 return None;
             }
         }
-        Some(Look { w })
+        Some(w)
+    }
+
+    /// Raises `OTIME` to `now` after a successful CAS that made word `new`, unless a takeover
+    /// has published the slot again since (another epoch: the daemon took the set back first,
+    /// and the raise would belong to whatever is published now).
+    fn raise_otime(slot: &[AtomicU64], new: u64, now: i64) {
+        let epoch = epoch_of(new) << EPOCH_SHIFT;
+        let want = (now.max(0) as u64 & OTIME_MASK) | epoch;
+        let mut cur = slot[OTIME].load(Relaxed);
+        while cur & !OTIME_MASK == epoch && cur < want {
+            match slot[OTIME].compare_exchange_weak(cur, want, Release, Relaxed) {
+                Ok(_) => return,
+                Err(now) => cur = now,
+            }
+        }
     }
 
     /// semop / semtimedop with one operation (the timeout, if any, already found valid).
@@ -202,7 +224,7 @@ impl<'a> ArenaView<'a> {
             None => return Fast::Slow,
         };
         for _ in 0..RETRIES {
-            let Some(Look { w }) = Self::look(slot, semid, k, perm, who) else {
+            let Some(w) = Self::look(slot, cell, semid, k, perm, who) else {
                 return Fast::Slow;
             };
             let value = value_of(w) as i64;
@@ -226,12 +248,15 @@ impl<'a> ArenaView<'a> {
             if result > i64::from(SEMVMX) {
                 return Fast::Slow;
             }
-            slot[OTIME].fetch_max(who.now().max(0) as u64, Relaxed);
+            let now = who.now();
             let new = word(result as u64, u64::from(who.pid()), epoch_of(w), false);
-            // AcqRel: the daemon's fetch_or that takes this word reads this value and sees
-            // the OTIME above.
-            match cell.compare_exchange(w, new, crate::sync::Ordering::AcqRel, Acquire) {
-                Ok(_) => return Fast::Done(Ok(())),
+            // AcqRel: the daemon's fetch_or that takes this word reads this value.
+            match cell.compare_exchange(w, new, AcqRel, Acquire) {
+                Ok(_) => {
+                    // Only a successful operation moves sem_otime.
+                    Self::raise_otime(slot, new, now);
+                    return Fast::Done(Ok(()));
+                }
                 Err(now) if now & SLOW != 0 => return Fast::Slow,
                 Err(_) => continue,
             }
@@ -248,11 +273,14 @@ impl<'a> ArenaView<'a> {
             return Fast::Slow;
         };
         let k = semnum as usize;
-        let Some(Look { w }) = Self::look(slot, semid, k, 4, who) else {
+        let Some(cell) = slot.get(HEADER_WORDS + k) else {
+            return Fast::Slow;
+        };
+        let Some(w) = Self::look(slot, cell, semid, k, 4, who) else {
             return Fast::Slow;
         };
         // The header read above was the one in force while the word did not move.
-        if slot[HEADER_WORDS + k].load(Acquire) != w {
+        if cell.load(Acquire) != w {
             return Fast::Slow;
         }
         Fast::Done(Ok(match cmd {

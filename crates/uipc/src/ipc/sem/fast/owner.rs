@@ -2,23 +2,28 @@
 //! them again around every engine call that touches a set.
 //!
 //! [`SemArena`] keeps, per slot, whether a set is published there (its id and size), the
-//! slot's epoch and how many engine calls are inside it, under one mutex per namespace (lock
-//! order: that mutex, then the registry and the set's locks; it is taken by engine entry
-//! points with no lock held). `IpcNamespace::sem_fast_enter` takes the slot's set back if it
+//! slot's epoch and how many engine calls are inside it, under one mutex per slot (made when
+//! the slot is first used, in chunks of [`CHUNK`]; lock order: a slot's mutex, then the
+//! registry and the set's locks; it is taken by engine entry points with no lock held, and no
+//! call holds two slots' mutexes), so calls on sets at different indexes never wait for each
+//! other here. `IpcNamespace::sem_fast_enter` takes the slot's set back if it
 //! is published (`take_back`, then the values into the engine); dropping the guard it
 //! returns publishes the set again when the last call inside leaves and the set is quiet
 //! (`publish`). The word protocol is in the parent module's doc and ARCHITECTURE.md.
 
 use super::{
-    pid_of, value_of, word, ArenaView, CAPACITY, CUID_CGID, EPOCH_MASK, HEADER_WORDS, IDENT,
-    MODE_NSEMS, OTIME, PID_MASK, PUBLISHED, SLOTS, SLOT_WORDS, SLOW, UID_GID,
+    pid_of, value_of, word, ArenaView, CAPACITY, CUID_CGID, EPOCH_MASK, EPOCH_SHIFT, HEADER_WORDS,
+    IDENT, MODE_NSEMS, OTIME, OTIME_MASK, PID_MASK, PUBLISHED, SLOTS, SLOT_WORDS, SLOW, UID_GID,
 };
 use crate::ipc::consts::SEMVMX;
 use crate::ipc::namespace::IpcNamespace;
 use crate::ipc::perm::IpcPerm;
 use crate::ipc::sem::SemSet;
 use crate::sync::{lock, AtomicU64, Mutex, Ordering::AcqRel, Ordering::Release};
-use std::collections::HashMap;
+use std::sync::OnceLock;
+
+/// Slots whose states are made together.
+pub const CHUNK: usize = 256;
 
 /// The memory of an arena.
 enum Mem {
@@ -48,10 +53,37 @@ struct SlotState {
     inside: u32,
 }
 
+/// [`CHUNK`] slots' states.
+type Chunk = Box<[Mutex<SlotState>]>;
+
+/// The daemon's states of an arena's slots, made a chunk at a time when first used.
+struct States(Box<[OnceLock<Chunk>]>);
+
+impl States {
+    fn new(slots: usize) -> States {
+        States(
+            (0..slots.div_ceil(CHUNK))
+                .map(|_| OnceLock::new())
+                .collect(),
+        )
+    }
+
+    /// Slot `idx`'s state, or `None` past the arena.
+    fn get(&self, idx: usize) -> Option<&Mutex<SlotState>> {
+        let chunk = self.0.get(idx / CHUNK)?;
+        let chunk = chunk.get_or_init(|| {
+            (0..CHUNK)
+                .map(|_| Mutex::new(SlotState::default()))
+                .collect()
+        });
+        chunk.get(idx % CHUNK)
+    }
+}
+
 /// A namespace's arena (see the module doc).
 pub struct SemArena {
     mem: Mem,
-    slots: Mutex<HashMap<u32, SlotState>>,
+    states: States,
 }
 
 impl SemArena {
@@ -60,7 +92,7 @@ impl SemArena {
         let words = (0..slots * SLOT_WORDS).map(|_| AtomicU64::new(0)).collect();
         SemArena {
             mem: Mem::Owned(words),
-            slots: Mutex::new(HashMap::new()),
+            states: States::new(slots),
         }
     }
 
@@ -76,13 +108,14 @@ impl SemArena {
         len: usize,
         keep: Box<dyn std::any::Any + Send + Sync>,
     ) -> SemArena {
+        let slots = len / 8 / SLOT_WORDS;
         SemArena {
             mem: Mem::Mapped {
                 words: ptr.cast(),
-                len: len / 8 / SLOT_WORDS * SLOT_WORDS,
+                len: slots * SLOT_WORDS,
                 _keep: keep,
             },
-            slots: Mutex::new(HashMap::new()),
+            states: States::new(slots),
         }
     }
 
@@ -110,9 +143,16 @@ impl SemArena {
         ArenaView::new(self.words())
     }
 
-    fn slot(&self, idx: u32) -> Option<&[AtomicU64]> {
+    /// Slot `idx`'s words and the daemon's state of it; `None` for an index the clients
+    /// cannot reach (at or past [`SLOTS`]: they look a set up at its id modulo `SLOTS`) or past
+    /// the arena.
+    fn slot(&self, idx: u32) -> Option<(&[AtomicU64], &Mutex<SlotState>)> {
         let i = idx as usize;
-        self.words().get(i * SLOT_WORDS..(i + 1) * SLOT_WORDS)
+        if i >= SLOTS {
+            return None;
+        }
+        let words = self.words().get(i * SLOT_WORDS..(i + 1) * SLOT_WORDS)?;
+        Some((words, self.states.get(i)?))
     }
 }
 
@@ -129,11 +169,10 @@ pub(crate) fn take_back(slot: &[AtomicU64], nsems: usize) -> (Vec<(i32, i32)>, i
             (v, pid_of(old) as i32)
         })
         .collect();
-    // Acquire: a client's OTIME write before a CAS this took back is visible (see above).
-    (
-        vals,
-        slot[OTIME].load(crate::sync::Ordering::Acquire) as i64,
-    )
+    // A client raises OTIME after its CAS: one that has not yet is either dead or will find
+    // the epoch changed once the set is published again, and its time is not counted.
+    let otime = slot[OTIME].load(crate::sync::Ordering::Acquire) & OTIME_MASK;
+    (vals, otime as i64)
 }
 
 /// What a set published in a slot looks like.
@@ -155,7 +194,8 @@ pub(crate) fn publish(slot: &[AtomicU64], set: &Published<'_>, epoch: u64) {
     slot[MODE_NSEMS].store(u64::from(p.mode) | (n as u64) << 32, Release);
     slot[UID_GID].store(u64::from(p.uid) | u64::from(p.gid) << 32, Release);
     slot[CUID_CGID].store(u64::from(p.cuid) | u64::from(p.cgid) << 32, Release);
-    slot[OTIME].store(set.otime as u64, Release);
+    let otime = (set.otime.max(0) as u64).min(OTIME_MASK);
+    slot[OTIME].store(otime | (epoch & EPOCH_MASK) << EPOCH_SHIFT, Release);
     slot[IDENT].store(PUBLISHED | u64::from(set.id as u32), Release);
     for (w, &(v, pid)) in slot[HEADER_WORDS..].iter().zip(set.vals) {
         w.store(word(v as u64, pid as u64, epoch, false), Release);
@@ -242,14 +282,13 @@ impl IpcNamespace {
                 idx: None,
             };
         };
-        let Some(slot) = arena.slot(idx).filter(|_| id_or_idx >= 0) else {
+        let Some((slot, state)) = arena.slot(idx).filter(|_| id_or_idx >= 0) else {
             return Inside {
                 ns: self,
                 idx: None,
             };
         };
-        let mut slots = lock(&arena.slots);
-        let st = slots.entry(idx).or_default();
+        let mut st = lock(state);
         if let Some((id, nsems)) = st.published.take() {
             let (vals, otime) = take_back(slot, nsems);
             if let Ok(set) = self.sem.registry.lookup(crate::IpcId::new(id)) {
@@ -269,13 +308,12 @@ impl Drop for Inside<'_> {
         let (Some(idx), Some(arena)) = (self.idx, self.ns.sem.arena.as_deref()) else {
             return;
         };
-        let Some(slot) = arena.slot(idx) else { return };
-        let mut slots = lock(&arena.slots);
-        let Some(st) = slots.get_mut(&idx) else {
+        let Some((slot, state)) = arena.slot(idx) else {
             return;
         };
+        let mut st = lock(state);
         st.inside -= 1;
-        if st.inside > 0 || idx as usize >= SLOTS {
+        if st.inside > 0 {
             return;
         }
         let Ok(set) = self.ns.sem.registry.lookup_index(idx as i32) else {

@@ -203,3 +203,59 @@ fn many_threads_mixing_fast_and_engine_calls_lose_nothing() {
         Ok(4 * ROUNDS as i32)
     );
 }
+
+/// A caller whose operation loses its CAS: the first time the operation builds its word, the
+/// daemon sets the value to 0 (SETVAL takes the set back and publishes it again).
+struct Raced<'a> {
+    ns: &'a IpcNamespace,
+    id: i32,
+    fired: std::cell::Cell<bool>,
+}
+
+impl Caller for Raced<'_> {
+    fn pid(&self) -> u32 {
+        if !self.fired.replace(true) {
+            ctl(self.ns, self.id, 0, SETVAL, SemctlArg::Val(0)).unwrap();
+        }
+        77
+    }
+    fn euid(&self) -> u32 {
+        0
+    }
+    fn now(&self) -> i64 {
+        1_700_000_000
+    }
+}
+
+#[test]
+fn an_operation_that_fails_leaves_otime_alone() {
+    let (ns, arena) = setup();
+    let v = arena.view();
+    let id = ns.semget(&Cred::root(1), IPC_PRIVATE, 1, 0o600).unwrap();
+    ctl(&ns, id, 0, SETVAL, SemctlArg::Val(1)).unwrap();
+    let who = Raced {
+        ns: &ns,
+        id,
+        fired: std::cell::Cell::new(false),
+    };
+    let nowait = IPC_NOWAIT as i16;
+    assert_eq!(
+        v.semop(id, Sembuf::new(0, -1, nowait), &who),
+        Fast::Done(Err(Errno::EAGAIN)),
+        "the value was 0 when the retry looked"
+    );
+    assert_eq!(
+        ctl(&ns, id, 0, IPC_STAT, SemctlArg::None),
+        Ok(0),
+        "no otime"
+    );
+    assert_eq!(ctl(&ns, id, 0, GETVAL, SemctlArg::None), Ok(0));
+    // A successful one does move it.
+    ctl(&ns, id, 0, SETVAL, SemctlArg::Val(1)).unwrap();
+    let me = Who { pid: 5, euid: 0 };
+    assert_eq!(fast_op(&v, id, -1, nowait, &me), Fast::Done(Ok(())));
+    assert_eq!(
+        ctl(&ns, id, 0, IPC_STAT, SemctlArg::None),
+        Ok(1_700_000_000)
+    );
+}
