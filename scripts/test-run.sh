@@ -42,7 +42,8 @@ tests=(msg_sem_exchange sem_undo_kill shm_share shm_remap shm_rdonly_segv semop_
     calls_errno perm_setuid ids_cached eintr_storm exec_rules cancel_thread closefrom syscall_ipc timers
     timer_ids_exec timer_overrun timer_ignored vfork_spawn unseen_children handler_ipc ipc_no_malloc handler_altstack
     timer_handler signal_kinds
-    timer_no_malloc undo_after_reap "load 64 100" sem_fast "sem_fast_chaos 1500")
+    timer_no_malloc undo_after_reap "load 64 100" sem_fast "sem_fast_chaos 1500"
+    "sem_fast_chaos 2000 undo")
 # Linux's process model (privilege drops, exec, orphans, /proc views, IPC and pid namespaces):
 # run under uipc run --locks --timers.
 process_tests=(priv_drop ident_per_call orphan_reap exec_env_keep proc_sysctl ipc_ns pid_ns)
@@ -83,7 +84,7 @@ if [ "$(id -u)" = 0 ]; then
     echo "-- on the host kernel (each in a private IPC namespace)"
     for t in "${tests[@]}"; do
         # shellcheck disable=SC2086 # a test may carry arguments
-        timeout 60 unshare --ipc $out/$t
+        timeout 180 unshare --ipc $out/$t
     done
     # Linux's process model: each on the host kernel here, under uipc run --locks --timers below.
     for t in "${process_tests[@]}"; do timeout 60 unshare --ipc "$out/$t"; done
@@ -114,14 +115,15 @@ if [ "$(id -u)" = 0 ]; then
     chmod 755 "$reach"
     cp "$uipc" target/release/libuipc_preload.so "$reach/"
     cp -r "$out" "$reach/c-tests"
-    timeout 300 unshare --ipc bash -c '
+    timeout 900 unshare --ipc bash -c '
         set -euo pipefail
         uipc=$1 out=$2; shift 2
-        for t in "$@"; do timeout 60 "$uipc" run -- $out/$t; done
+        for t in "$@"; do timeout 180 "$uipc" run -- $out/$t; done
         # The semaphore fast path: the same programs with it switched off; with it on it must
         # have served calls; under a `uipc serve` daemon it is off.
         UIPC_FASTPATH=0 timeout 60 "$uipc" run -- "$out/sem_fast"
         UIPC_FASTPATH=0 timeout 120 "$uipc" run -- "$out/sem_fast_chaos" 500
+        UIPC_FASTPATH=0 timeout 120 "$uipc" run -- "$out/sem_fast_chaos" 500 undo
         UIPC_FASTPATH_STATS=1 timeout 60 "$uipc" run -- "$out/sem_fast" 2> "$out/fastpath.err"
         served=$(sed -n "s/^uipc fastpath: 0*\([0-9][0-9]*\) calls$/\1/p" "$out/fastpath.err")
         [ "${served:-0}" -ge 2000 ] || { echo "fast path served ${served:-0} calls" >&2; exit 1; }

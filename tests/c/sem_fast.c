@@ -1,9 +1,12 @@
 /* Semaphore calls the fast path serves (single-sop semop, GETVAL, GETPID, GETNCNT, GETZCNT)
  * interleaved with what makes the daemon take a set back (blocking and multi-sop operations,
  * SEM_UNDO, SETVAL, IPC_SET, IPC_RMID, IPC_STAT): values, errnos, sempid, otime, waiter counts
- * and permissions as Linux gives them, and a final sum after many processes hammer one set.
+ * and permissions as Linux gives them, SEM_UNDO's adjustments (applied at exit and clamped,
+ * cleared by SETVAL and SETALL, none in a forked child, kept across exec, shared by threads,
+ * range-checked), and a final sum after many processes hammer one set.
  * Runs as root (the permission part switches the effective uid); prints one line per part. */
 #include "check.h"
+#include <pthread.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <sys/mman.h>
@@ -220,9 +223,134 @@ static void hammer(void) {
     printf("hammer: ok (%d operations)\n", PROCS * ROUNDS * 3);
 }
 
+/* A child that runs `ops` (n sops, each alone, each must succeed), tells the parent through
+ * `ready`, and exits when the parent writes to `go`. */
+static pid_t undo_child(int id, const struct sembuf *ops, int n, int fds[2][2]) {
+    CHECK(pipe(fds[0]) == 0 && pipe(fds[1]) == 0);
+    pid_t c = fork();
+    CHECK(c >= 0);
+    if (c == 0) {
+        for (int i = 0; i < n; i++)
+            CHECK(semop(id, (struct sembuf *)&ops[i], 1) == 0);
+        char x = 0;
+        CHECK(write(fds[0][1], &x, 1) == 1);
+        CHECK(read(fds[1][0], &x, 1) == 1);
+        _exit(0);
+    }
+    char x;
+    CHECK(read(fds[0][0], &x, 1) == 1);
+    return c;
+}
+
+/* Lets an undo_child exit and reaps it. */
+static void release(pid_t c, int fds[2][2]) {
+    char x = 0;
+    CHECK(write(fds[1][1], &x, 1) == 1);
+    expect_clean_exit(c);
+    for (int i = 0; i < 2; i++)
+        close(fds[i][0]), close(fds[i][1]);
+}
+
+static void *thread_up(void *arg) {
+    int id = *(int *)arg;
+    CHECK(sop(id, 0, 2, SEM_UNDO) == 0);
+    return NULL;
+}
+
+static void undo(void) {
+    int id = semget(IPC_PRIVATE, 3, 0600);
+    CHECK(id >= 0);
+    int fds[2][2];
+    /* Applied at exit, with the exiting process's sempid on the semaphores it changed. */
+    CHECK(semctl(id, 0, SETVAL, 5) == 0);
+    struct sembuf a[] = {{0, 3, SEM_UNDO}, {0, -1, SEM_UNDO}, {1, 4, SEM_UNDO}, {1, -4, SEM_UNDO},
+                         {0, 1, 0}};
+    pid_t c = undo_child(id, a, 5, fds);
+    CHECK(semctl(id, 0, GETVAL) == 8 && semctl(id, 1, GETVAL) == 0);
+    CHECK(sop(id, 2, 1, 0) == 0);
+    release(c, fds);
+    CHECK(semctl(id, 0, GETVAL) == 6 && semctl(id, 0, GETPID) == c);
+    CHECK(semctl(id, 1, GETVAL) == 0 && semctl(id, 2, GETPID) == getpid());
+    /* SETVAL clears the semaphore's adjustments in every process; SETALL all of them. */
+    struct sembuf b[] = {{0, 2, SEM_UNDO}, {1, 3, SEM_UNDO}};
+    c = undo_child(id, b, 2, fds);
+    int fds2[2][2];
+    struct sembuf b2[] = {{1, -1, SEM_UNDO}};
+    pid_t c2 = undo_child(id, b2, 1, fds2);
+    CHECK(semctl(id, 0, SETVAL, 10) == 0);
+    release(c, fds);
+    CHECK(semctl(id, 0, GETVAL) == 10 && semctl(id, 1, GETVAL) == 0);
+    unsigned short all[3] = {1, 2, 3};
+    union semun arg = {.array = all};
+    c = undo_child(id, b, 2, fds);
+    CHECK(semctl(id, 0, SETALL, arg) == 0);
+    release(c, fds);
+    release(c2, fds2);
+    CHECK(semctl(id, 0, GETVAL) == 1 && semctl(id, 1, GETVAL) == 2);
+    /* A forked child starts with no adjustments; exec keeps them; threads share them. */
+    CHECK(semctl(id, 0, SETVAL, 0) == 0);
+    c = fork();
+    CHECK(c >= 0);
+    if (c == 0) {
+        CHECK(sop(id, 0, 1, SEM_UNDO) == 0);
+        pid_t g = fork();
+        CHECK(g >= 0);
+        if (g == 0)
+            _exit(0);
+        expect_clean_exit(g);
+        CHECK(semctl(id, 0, GETVAL) == 1);
+        pthread_t t;
+        CHECK(pthread_create(&t, NULL, thread_up, &id) == 0);
+        CHECK(pthread_join(t, NULL) == 0);
+        CHECK(semctl(id, 0, GETVAL) == 3);
+        execl("/bin/true", "true", (char *)NULL);
+        _exit(3);
+    }
+    expect_clean_exit(c);
+    CHECK(semctl(id, 0, GETVAL) == 0);
+    /* Clamping at exit: to 0 below, to SEMVMX above. */
+    struct sembuf up5[] = {{0, 5, SEM_UNDO}, {1, -2, SEM_UNDO}};
+    CHECK(semctl(id, 1, SETVAL, 2) == 0);
+    c = undo_child(id, up5, 2, fds);
+    CHECK(sop(id, 0, -4, 0) == 0);
+    CHECK(sop(id, 1, 32767, 0) == 0);
+    release(c, fds);
+    CHECK(semctl(id, 0, GETVAL) == 0 && semctl(id, 1, GETVAL) == 32767);
+    /* An adjustment stays within [-32768, 32767]: ERANGE beyond, with nothing changed. */
+    CHECK(semctl(id, 0, SETVAL, 0) == 0);
+    c = fork();
+    CHECK(c >= 0);
+    if (c == 0) {
+        CHECK(sop(id, 0, 32767, SEM_UNDO) == 0);
+        CHECK(sop(id, 0, -32767, 0) == 0);
+        CHECK(sop(id, 0, 1, SEM_UNDO) == 0);
+        CHECK(sop(id, 0, -1, 0) == 0);
+        CHECK(sop(id, 0, 1, SEM_UNDO) == -1 && errno == ERANGE);
+        CHECK(semctl(id, 0, GETVAL) == 0);
+        CHECK(sop(id, 0, 1, 0) == 0);
+        CHECK(sop(id, 0, -1, SEM_UNDO) == 0);
+        CHECK(sop(id, 0, 3, 0) == 0);
+        _exit(0);
+    }
+    expect_clean_exit(c);
+    CHECK(semctl(id, 0, GETVAL) == 0); /* 3 - 32767 clamped */
+    /* IPC_RMID drops the adjustments: a new set is not touched by the old set's. */
+    struct sembuf d[] = {{0, 2, SEM_UNDO}};
+    c = undo_child(id, d, 1, fds);
+    CHECK(semctl(id, 0, IPC_RMID) == 0);
+    int id2 = semget(IPC_PRIVATE, 3, 0600);
+    CHECK(id2 >= 0);
+    CHECK(semctl(id2, 0, SETVAL, 4) == 0);
+    release(c, fds);
+    CHECK(semctl(id2, 0, GETVAL) == 4 && semctl(id2, 0, GETPID) == getpid());
+    CHECK(semctl(id2, 0, IPC_RMID) == 0);
+    puts("undo: ok");
+}
+
 int main(void) {
     setvbuf(stdout, NULL, _IONBF, 0);
     basic();
+    undo();
     waiters();
     if (geteuid() == 0)
         permissions();

@@ -1,11 +1,18 @@
 /* Processes SIGKILLed at random points of single-sop semop loops (the fast path under uipc
  * run), while the parent makes the daemon take the sets back (IPC_STAT, GETALL, SETVAL of
- * another semaphore): no operation lost or applied twice.
+ * another semaphore): no operation lost or applied twice, no SEM_UNDO adjustment lost or
+ * applied twice.
  *
  * Each worker life L owns semaphore L % 60 of set L / 60 and adds 1 to it, counting each
  * success in shared memory after the call returns; killed between the two, the semaphore is
  * one ahead of its count. So afterwards every semaphore is its count or its count + 1, and a
- * life that was never killed (none here: all end killed) would be exact. Usage: [KILLS]. */
+ * life that was never killed (none here: all end killed) would be exact.
+ *
+ * With "undo", each round is +1, +1 and -1 with SEM_UNDO, then +2 without, counted: the exits
+ * take back every SEM_UNDO operation whatever instruction the kill hit, so afterwards every
+ * semaphore is twice its count, or twice its count + 2 (killed between the +2 and its count);
+ * an undo lost or applied twice leaves an odd value or one out of that range.
+ * Usage: [KILLS [undo]]. */
 #include "check.h"
 #include <sys/mman.h>
 
@@ -16,14 +23,22 @@ static int sop(int id, unsigned short n, short op, short flg) {
     return semop(id, &b, 1);
 }
 
-/* A worker for life `l`: adds 1 to its semaphore, then counts it, until 30000. */
-static pid_t spawn(const int *ids, volatile long *count, int l) {
+/* A worker for life `l`: adds 1 to its semaphore (in undo mode a round of SEM_UNDO operations
+ * and +2), then counts it, until 10000. */
+static pid_t spawn(const int *ids, volatile long *count, int l, int undo) {
     pid_t pid = checked_fork();
     if (pid == 0) {
+        int id = ids[l / PER_SET];
+        unsigned short n = l % PER_SET;
         for (;;) {
-            CHECK(sop(ids[l / PER_SET], l % PER_SET, 1, 0) == 0);
+            if (undo) {
+                CHECK(sop(id, n, 1, SEM_UNDO) == 0);
+                CHECK(sop(id, n, 1, SEM_UNDO) == 0);
+                CHECK(sop(id, n, -1, SEM_UNDO) == 0);
+            }
+            CHECK(sop(id, n, undo ? 2 : 1, 0) == 0);
             count[l]++;
-            if (count[l] >= 30000)
+            if (count[l] >= 10000)
                 pause();
         }
     }
@@ -32,6 +47,7 @@ static pid_t spawn(const int *ids, volatile long *count, int l) {
 
 int main(int argc, char **argv) {
     int kills = argc > 1 ? atoi(argv[1]) : 2000;
+    int undo = argc > 2 && strcmp(argv[2], "undo") == 0;
     int lives = kills + WORKERS;
     int nsets = (lives + PER_SET - 1) / PER_SET;
     int *ids = calloc(nsets, sizeof *ids);
@@ -53,7 +69,7 @@ int main(int argc, char **argv) {
     }
     for (int w = 0; w < WORKERS; w++) {
         int l = life_of[w];
-        pids[w] = spawn(ids, count, l);
+        pids[w] = spawn(ids, count, l, undo);
     }
     for (int k = 0; k < kills; k++) {
         usleep(rand_r(&seed) % 1500);
@@ -78,7 +94,7 @@ int main(int argc, char **argv) {
         CHECK(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
         int l = next++;
         life_of[w] = l;
-        pids[w] = spawn(ids, count, l);
+        pids[w] = spawn(ids, count, l, undo);
     }
     for (int w = 0; w < WORKERS; w++) {
         CHECK(kill(pids[w], SIGKILL) == 0);
@@ -87,17 +103,19 @@ int main(int argc, char **argv) {
     long total = 0, ahead = 0;
     for (int l = 0; l < next; l++) {
         int v = semctl(ids[l / PER_SET], l % PER_SET, GETVAL);
-        if (v != count[l] && v != count[l] + 1) {
+        long step = undo ? 2 : 1;
+        if (v != step * count[l] && v != step * count[l] + step) {
             fprintf(stderr, "life %d: value %d, counted %ld\n", l, v, count[l]);
             return 1;
         }
-        total += v;
-        ahead += v - count[l];
+        total += v / step;
+        ahead += v / step - count[l];
     }
     for (int s = 0; s < nsets; s++)
         CHECK(semctl(ids[s], 0, IPC_RMID) == 0);
-    fprintf(stderr, "sem_fast_chaos: %d kills, %ld operations, %ld killed between call and count\n",
-            kills, total, ahead);
+    fprintf(stderr,
+            "sem_fast_chaos%s: %d kills, %ld counted operations, %ld killed between call and count\n",
+            undo ? " undo" : "", kills, total, ahead);
     puts("sem_fast_chaos: ok");
     return 0;
 }
