@@ -84,7 +84,7 @@ if [ "$(id -u)" = 0 ]; then
     echo "-- on the host kernel (each in a private IPC namespace)"
     for t in "${tests[@]}"; do
         # shellcheck disable=SC2086 # a test may carry arguments
-        timeout 180 unshare --ipc $out/$t
+        timeout 300 unshare --ipc $out/$t
     done
     # Linux's process model: each on the host kernel here, under uipc run --locks --timers below.
     for t in "${process_tests[@]}"; do timeout 60 unshare --ipc "$out/$t"; done
@@ -115,10 +115,10 @@ if [ "$(id -u)" = 0 ]; then
     chmod 755 "$reach"
     cp "$uipc" target/release/libuipc_preload.so "$reach/"
     cp -r "$out" "$reach/c-tests"
-    timeout 900 unshare --ipc bash -c '
+    timeout 1200 unshare --ipc bash -c '
         set -euo pipefail
         uipc=$1 out=$2; shift 2
-        for t in "$@"; do timeout 180 "$uipc" run -- $out/$t; done
+        for t in "$@"; do timeout 300 "$uipc" run -- $out/$t; done
         # The semaphore fast path: the same programs with it switched off; with it on it must
         # have served calls; under a `uipc serve` daemon it is off.
         UIPC_FASTPATH=0 timeout 60 "$uipc" run -- "$out/sem_fast"

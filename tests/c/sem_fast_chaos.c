@@ -8,15 +8,21 @@
  * one ahead of its count. So afterwards every semaphore is its count or its count + 1, and a
  * life that was never killed (none here: all end killed) would be exact.
  *
- * With "undo", each round is +1, +1 and -1 with SEM_UNDO, then +2 without, counted: the exits
- * take back every SEM_UNDO operation whatever instruction the kill hit, so afterwards every
- * semaphore is twice its count, or twice its count + 2 (killed between the +2 and its count);
- * an undo lost or applied twice leaves an odd value or one out of that range.
+ * With "undo", each life has a set of its own (the fast path serves SEM_UNDO for the one
+ * process holding a set's adjustments) and each round is +1, +1 and -1 with SEM_UNDO, then +2
+ * without, counted; every third kill follows an IPC_STAT of the victim's own set (the daemon
+ * takes its adjustments). The exits take back every SEM_UNDO operation whatever instruction
+ * the kill hit, so afterwards every semaphore is twice its count, or twice its count + 2
+ * (killed between the +2 and its count); an undo lost or applied twice leaves an odd value or
+ * one out of that range.
  * Usage: [KILLS [undo]]. */
 #include "check.h"
 #include <sys/mman.h>
 
 enum { PER_SET = 60, WORKERS = 4 };
+
+/* Lives per set: PER_SET, or 1 with "undo"; semaphore `per_set` of each set is the parent's. */
+static int per_set = PER_SET;
 
 static int sop(int id, unsigned short n, short op, short flg) {
     struct sembuf b = {n, op, flg};
@@ -28,8 +34,8 @@ static int sop(int id, unsigned short n, short op, short flg) {
 static pid_t spawn(const int *ids, volatile long *count, int l, int undo) {
     pid_t pid = checked_fork();
     if (pid == 0) {
-        int id = ids[l / PER_SET];
-        unsigned short n = l % PER_SET;
+        int id = ids[l / per_set];
+        unsigned short n = l % per_set;
         for (;;) {
             if (undo) {
                 CHECK(sop(id, n, 1, SEM_UNDO) == 0);
@@ -48,14 +54,16 @@ static pid_t spawn(const int *ids, volatile long *count, int l, int undo) {
 int main(int argc, char **argv) {
     int kills = argc > 1 ? atoi(argv[1]) : 2000;
     int undo = argc > 2 && strcmp(argv[2], "undo") == 0;
+    if (undo)
+        per_set = 1;
     int lives = kills + WORKERS;
-    int nsets = (lives + PER_SET - 1) / PER_SET;
+    int nsets = (lives + per_set - 1) / per_set;
     int *ids = calloc(nsets, sizeof *ids);
     CHECK(ids != NULL);
     for (int s = 0; s < nsets; s++) {
-        ids[s] = semget(IPC_PRIVATE, PER_SET + 1, 0600);
+        ids[s] = semget(IPC_PRIVATE, per_set + 1, 0600);
         CHECK(ids[s] >= 0);
-        CHECK(semctl(ids[s], PER_SET, SETVAL, 1) == 0);
+        CHECK(semctl(ids[s], per_set, SETVAL, 1) == 0);
     }
     volatile long *count = mmap(NULL, lives * sizeof(long), PROT_READ | PROT_WRITE,
                                 MAP_SHARED | MAP_ANONYMOUS, -1, 0);
@@ -75,6 +83,8 @@ int main(int argc, char **argv) {
         usleep(rand_r(&seed) % 1500);
         int w = rand_r(&seed) % WORKERS;
         int s = rand_r(&seed) % nsets;
+        if (undo && k % 3 == 0)
+            s = life_of[w] / per_set;
         switch (k % 3) {
         case 0: {
             struct semid_ds ds;
@@ -83,7 +93,7 @@ int main(int argc, char **argv) {
             break;
         }
         case 1:
-            CHECK(semctl(ids[s], PER_SET, SETVAL, k & 1) == 0);
+            CHECK(semctl(ids[s], per_set, SETVAL, k & 1) == 0);
             break;
         default:
             CHECK(semctl(ids[s], 0, GETVAL) >= 0);
@@ -102,7 +112,7 @@ int main(int argc, char **argv) {
     }
     long total = 0, ahead = 0;
     for (int l = 0; l < next; l++) {
-        int v = semctl(ids[l / PER_SET], l % PER_SET, GETVAL);
+        int v = semctl(ids[l / per_set], l % per_set, GETVAL);
         long step = undo ? 2 : 1;
         if (v != step * count[l] && v != step * count[l] + step) {
             fprintf(stderr, "life %d: value %d, counted %ld\n", l, v, count[l]);

@@ -43,10 +43,12 @@
 //!   writable through `/proc/self/fd`, where Linux's SHM_RDONLY attach gives no descriptor and
 //!   only CAP_IPC_OWNER overrides a segment's mode (README, Security).
 //! - The semaphore fast path (`semfast.rs`, under `uipc run` only) serves single-sop
-//!   semop/semtimedop without SEM_UNDO and GETVAL, GETPID, GETNCNT and GETZCNT on sets of at
-//!   most 64 semaphores with no sleeper and no SEM_UNDO entry; SEM_UNDO operations, multi-sop
-//!   operations, GETALL and everything else take the daemon path (a set with a SEM_UNDO entry
-//!   stays there until the entry's process exits). A fast semop reads its `struct sembuf`
+//!   semop/semtimedop and GETVAL, GETPID, GETNCNT and GETZCNT on sets of at most 64
+//!   semaphores with no sleeper and no SEM_UNDO entry on the daemon; a SEM_UNDO operation only
+//!   for the one process whose adjustments the set holds (the first to make one since the set
+//!   was published), and every call on a set whose adjustments another process holds, take
+//!   the daemon path; so do multi-sop operations, GETALL and everything else (a set whose
+//!   adjustments were taken to the daemon stays there until their process exits). A fast semop reads its `struct sembuf`
 //!   (and timeout) directly when it lies in the main thread's stack, and otherwise copies it
 //!   with `process_vm_readv` so that a bad pointer gives EFAULT; it reads `geteuid` when the
 //!   mode does not grant the access to everyone.

@@ -273,6 +273,7 @@ impl IpcNamespace {
     /// Process exit (the last thread of `tgid`): applies its SEM_UNDO list, detaches its
     /// segments and applies the orphan rules, as Linux's `exit_sem` and `exit_shm`.
     pub fn process_exit(&self, tgid: i32) {
+        let _fast = self.sem_fast_exit(tgid);
         let tgid = Tgid::new(tgid);
         self.sem_process_exit(tgid);
         self.shm_process_exit(tgid);
@@ -282,6 +283,7 @@ impl IpcNamespace {
     /// Linux's unshare (which implies CLONE_SYSVSEM), its SEM_UNDO list is applied here. Its
     /// attachments stay, as its mappings do, until it detaches, execs or exits.
     pub fn process_left(&self, tgid: i32) {
+        let _fast = self.sem_fast_exit(tgid);
         self.sem_process_exit(Tgid::new(tgid));
     }
 

@@ -41,9 +41,20 @@ pub(crate) struct SetUndos {
 }
 
 impl SetUndos {
-    /// No process has an entry, and the list is open (the set was not removed).
-    pub(crate) fn is_empty_and_open(&self) -> bool {
-        !self.closed && self.entries.is_empty()
+    /// The entry of the one process that has one (`None` if no process has), or `Err` if
+    /// more than one has or the list is closed (the set was removed).
+    pub(crate) fn sole_entry(&self) -> std::result::Result<Option<Arc<UndoEntry>>, ()> {
+        match self.entries.as_slice() {
+            _ if self.closed => Err(()),
+            [] => Ok(None),
+            [e] => Ok(Some(e.clone())),
+            _ => Err(()),
+        }
+    }
+
+    /// Removes `e` (its adjustments move to the fast path's arena).
+    pub(crate) fn remove(&mut self, e: &Arc<UndoEntry>) {
+        self.entries.retain(|x| !Arc::ptr_eq(x, e));
     }
 }
 
@@ -98,8 +109,9 @@ impl UndoMaps {
         Ok(e)
     }
 
-    /// Removes `e` from its process's map (RMID). Entry: no set lock held.
-    fn forget(&self, e: &Arc<UndoEntry>) {
+    /// Removes `e` from its process's map (RMID, or its adjustments moving to the fast path's
+    /// arena). Entry: no set lock held.
+    pub(crate) fn forget(&self, e: &Arc<UndoEntry>) {
         let mut shard = lock(self.shard(e.tgid));
         if let Some(m) = shard.get_mut(&e.tgid) {
             if m.get(&e.semid).is_some_and(|x| Arc::ptr_eq(x, e)) {
@@ -126,7 +138,7 @@ impl UndoMaps {
 
 impl SemSet {
     /// The set's undo list, made empty and open if no one needed it before.
-    fn undo_list(&self) -> &Mutex<SetUndos> {
+    pub(crate) fn undo_list(&self) -> &Mutex<SetUndos> {
         self.undos.get_or_init(Default::default)
     }
 

@@ -4,13 +4,22 @@
 //! Checked to fail when broken on purpose: with `take_back` making a word SLOW by a load and a
 //! store instead of `fetch_or`, the first model loses the client's operation and the second
 //! sees a client succeed under the new mode.
+//!
+//! SEM_UNDO: a client's operation stopped after each of its steps (as a SIGKILL stops it)
+//! against a takeover, and against a takeover, a publish and a second takeover (the owner's
+//! death handled): the value and the adjustments the daemon keeps always add up to the value
+//! before, and a completed operation is kept. Checked to fail when broken on purpose: with the
+//! client clearing INTENT after its unlock failed, and with the client writing the
+//! adjustment before it locks the word.
 
-use super::owner::{publish, take_back, Published};
+use super::owner::{publish, take_back, take_back_adjustments, Published};
 use super::{ArenaView, Caller, Fast, SLOT_WORDS};
+use crate::ipc::consts::SEM_UNDO;
 use crate::ipc::perm::IpcPerm;
 use crate::ipc::sem::Sembuf;
 use crate::sync::AtomicU64;
 use loom::sync::Arc;
+use std::cell::Cell;
 
 struct Who(u32);
 
@@ -49,6 +58,7 @@ fn publish_as(slot: &[AtomicU64], mode: u32, vals: &[(i32, i32)], epoch: u64) {
         perm: perm(mode),
         otime: 0,
         vals,
+        undo: None,
     };
     publish(slot, &p, epoch);
 }
@@ -70,7 +80,7 @@ fn fast_decrement(v: ArenaView<'_>, euid: u32) -> bool {
 /// The daemon's side of IPC_SET: takes the set back and publishes it with `mode`; returns
 /// the values it took back.
 fn take_back_and_publish(slot: &[AtomicU64], mode: u32) -> Vec<(i32, i32)> {
-    let (vals, _) = take_back(slot, 1);
+    let (vals, _, _) = take_back(slot, 1);
     publish_as(slot, mode, &vals, 2);
     vals
 }
@@ -121,4 +131,109 @@ fn getval_sees_one_value_or_asks_the_daemon() {
             Fast::Slow | Fast::Done(Ok(1)) | Fast::Done(Ok(5))
         ));
     });
+}
+
+/// A client killed before its step number `stop` (`usize::MAX`: never).
+struct Killed {
+    stop: usize,
+    steps: Cell<usize>,
+}
+
+impl Caller for Killed {
+    fn pid(&self) -> u32 {
+        7
+    }
+    fn euid(&self) -> u32 {
+        0
+    }
+    fn now(&self) -> i64 {
+        100
+    }
+    fn proceed(&self) -> bool {
+        let n = self.steps.get();
+        self.steps.set(n + 1);
+        n < self.stop
+    }
+}
+
+/// The client's operation: -1 with SEM_UNDO on semaphore 0 (value 1, epoch 1). Returns its
+/// result and whether it was killed.
+fn undo_client(
+    slot: Arc<Vec<AtomicU64>>,
+    stop: usize,
+) -> loom::thread::JoinHandle<(Fast<()>, bool)> {
+    loom::thread::spawn(move || {
+        let who = Killed {
+            stop,
+            steps: Cell::new(0),
+        };
+        let r = ArenaView::new(&slot).semop(0, Sembuf::new(0, -1, SEM_UNDO as i16), &who);
+        (r, who.steps.get() > stop)
+    })
+}
+
+/// Takes the set back and returns its value and the owner's adjustment (0 if none).
+fn take_back_undo(slot: &[AtomicU64], epoch: u64) -> (i32, i32) {
+    let (vals, _, locked) = take_back(slot, 1);
+    let adj = take_back_adjustments(slot, 1, epoch, locked).map_or(0, |(pid, a)| {
+        assert_eq!(pid, 7);
+        a[0]
+    });
+    (vals[0].0, adj)
+}
+
+/// A SEM_UNDO operation killed at each step, racing a takeover (which is also what the
+/// owner's death does): the value plus the kept adjustment is the value before.
+#[test]
+fn a_sem_undo_operation_killed_anywhere_keeps_value_and_adjustment_together() {
+    for stop in (0..8).chain([usize::MAX]) {
+        loom::model(move || {
+            let slot = slot_with(0o600, 1);
+            let client = undo_client(slot.clone(), stop);
+            let (value, adj) = take_back_undo(&slot, 1);
+            let (r, killed) = client.join().unwrap();
+            assert_eq!(
+                value + adj,
+                1,
+                "stop {stop}: value {value}, adjustment {adj}"
+            );
+            if r == Fast::Done(Ok(())) {
+                assert_eq!((value, adj), (0, 1), "a completed operation is kept");
+            } else if !killed {
+                assert_eq!((value, adj), (1, 0), "the daemon serves it: not done here");
+            }
+        });
+    }
+}
+
+/// The same with the set published again after the takeover (as the daemon does when the
+/// adjustments came back 0) and taken back once more after the client ended: what a stopped
+/// client writes late never counts on the new publish, and a retry there counts once (with
+/// the preemption bound of `crate::sync::model`: this one has twice the daemon's steps).
+#[test]
+fn a_sem_undo_operation_across_a_republish_counts_once() {
+    for stop in (0..8).chain([usize::MAX]) {
+        crate::sync::model(move || {
+            let slot = slot_with(0o600, 1);
+            let client = undo_client(slot.clone(), stop);
+            let (value, adj) = take_back_undo(&slot, 1);
+            if adj == 0 {
+                publish_as(&slot, 0o600, &[(value, 1)], 2);
+            }
+            let (r, _) = client.join().unwrap();
+            let (value2, adj2) = if adj == 0 {
+                take_back_undo(&slot, 2)
+            } else {
+                (value, 0)
+            };
+            assert_eq!(
+                value2 + adj + adj2,
+                1,
+                "stop {stop}: {value2} + {adj} + {adj2}"
+            );
+            if r == Fast::Done(Ok(())) {
+                assert_eq!((value2, adj + adj2), (0, 1));
+            }
+        });
+    }
 }

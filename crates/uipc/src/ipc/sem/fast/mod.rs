@@ -5,18 +5,23 @@
 //! side (taking a set back before the engine touches it, publishing it again afterwards).
 //!
 //! Layout: [`SLOTS`] slots, one per IPC index, of [`SLOT_WORDS`] `AtomicU64`s: [`HEADER_WORDS`]
-//! header words (`IDENT`, `MODE_NSEMS`, `UID_GID`, `CUID_CGID`, `OTIME`), then one word per
-//! semaphore (at most [`CAPACITY`]): value in bits 0-15, [`SLOW`] in bit 16, sempid in bits
-//! 17-38, epoch in bits 39-63. `OTIME` holds the set's sem_otime in bits 0-38 and the epoch of
-//! the publish it belongs to in bits 39-63.
+//! header words (`IDENT`, `MODE_NSEMS`, `UID_GID`, `CUID_CGID`, `OTIME`, `UNDO`, `INTENT`),
+//! then one word per semaphore (at most [`CAPACITY`]): value in bits 0-14, [`LOCKED`] in bit
+//! 15, [`SLOW`] in bit 16, sempid in bits 17-38, epoch in bits 39-63; then one adjustment word
+//! per semaphore (SEM_UNDO, module [`undo`]). `OTIME` holds the set's sem_otime in bits 0-38
+//! and the epoch of the publish it belongs to in bits 39-63.
 //!
 //! Invariants the client relies on (kept by [`owner`]): the header and the words change only
 //! while every word of the published set has [`SLOW`] set, except for a client's CAS on a word
 //! without it and a client's raise of `OTIME` after a successful CAS (only while `OTIME`'s
-//! epoch is the word's); a word loses [`SLOW`] only by a publish, which gives it a new epoch. Nothing the client reads is trusted by the daemon: values it takes back are
+//! epoch is the word's), and the SEM_UNDO words as [`undo`] says; a word loses [`SLOW`] only by
+//! a publish, which gives it a new epoch. A client reads a word with [`LOCKED`] set only to
+//! wait a little for it. Nothing the client reads is trusted by the daemon: values it takes back are
 //! clamped to SEMVMX.
 
+mod inside;
 pub mod owner;
+mod undo;
 
 #[cfg(all(test, loom))]
 mod loom_models;
@@ -36,8 +41,10 @@ pub const SLOTS: usize = 32768;
 pub const HEADER_WORDS: usize = 8;
 /// The largest set that is published.
 pub const CAPACITY: usize = 64;
+/// Where a slot's adjustment words start.
+pub(crate) const ADJ_WORDS: usize = HEADER_WORDS + CAPACITY;
 /// Words of one slot.
-pub const SLOT_WORDS: usize = HEADER_WORDS + CAPACITY;
+pub const SLOT_WORDS: usize = HEADER_WORDS + 2 * CAPACITY;
 /// Bytes of a whole arena.
 pub const ARENA_BYTES: usize = SLOTS * SLOT_WORDS * 8;
 
@@ -53,11 +60,19 @@ pub(crate) const CUID_CGID: usize = 3;
 pub(crate) const OTIME: usize = 4;
 /// `OTIME`'s time bits.
 pub(crate) const OTIME_MASK: u64 = (1 << EPOCH_SHIFT) - 1;
+/// Header: 0, or [`OWNED`] and the pid of the one process with fast adjustments on the set.
+pub(crate) const UNDO: usize = 5;
+/// Header: 0, or [`undo::INTENT_SET`] and the SEM_UNDO operation in flight.
+pub(crate) const INTENT: usize = 6;
+/// UNDO's "owned" bit.
+pub(crate) const OWNED: u64 = 1 << 32;
 /// IDENT's "published" bit.
 pub(crate) const PUBLISHED: u64 = 1 << 32;
 
 /// A word's value bits.
-pub const VALUE_MASK: u64 = 0xffff;
+pub const VALUE_MASK: u64 = 0x7fff;
+/// The owner of the set's adjustments is changing the word and its adjustment (SEM_UNDO).
+pub const LOCKED: u64 = 1 << 15;
 /// The daemon holds the set: no client may change or read the word's value.
 pub const SLOW: u64 = 1 << 16;
 const PID_SHIFT: u32 = 17;
@@ -91,6 +106,11 @@ pub fn map_arena(fd: std::os::fd::RawFd) -> Option<std::ptr::NonNull<AtomicU64>>
 
 /// How many times a client retries a CAS that lost to another client before it asks the daemon.
 const RETRIES: usize = 3;
+/// How many times a client reloads a LOCKED word before it asks the daemon.
+#[cfg(not(loom))]
+const LOCKED_SPINS: usize = 64;
+#[cfg(loom)]
+const LOCKED_SPINS: usize = 1;
 
 /// A word from its parts.
 pub(crate) const fn word(value: u64, pid: u64, epoch: u64, slow: bool) -> u64 {
@@ -133,6 +153,11 @@ pub trait Caller {
     fn euid(&self) -> u32;
     /// CLOCK_REALTIME in seconds.
     fn now(&self) -> i64;
+    /// Whether to go on to the next step of a SEM_UNDO operation (models stop there, as a
+    /// SIGKILL would).
+    fn proceed(&self) -> bool {
+        true
+    }
 }
 
 /// A client's view of an arena: the words of every slot.
@@ -154,9 +179,11 @@ impl<'a> ArenaView<'a> {
         self.words.get(idx * SLOT_WORDS..(idx + 1) * SLOT_WORDS)
     }
 
-    /// Loads semaphore `k`'s word `cell` once and checks, against the header read after it,
-    /// that it is published for `semid`, that `k` is in the set and that `perm` (4 read, 2
-    /// alter) is granted without the daemon's help: the word, or `None` if the daemon decides.
+    /// Loads semaphore `k`'s word `cell` (again only while it is LOCKED, a few times) and
+    /// checks, against the header read after it, that it is published for `semid`, that `k`
+    /// is in the set, that no other process holds fast adjustments on it and that `perm` (4
+    /// read, 2 alter) is granted without the daemon's help: the word, or `None` if the daemon
+    /// decides.
     fn look(
         slot: &[AtomicU64],
         cell: &AtomicU64,
@@ -165,11 +192,26 @@ impl<'a> ArenaView<'a> {
         perm: u32,
         who: &dyn Caller,
     ) -> Option<u64> {
-        let w = cell.load(Acquire);
-        if w & SLOW != 0 {
+        let mut w = cell.load(Acquire);
+        let mut spins = 0;
+        while w & LOCKED != 0 && w & SLOW == 0 && spins < LOCKED_SPINS {
+            spins += 1;
+            #[cfg(loom)]
+            loom::thread::yield_now();
+            #[cfg(not(loom))]
+            std::hint::spin_loop();
+            w = cell.load(Acquire);
+        }
+        if w & (SLOW | LOCKED) != 0 {
             return None;
         }
         if slot[IDENT].load(Acquire) != PUBLISHED | u64::from(semid as u32) {
+            return None;
+        }
+        // Another process's adjustments: its exit may be pending, and the daemon applies
+        // pending exits before it serves a call.
+        let undo = slot[UNDO].load(Acquire);
+        if undo != 0 && undo != OWNED | u64::from(who.pid()) {
             return None;
         }
         let mode_nsems = slot[MODE_NSEMS].load(Acquire);
@@ -194,6 +236,34 @@ impl<'a> ArenaView<'a> {
         Some(w)
     }
 
+    /// Linux's `perform_atomic_semop` for one operation on word `w` (loaded from `cell`): the
+    /// new value, or what the call comes to here: EAGAIN if `cell` still holds `w` (so the
+    /// header checked with it still holds), the daemon for an operation that would wait or
+    /// give ERANGE.
+    fn outcome(cell: &AtomicU64, w: u64, sop: Sembuf) -> Result<u64, Fast<()>> {
+        let value = value_of(w) as i64;
+        let result = value + i64::from(sop.sem_op);
+        let proceeds = if sop.sem_op == 0 {
+            value == 0
+        } else {
+            result >= 0
+        };
+        if !proceeds {
+            if i32::from(sop.sem_flg) & IPC_NOWAIT == 0 {
+                return Err(Fast::Slow);
+            }
+            return Err(if cell.load(Acquire) == w {
+                Fast::Done(Err(Errno::EAGAIN))
+            } else {
+                Fast::Slow
+            });
+        }
+        if result > i64::from(SEMVMX) {
+            return Err(Fast::Slow);
+        }
+        Ok(result as u64)
+    }
+
     /// Raises `OTIME` to `now` after a successful CAS that made word `new`, unless a takeover
     /// has published the slot again since (another epoch: the daemon took the set back first,
     /// and the raise would belong to whatever is published now).
@@ -212,44 +282,32 @@ impl<'a> ArenaView<'a> {
     /// semop / semtimedop with one operation (the timeout, if any, already found valid).
     pub fn semop(&self, semid: i32, sop: Sembuf, who: &dyn Caller) -> Fast<()> {
         if sop.sem_flg & SEM_UNDO != 0 {
-            return Fast::Slow;
+            return self.semop_undo(semid, sop, who);
         }
+        self.semop_plain(semid, sop, who)
+    }
+
+    /// semop without SEM_UNDO (or with it once the adjustments are the caller's, for
+    /// `sem_op` 0).
+    fn semop_plain(&self, semid: i32, sop: Sembuf, who: &dyn Caller) -> Fast<()> {
         let Some(slot) = self.slot(semid) else {
             return Fast::Slow;
         };
         let k = usize::from(sop.sem_num);
         let perm = if sop.sem_op != 0 { 2 } else { 4 };
-        let cell = match slot.get(HEADER_WORDS + k) {
-            Some(cell) => cell,
-            None => return Fast::Slow,
+        let Some(cell) = slot.get(HEADER_WORDS + k).filter(|_| k < CAPACITY) else {
+            return Fast::Slow;
         };
         for _ in 0..RETRIES {
             let Some(w) = Self::look(slot, cell, semid, k, perm, who) else {
                 return Fast::Slow;
             };
-            let value = value_of(w) as i64;
-            let result = value + i64::from(sop.sem_op);
-            let proceeds = if sop.sem_op == 0 {
-                value == 0
-            } else {
-                result >= 0
+            let result = match Self::outcome(cell, w, sop) {
+                Ok(result) => result,
+                Err(done) => return done,
             };
-            if !proceeds {
-                if i32::from(sop.sem_flg) & IPC_NOWAIT == 0 {
-                    return Fast::Slow;
-                }
-                // EAGAIN only if the word (and so the header) stayed as it was checked.
-                return if cell.load(Acquire) == w {
-                    Fast::Done(Err(Errno::EAGAIN))
-                } else {
-                    Fast::Slow
-                };
-            }
-            if result > i64::from(SEMVMX) {
-                return Fast::Slow;
-            }
             let now = who.now();
-            let new = word(result as u64, u64::from(who.pid()), epoch_of(w), false);
+            let new = word(result, u64::from(who.pid()), epoch_of(w), false);
             // AcqRel: the daemon's fetch_or that takes this word reads this value.
             match cell.compare_exchange(w, new, AcqRel, Acquire) {
                 Ok(_) => {
@@ -273,7 +331,7 @@ impl<'a> ArenaView<'a> {
             return Fast::Slow;
         };
         let k = semnum as usize;
-        let Some(cell) = slot.get(HEADER_WORDS + k) else {
+        let Some(cell) = slot.get(HEADER_WORDS + k).filter(|_| k < CAPACITY) else {
             return Fast::Slow;
         };
         let Some(w) = Self::look(slot, cell, semid, k, 4, who) else {

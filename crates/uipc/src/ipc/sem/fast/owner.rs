@@ -6,20 +6,26 @@
 //! the slot is first used, in chunks of [`CHUNK`]; lock order: a slot's mutex, then the
 //! registry and the set's locks; it is taken by engine entry points with no lock held, and no
 //! call holds two slots' mutexes), so calls on sets at different indexes never wait for each
-//! other here. `IpcNamespace::sem_fast_enter` takes the slot's set back if it
-//! is published (`take_back`, then the values into the engine); dropping the guard it
-//! returns publishes the set again when the last call inside leaves and the set is quiet
-//! (`publish`). The word protocol is in the parent module's doc and ARCHITECTURE.md.
+//! other here.
+//!
+//! `take_back` makes a published set's words SLOW and returns their values; with
+//! `take_back_adjustments` it also returns the SEM_UNDO adjustments of the process that owns
+//! them; `publish` writes a set (and the one owner's adjustments, if any) into a slot. The
+//! engine calls around them are in `inside`. The word protocol is in the parent module's doc
+//! and ARCHITECTURE.md.
 
+use super::undo::{adj_of, intent_epoch, intent_sem, INTENT_SET};
 use super::{
-    pid_of, value_of, word, ArenaView, CAPACITY, CUID_CGID, EPOCH_MASK, EPOCH_SHIFT, HEADER_WORDS,
-    IDENT, MODE_NSEMS, OTIME, OTIME_MASK, PID_MASK, PUBLISHED, SLOTS, SLOT_WORDS, SLOW, UID_GID,
+    epoch_of, pid_of, value_of, word, ArenaView, ADJ_WORDS, CAPACITY, CUID_CGID, EPOCH_MASK,
+    EPOCH_SHIFT, HEADER_WORDS, IDENT, INTENT, LOCKED, MODE_NSEMS, OTIME, OTIME_MASK, OWNED,
+    PID_MASK, PUBLISHED, SLOTS, SLOT_WORDS, SLOW, UID_GID, UNDO,
 };
 use crate::ipc::consts::SEMVMX;
-use crate::ipc::namespace::IpcNamespace;
 use crate::ipc::perm::IpcPerm;
+use crate::ipc::sem::undo::UndoEntry;
 use crate::ipc::sem::SemSet;
-use crate::sync::{lock, AtomicU64, Mutex, Ordering::AcqRel, Ordering::Release};
+use crate::sync::{lock, AtomicU64, Mutex, Ordering::AcqRel, Ordering::Acquire, Ordering::Release};
+use std::sync::Arc;
 use std::sync::OnceLock;
 
 /// Slots whose states are made together.
@@ -44,13 +50,13 @@ unsafe impl Sync for Mem {}
 
 /// What the daemon knows of one slot.
 #[derive(Default)]
-struct SlotState {
+pub(super) struct SlotState {
     /// The published set's id and size.
-    published: Option<(i32, usize)>,
+    pub(super) published: Option<(i32, usize)>,
     /// The epoch of the last publish.
-    epoch: u64,
+    pub(super) epoch: u64,
     /// Engine calls inside the slot.
-    inside: u32,
+    pub(super) inside: u32,
 }
 
 /// [`CHUNK`] slots' states.
@@ -84,6 +90,14 @@ impl States {
 pub struct SemArena {
     mem: Mem,
     states: States,
+    /// Bit `idx` set while a set is published in slot `idx` (changed under the slot's mutex).
+    pub(super) published: Box<[AtomicU64]>,
+    /// Processes whose exit is being applied: no set publishes adjustments of theirs.
+    pub(super) exiting: Mutex<std::collections::HashSet<i32>>,
+}
+
+fn bitmap(slots: usize) -> Box<[AtomicU64]> {
+    (0..slots.div_ceil(64)).map(|_| AtomicU64::new(0)).collect()
 }
 
 impl SemArena {
@@ -93,6 +107,8 @@ impl SemArena {
         SemArena {
             mem: Mem::Owned(words),
             states: States::new(slots),
+            published: bitmap(slots),
+            exiting: Mutex::new(Default::default()),
         }
     }
 
@@ -116,6 +132,8 @@ impl SemArena {
                 _keep: keep,
             },
             states: States::new(slots),
+            published: bitmap(slots),
+            exiting: Mutex::new(Default::default()),
         }
     }
 
@@ -146,7 +164,7 @@ impl SemArena {
     /// Slot `idx`'s words and the daemon's state of it; `None` for an index the clients
     /// cannot reach (at or past [`SLOTS`]: they look a set up at its id modulo `SLOTS`) or past
     /// the arena.
-    fn slot(&self, idx: u32) -> Option<(&[AtomicU64], &Mutex<SlotState>)> {
+    pub(super) fn slot(&self, idx: u32) -> Option<(&[AtomicU64], &Mutex<SlotState>)> {
         let i = idx as usize;
         if i >= SLOTS {
             return None;
@@ -156,23 +174,68 @@ impl SemArena {
     }
 }
 
+/// What a takeover found: (value, sempid) per semaphore, OTIME, and a bit per word that was
+/// LOCKED (an owner's SEM_UNDO operation that now never happens).
+pub(crate) type Taken = (Vec<(i32, i32)>, i64, u64);
+
 /// Sets SLOW on words `0..nsems` of `slot` and returns their values and sempids, with OTIME.
-/// After it no client can change or read these words.
-pub(crate) fn take_back(slot: &[AtomicU64], nsems: usize) -> (Vec<(i32, i32)>, i64) {
+/// After it no client can change or read these words. A LOCKED word holds the value and
+/// sempid before the owner's operation, which can no longer complete.
+pub(crate) fn take_back(slot: &[AtomicU64], nsems: usize) -> Taken {
+    let mut locked = 0;
     let vals = slot[HEADER_WORDS..HEADER_WORDS + nsems]
         .iter()
-        .map(|w| {
-            // AcqRel: reads the last client CAS (and the OTIME it wrote before), and is
+        .enumerate()
+        .map(|(k, w)| {
+            // AcqRel: reads the last client CAS (and what the client wrote before it), and is
             // ordered before everything the daemon does with the set afterwards.
             let old = w.fetch_or(SLOW, AcqRel);
+            if old & LOCKED != 0 {
+                locked |= 1 << k;
+            }
             let v = (value_of(old) as i32).min(SEMVMX);
             (v, pid_of(old) as i32)
         })
         .collect();
     // A client raises OTIME after its CAS: one that has not yet is either dead or will find
     // the epoch changed once the set is published again, and its time is not counted.
-    let otime = slot[OTIME].load(crate::sync::Ordering::Acquire) & OTIME_MASK;
-    (vals, otime as i64)
+    let otime = slot[OTIME].load(Acquire) & OTIME_MASK;
+    (vals, otime as i64, locked)
+}
+
+/// After [`take_back`] (with its `locked` bits) of a slot published with `epoch`: the owner's
+/// pid and its adjustment of each semaphore, if a process owns the set's adjustments. A
+/// LOCKED word's operation never completes, and INTENT (of this epoch, naming it) holds its
+/// adjustment before it: the owner keeps INTENT from before it locks until after it unlocks
+/// (ARCHITECTURE.md, "SEM_UNDO on the fast path").
+pub(crate) fn take_back_adjustments(
+    slot: &[AtomicU64],
+    nsems: usize,
+    epoch: u64,
+    locked: u64,
+) -> Option<(i32, Vec<i32>)> {
+    let owner = slot[UNDO].load(Acquire);
+    if owner & OWNED == 0 {
+        return None;
+    }
+    let intent = slot[INTENT].load(Acquire);
+    let mut adj: Vec<i32> = slot[ADJ_WORDS..ADJ_WORDS + nsems]
+        .iter()
+        .map(|a| {
+            let a = a.load(Acquire);
+            if epoch_of(a) == epoch & EPOCH_MASK {
+                adj_of(a)
+            } else {
+                0
+            }
+        })
+        .collect();
+    let k = intent_sem(intent);
+    let current = intent_epoch(intent) == epoch & EPOCH_MASK;
+    if intent & INTENT_SET != 0 && current && k < nsems && locked & (1 << k) != 0 {
+        adj[k] = adj_of(intent);
+    }
+    Some((owner as u32 as i32, adj))
 }
 
 /// What a set published in a slot looks like.
@@ -181,6 +244,8 @@ pub(crate) struct Published<'a> {
     pub(crate) perm: IpcPerm,
     pub(crate) otime: i64,
     pub(crate) vals: &'a [(i32, i32)],
+    /// The one process whose adjustments the set holds, and them.
+    pub(crate) undo: Option<(i32, &'a [i32])>,
 }
 
 /// Publishes a set in `slot` with words of epoch `epoch`: every word it will use is made SLOW
@@ -196,19 +261,22 @@ pub(crate) fn publish(slot: &[AtomicU64], set: &Published<'_>, epoch: u64) {
     slot[CUID_CGID].store(u64::from(p.cuid) | u64::from(p.cgid) << 32, Release);
     let otime = (set.otime.max(0) as u64).min(OTIME_MASK);
     slot[OTIME].store(otime | (epoch & EPOCH_MASK) << EPOCH_SHIFT, Release);
+    super::undo::reset(slot, n, epoch, set.undo);
     slot[IDENT].store(PUBLISHED | u64::from(set.id as u32), Release);
     for (w, &(v, pid)) in slot[HEADER_WORDS..].iter().zip(set.vals) {
         w.store(word(v as u64, pid as u64, epoch, false), Release);
     }
 }
 
-/// What a set publishes: its permissions, (value, sempid) per semaphore, and otime.
-type Export = (IpcPerm, Vec<(i32, i32)>, i64);
+/// What a set publishes: its permissions, (value, sempid) per semaphore, otime, and the one
+/// process's undo entry it has, if any.
+pub(super) type Export = (IpcPerm, Vec<(i32, i32)>, i64, Option<Arc<UndoEntry>>);
 
 impl SemSet {
-    /// The set as it would be published: `None` if it is removed, has a sleeping operation, an
-    /// undo entry, more than [`CAPACITY`] semaphores or a sempid out of the word's range.
-    fn export_quiet(&self) -> Option<Export> {
+    /// The set as it would be published: `None` if it is removed, has a sleeping operation,
+    /// undo entries of more than one process, more than [`CAPACITY`] semaphores or a sempid out
+    /// of the word's range.
+    pub(super) fn export_quiet(&self) -> Option<Export> {
         if self.nsems() > CAPACITY {
             return None;
         }
@@ -216,11 +284,10 @@ impl SemSet {
         if g.arr.deleted || !g.arr.complex.is_empty() {
             return None;
         }
-        if let Some(list) = self.undos.get() {
-            if !lock(list).is_empty_and_open() {
-                return None;
-            }
-        }
+        let owner = match self.undos.get() {
+            Some(list) => lock(list).sole_entry().ok()?,
+            None => None,
+        };
         let mut vals = Vec::with_capacity(self.nsems());
         let mut otime = 0;
         for s in self.sems() {
@@ -231,12 +298,12 @@ impl SemSet {
             vals.push((s.val, s.pid));
             otime = otime.max(s.otime);
         }
-        Some((self.perm.get(), vals, otime))
+        Some((self.perm.get(), vals, otime, owner))
     }
 
     /// Takes values and sempids (and a later otime) from the arena: nobody waits on a
     /// published set, so nobody is woken, and no time changes but otime.
-    fn import_quiet(&self, vals: &[(i32, i32)], otime: i64) {
+    pub(super) fn import_quiet(&self, vals: &[(i32, i32)], otime: i64) {
         let g = self.lock_global();
         if g.arr.deleted {
             return;
@@ -252,85 +319,5 @@ impl SemSet {
             lock(&self.sems()[0]).otime = otime;
         }
         drop(g);
-    }
-}
-
-/// An engine call inside a slot; dropping it leaves the slot ([`IpcNamespace::sem_fast_enter`]).
-pub(crate) struct Inside<'a> {
-    ns: &'a IpcNamespace,
-    idx: Option<u32>,
-}
-
-impl IpcNamespace {
-    /// The fast path's arena, if the namespace has one.
-    pub fn sem_arena(&self) -> Option<&std::sync::Arc<SemArena>> {
-        self.sem.arena.as_ref()
-    }
-
-    /// Enters the slot of `id_or_idx` (an id, or an index for SEM_STAT): takes its set back
-    /// from the arena if it is published there. Entry: no lock held.
-    pub(crate) fn sem_fast_enter(&self, id_or_idx: i32) -> Inside<'_> {
-        let idx = self
-            .sem
-            .registry
-            .layout()
-            .idx(crate::IpcId::new(id_or_idx))
-            .get();
-        let Some(arena) = self.sem.arena.as_deref() else {
-            return Inside {
-                ns: self,
-                idx: None,
-            };
-        };
-        let Some((slot, state)) = arena.slot(idx).filter(|_| id_or_idx >= 0) else {
-            return Inside {
-                ns: self,
-                idx: None,
-            };
-        };
-        let mut st = lock(state);
-        if let Some((id, nsems)) = st.published.take() {
-            let (vals, otime) = take_back(slot, nsems);
-            if let Ok(set) = self.sem.registry.lookup(crate::IpcId::new(id)) {
-                set.import_quiet(&vals, otime);
-            }
-        }
-        st.inside += 1;
-        Inside {
-            ns: self,
-            idx: Some(idx),
-        }
-    }
-}
-
-impl Drop for Inside<'_> {
-    fn drop(&mut self) {
-        let (Some(idx), Some(arena)) = (self.idx, self.ns.sem.arena.as_deref()) else {
-            return;
-        };
-        let Some((slot, state)) = arena.slot(idx) else {
-            return;
-        };
-        let mut st = lock(state);
-        st.inside -= 1;
-        if st.inside > 0 {
-            return;
-        }
-        let Ok(set) = self.ns.sem.registry.lookup_index(idx as i32) else {
-            return;
-        };
-        let Some((perm, vals, otime)) = set.export_quiet() else {
-            return;
-        };
-        let id = set.header.id().get();
-        st.epoch = (st.epoch + 1) & EPOCH_MASK;
-        let p = Published {
-            id,
-            perm,
-            otime,
-            vals: &vals,
-        };
-        publish(slot, &p, st.epoch);
-        st.published = Some((id, vals.len()));
     }
 }

@@ -1,5 +1,6 @@
 //! The fast path against the engine: publishing, taking back, permissions, removal, waiters,
-//! undo, and many threads mixing fast calls with engine calls.
+//! undo (engine entries keep a set with the daemon; fast adjustments taken into the engine,
+//! cleared by SETVAL, applied at exit), and many threads mixing fast calls with engine calls.
 
 use super::owner::SemArena;
 use super::{ArenaView, Caller, Fast, SLOTS};
@@ -77,7 +78,9 @@ fn a_set_is_published_after_a_daemon_call_and_taken_back_before_the_next() {
         Fast::Done(Err(Errno::EAGAIN))
     );
     assert_eq!(fast_op(&v, id, -2, 0, &me), Fast::Slow, "would sleep");
-    assert_eq!(fast_op(&v, id, 1, SEM_UNDO, &me), Fast::Slow);
+    // SEM_UNDO by the one owner of the adjustments: fast too; net 0, so no undo entry.
+    assert_eq!(fast_op(&v, id, 1, SEM_UNDO, &me), Fast::Done(Ok(())));
+    assert_eq!(fast_op(&v, id, -1, SEM_UNDO, &me), Fast::Done(Ok(())));
     assert_eq!(fast_op(&v, id, i16::MAX, 0, &me), Fast::Slow, "ERANGE");
     // The engine sees the fast operations: value, sempid and otime.
     assert_eq!(ctl(&ns, id, 0, GETVAL, SemctlArg::None), Ok(1));
@@ -258,4 +261,83 @@ fn an_operation_that_fails_leaves_otime_alone() {
         ctl(&ns, id, 0, IPC_STAT, SemctlArg::None),
         Ok(1_700_000_000)
     );
+}
+
+#[test]
+fn fast_adjustments_are_applied_at_exit_cleared_by_setval_and_owned_by_one_process() {
+    let (ns, arena) = setup();
+    let v = arena.view();
+    let owner = Who { pid: 42, euid: 0 };
+    let other = Who { pid: 43, euid: 0 };
+    let id = ns.semget(&Cred::root(1), IPC_PRIVATE, 2, 0o600).unwrap();
+    ctl(&ns, id, 0, SETVAL, SemctlArg::Val(1)).unwrap();
+    let undo = SEM_UNDO;
+    assert_eq!(fast_op(&v, id, 3, undo, &owner), Fast::Done(Ok(())));
+    assert_eq!(fast_op(&v, id, -1, undo, &owner), Fast::Done(Ok(())));
+    assert_eq!(fast_op(&v, id, 1, 0, &owner), Fast::Done(Ok(())));
+    assert_eq!(v.semctl_get(id, 0, GETVAL, &owner), Fast::Done(Ok(4)));
+    // Another process: its exit may be pending, so the daemon answers.
+    assert_eq!(v.semctl_get(id, 0, GETVAL, &other), Fast::Slow);
+    assert_eq!(fast_op(&v, id, 1, undo, &other), Fast::Slow);
+    // Exit: the adjustment (-2) applied with the owner's pid; the set is fast again.
+    ns.process_exit(42);
+    assert_eq!(ctl(&ns, id, 0, GETVAL, SemctlArg::None), Ok(2));
+    assert_eq!(ctl(&ns, id, 0, GETPID, SemctlArg::None), Ok(42));
+    assert_eq!(v.semctl_get(id, 0, GETVAL, &other), Fast::Done(Ok(2)));
+    // Taken into the engine by a daemon call, then cleared by SETVAL.
+    assert_eq!(fast_op(&v, id, 5, undo, &other), Fast::Done(Ok(())));
+    assert_eq!(
+        fast_op(&v, id, 0, undo, &owner),
+        Fast::Slow,
+        "not the owner"
+    );
+    assert_eq!(ns.sem_undo_entries(43), 0);
+    ctl(&ns, id, 1, GETVAL, SemctlArg::None).unwrap();
+    assert_eq!(
+        ns.sem_undo_entries(43),
+        0,
+        "back in the arena after the daemon's call"
+    );
+    assert_eq!(v.semctl_get(id, 0, GETVAL, &other), Fast::Done(Ok(7)));
+    assert_eq!(
+        v.semctl_get(id, 0, GETVAL, &owner),
+        Fast::Slow,
+        "43's adjustments"
+    );
+    // Entries of two processes: the set stays with the daemon until one has gone.
+    ns.semop(
+        &Cred::root(44),
+        id,
+        &[Sembuf::new(1, 1, SEM_UNDO)],
+        &WaitCtx::FOREVER,
+    )
+    .unwrap();
+    assert_eq!(ns.sem_undo_entries(43), 1, "taken into the engine");
+    assert_eq!(v.semctl_get(id, 0, GETVAL, &other), Fast::Slow);
+    ns.process_exit(44);
+    assert_eq!(ctl(&ns, id, 1, GETVAL, SemctlArg::None), Ok(0));
+    assert_eq!(v.semctl_get(id, 0, GETVAL, &other), Fast::Done(Ok(7)));
+    ctl(&ns, id, 0, SETVAL, SemctlArg::Val(9)).unwrap();
+    ns.process_exit(43);
+    assert_eq!(ctl(&ns, id, 0, GETVAL, SemctlArg::None), Ok(9));
+    // Clamped at exit, and ERANGE past the adjustment's range is the daemon's.
+    assert_eq!(fast_op(&v, id, -9, undo, &owner), Fast::Done(Ok(())));
+    assert_eq!(fast_op(&v, id, 5, 0, &other), Fast::Slow);
+    ns.semop(
+        &Cred::root(43),
+        id,
+        &[Sembuf::new(0, 32767, 0)],
+        &WaitCtx::FOREVER,
+    )
+    .unwrap();
+    ns.process_exit(42);
+    assert_eq!(ctl(&ns, id, 0, GETVAL, SemctlArg::None), Ok(SEMVMX));
+    ctl(&ns, id, 0, SETVAL, SemctlArg::Val(0)).unwrap();
+    assert_eq!(fast_op(&v, id, 32767, undo, &owner), Fast::Done(Ok(())));
+    assert_eq!(fast_op(&v, id, -32767, 0, &owner), Fast::Done(Ok(())));
+    assert_eq!(fast_op(&v, id, 1, undo, &owner), Fast::Done(Ok(())));
+    assert_eq!(fast_op(&v, id, -1, 0, &owner), Fast::Done(Ok(())));
+    assert_eq!(fast_op(&v, id, 1, undo, &owner), Fast::Slow, "ERANGE");
+    ns.process_exit(42);
+    ctl(&ns, id, 0, IPC_RMID, SemctlArg::None).unwrap();
 }
