@@ -232,9 +232,8 @@ impl Caller for Raced<'_> {
 
 #[test]
 fn an_operation_that_fails_leaves_otime_alone() {
-    let (ns, arena) = setup();
+    let (ns, arena, id) = setup(1);
     let v = arena.view();
-    let id = ns.semget(&Cred::root(1), IPC_PRIVATE, 1, 0o600).unwrap();
     ctl(&ns, id, 0, SETVAL, SemctlArg::Val(1)).unwrap();
     let who = Raced {
         ns: &ns,
@@ -265,11 +264,10 @@ fn an_operation_that_fails_leaves_otime_alone() {
 
 #[test]
 fn fast_adjustments_are_applied_at_exit_cleared_by_setval_and_owned_by_one_process() {
-    let (ns, arena) = setup();
+    let (ns, arena, id) = setup(2);
     let v = arena.view();
     let owner = Who { pid: 42, euid: 0 };
     let other = Who { pid: 43, euid: 0 };
-    let id = ns.semget(&Cred::root(1), IPC_PRIVATE, 2, 0o600).unwrap();
     ctl(&ns, id, 0, SETVAL, SemctlArg::Val(1)).unwrap();
     let undo = SEM_UNDO;
     assert_eq!(fast_op(&v, id, 3, undo, &owner), Fast::Done(Ok(())));
