@@ -7,6 +7,7 @@
 pub use uipc_abi::ipc::consts;
 #[cfg(all(test, not(loom)))]
 mod lookup_tests;
+pub mod keytable;
 pub mod msg;
 pub mod namespace;
 pub mod perm;

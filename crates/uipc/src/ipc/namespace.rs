@@ -26,6 +26,9 @@ pub struct NamespaceOptions {
     pub shm_backing: Option<Arc<dyn shm::ShmBacking>>,
     /// The semaphore fast path's arena (`None`: every call through the engine alone).
     pub sem_arena: Option<Arc<sem::fast::owner::SemArena>>,
+    /// The key table (`None`: every `*get` through the engine alone). Its keys are this
+    /// namespace's from its creation on, so it must be new.
+    pub key_table: Option<Arc<super::keytable::writer::KeyTable>>,
 }
 
 impl Default for NamespaceOptions {
@@ -35,6 +38,7 @@ impl Default for NamespaceOptions {
             clock: Arc::new(SystemClock),
             shm_backing: None,
             sem_arena: None,
+            key_table: None,
         }
     }
 }
@@ -121,6 +125,8 @@ pub struct IpcNamespace {
     pub(crate) sem: sem::SemIds,
     pub(crate) msg: msg::MsgIds,
     pub(crate) shm: shm::ShmIds,
+    /// The key table the registries publish in, if any.
+    pub(crate) key_table: Option<Arc<super::keytable::writer::KeyTable>>,
 }
 
 impl Default for IpcNamespace {
@@ -142,14 +148,23 @@ impl IpcNamespace {
         } else {
             IdLayout::DEFAULT
         };
-        IpcNamespace {
+        let ns = IpcNamespace {
             limits: Limits::default(),
             clock: opts.clock,
             layout,
             sem: sem::SemIds::new(layout, opts.sem_arena),
             msg: msg::MsgIds::new(layout),
             shm: shm::ShmIds::new(layout, opts.shm_backing),
+            key_table: opts.key_table,
+        };
+        if let Some(t) = &ns.key_table {
+            use super::keytable::{writer::KeyRegion, Kind};
+            t.set_semmsl(ns.limits.semmsl());
+            ns.sem.registry().publish_keys(KeyRegion::new(Arc::clone(t), Kind::Sem));
+            ns.msg.registry().publish_keys(KeyRegion::new(Arc::clone(t), Kind::Msg));
+            ns.shm.registry().publish_keys(KeyRegion::new(Arc::clone(t), Kind::Shm));
         }
+        ns
     }
 
     /// The current limits.
@@ -199,6 +214,23 @@ impl IpcNamespace {
     /// a bad third value leaves the first two written; a SEMMNI outside `[0, IPCMNI]` is ERANGE
     /// and only SEMMNI is put back.
     pub fn sysctl_write(&self, cred: &Cred, which: Sysctl, text: &str) -> Result<()> {
+        let r = self.sysctl_store(cred, which, text);
+        if let (Sysctl::Sem, Some(t)) = (which, &self.key_table) {
+            // semget's check before the lookup reads it from the table: published after each
+            // write, and again if another write moved it meanwhile, so the last one stands.
+            loop {
+                let semmsl = self.limits.semmsl();
+                t.set_semmsl(semmsl);
+                if self.limits.semmsl() == semmsl {
+                    break;
+                }
+            }
+        }
+        r
+    }
+
+    /// [`IpcNamespace::sysctl_write`]'s checks and stores.
+    fn sysctl_store(&self, cred: &Cred, which: Sysctl, text: &str) -> Result<()> {
         let is_next_id = matches!(
             which,
             Sysctl::SemNextId | Sysctl::MsgNextId | Sysctl::ShmNextId

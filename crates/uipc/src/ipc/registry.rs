@@ -27,6 +27,7 @@
 
 use super::consts::{IPC_CREAT, IPC_EXCL, IPC_PRIVATE};
 use super::perm::IpcPerm;
+use super::keytable::writer::KeyRegion;
 use super::perm_table::{PermId, PermTable};
 use crate::sync::{
     read, try_write, write, AtomicI32, Ordering, RwLock, RwLockReadGuard, RwLockWriteGuard,
@@ -70,6 +71,11 @@ pub trait IpcObject: Send + Sync + 'static {
     type KeyInfo: Copy + Send + Sync + 'static;
     /// The object's id and key.
     fn header(&self) -> &IpcHeader;
+    /// `info` as the key table's `INFO` word (`keytable`): 0 unless the type says otherwise.
+    fn key_info_word(info: Self::KeyInfo) -> u64 {
+        let _ = info;
+        0
+    }
 }
 
 /// What the key map keeps for one key: everything `*get` needs to open it.
@@ -134,6 +140,9 @@ pub struct Registry<T: IpcObject> {
     /// read without it.
     objects: DashMap<IpcIdx, Arc<T>, foldhash::fast::FixedState>,
     layout: IdLayout,
+    /// Where keys are published for clients (`keytable`), if the embedder gave a table: the
+    /// key map's changes are copied there under the writer lock.
+    published: std::sync::OnceLock<KeyRegion>,
 }
 
 impl<T: IpcObject> Registry<T> {
@@ -148,7 +157,13 @@ impl<T: IpcObject> Registry<T> {
             }),
             objects: DashMap::default(),
             layout,
+            published: std::sync::OnceLock::new(),
         }
+    }
+
+    /// Publishes this registry's keys in `region` from now on (once, before any key exists).
+    pub(crate) fn publish_keys(&self, region: KeyRegion) {
+        let _ = self.published.set(region);
     }
 
     /// The id layout.
@@ -321,7 +336,7 @@ impl<T: IpcObject> Registry<T> {
     pub fn remove(&self, st: &mut RegistryState<T>, obj: &T) {
         let h = obj.header();
         let idx = self.layout.idx(h.id());
-        Self::unhash(st, h);
+        self.unhash(st, h);
         st.alloc.free(idx);
         let removed = self.objects.remove(&idx);
         drop(removed);
@@ -330,7 +345,7 @@ impl<T: IpcObject> Registry<T> {
     /// `ipc_set_key_private`: the object can no longer be found by key and shows key 0.
     pub fn set_key_private(&self, st: &mut RegistryState<T>, obj: &T) {
         let h = obj.header();
-        Self::unhash(st, h);
+        self.unhash(st, h);
         h.key.store(IPC_PRIVATE, Ordering::Relaxed);
     }
 
@@ -341,7 +356,11 @@ impl<T: IpcObject> Registry<T> {
             return;
         };
         let old = std::mem::replace(&mut entry.perm, st.perms.intern(perm));
+        let (id, info) = (entry.id, entry.info);
         st.perms.release(old);
+        if let Some(region) = self.published.get() {
+            region.put(h.key().get(), id.get(), perm, T::key_info_word(info));
+        }
     }
 
     /// `h`'s own entry in the key map, if its key (not private) is still its.
@@ -353,10 +372,13 @@ impl<T: IpcObject> Registry<T> {
         (entry.id == h.id()).then_some(entry)
     }
 
-    fn unhash(st: &mut RegistryState<T>, h: &IpcHeader) {
+    fn unhash(&self, st: &mut RegistryState<T>, h: &IpcHeader) {
         if let Some(&mut KeyEntry { perm, .. }) = Self::key_entry(&mut st.keys, h) {
             st.keys.remove(&h.key());
             st.perms.release(perm);
+            if let Some(region) = self.published.get() {
+                region.remove(h.key().get());
+            }
         }
     }
 
@@ -430,11 +452,17 @@ impl<T: IpcObject> Vacancy<'_, T> {
         let obj = Arc::new(build(id));
         debug_assert_eq!(obj.header().id(), id);
         let out = then(&obj);
+        let key = self.place.as_ref().map(|place| *place.key());
         if let Some(place) = self.place {
             let perm = self.perms.intern(perm);
             place.insert(KeyEntry { id, perm, info });
         }
         self.reg.objects.insert(layout.idx(id), obj);
+        // Published only once the object can be found by its id: a client that opens the key
+        // from the table may use the id at once.
+        if let (Some(key), Some(region)) = (key, self.reg.published.get()) {
+            region.put(key.get(), id.get(), perm, T::key_info_word(info));
+        }
         Ok(out)
     }
 }

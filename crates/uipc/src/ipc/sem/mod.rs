@@ -104,6 +104,9 @@ impl IpcObject for SemSet {
     fn header(&self) -> &IpcHeader {
         &self.header
     }
+    fn key_info_word(nsems: u32) -> u64 {
+        u64::from(nsems)
+    }
 }
 
 impl SemSet {

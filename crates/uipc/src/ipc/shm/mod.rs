@@ -94,6 +94,9 @@ impl IpcObject for ShmSegment {
     fn header(&self) -> &IpcHeader {
         &self.header
     }
+    fn key_info_word(size: u64) -> u64 {
+        size
+    }
 }
 
 impl ShmSegment {
