@@ -302,6 +302,7 @@ mod fork;
 mod ids;
 mod ipcns;
 mod kernel;
+mod keyfast;
 mod locks;
 mod mapbuf;
 mod msg;

@@ -29,6 +29,10 @@ pub extern "C-unwind" fn msgget(key: libc::key_t, msgflg: c_int) -> c_int {
         // SAFETY: the kernel's own call with the caller's arguments.
         return unsafe { libc::syscall(libc::SYS_msgget, key, msgflg) } as c_int;
     }
+    let saved = crate::errno_now();
+    if let Some(r) = crate::keyfast::get(uipc::ipc::keytable::Get::Msg, key, msgflg) {
+        return crate::finish(r, saved) as c_int;
+    }
     guard(move || ret_of(Request::Msgget { key, flag: msgflg })) as c_int
 }
 

@@ -28,6 +28,11 @@ pub extern "C-unwind" fn semget(key: libc::key_t, nsems: c_int, semflg: c_int) -
         // SAFETY: the kernel's own call with the caller's arguments.
         return unsafe { libc::syscall(libc::SYS_semget, key, nsems, semflg) } as c_int;
     }
+    let saved = crate::errno_now();
+    let get = uipc::ipc::keytable::Get::Sem(nsems);
+    if let Some(r) = crate::keyfast::get(get, key, semflg) {
+        return crate::finish(r, saved) as c_int;
+    }
     guard(move || {
         ret_of(Request::Semget {
             key,

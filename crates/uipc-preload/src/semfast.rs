@@ -20,6 +20,7 @@
 use crate::conn::{call, check};
 use libc::c_int;
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
+use uipc::ipc::keytable::{TableView, OFFSET, TABLE_BYTES};
 use uipc::ipc::sem::fast::{map_arena, ArenaView, Caller, Fast, ARENA_BYTES};
 use uipc::ipc::sem::Sembuf;
 use uipc_proto::{Request, Response};
@@ -105,13 +106,30 @@ fn grant(pid: i32, ns: u64) -> Option<()> {
         return None;
     }
     if ARENA.load(Ordering::Acquire).is_null() || ARENA_NS.load(Ordering::Acquire) != ns {
-        // Never unmapped (see the module doc).
+        // The arena, then the key table; never unmapped (see the module doc).
         let p = map_arena(fd.0)?;
         ARENA.store(p.as_ptr(), Ordering::Release);
         ARENA_NS.store(ns, Ordering::Release);
     }
     FAST_PID.store(pid, Ordering::Release);
     Some(())
+}
+
+/// The key table that follows the arena in the same mapping (`crate::keyfast`), if the fast
+/// path may serve this call.
+pub fn key_table() -> Option<TableView<'static>> {
+    arena()?;
+    let p = ARENA.load(Ordering::Acquire);
+    // SAFETY: the mapping is MAPPING_BYTES long (`grant`), the table at OFFSET within it,
+    // never unmapped, used only through atomics.
+    let words =
+        unsafe { std::slice::from_raw_parts(p.cast::<u8>().add(OFFSET).cast(), TABLE_BYTES / 8) };
+    Some(TableView::new(words))
+}
+
+/// Counts a call served in this process (the report at exit).
+pub fn served() {
+    SERVED.fetch_add(1, Ordering::Relaxed);
 }
 
 /// A single-sop semop on the fast path: `Some(result)` if served here.

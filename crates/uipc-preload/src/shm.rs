@@ -38,6 +38,11 @@ pub extern "C-unwind" fn shmget(key: libc::key_t, size: size_t, shmflg: c_int) -
         // SAFETY: the kernel's own call with the caller's arguments.
         return unsafe { libc::syscall(libc::SYS_shmget, key, size, shmflg) } as c_int;
     }
+    let saved = crate::errno_now();
+    let get = uipc::ipc::keytable::Get::Shm(size as u64);
+    if let Some(r) = crate::keyfast::get(get, key, shmflg) {
+        return crate::finish(r, saved) as c_int;
+    }
     guard(move || {
         ret_of(Request::Shmget {
             key,

@@ -2,14 +2,17 @@
 //! by every client that asks (`Request::SemArena`).
 //!
 //! The memfd is made as segment memfds are (`memfd::sealed_memfd`: mode 0600, owned by the
-//! daemon's user, sealed against shrinking and growing), [`uipc::ipc::sem::fast::ARENA_BYTES`]
-//! long (pages are allocated only where a slot is written). The protocol on it is the
-//! engine's (`uipc::ipc::sem::fast`, ARCHITECTURE.md "The semaphore fast path"). It is made
+//! daemon's user, sealed against shrinking and growing), [`uipc::ipc::keytable::MAPPING_BYTES`]
+//! long (pages are allocated only where a slot or an entry is written): the semaphore arena's
+//! slots, then at [`uipc::ipc::keytable::OFFSET`] the key table. The protocols on it are the
+//! engine's (`uipc::ipc::sem::fast` and `uipc::ipc::keytable`, ARCHITECTURE.md "The semaphore
+//! fast path" and "The key table"). It is made
 //! only for a `uipc run`'s private daemon without `UIPC_FASTPATH=0`; the daemon never trusts
 //! what clients write there (values taken back are clamped to SEMVMX).
 
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::sync::Arc;
+use uipc::ipc::keytable::{writer::KeyTable, MAPPING_BYTES, OFFSET};
 use uipc::ipc::sem::fast::{map_arena, owner::SemArena, ARENA_BYTES};
 
 /// Whether `UIPC_FASTPATH` in the environment turns the fast path off ("0").
@@ -17,7 +20,8 @@ pub fn switched_off() -> bool {
     std::env::var_os("UIPC_FASTPATH").is_some_and(|v| v == "0")
 }
 
-/// The memfd and the daemon's mapping of it; unmapped when the arena goes.
+/// The memfd and the daemon's mapping of it; unmapped when the arena and the key table go
+/// (each keeps an `Arc` of it).
 pub struct Mapping {
     fd: OwnedFd,
     ptr: *mut libc::c_void,
@@ -38,26 +42,29 @@ impl Drop for Mapping {
     }
 }
 
-/// A new arena, or `None` if the memory cannot be had (the namespace then runs without one).
-pub fn new_arena() -> Option<Arc<SemArena>> {
-    let fd = crate::memfd::sealed_memfd(c"uipc-sem-arena", ARENA_BYTES as u64, false).ok()?;
+/// A new arena and key table on one memfd, or `None` if the memory cannot be had (the
+/// namespace then runs without either).
+pub fn new_arena() -> Option<(Arc<SemArena>, Arc<KeyTable>)> {
+    let fd = crate::memfd::sealed_memfd(c"uipc-sem-arena", MAPPING_BYTES as u64, false).ok()?;
     let ptr = map_arena(fd.as_raw_fd())?.as_ptr().cast::<libc::c_void>();
-    let keep = Mapping {
+    let keep = Arc::new(Mapping {
         fd,
         ptr,
-        len: ARENA_BYTES,
-    };
-    // SAFETY: a fresh page-aligned mapping of ARENA_BYTES zeroed bytes, kept mapped by `keep`
-    // for the arena's life; clients use it only through atomics.
-    Some(Arc::new(unsafe {
-        SemArena::from_raw(ptr.cast(), ARENA_BYTES, Box::new(keep))
-    }))
+        len: MAPPING_BYTES,
+    });
+    // SAFETY: a fresh page-aligned mapping of MAPPING_BYTES zeroed bytes, kept mapped by `keep`
+    // for the arena's life; clients use it only through atomics. The arena takes the first
+    // ARENA_BYTES, the table the rest.
+    let arena = unsafe { SemArena::from_raw(ptr.cast(), ARENA_BYTES, Box::new(keep.clone())) };
+    // SAFETY: as above; OFFSET + TABLE_BYTES = MAPPING_BYTES, and OFFSET is a multiple of 8.
+    let table = unsafe { KeyTable::from_raw(ptr.cast::<u8>().add(OFFSET), Box::new(keep)) };
+    Some((Arc::new(arena), Arc::new(table)))
 }
 
 /// The memfd behind a namespace's arena, if it has one made here.
 pub fn fd_of(arena: &SemArena) -> Option<RawFd> {
     arena
         .keeper()
-        .and_then(|k| k.downcast_ref::<Mapping>())
+        .and_then(|k| k.downcast_ref::<Arc<Mapping>>())
         .map(|m| m.fd.as_raw_fd())
 }

@@ -52,12 +52,17 @@ pub struct Namespaces {
 
 /// The kernel IPC namespace of process `pid` (`self` for the daemon).
 /// An empty engine namespace whose segments live in `backing`, with a semaphore fast-path
-/// arena (`crate::arena`) if `fast` and one can be made: the daemon's first namespace and every
+/// arena and a key table (`crate::arena`) if `fast` and they can be made: the daemon's first namespace and every
 /// one made later are made alike.
 pub fn engine_namespace(backing: &Arc<MemfdBacking>, fast: bool) -> IpcNamespace {
+    let (sem_arena, key_table) = fast
+        .then(crate::arena::new_arena)
+        .flatten()
+        .map_or((None, None), |(a, k)| (Some(a), Some(k)));
     IpcNamespace::with_options(NamespaceOptions {
         shm_backing: Some(backing.clone()),
-        sem_arena: fast.then(crate::arena::new_arena).flatten(),
+        sem_arena,
+        key_table,
         ..Default::default()
     })
 }

@@ -5,9 +5,9 @@
 //! with its man page and returning Linux's errno in Linux's order.
 
 pub use uipc_abi::ipc::consts;
+pub mod keytable;
 #[cfg(all(test, not(loom)))]
 mod lookup_tests;
-pub mod keytable;
 pub mod msg;
 pub mod namespace;
 pub mod perm;

@@ -160,9 +160,15 @@ impl IpcNamespace {
         if let Some(t) = &ns.key_table {
             use super::keytable::{writer::KeyRegion, Kind};
             t.set_semmsl(ns.limits.semmsl());
-            ns.sem.registry().publish_keys(KeyRegion::new(Arc::clone(t), Kind::Sem));
-            ns.msg.registry().publish_keys(KeyRegion::new(Arc::clone(t), Kind::Msg));
-            ns.shm.registry().publish_keys(KeyRegion::new(Arc::clone(t), Kind::Shm));
+            ns.sem
+                .registry()
+                .publish_keys(KeyRegion::new(Arc::clone(t), Kind::Sem));
+            ns.msg
+                .registry()
+                .publish_keys(KeyRegion::new(Arc::clone(t), Kind::Msg));
+            ns.shm
+                .registry()
+                .publish_keys(KeyRegion::new(Arc::clone(t), Kind::Shm));
         }
         ns
     }

@@ -26,8 +26,8 @@
 //! after the shard lock is released). Code holding an object lock must never take `state`.
 
 use super::consts::{IPC_CREAT, IPC_EXCL, IPC_PRIVATE};
-use super::perm::IpcPerm;
 use super::keytable::writer::KeyRegion;
+use super::perm::IpcPerm;
 use super::perm_table::{PermId, PermTable};
 use crate::sync::{
     read, try_write, write, AtomicI32, Ordering, RwLock, RwLockReadGuard, RwLockWriteGuard,

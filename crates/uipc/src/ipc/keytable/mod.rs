@@ -185,7 +185,9 @@ impl<'a> TableView<'a> {
 
     /// The namespace's semmsl as last published.
     pub fn semmsl(&self) -> i32 {
-        self.words.get(SEMMSL).map_or(0, |w| w.load(Acquire) as u32 as i32)
+        self.words
+            .get(SEMMSL)
+            .map_or(0, |w| w.load(Acquire) as u32 as i32)
     }
 
     fn entry(&self, kind: Kind, i: usize) -> Option<&'a [AtomicU64]> {

@@ -100,7 +100,10 @@ fn a_full_window_publishes_nothing_and_a_freed_entry_is_reused() {
         .map(|k| ns.msgget(&root, k, IPC_CREAT | 0o600).unwrap())
         .collect();
     for k in 1..=8 {
-        assert_eq!(t.view().lookup(Kind::Msg, k).unwrap().id, ids[k as usize - 1]);
+        assert_eq!(
+            t.view().lookup(Kind::Msg, k).unwrap().id,
+            ids[k as usize - 1]
+        );
     }
     assert_eq!(t.view().lookup(Kind::Msg, 9), None);
     assert_eq!(fast(&t.view(), Get::Msg, 9, 0, &root), Fast::Slow);
@@ -115,11 +118,15 @@ fn semmsl_is_published_after_each_write() {
     let root = Cred::root(1);
     ns.semget(&root, 0x9, 4, IPC_CREAT | 0o600).unwrap();
     assert_eq!(t.view().semmsl(), 32000);
-    ns.sysctl_write(&root, Sysctl::Sem, "2 32000 32 128").unwrap();
+    ns.sysctl_write(&root, Sysctl::Sem, "2 32000 32 128")
+        .unwrap();
     assert_eq!(t.view().semmsl(), 2);
     // semmsl now below the set's size: EINVAL before the lookup, as the engine says.
     assert_eq!(ns.semget(&root, 0x9, 3, 0), Err(Errno::EINVAL));
-    assert_eq!(fast(&t.view(), Get::Sem(3), 0x9, 0, &root), Fast::Done(Err(Errno::EINVAL)));
+    assert_eq!(
+        fast(&t.view(), Get::Sem(3), 0x9, 0, &root),
+        Fast::Done(Err(Errno::EINVAL))
+    );
 }
 
 #[test]
@@ -136,7 +143,10 @@ fn a_dropped_table_is_dead_to_readers() {
     assert!(TableView::new(mem).live());
     drop(mapped);
     assert!(!TableView::new(mem).live());
-    assert_eq!(decide(&TableView::new(mem), Get::Msg, 5, 0, &As(&Cred::root(1))), Fast::Slow);
+    assert_eq!(
+        decide(&TableView::new(mem), Get::Msg, 5, 0, &As(&Cred::root(1))),
+        Fast::Slow
+    );
 }
 
 /// A small deterministic generator.
@@ -144,7 +154,10 @@ struct Lcg(u64);
 
 impl Lcg {
     fn next(&mut self, n: u64) -> u64 {
-        self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
         (self.0 >> 33) % n
     }
 }
@@ -197,17 +210,22 @@ fn decide_answers_as_the_engine_whenever_it_answers() {
         if r.next(4) == 0 {
             caller.caps = CapSet::EMPTY.with(Cap::IPC_OWNER);
         }
-        let flag = r.next(0o1000) as i32
-            | [0, IPC_CREAT, IPC_CREAT | IPC_EXCL][r.next(3) as usize];
+        let flag = r.next(0o1000) as i32 | [0, IPC_CREAT, IPC_CREAT | IPC_EXCL][r.next(3) as usize];
         let (get, engine) = match r.next(3) {
             0 => {
                 let nsems = r.next(7) as i32 - 1;
-                (Get::Sem(nsems), ns.semget(&caller, key, nsems, flag & !IPC_CREAT))
+                (
+                    Get::Sem(nsems),
+                    ns.semget(&caller, key, nsems, flag & !IPC_CREAT),
+                )
             }
             1 => (Get::Msg, ns.msgget(&caller, key, flag & !IPC_CREAT)),
             _ => {
                 let size = 4096 * r.next(5);
-                (Get::Shm(size), ns.shmget(&caller, key, size, flag & !IPC_CREAT))
+                (
+                    Get::Shm(size),
+                    ns.shmget(&caller, key, size, flag & !IPC_CREAT),
+                )
             }
         };
         // Without IPC_CREAT nothing is created, so the engine's answer stands for the key's
@@ -215,7 +233,10 @@ fn decide_answers_as_the_engine_whenever_it_answers() {
         let flag = flag & !IPC_CREAT;
         match fast(&t.view(), get, key, flag, &caller) {
             Fast::Done(got) => {
-                assert_eq!(got, engine, "round {round}: {get:?} key {key} flag {flag:o}");
+                assert_eq!(
+                    got, engine,
+                    "round {round}: {get:?} key {key} flag {flag:o}"
+                );
                 answered += 1;
             }
             Fast::Slow => {
@@ -240,14 +261,42 @@ fn exclusive_creation_of_an_existing_key_is_eexist_before_size_and_permission() 
     ns.semget(&root, 0x33, 2, IPC_CREAT | 0o600).unwrap();
     let nobody = Cred::user(9, 65534, 65534);
     let excl = IPC_CREAT | IPC_EXCL | 0o600;
-    for (nsems, want) in [(5, Errno::EEXIST), (40000, Errno::EINVAL), (-1, Errno::EINVAL)] {
+    for (nsems, want) in [
+        (5, Errno::EEXIST),
+        (40000, Errno::EINVAL),
+        (-1, Errno::EINVAL),
+    ] {
         assert_eq!(ns.semget(&nobody, 0x33, nsems, excl), Err(want));
-        assert_eq!(fast(&t.view(), Get::Sem(nsems), 0x33, excl, &nobody), Fast::Done(Err(want)));
+        assert_eq!(
+            fast(&t.view(), Get::Sem(nsems), 0x33, excl, &nobody),
+            Fast::Done(Err(want))
+        );
     }
     // Then nsems above the set's (EINVAL) before the permission (EACCES).
-    assert_eq!(fast(&t.view(), Get::Sem(3), 0x33, 0o600, &nobody), Fast::Done(Err(Errno::EINVAL)));
-    assert_eq!(fast(&t.view(), Get::Sem(0), 0x33, 0o600, &nobody), Fast::Done(Err(Errno::EACCES)));
-    assert_eq!(fast(&t.view(), Get::Sem(0), 0x33, 0, &nobody), Fast::Done(ns.semget(&nobody, 0x33, 0, 0)));
+    assert_eq!(
+        fast(&t.view(), Get::Sem(3), 0x33, 0o600, &nobody),
+        Fast::Done(Err(Errno::EINVAL))
+    );
+    assert_eq!(
+        fast(&t.view(), Get::Sem(0), 0x33, 0o600, &nobody),
+        Fast::Done(Err(Errno::EACCES))
+    );
+    assert_eq!(
+        fast(&t.view(), Get::Sem(0), 0x33, 0, &nobody),
+        Fast::Done(ns.semget(&nobody, 0x33, 0, 0))
+    );
     // Denied by the mode with CAP_IPC_OWNER in the effective set: the daemon decides.
-    assert_eq!(fast(&t.view(), Get::Sem(0), 0x33, 0o600, &Cred { euid: 5, ..root.clone() }), Fast::Slow);
+    assert_eq!(
+        fast(
+            &t.view(),
+            Get::Sem(0),
+            0x33,
+            0o600,
+            &Cred {
+                euid: 5,
+                ..root.clone()
+            }
+        ),
+        Fast::Slow
+    );
 }

@@ -82,16 +82,17 @@ pub(crate) const EPOCH_SHIFT: u32 = 39;
 /// The epoch's bits.
 pub const EPOCH_MASK: u64 = (1 << 25) - 1;
 
-/// Maps [`ARENA_BYTES`] of the arena memfd `fd`, shared and read-write, at an address of the
-/// kernel's choice: the daemon's mapping and each client's. `None` if the kernel refuses. The
-/// caller owns the mapping (`munmap` of [`ARENA_BYTES`] ends it).
+/// Maps the whole arena memfd `fd` ([`crate::ipc::keytable::MAPPING_BYTES`]: the arena's
+/// [`ARENA_BYTES`], then the key table), shared and read-write, at an address of the kernel's
+/// choice: the daemon's mapping and each client's. `None` if the kernel refuses. The caller
+/// owns the mapping (`munmap` of `MAPPING_BYTES` ends it).
 pub fn map_arena(fd: std::os::fd::RawFd) -> Option<std::ptr::NonNull<AtomicU64>> {
     // SAFETY: a new shared mapping of a descriptor the caller holds; it replaces nothing (no
     // MAP_FIXED), so no memory in use changes.
     let p = unsafe {
         libc::mmap(
             std::ptr::null_mut(),
-            ARENA_BYTES,
+            crate::ipc::keytable::MAPPING_BYTES,
             libc::PROT_READ | libc::PROT_WRITE,
             libc::MAP_SHARED,
             fd,
