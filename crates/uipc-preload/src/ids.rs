@@ -45,6 +45,11 @@ pub fn may_change() {
     EPOCH.fetch_add(1, Ordering::SeqCst);
 }
 
+/// The id epoch: it moves around every id or user-namespace change the library sees.
+pub fn epoch() -> u64 {
+    EPOCH.load(Ordering::SeqCst)
+}
+
 /// The effective uid and gid to send: this thread's kept pair, or (`fresh`, or kept under
 /// another epoch or pid) the kernel's, kept for the next call.
 pub fn effective(fresh: bool) -> (u32, u32) {

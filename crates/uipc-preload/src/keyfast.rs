@@ -9,9 +9,17 @@
 //! when the caller is not the owner and the group and other classes differ, `capget` when the
 //! mode denies. So an id, group or capability change made by any means counts at the next
 //! call. Nothing here allocates or locks (a stack array for the groups): async-signal-safe.
+//!
+//! Only a caller in the daemon's user namespace is answered here (its ids are numbered as the
+//! daemon's and its capabilities count there). Its namespace (the inode of
+//! `/proc/self/ns/user`) is read once and kept with the pid and the id epoch it was read
+//! under ([`crate::ids::epoch`]: unshare and setns move it, and a clone child has another
+//! pid); a process that enters another user namespace by its own system call instructions is
+//! not seen (the limit `ids.rs` states for ids).
 
 use crate::kernel::kernel_sys;
 use std::cell::Cell;
+use std::sync::atomic::{AtomicU64, Ordering};
 use uipc::ipc::keytable::{decide, Get, Who};
 use uipc::ipc::sem::fast::Fast;
 use uipc::Errno;
@@ -23,12 +31,48 @@ const CAP_V3: u32 = 0x2008_0522;
 /// CAP_IPC_OWNER's bit.
 const CAP_IPC_OWNER: u32 = 15;
 
+/// The user namespace last read: pid (bits 32-63), id epoch (bits 1-31), bit 0 set once
+/// read; 0: not read.
+static USERNS: AtomicU64 = AtomicU64::new(0);
+/// The inode read with [`USERNS`]'s last value.
+static USERNS_INO: AtomicU64 = AtomicU64::new(0);
+
+/// The inode of this process's user namespace, read from the kernel (`None` if it cannot be).
+fn read_user_ns() -> Option<u64> {
+    // SAFETY: a zeroed `stat` is a valid value to pass for the kernel to fill.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    let path = c"/proc/self/ns/user";
+    let r = kernel_sys!(
+        libc::SYS_newfstatat,
+        libc::AT_FDCWD,
+        path.as_ptr(),
+        &mut st as *mut libc::stat,
+        0
+    );
+    (r == 0).then_some(st.st_ino)
+}
+
 /// The calling thread, as the kernel says at this call.
 struct Me {
     euid: Cell<Option<u32>>,
 }
 
 impl Who for Me {
+    fn user_ns(&self) -> Option<u64> {
+        let pid = crate::vfork::pid() as u32 as u64;
+        let tag = pid << 32 | (crate::ids::epoch() & 0x7fff_ffff) << 1;
+        let kept = USERNS.load(Ordering::Acquire);
+        if kept & !1 == tag && kept != 0 {
+            return Some(USERNS_INO.load(Ordering::Acquire));
+        }
+        let ino = read_user_ns()?;
+        // Two threads that race here read the same namespace (changing it needs a process of
+        // one thread); the inode is stored before the tag that vouches for it.
+        USERNS_INO.store(ino, Ordering::Release);
+        USERNS.store(tag | 1, Ordering::Release);
+        Some(ino)
+    }
+
     fn euid(&self) -> u32 {
         if let Some(e) = self.euid.get() {
             return e;

@@ -5,10 +5,10 @@
 //!
 //! The arena is asked for once per process (`Request::SemArena`: its memfd, and our pid as the
 //! daemon numbers it) and mapped shared. [`FAST_PID`] says for which pid it was granted: a
-//! forked child (another pid) asks again, and keeps the inherited mapping if the IPC
-//! namespace did not change ([`crate::ipcns::NS_GENERATION`]); after an unshare or setns the
-//! arena is mapped again (the old mapping is left in place: another thread may still read
-//! it). The fast path is off for good in the image (`OFF`) under `UIPC_FASTPATH=0`, or when
+//! forked child (another pid) asks again, and so does a process after an unshare or setns
+//! ([`crate::ipcns::NS_GENERATION`]); it keeps the mapping it has if the memfd granted is the
+//! one mapped (same inode), else maps the new one (a clone(CLONE_NEWIPC) child, an unshare or
+//! setns: the old mapping is left in place, as another thread may still read it). The fast path is off for good in the image (`OFF`) under `UIPC_FASTPATH=0`, or when
 //! the daemon has no arena (ENOSYS); off for the call in a vforked child (whose memory is its
 //! parent's) and when the daemon numbers our pid differently (a nested pid namespace).
 //!
@@ -32,6 +32,9 @@ static FAST_PID: AtomicI32 = AtomicI32::new(0);
 /// The mapping (null before the first grant) and the namespace generation it belongs to.
 static ARENA: AtomicPtr<std::sync::atomic::AtomicU64> = AtomicPtr::new(std::ptr::null_mut());
 static ARENA_NS: AtomicU64 = AtomicU64::new(0);
+/// The inode of the memfd behind the mapping: a grant of another memfd (another namespace's,
+/// as a clone(CLONE_NEWIPC) child gets) is mapped anew.
+static ARENA_INO: AtomicU64 = AtomicU64::new(0);
 /// Calls served here (tests read it through `UIPC_FASTPATH_STATS`, see `report`).
 static SERVED: AtomicUsize = AtomicUsize::new(0);
 
@@ -105,12 +108,19 @@ fn grant(pid: i32, ns: u64) -> Option<()> {
         OFF.store(true, Ordering::Relaxed);
         return None;
     }
-    if ARENA.load(Ordering::Acquire).is_null() || ARENA_NS.load(Ordering::Acquire) != ns {
+    // SAFETY: a zeroed `stat` is a valid value for the kernel to fill.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: fstat of the descriptor we were just sent, into a live `stat`.
+    if unsafe { libc::fstat(fd.0, &mut st) } != 0 {
+        return None;
+    }
+    if ARENA.load(Ordering::Acquire).is_null() || ARENA_INO.load(Ordering::Acquire) != st.st_ino {
         // The arena, then the key table; never unmapped (see the module doc).
         let p = map_arena(fd.0)?;
         ARENA.store(p.as_ptr(), Ordering::Release);
-        ARENA_NS.store(ns, Ordering::Release);
+        ARENA_INO.store(st.st_ino, Ordering::Release);
     }
+    ARENA_NS.store(ns, Ordering::Release);
     FAST_PID.store(pid, Ordering::Release);
     Some(())
 }

@@ -58,6 +58,10 @@ pub fn new_arena() -> Option<(Arc<SemArena>, Arc<KeyTable>)> {
     let arena = unsafe { SemArena::from_raw(ptr.cast(), ARENA_BYTES, Box::new(keep.clone())) };
     // SAFETY: as above; OFFSET + TABLE_BYTES = MAPPING_BYTES, and OFFSET is a multiple of 8.
     let table = unsafe { KeyTable::from_raw(ptr.cast::<u8>().add(OFFSET), Box::new(keep)) };
+    // Clients answer from the table only in the daemon's user namespace (0 if unknown: never).
+    let userns = std::fs::metadata("/proc/self/ns/user")
+        .map_or(0, |m| std::os::unix::fs::MetadataExt::ino(&m));
+    table.set_user_ns(userns);
     Some((Arc::new(arena), Arc::new(table)))
 }
 

@@ -51,6 +51,8 @@ pub const MAPPING_BYTES: usize = OFFSET + TABLE_BYTES;
 pub(crate) const LIVE: usize = 0;
 /// Header: the namespace's semmsl (an i32's bits).
 pub(crate) const SEMMSL: usize = 1;
+/// Header: the daemon's user namespace (its inode; 0: unknown, no caller is served).
+pub(crate) const USERNS: usize = 2;
 /// Entry: even when stable, odd while the daemon writes the entry.
 pub(crate) const SEQ: usize = 0;
 /// Entry: key (bits 0-31, 0 for an empty entry), id (bits 32-63).
@@ -183,6 +185,11 @@ impl<'a> TableView<'a> {
         self.words.get(LIVE).is_some_and(|w| w.load(Acquire) == 1)
     }
 
+    /// The daemon's user namespace as its embedder published it (0: unknown).
+    pub fn user_ns(&self) -> u64 {
+        self.words.get(USERNS).map_or(0, |w| w.load(Acquire))
+    }
+
     /// The namespace's semmsl as last published.
     pub fn semmsl(&self) -> i32 {
         self.words
@@ -221,6 +228,9 @@ impl<'a> TableView<'a> {
 /// What the decision needs of the caller, read from the kernel when asked (each at most once
 /// per call): `None` where the caller cannot tell, which sends the call to the daemon.
 pub trait Who {
+    /// The caller's user namespace (its inode), if known: the ids it sees are the daemon's
+    /// only in the daemon's user namespace.
+    fn user_ns(&self) -> Option<u64>;
     /// The effective uid.
     fn euid(&self) -> u32;
     /// Whether the effective gid or a supplementary group is `a` or `b`.
@@ -245,6 +255,12 @@ pub enum Get {
 /// `Slow` whenever the daemon must answer.
 pub fn decide(view: &TableView<'_>, get: Get, key: i32, flag: i32, who: &dyn Who) -> Fast<i32> {
     if key == 0 || !view.live() {
+        return Fast::Slow;
+    }
+    // In another user namespace the caller's ids are numbered otherwise (the daemon sees
+    // them translated by the kernel) and its capabilities do not count: the daemon decides.
+    let ns = view.user_ns();
+    if ns == 0 || who.user_ns() != Some(ns) {
         return Fast::Slow;
     }
     let kind = match get {

@@ -12,6 +12,7 @@ use std::sync::Arc;
 
 fn ns_with(entries: usize) -> (IpcNamespace, Arc<KeyTable>) {
     let t = Arc::new(KeyTable::owned(entries));
+    t.set_user_ns(NS);
     let ns = IpcNamespace::with_options(NamespaceOptions {
         key_table: Some(Arc::clone(&t)),
         ..NamespaceOptions::default()
@@ -22,7 +23,13 @@ fn ns_with(entries: usize) -> (IpcNamespace, Arc<KeyTable>) {
 /// The caller as the engine sees it.
 struct As<'a>(&'a Cred);
 
+/// The user namespace the tables of these tests say is the daemon's.
+const NS: u64 = 4026531837;
+
 impl Who for As<'_> {
+    fn user_ns(&self) -> Option<u64> {
+        Some(NS)
+    }
     fn euid(&self) -> u32 {
         self.0.euid
     }
@@ -140,6 +147,7 @@ fn a_dropped_table_is_dead_to_readers() {
     );
     // SAFETY: a leaked, 8-byte aligned buffer of TABLE_BYTES bytes, alive for ever.
     let mapped = unsafe { KeyTable::from_raw(mem.as_ptr() as *mut u8, Box::new(())) };
+    mapped.set_user_ns(NS);
     assert!(TableView::new(mem).live());
     drop(mapped);
     assert!(!TableView::new(mem).live());
@@ -299,4 +307,41 @@ fn exclusive_creation_of_an_existing_key_is_eexist_before_size_and_permission() 
         ),
         Fast::Slow
     );
+}
+
+/// A caller in a user namespace of its own (as after `unshare -U`).
+struct Elsewhere<'a>(&'a Cred);
+
+impl Who for Elsewhere<'_> {
+    fn user_ns(&self) -> Option<u64> {
+        Some(NS + 1)
+    }
+    fn euid(&self) -> u32 {
+        self.0.euid
+    }
+    fn in_group(&self, a: u32, b: u32) -> Option<bool> {
+        As(self.0).in_group(a, b)
+    }
+    fn has_ipc_owner(&self) -> Option<bool> {
+        As(self.0).has_ipc_owner()
+    }
+}
+
+#[test]
+fn a_caller_in_another_user_namespace_is_the_daemons_to_judge() {
+    let (ns, t) = ns_with(64);
+    let root = Cred::root(1);
+    let id = ns.semget(&root, 0x44, 1, IPC_CREAT | 0o600).unwrap();
+    assert_eq!(
+        fast(&t.view(), Get::Sem(1), 0x44, 0o600, &root),
+        Fast::Done(Ok(id))
+    );
+    // Its euid 0 is not the daemon's uid 0.
+    assert_eq!(
+        decide(&t.view(), Get::Sem(1), 0x44, 0o600, &Elsewhere(&root)),
+        Fast::Slow
+    );
+    // Nor is a table whose daemon did not say its namespace answered from.
+    t.set_user_ns(0);
+    assert_eq!(fast(&t.view(), Get::Sem(1), 0x44, 0o600, &root), Fast::Slow);
 }

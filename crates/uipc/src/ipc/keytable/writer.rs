@@ -8,7 +8,7 @@
 
 use super::{
     window_start, write_entry, Entry, Kind, ENTRY_WORDS, HEADER_WORDS, LIVE, REGIONS, SEMMSL,
-    WINDOW,
+    USERNS, WINDOW,
 };
 use crate::ipc::perm::IpcPerm;
 use crate::sync::{lock, AtomicU64, Mutex, Ordering::Release};
@@ -109,6 +109,12 @@ impl KeyTable {
     /// Publishes the namespace's semmsl (after each write of `kernel/sem`).
     pub(crate) fn set_semmsl(&self, semmsl: i32) {
         self.words()[SEMMSL].store(u64::from(semmsl as u32), Release);
+    }
+
+    /// Publishes the daemon's user namespace (the inode of `/proc/self/ns/user`): only
+    /// callers in it are answered from the table.
+    pub fn set_user_ns(&self, ino: u64) {
+        self.words()[USERNS].store(ino, Release);
     }
 
     fn entry(&self, kind: Kind, i: usize) -> &[AtomicU64] {
