@@ -110,8 +110,9 @@ fn grant(pid: i32, ns: u64) -> Option<()> {
     }
     // SAFETY: a zeroed `stat` is a valid value for the kernel to fill.
     let mut st: libc::stat = unsafe { std::mem::zeroed() };
-    // SAFETY: fstat of the descriptor we were just sent, into a live `stat`.
-    if unsafe { libc::fstat(fd.0, &mut st) } != 0 {
+    // The kernel's fstat, not the C library's: another preload (fakeroot) wraps that one and
+    // calls SysV IPC from inside it.
+    if crate::kernel::kernel_sys!(libc::SYS_fstat, fd.0, &mut st as *mut libc::stat) != 0 {
         return None;
     }
     if ARENA.load(Ordering::Acquire).is_null() || ARENA_INO.load(Ordering::Acquire) != st.st_ino {
