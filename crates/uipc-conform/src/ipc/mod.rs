@@ -32,6 +32,7 @@
 pub mod host;
 pub mod msg;
 pub mod sem;
+mod sem_compare;
 mod sem_fast;
 mod sem_undo;
 pub mod shm;

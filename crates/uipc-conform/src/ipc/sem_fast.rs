@@ -77,7 +77,7 @@ fn semop(ctx: &mut Ctx, id: i32, nsems: i32, slow: bool) {
         .collect();
     let timeout = zero_timeout.then(Timespec::default);
     let user = ctx.pick_caller();
-    super::sem::compare_semtimedop(ctx, "fast burst: ", (id, id), &sops, timeout, user);
+    super::sem_compare::compare_semtimedop(ctx, "fast burst: ", (id, id), &sops, timeout, user);
 }
 
 fn get(ctx: &mut Ctx, id: i32, nsems: i32) {
@@ -88,14 +88,14 @@ fn get(ctx: &mut Ctx, id: i32, nsems: i32) {
         ctx.rng.range(0, i64::from(nsems) - 1) as i32
     };
     let user = ctx.pick_caller();
-    super::sem::compare_get(ctx, "fast burst: ", (id, id), semnum, cmd, user);
+    super::sem_compare::compare_get(ctx, "fast burst: ", (id, id), semnum, cmd, user);
 }
 
 fn setval(ctx: &mut Ctx, id: i32, nsems: i32) {
     let semnum = ctx.rng.range(0, i64::from(nsems) - 1) as i32;
     let val = ctx.rng.range(0, 3) as i32;
     let user = ctx.pick_caller();
-    super::sem::compare_setval(ctx, "fast burst: ", (id, id), semnum, val, user);
+    super::sem_compare::compare_setval(ctx, "fast burst: ", (id, id), semnum, val, user);
 }
 
 /// IPC_SET as root: the next fast call must judge the caller by the new owner and mode.
@@ -153,5 +153,5 @@ fn stat(ctx: &mut Ctx, id: i32) {
 
 fn getall(ctx: &mut Ctx, id: i32, nsems: i32) {
     let user = ctx.pick_caller();
-    super::sem::compare_getall(ctx, "fast burst: ", (id, id), nsems as usize, user);
+    super::sem_compare::compare_getall(ctx, "fast burst: ", (id, id), nsems as usize, user);
 }

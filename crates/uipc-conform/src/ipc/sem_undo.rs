@@ -31,7 +31,7 @@ fn draw_sops(ctx: &mut Ctx, nsems: usize, undo: bool) -> Vec<Sembuf> {
 }
 
 fn host_semop(id: i32, sops: &[Sembuf]) -> i32 {
-    let mut raw = super::sem::host_sembufs(sops);
+    let mut raw = super::sem_compare::host_sembufs(sops);
     // SAFETY: `raw` outlives the call and holds `raw.len()` entries.
     let r = unsafe { libc::semop(id, raw.as_mut_ptr(), raw.len()) };
     if r == 0 {
