@@ -32,11 +32,7 @@ static char path_a[64], path_b[B_FILES][64], path_c[64];
 static pid_t holder;
 static volatile sig_atomic_t handler_runs, main_rounds, failed_line, done;
 
-#define HCHECK(cond)                                                                      \
-    do {                                                                                  \
-        if (!(cond) && !failed_line)                                                      \
-            failed_line = __LINE__;                                                       \
-    } while (0)
+#define HCHECK(cond) NOTE_FAILED_LINE(cond)
 
 /* Lock 0..9, see the child's lock, fail on 150, unlock; on `fd`. Returns 0 or the line. */
 static int lock_round(int fd) {

@@ -26,11 +26,7 @@ static timer_t spare;
 static unsigned char seen[N + 1];
 static int received;
 
-#define HCHECK(cond)                                                                      \
-    do {                                                                                  \
-        if (!(cond) && !failed_line)                                                      \
-            failed_line = __LINE__;                                                       \
-    } while (0)
+#define HCHECK(cond) NOTE_FAILED_LINE(cond)
 
 static void plain(int sig) {
     (void)sig;

@@ -43,11 +43,7 @@ static struct itimerspec spare_setting(unsigned k) {
     return t;
 }
 
-#define HCHECK(cond)                                                                      \
-    do {                                                                                  \
-        if (!(cond) && !failed_line)                                                      \
-            failed_line = __LINE__;                                                       \
-    } while (0)
+#define HCHECK(cond) NOTE_FAILED_LINE(cond)
 
 static void on_timer(int sig, siginfo_t *info, void *ctx) {
     (void)ctx;

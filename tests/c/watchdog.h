@@ -7,6 +7,14 @@
 #ifndef UIPC_TEST_WATCHDOG_H
 #define UIPC_TEST_WATCHDOG_H
 
+/* A check inside a signal handler: the first failure's line goes into the test's
+ * `failed_line` (a volatile sig_atomic_t it declares), which the main flow reports. */
+#define NOTE_FAILED_LINE(cond)                                                            \
+    do {                                                                                  \
+        if (!(cond) && !failed_line)                                                      \
+            failed_line = __LINE__;                                                       \
+    } while (0)
+
 /* Writes `s` to stderr with write(2) only (async-signal-safe). */
 static inline void say(const char *s) {
     ssize_t r = write(2, s, strlen(s));
