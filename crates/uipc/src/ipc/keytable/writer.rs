@@ -11,26 +11,10 @@ use super::{
     USERNS, WINDOW,
 };
 use crate::ipc::perm::IpcPerm;
+use crate::ipc::shared_words::SharedWords;
 use crate::sync::{lock, AtomicU64, Mutex, Ordering::Release};
 use std::collections::HashMap;
 use std::sync::Arc;
-
-/// The memory of a table.
-enum Mem {
-    Owned(Box<[AtomicU64]>),
-    #[cfg(not(loom))]
-    Mapped {
-        words: *const AtomicU64,
-        len: usize,
-        _keep: Box<dyn std::any::Any + Send + Sync>,
-    },
-}
-
-// SAFETY: the mapped words are atomics valid for the table's life (`KeyTable::from_raw`'s
-// contract); atomics are shared between threads by design.
-unsafe impl Send for Mem {}
-// SAFETY: as above.
-unsafe impl Sync for Mem {}
 
 /// Which entry of a region holds which key (the daemon's own record).
 #[derive(Default)]
@@ -43,13 +27,13 @@ struct Book {
 
 /// A namespace's key table (see the module doc).
 pub struct KeyTable {
-    mem: Mem,
+    mem: SharedWords,
     entries: usize,
     books: [Mutex<Book>; REGIONS],
 }
 
 impl KeyTable {
-    fn with_mem(mem: Mem, entries: usize) -> KeyTable {
+    fn with_mem(mem: SharedWords, entries: usize) -> KeyTable {
         let book = || {
             Mutex::new(Book {
                 at: HashMap::new(),
@@ -69,10 +53,7 @@ impl KeyTable {
     /// of at least [`WINDOW`]; tests and models).
     pub fn owned(entries: usize) -> KeyTable {
         assert!(entries.is_power_of_two() && entries >= WINDOW);
-        let words = (0..super::words_for(entries))
-            .map(|_| AtomicU64::new(0))
-            .collect();
-        KeyTable::with_mem(Mem::Owned(words), entries)
+        KeyTable::with_mem(SharedWords::owned(super::words_for(entries)), entries)
     }
 
     /// A table of [`super::ENTRIES`] entries per region over [`super::TABLE_BYTES`] zeroed
@@ -83,22 +64,14 @@ impl KeyTable {
     /// for as long as `keep` lives, and used by others (clients) only as atomics.
     #[cfg(not(loom))]
     pub unsafe fn from_raw(ptr: *mut u8, keep: Box<dyn std::any::Any + Send + Sync>) -> KeyTable {
-        let mem = Mem::Mapped {
-            words: ptr.cast(),
-            len: super::TABLE_WORDS,
-            _keep: keep,
-        };
+        // SAFETY: this function's contract, for TABLE_WORDS words.
+        let mem = unsafe { SharedWords::mapped(ptr, super::TABLE_WORDS, keep) };
         KeyTable::with_mem(mem, super::ENTRIES)
     }
 
     /// The table's words.
     pub fn words(&self) -> &[AtomicU64] {
-        match &self.mem {
-            Mem::Owned(w) => w,
-            // SAFETY: `from_raw`'s contract: `len` atomics, alive while `self` is.
-            #[cfg(not(loom))]
-            Mem::Mapped { words, len, .. } => unsafe { std::slice::from_raw_parts(*words, *len) },
-        }
+        self.mem.words()
     }
 
     /// A reader's view of this table (tests; clients map the memory themselves).

@@ -24,29 +24,13 @@ use crate::ipc::consts::SEMVMX;
 use crate::ipc::perm::IpcPerm;
 use crate::ipc::sem::undo::UndoEntry;
 use crate::ipc::sem::SemSet;
+use crate::ipc::shared_words::SharedWords;
 use crate::sync::{lock, AtomicU64, Mutex, Ordering::AcqRel, Ordering::Acquire, Ordering::Release};
 use std::sync::Arc;
 use std::sync::OnceLock;
 
 /// Slots whose states are made together.
 pub const CHUNK: usize = 256;
-
-/// The memory of an arena.
-enum Mem {
-    Owned(Box<[AtomicU64]>),
-    #[cfg(not(loom))]
-    Mapped {
-        words: *const AtomicU64,
-        len: usize,
-        _keep: Box<dyn std::any::Any + Send + Sync>,
-    },
-}
-
-// SAFETY: the mapped words are atomics valid for the arena's life (`SemArena::from_raw`'s
-// contract); atomics are shared between threads by design.
-unsafe impl Send for Mem {}
-// SAFETY: as above.
-unsafe impl Sync for Mem {}
 
 /// What the daemon knows of one slot.
 #[derive(Default)]
@@ -88,7 +72,7 @@ impl States {
 
 /// A namespace's arena (see the module doc).
 pub struct SemArena {
-    mem: Mem,
+    mem: SharedWords,
     states: States,
     /// Bit `idx` set while a set is published in slot `idx` (changed under the slot's mutex).
     pub(super) published: Box<[AtomicU64]>,
@@ -103,9 +87,8 @@ fn bitmap(slots: usize) -> Box<[AtomicU64]> {
 impl SemArena {
     /// An arena in the process's own memory, of `slots` slots (tests, models).
     pub fn owned(slots: usize) -> SemArena {
-        let words = (0..slots * SLOT_WORDS).map(|_| AtomicU64::new(0)).collect();
         SemArena {
-            mem: Mem::Owned(words),
+            mem: SharedWords::owned(slots * SLOT_WORDS),
             states: States::new(slots),
             published: bitmap(slots),
             exiting: Mutex::new(Default::default()),
@@ -126,11 +109,8 @@ impl SemArena {
     ) -> SemArena {
         let slots = len / 8 / SLOT_WORDS;
         SemArena {
-            mem: Mem::Mapped {
-                words: ptr.cast(),
-                len: slots * SLOT_WORDS,
-                _keep: keep,
-            },
+            // SAFETY: this function's contract, for the whole slots in `len` bytes.
+            mem: unsafe { SharedWords::mapped(ptr, slots * SLOT_WORDS, keep) },
             states: States::new(slots),
             published: bitmap(slots),
             exiting: Mutex::new(Default::default()),
@@ -139,21 +119,12 @@ impl SemArena {
 
     /// The arena's words.
     pub fn words(&self) -> &[AtomicU64] {
-        match &self.mem {
-            Mem::Owned(w) => w,
-            // SAFETY: `from_raw`'s contract: `len` atomics, alive while `self` is.
-            #[cfg(not(loom))]
-            Mem::Mapped { words, len, .. } => unsafe { std::slice::from_raw_parts(*words, *len) },
-        }
+        self.mem.words()
     }
 
     /// What the embedder kept with the memory (`from_raw`'s `keep`).
     pub fn keeper(&self) -> Option<&(dyn std::any::Any + Send + Sync)> {
-        match &self.mem {
-            Mem::Owned(_) => None,
-            #[cfg(not(loom))]
-            Mem::Mapped { _keep, .. } => Some(&**_keep),
-        }
+        self.mem.keeper()
     }
 
     /// A client's view of this arena (tests; clients map the memory themselves).

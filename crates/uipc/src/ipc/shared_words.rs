@@ -1,0 +1,69 @@
+//! The words of memory the daemon shares with its clients: the semaphore arena and the key
+//! table after it ([`super::sem::fast::SemArena`], [`super::keytable::KeyTable`]). They are
+//! atomics in the process's own memory (tests, loom models, an engine with no clients) or in
+//! a mapping that an embedder keeps alive with the words.
+
+use crate::sync::AtomicU64;
+
+/// Owned atomics, or `len` atomics at `words` kept mapped by `_keep`.
+pub(crate) enum SharedWords {
+    Owned(Box<[AtomicU64]>),
+    #[cfg(not(loom))]
+    Mapped {
+        words: *const AtomicU64,
+        len: usize,
+        _keep: Box<dyn std::any::Any + Send + Sync>,
+    },
+}
+
+// SAFETY: the mapped words are atomics valid while `_keep` lives (`mapped`'s contract);
+// atomics are shared between threads by design.
+unsafe impl Send for SharedWords {}
+// SAFETY: as above.
+unsafe impl Sync for SharedWords {}
+
+impl SharedWords {
+    /// `len` zeroed atomics in the process's own memory.
+    pub(crate) fn owned(len: usize) -> SharedWords {
+        SharedWords::Owned((0..len).map(|_| AtomicU64::new(0)).collect())
+    }
+
+    /// `len` words at `ptr`, kept mapped as long as `keep` lives.
+    ///
+    /// # Safety
+    /// `ptr` must be 8-byte aligned, valid for reads and writes of `len` words for as long as
+    /// `keep` lives, and used by others only as atomics.
+    #[cfg(not(loom))]
+    pub(crate) unsafe fn mapped(
+        ptr: *mut u8,
+        len: usize,
+        keep: Box<dyn std::any::Any + Send + Sync>,
+    ) -> SharedWords {
+        SharedWords::Mapped {
+            words: ptr.cast(),
+            len,
+            _keep: keep,
+        }
+    }
+
+    /// The words.
+    pub(crate) fn words(&self) -> &[AtomicU64] {
+        match self {
+            SharedWords::Owned(w) => w,
+            // SAFETY: `mapped`'s contract: `len` atomics, alive while `self` is.
+            #[cfg(not(loom))]
+            SharedWords::Mapped { words, len, .. } => unsafe {
+                std::slice::from_raw_parts(*words, *len)
+            },
+        }
+    }
+
+    /// What the embedder kept with a mapping (`mapped`'s `keep`).
+    pub(crate) fn keeper(&self) -> Option<&(dyn std::any::Any + Send + Sync)> {
+        match self {
+            SharedWords::Owned(_) => None,
+            #[cfg(not(loom))]
+            SharedWords::Mapped { _keep, .. } => Some(&**_keep),
+        }
+    }
+}
