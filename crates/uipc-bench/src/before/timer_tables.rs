@@ -18,10 +18,6 @@
 
 use std::collections::HashMap;
 
-mod seed_hash;
-
-pub use seed_hash::SeedHashTable;
-
 use std::sync::{Arc, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use uipc::timers::TimerTable;
 
@@ -55,34 +51,55 @@ pub trait TimerIndex<T>: Send + Sync {
     fn memory_bytes(&self) -> usize;
 }
 
-/// `TimerIndex` for a table whose inherent methods have the trait's names and shapes.
-macro_rules! timer_index_by_inherent_methods {
+/// `TimerIndex` from a table's inherent methods of the trait's names and shapes. With
+/// `with_value`, `lookup` and `read` both come from the table's `with_value` (`f` of the
+/// published value under the table's lock).
+macro_rules! timer_index {
+    (@updates $table:ident) => {
+        fn try_reserve(&self, owner: i32, id: i32) -> bool {
+            $table::try_reserve(self, owner, id)
+        }
+        fn publish(&self, owner: i32, id: i32, value: Arc<T>) -> bool {
+            $table::publish(self, owner, id, value)
+        }
+        fn remove(&self, owner: i32, id: i32) -> Option<Arc<T>> {
+            $table::remove(self, owner, id)
+        }
+        fn memory_bytes(&self) -> usize {
+            $table::memory_bytes(self)
+        }
+    };
     ($table:ident) => {
         impl<T: Send + Sync> TimerIndex<T> for $table<T> {
-            fn try_reserve(&self, owner: i32, id: i32) -> bool {
-                $table::try_reserve(self, owner, id)
-            }
-            fn publish(&self, owner: i32, id: i32, value: Arc<T>) -> bool {
-                $table::publish(self, owner, id, value)
-            }
+            timer_index!(@updates $table);
             fn lookup(&self, owner: i32, id: i32) -> Option<Arc<T>> {
                 $table::lookup(self, owner, id)
             }
             fn read(&self, owner: i32, id: i32, f: &mut dyn FnMut(&T)) -> bool {
                 $table::read(self, owner, id, f).is_some()
             }
-            fn remove(&self, owner: i32, id: i32) -> Option<Arc<T>> {
-                $table::remove(self, owner, id)
+        }
+    };
+    ($table:ident, with_value) => {
+        impl<T: Send + Sync> TimerIndex<T> for $table<T> {
+            timer_index!(@updates $table);
+            fn lookup(&self, owner: i32, id: i32) -> Option<Arc<T>> {
+                self.with_value(owner, id, Arc::clone)
             }
-            fn memory_bytes(&self) -> usize {
-                $table::memory_bytes(self)
+            fn read(&self, owner: i32, id: i32, f: &mut dyn FnMut(&T)) -> bool {
+                self.with_value(owner, id, |v| f(v)).is_some()
             }
         }
     };
 }
 
-timer_index_by_inherent_methods!(TimerTable);
-timer_index_by_inherent_methods!(SeedHashTable);
+mod seed_hash;
+
+pub use seed_hash::SeedHashTable;
+
+timer_index!(TimerTable);
+timer_index!(MainlineTable, with_value);
+timer_index!(XarrayTable, with_value);
 
 type Chain<T> = Vec<(i32, i32, Option<Arc<T>>)>;
 
@@ -122,7 +139,7 @@ impl<T> Default for MainlineTable<T> {
     }
 }
 
-impl<T: Send + Sync> TimerIndex<T> for MainlineTable<T> {
+impl<T> MainlineTable<T> {
     fn try_reserve(&self, owner: i32, id: i32) -> bool {
         let mut b = lock(&self.buckets);
         let chain = &mut b[Self::bucket(owner, id)];
@@ -145,12 +162,6 @@ impl<T: Send + Sync> TimerIndex<T> for MainlineTable<T> {
             }
             None => false,
         }
-    }
-    fn lookup(&self, owner: i32, id: i32) -> Option<Arc<T>> {
-        self.with_value(owner, id, Arc::clone)
-    }
-    fn read(&self, owner: i32, id: i32, f: &mut dyn FnMut(&T)) -> bool {
-        self.with_value(owner, id, |v| f(v)).is_some()
     }
     fn remove(&self, owner: i32, id: i32) -> Option<Arc<T>> {
         let mut b = lock(&self.buckets);
@@ -209,7 +220,7 @@ impl<T> Default for XarrayTable<T> {
     }
 }
 
-impl<T: Send + Sync> TimerIndex<T> for XarrayTable<T> {
+impl<T> XarrayTable<T> {
     fn try_reserve(&self, owner: i32, id: i32) -> bool {
         let Some(a) = self.array(owner, true) else {
             return false;
@@ -237,12 +248,6 @@ impl<T: Send + Sync> TimerIndex<T> for XarrayTable<T> {
             }
             _ => false,
         }
-    }
-    fn lookup(&self, owner: i32, id: i32) -> Option<Arc<T>> {
-        self.with_value(owner, id, Arc::clone)
-    }
-    fn read(&self, owner: i32, id: i32, f: &mut dyn FnMut(&T)) -> bool {
-        self.with_value(owner, id, |v| f(v)).is_some()
     }
     fn remove(&self, owner: i32, id: i32) -> Option<Arc<T>> {
         let a = self.array(owner, false)?;

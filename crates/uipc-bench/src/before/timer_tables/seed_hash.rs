@@ -6,7 +6,7 @@
 //!
 //! Locks: each bucket's mutex is a leaf; none is held on entry or exit.
 
-use super::lock;
+use super::{lock, TimerIndex};
 use std::sync::{Arc, Mutex};
 use uipc::timers::default_bucket_count;
 
@@ -38,13 +38,11 @@ impl<T> SeedHashTable<T> {
     /// A table of `buckets` buckets, rounded up to a power of two (at least 1).
     pub fn with_buckets(buckets: usize) -> SeedHashTable<T> {
         let n = buckets.max(1).next_power_of_two();
-        let buckets = (0..n)
-            .map(|_| Bucket {
-                slots: Mutex::new(Vec::new()),
-            })
-            .collect();
+        let buckets = std::iter::repeat_with(|| Bucket {
+            slots: Mutex::default(),
+        });
         SeedHashTable {
-            buckets,
+            buckets: buckets.take(n).collect(),
             mask: n as u64 - 1,
         }
     }
@@ -96,16 +94,8 @@ impl<T> SeedHashTable<T> {
         }
     }
 
-    /// The published value of `(owner, id)`, if any. Takes one bucket lock.
-    pub fn lookup(&self, owner: i32, id: i32) -> Option<Arc<T>> {
-        self.with_value(owner, id, Arc::clone)
-    }
-
-    /// `f` of the published value of `(owner, id)`, if any, under the bucket lock.
-    pub fn read<R>(&self, owner: i32, id: i32, f: impl FnOnce(&T) -> R) -> Option<R> {
-        self.with_value(owner, id, |v| f(v))
-    }
-
+    /// `f` of the published value of `(owner, id)`, if any, under the bucket lock: the table's
+    /// lookup (`f` clones the `Arc`) and its count-free read.
     fn with_value<R>(&self, owner: i32, id: i32, f: impl FnOnce(&Arc<T>) -> R) -> Option<R> {
         let slots = lock(&self.bucket(owner, id).slots);
         slots
@@ -128,29 +118,17 @@ impl<T> SeedHashTable<T> {
         slots.iter().any(|s| s.owner == owner && s.id == id)
     }
 
-    /// Bytes of table structure allocated: the bucket array and every chain's capacity.
-    /// Takes each bucket lock in turn, never two at once.
-    pub fn memory_bytes(&self) -> usize {
-        let chains: usize = self
-            .buckets
-            .iter()
-            .map(|b| lock(&b.slots).capacity() * std::mem::size_of::<Slot<T>>())
-            .sum();
-        self.buckets.len() * std::mem::size_of::<Bucket<T>>() + chains
-    }
-
-    /// The longest bucket chain and the number of slots: for benchmarks and tests. Takes each
+    /// Bytes of table structure allocated: each bucket and its chain's capacity. Takes each
     /// bucket lock in turn, never two at once.
-    pub fn chain_stats(&self) -> (usize, usize) {
-        let (mut longest, mut total) = (0, 0);
-        for b in self.buckets.iter() {
-            let n = lock(&b.slots).len();
-            longest = longest.max(n);
-            total += n;
-        }
-        (longest, total)
+    pub fn memory_bytes(&self) -> usize {
+        let slot = std::mem::size_of::<Slot<T>>();
+        self.buckets.iter().fold(0, |bytes, b| {
+            bytes + std::mem::size_of::<Bucket<T>>() + lock(&b.slots).capacity() * slot
+        })
     }
 }
+
+timer_index!(SeedHashTable, with_value);
 
 impl<T> Default for SeedHashTable<T> {
     fn default() -> Self {
