@@ -38,6 +38,26 @@ impl fmt::Display for DecodeError {
 
 impl std::error::Error for DecodeError {}
 
+/// `Writer` methods appending each integer type little-endian, one method per type name.
+macro_rules! le_writers {
+    ($($t:ident),*) => {$(
+        #[doc = concat!("A ", stringify!($t), ", little-endian.")]
+        pub fn $t(&mut self, v: $t) {
+            self.raw(&v.to_le_bytes());
+        }
+    )*};
+}
+
+/// `Reader` methods taking each integer type little-endian, one method per type name.
+macro_rules! le_readers {
+    ($($t:ident),*) => {$(
+        #[doc = concat!("A little-endian ", stringify!($t), ".")]
+        pub fn $t(&mut self) -> Result<$t, DecodeError> {
+            self.array().map($t::from_le_bytes)
+        }
+    )*};
+}
+
 /// Builds a message, in a vector that grows ([`Writer::new`]) or in a caller's buffer that
 /// does not ([`Writer::fixed`]: no allocation at all, for senders in signal handlers).
 ///
@@ -137,30 +157,7 @@ impl<'a> Writer<'a> {
     pub fn bool(&mut self, v: bool) {
         self.u8(u8::from(v));
     }
-    /// A u16, little-endian.
-    pub fn u16(&mut self, v: u16) {
-        self.raw(&v.to_le_bytes());
-    }
-    /// An i16, little-endian.
-    pub fn i16(&mut self, v: i16) {
-        self.raw(&v.to_le_bytes());
-    }
-    /// A u32, little-endian.
-    pub fn u32(&mut self, v: u32) {
-        self.raw(&v.to_le_bytes());
-    }
-    /// An i32, little-endian.
-    pub fn i32(&mut self, v: i32) {
-        self.raw(&v.to_le_bytes());
-    }
-    /// A u64, little-endian.
-    pub fn u64(&mut self, v: u64) {
-        self.raw(&v.to_le_bytes());
-    }
-    /// An i64, little-endian.
-    pub fn i64(&mut self, v: i64) {
-        self.raw(&v.to_le_bytes());
-    }
+    le_writers!(u16, i16, u32, i32, u64, i64);
     /// A byte string: u32 length, then the bytes.
     pub fn bytes(&mut self, v: &[u8]) {
         self.u32(v.len() as u32);
@@ -229,30 +226,7 @@ impl<'a> Reader<'a> {
             _ => Err(DecodeError::BadValue("bool")),
         }
     }
-    /// A u16.
-    pub fn u16(&mut self) -> Result<u16, DecodeError> {
-        self.array().map(u16::from_le_bytes)
-    }
-    /// An i16.
-    pub fn i16(&mut self) -> Result<i16, DecodeError> {
-        self.array().map(i16::from_le_bytes)
-    }
-    /// A u32.
-    pub fn u32(&mut self) -> Result<u32, DecodeError> {
-        self.array().map(u32::from_le_bytes)
-    }
-    /// An i32.
-    pub fn i32(&mut self) -> Result<i32, DecodeError> {
-        self.array().map(i32::from_le_bytes)
-    }
-    /// A u64.
-    pub fn u64(&mut self) -> Result<u64, DecodeError> {
-        self.array().map(u64::from_le_bytes)
-    }
-    /// An i64.
-    pub fn i64(&mut self) -> Result<i64, DecodeError> {
-        self.array().map(i64::from_le_bytes)
-    }
+    le_readers!(u16, i16, u32, i32, u64, i64);
     /// A byte string.
     pub fn bytes(&mut self) -> Result<Vec<u8>, DecodeError> {
         self.bytes_ref().map(<[u8]>::to_vec)

@@ -30,6 +30,7 @@ pub mod reader;
 pub mod request;
 pub mod response;
 mod sender;
+mod tag;
 pub mod transport;
 mod wire;
 

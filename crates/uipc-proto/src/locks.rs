@@ -10,6 +10,7 @@
 //! open file descriptions apart with `kcmp(KCMP_FILE)`.
 
 use crate::codec::{DecodeError, Reader, Writer};
+use crate::tag::locks as tag;
 use crate::wire::Wire;
 use uipc_abi::locks::{Flock, F_OFD_SETLK, F_OFD_SETLKW, F_SETLK, F_SETLKW, LOCK_MAND, LOCK_NB};
 
@@ -94,16 +95,6 @@ pub enum LockResponse {
     Flock(Flock),
     /// The listing.
     List(Vec<LockLine>),
-}
-
-mod tag {
-    pub const FCNTL: u8 = 1;
-    pub const FLOCK: u8 = 2;
-    pub const CLOSE: u8 = 3;
-    pub const LIST: u8 = 4;
-    pub const HINTS: u8 = 5;
-    pub const R_FLOCK: u8 = 1;
-    pub const R_LIST: u8 = 2;
 }
 
 impl LockRequest {

@@ -8,6 +8,7 @@
 //! for the caller); [`ProcRequest::Write`] is one `write(2)` of the text to it.
 
 use crate::codec::{DecodeError, Reader, Writer};
+use crate::tag::procfs as tag;
 use uipc_abi::ipc::Sysctl;
 
 /// A file the daemon renders.
@@ -34,17 +35,6 @@ pub enum ProcRequest {
     MayWrite(Sysctl),
     /// One write of `text` to the sysctl.
     Write(Sysctl, Vec<u8>),
-}
-
-mod tag {
-    pub const SYSV_SEM: u8 = 1;
-    pub const SYSV_MSG: u8 = 2;
-    pub const SYSV_SHM: u8 = 3;
-    pub const LOCKS: u8 = 4;
-    pub const SYSCTL: u8 = 5;
-    pub const READ: u8 = 1;
-    pub const MAY_WRITE: u8 = 2;
-    pub const WRITE: u8 = 3;
 }
 
 fn put_sysctl(w: &mut Writer<'_>, s: Sysctl) {

@@ -8,6 +8,7 @@
 //! user buffer only after its size and id checks).
 
 use crate::codec::{DecodeError, Reader, Writer};
+use crate::tag::request as tag;
 use crate::wire::{get_option, Wire};
 use uipc_abi::ipc::msg::MsqidSet;
 use uipc_abi::ipc::sem::{Sembuf, Timespec};
@@ -126,29 +127,6 @@ pub enum Request {
     Lock(crate::locks::LockRequest),
     /// A `/proc` view ([`crate::procfs`]).
     Proc(crate::procfs::ProcRequest),
-}
-
-mod tag {
-    pub const HELLO: u8 = 1;
-    pub const CANCEL: u8 = 2;
-    pub const SEMGET: u8 = 10;
-    pub const SEMTIMEDOP: u8 = 11;
-    pub const SEM_NSEMS: u8 = 12;
-    pub const SEMCTL: u8 = 13;
-    pub const MSGGET: u8 = 20;
-    pub const MSGSND: u8 = 21;
-    pub const MSGRCV: u8 = 22;
-    pub const MSGCTL: u8 = 23;
-    pub const SHMGET: u8 = 30;
-    pub const SHMAT: u8 = 31;
-    pub const SHM_MOVED: u8 = 32;
-    pub const SHMDT: u8 = 33;
-    pub const SHMCTL: u8 = 34;
-    pub const SHM_REMAP: u8 = 35;
-    pub const FORK_CHILD: u8 = 40;
-    pub const SEM_ARENA: u8 = 41;
-    pub const LOCK: u8 = 50;
-    pub const PROC: u8 = 60;
 }
 
 mod put;

@@ -9,6 +9,7 @@
 //! holds only fixed-size fields (and a `/proc` text). [`Response::decode`] is the same decoder, copying.
 
 use crate::codec::{DecodeError, Reader, Writer};
+use crate::tag::response as tag;
 use crate::wire::Wire;
 use uipc_abi::ipc::msg::{MsgInfo, MsqidDs};
 use uipc_abi::ipc::sem::{SemInfo, SemidDs};
@@ -56,24 +57,6 @@ pub enum Response {
     Lock(crate::locks::LockResponse),
     /// A `/proc` file's text ([`crate::procfs`]).
     Text(Vec<u8>),
-}
-
-mod tag {
-    pub const HELLO: u8 = 1;
-    pub const ERROR: u8 = 2;
-    pub const RET: u8 = 3;
-    pub const SEM_STAT: u8 = 10;
-    pub const SEM_INFO: u8 = 11;
-    pub const SEM_ALL: u8 = 12;
-    pub const MSG_STAT: u8 = 20;
-    pub const MSG_INFO: u8 = 21;
-    pub const MSG: u8 = 22;
-    pub const SHM_STAT: u8 = 30;
-    pub const SHM_INFO: u8 = 31;
-    pub const SHM_USAGE: u8 = 32;
-    pub const SHM_ATTACHED: u8 = 33;
-    pub const LOCK: u8 = 50;
-    pub const TEXT: u8 = 60;
 }
 
 /// A response decoded without copying its variable-length data out of the frame.
