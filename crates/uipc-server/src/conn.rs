@@ -48,7 +48,7 @@ pub enum Job {
     Deadline(Arc<Conn>),
 }
 
-/// Where a connection's jobs go (the worker pool's queue, `workers.rs`).
+/// Where a connection's jobs go (the worker pool's queue, `jobs.rs`).
 pub trait Queue: Send + Sync {
     /// Queues `job` and makes sure a worker takes it.
     fn push(&self, job: Job);
@@ -179,9 +179,12 @@ pub struct Conn {
 }
 
 impl Conn {
-    /// The namespace its calls act on (the daemon's first until Hello).
-    pub fn namespace<'a>(&'a self, shared: &'a crate::Shared) -> &'a uipc::ipc::IpcNamespace {
-        self.ns.get().map_or(shared.namespaces.home(), |ns| ns)
+    /// The namespace its calls act on (`home`, the daemon's first, until Hello).
+    pub fn namespace<'a>(
+        &'a self,
+        home: &'a uipc::ipc::IpcNamespace,
+    ) -> &'a uipc::ipc::IpcNamespace {
+        self.ns.get().map_or(home, |ns| ns)
     }
 
     /// How process `tgid`, a caller on this connection, numbers pids: read at Hello for the

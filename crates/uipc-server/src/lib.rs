@@ -92,6 +92,7 @@ pub mod dispatch;
 mod exits;
 pub mod fdscan;
 pub mod hints;
+pub mod jobs;
 pub mod limits;
 pub mod listen;
 pub mod lockserve;
@@ -104,22 +105,23 @@ pub mod procs;
 pub mod procserve;
 pub mod reactor;
 pub mod session;
+pub mod shared;
 pub mod state;
 pub mod stop;
 mod sync;
 pub mod workers;
 
+use jobs::Jobs;
 use memfd::MemfdBacking;
 use procs::Procs;
 use reactor::Reactor;
+pub use shared::Shared;
 use std::io;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use uipc::ipc::IpcNamespace;
 use uipc::locks::LockManager;
-use workers::Jobs;
 
 /// How the daemon listens.
 #[derive(Clone, Debug, Default)]
@@ -138,27 +140,6 @@ pub struct Options {
     /// A damaged state file is moved aside (FILE.damaged) and the daemon starts empty,
     /// instead of refusing to start.
     pub state_discard_damaged: bool,
-}
-
-/// The state every session shares.
-pub struct Shared {
-    /// The namespaces served, one per kernel IPC namespace of the clients.
-    pub namespaces: namespaces::Namespaces,
-    /// The file locks served.
-    pub locks: LockManager,
-    /// The open file descriptions that may own OFD or flock locks.
-    pub descriptions: descriptions::Descriptions,
-    /// Which files may have locks, for clients to skip telling of closes that drop nothing.
-    pub hints: Option<hints::LockHints>,
-    backing: Arc<MemfdBacking>,
-    procs: Procs,
-    /// Which frames must look for exits first (`exits.rs`).
-    exits: exits::ExitWatch,
-    /// The event loop's state: connections, deadlines.
-    pub reactor: Reactor,
-    jobs: Arc<Jobs>,
-    parked: std::sync::atomic::AtomicUsize,
-    stop: stop::StopGate,
 }
 
 /// A bound daemon, not yet accepting.
@@ -284,37 +265,6 @@ fn prepare_dir(dir: &Path, mode: u32) -> io::Result<()> {
             .mode(mode)
             .create(dir),
         Err(e) => Err(e),
-    }
-}
-
-impl Shared {
-    /// The namespace the daemon started with (its own kernel IPC namespace's).
-    pub fn ns(&self) -> &IpcNamespace {
-        self.namespaces.home()
-    }
-
-    /// Stops serving for good and returns once the namespace is still ([`stop`]): what a save
-    /// needs.
-    pub fn stop_serving(&self) {
-        self.stop.close(|| self.jobs.pending());
-    }
-
-    /// Calls parked now (waiting without a thread).
-    pub fn parked_calls(&self) -> usize {
-        self.parked.load(std::sync::atomic::Ordering::Relaxed)
-    }
-
-    /// A client process is gone: its SysV IPC exit rules, its POSIX locks, and the OFD and
-    /// flock locks of descriptions nobody holds open any more.
-    pub fn process_exit(&self, pid: i32) {
-        self.namespaces.process_exit(pid);
-        self.locks.process_exit(pid);
-        lockserve::sweep(
-            &self.locks,
-            &self.descriptions,
-            descriptions::Scope::All,
-            &|| {},
-        );
     }
 }
 

@@ -26,6 +26,7 @@
 
 use crate::sync::lock;
 use std::collections::HashMap;
+use std::os::fd::{FromRawFd, OwnedFd};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use uipc_proto::reader::Budget;
@@ -44,6 +45,27 @@ pub const UNGREETED_PER_UID: usize = 256;
 pub const HELLO_TIMEOUT: Duration = Duration::from_secs(5);
 /// Descriptors kept free below the descriptor limit when accepting.
 pub const FD_RESERVE: u64 = 256;
+
+/// A descriptor kept open to be closed when the descriptor limit is reached.
+pub fn open_spare() -> Option<OwnedFd> {
+    // SAFETY: opens a NUL-terminated path; the result is checked and owned.
+    let raw = unsafe { libc::open(c"/dev/null".as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) };
+    // SAFETY: a fresh descriptor owned by nobody else.
+    (raw >= 0).then(|| unsafe { OwnedFd::from_raw_fd(raw) })
+}
+
+/// This process's descriptor limit.
+pub fn fd_limit() -> u64 {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: reads this process's limit into a live struct.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } != 0 {
+        return 1024;
+    }
+    lim.rlim_cur
+}
 
 struct User {
     conns: usize,

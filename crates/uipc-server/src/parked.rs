@@ -10,14 +10,15 @@
 //!
 //! Entry and exit: no lock held; the engine takes its object locks inside each step.
 
+use crate::descriptions::Descriptions;
 use crate::dispatch::{done, message, Ctx};
 use crate::lockserve::{self, ParkedLockCall};
 use crate::outcome::Outcome;
-use crate::Shared;
 use std::time::Instant;
 use uipc::ipc::msg::{ParkedMsgrcv, ParkedMsgsnd};
 use uipc::ipc::sem::ParkedSemop;
 use uipc::ipc::IpcNamespace;
+use uipc::locks::LockManager;
 use uipc::{ParkCtx, Progress, WakeReason};
 use uipc_proto::{Request, Response};
 
@@ -81,8 +82,14 @@ impl ParkedCall {
         }
     }
 
-    /// After a notification: the response, or the call still parked.
-    pub fn poll(self, shared: &Shared, ns: &IpcNamespace) -> Outcome<ParkedCall> {
+    /// After a notification: the response, or the call still parked. A lock call retries
+    /// in `locks`, with the open file descriptions of `descriptions`; a message call in `ns`.
+    pub fn poll(
+        self,
+        locks: &LockManager,
+        descriptions: &Descriptions,
+        ns: &IpcNamespace,
+    ) -> Outcome<ParkedCall> {
         match self {
             ParkedCall::Semop(p) => match p.poll() {
                 Progress::Done(r) => Outcome::Answer(done(r)),
@@ -96,19 +103,22 @@ impl ParkedCall {
                 Progress::Done(r) => Outcome::Answer(message(r)),
                 Progress::Parked(p) => Outcome::Waiting(ParkedCall::Msgrcv(p)),
             },
-            ParkedCall::Lock(p) => p
-                .poll(&shared.locks, &shared.descriptions)
-                .map(ParkedCall::Lock),
+            ParkedCall::Lock(p) => p.poll(locks, descriptions).map(ParkedCall::Lock),
         }
     }
 
     /// Ends the call now, as a sleeper woken by `reason` would end.
-    pub fn cancel(self, shared: &Shared, reason: WakeReason) -> Response {
+    pub fn cancel(
+        self,
+        locks: &LockManager,
+        descriptions: &Descriptions,
+        reason: WakeReason,
+    ) -> Response {
         match self {
             ParkedCall::Semop(p) => done(p.cancel(reason)),
             ParkedCall::Msgsnd(p) => done(p.cancel(reason)),
             ParkedCall::Msgrcv(p) => message(p.cancel(reason)),
-            ParkedCall::Lock(p) => p.cancel(&shared.locks, &shared.descriptions, reason),
+            ParkedCall::Lock(p) => p.cancel(locks, descriptions, reason),
         }
     }
 }

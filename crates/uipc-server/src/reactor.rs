@@ -46,10 +46,10 @@
 mod accept;
 
 use crate::conn::Conn;
-use crate::conn::Job;
-use crate::limits::{Users, FD_RESERVE};
+use crate::conn::{Job, Queue};
+use crate::exits::ExitWatch;
+use crate::limits::{fd_limit, open_spare, Users, FD_RESERVE};
 use crate::sync::lock;
-use crate::Shared;
 use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
@@ -147,8 +147,8 @@ impl Reactor {
             listener: OnceLock::new(),
             users: Users::with_uncapped(uncapped),
             hello_due: Mutex::new(VecDeque::new()),
-            spare: Mutex::new(accept::open_spare()),
-            fd_ceiling: accept::fd_limit().saturating_sub(FD_RESERVE),
+            spare: Mutex::new(open_spare()),
+            fd_ceiling: fd_limit().saturating_sub(FD_RESERVE),
         };
         r.add(r.wake.as_raw_fd(), WAKE, libc::EPOLLIN as u32)?;
         r.add(r.slow.as_raw_fd(), SLOW, libc::EPOLLIN as u32)?;
@@ -288,7 +288,7 @@ impl Reactor {
         left.as_nanos().div_ceil(1_000_000).min(i32::MAX as u128) as i32
     }
 
-    fn fire_deadlines(&self, shared: &Shared) {
+    fn fire_deadlines(&self, jobs: &impl Queue) {
         let now = Instant::now();
         let mut due = Vec::new();
         {
@@ -304,7 +304,7 @@ impl Reactor {
         for id in due {
             let conn = lock(&self.conns).get(&id).cloned();
             if let Some(c) = conn {
-                shared.jobs.push(Job::Deadline(c));
+                jobs.push(Job::Deadline(c));
             }
         }
     }
@@ -325,15 +325,15 @@ impl Reactor {
         self.add(fd, LISTENER, libc::EPOLLIN as u32)
     }
 
-    /// A second descriptor for the wake-up eventfd (for [`crate::workers::Jobs`]).
+    /// A second descriptor for the wake-up eventfd (for [`crate::jobs::Jobs`]).
     pub fn wake_handle(&self) -> io::Result<OwnedFd> {
         self.wake.try_clone()
     }
 
     /// One turn of the loop, by the leading worker: waits for readiness or the nearest
     /// deadline (or a wake-up), then accepts, reads frames and fires due deadlines. The work
-    /// found is pushed as jobs.
-    pub fn poll_once(&self, shared: &Arc<Shared>) {
+    /// found is pushed to `jobs`; a wake-up of the exit set is noted in `exits` first.
+    pub fn poll_once(&self, jobs: &Arc<impl Queue + 'static>, exits: &ExitWatch) {
         let mut evs = [libc::epoll_event { events: 0, u64: 0 }; EVENTS];
         let timeout = self.timeout_ms();
         // SAFETY: `evs` is a live array of `evs.len()` events.
@@ -349,14 +349,14 @@ impl Reactor {
         // Before any frame of the batch is handed out; a full batch may have left the exit
         // set's event for the next.
         if evs.len() == EVENTS || evs.iter().any(|ev| ev.u64 == EXITS) {
-            shared.exits.noted();
+            exits.noted();
         }
         let mut bulk_reads = BULK_READS_PER_TURN;
         for ev in evs {
             match ev.u64 {
                 EXITS => {}
-                LISTENER => self.accept_all(shared),
-                SLOW => self.poll_slow(shared, &mut bulk_reads),
+                LISTENER => self.accept_all(jobs),
+                SLOW => self.poll_slow(&**jobs, &mut bulk_reads),
                 WAKE => {
                     let mut v = 0u64;
                     // SAFETY: reads 8 bytes into a live u64 (clears the eventfd).
@@ -365,17 +365,17 @@ impl Reactor {
                 id => {
                     let conn = lock(&self.conns).get(&id).cloned();
                     if let Some(c) = conn {
-                        self.read_from(&c, shared, &mut bulk_reads);
+                        self.read_from(&c, &**jobs, &mut bulk_reads);
                     }
                 }
             }
         }
-        self.fire_deadlines(shared);
+        self.fire_deadlines(&**jobs);
         self.expire_hellos();
     }
 
     /// Reads from up to [`SLOW_EVENTS`] ready sockets of the second set.
-    fn poll_slow(&self, shared: &Shared, bulk_reads: &mut usize) {
+    fn poll_slow(&self, jobs: &impl Queue, bulk_reads: &mut usize) {
         let mut evs = [libc::epoll_event { events: 0, u64: 0 }; SLOW_EVENTS];
         // SAFETY: `evs` is a live array of `evs.len()` events; no wait.
         let n = unsafe {
@@ -385,14 +385,14 @@ impl Reactor {
             let id = ev.u64;
             let conn = lock(&self.conns).get(&id).cloned();
             if let Some(c) = conn {
-                self.read_from(&c, shared, bulk_reads);
+                self.read_from(&c, jobs, bulk_reads);
             }
         }
     }
     /// Reads what `conn` sent: at a frame boundary, a first chunk (a page); within a frame,
     /// [`BULK_READ`] bytes if `bulk_reads` is not spent (counting one off), else nothing this
     /// turn.
-    fn read_from(&self, conn: &Arc<Conn>, shared: &Shared, bulk_reads: &mut usize) {
+    fn read_from(&self, conn: &Arc<Conn>, jobs: &impl Queue, bulk_reads: &mut usize) {
         let mut reader = lock(&conn.reader);
         let cap = if reader.in_payload() {
             if *bulk_reads == 0 {
@@ -409,7 +409,7 @@ impl Reactor {
         while frames < FRAMES_PER_TURN || reader.has_ahead() {
             frames += 1;
             let keep_reading = match reader.read_at_most(conn.fd(), conn.frame_limit(), cap) {
-                Ok(Some(frame)) => conn.incoming(frame, &shared.jobs),
+                Ok(Some(frame)) => conn.incoming(frame, jobs),
                 Ok(None) => break,
                 Err(_) => false,
             };

@@ -33,8 +33,8 @@ use crate::dispatch::{self, Ctx};
 use crate::outcome::Outcome;
 use crate::parked::{self, ParkedCall};
 use crate::procs::ProcGuard;
+use crate::shared::Shared;
 use crate::sync::lock;
-use crate::Shared;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -213,15 +213,21 @@ fn resume(shared: &Shared, conn: &Arc<Conn>, force: Option<(WakeReason, Option<u
     };
     let deadline = call.deadline();
     let outcome = match force {
-        None => call.poll(shared, conn.namespace(shared)),
+        None => call.poll(
+            &shared.locks,
+            &shared.descriptions,
+            conn.namespace(shared.ns()),
+        ),
         Some((_, Some(only))) if only != serial => Outcome::Waiting(call),
         Some((WakeReason::TimedOut, _)) if deadline.is_some_and(|d| d <= Instant::now()) => {
-            Outcome::Answer(call.cancel(shared, WakeReason::TimedOut))
+            Outcome::Answer(call.cancel(&shared.locks, &shared.descriptions, WakeReason::TimedOut))
         }
         Some((WakeReason::TimedOut, _)) => Outcome::Waiting(call),
-        Some((WakeReason::Interrupted, _)) => {
-            Outcome::Answer(call.cancel(shared, WakeReason::Interrupted))
-        }
+        Some((WakeReason::Interrupted, _)) => Outcome::Answer(call.cancel(
+            &shared.locks,
+            &shared.descriptions,
+            WakeReason::Interrupted,
+        )),
     };
     match outcome {
         Outcome::Answer(resp) => {
@@ -268,7 +274,7 @@ fn serve_one(
             match shared.procs.enter(child, None, conn.id, &conn.irq) {
                 Ok(_child_guard) => {
                     shared.namespaces.fork(peer.pid, child);
-                    conn.namespace(shared).process_fork(peer.pid, child);
+                    conn.namespace(shared.ns()).process_fork(peer.pid, child);
                     Response::Ret(0)
                 }
                 Err(e) => Response::Error(e.raw()),
@@ -277,7 +283,7 @@ fn serve_one(
         return Served::Reply(resp, None);
     }
     let cx = Ctx {
-        ns: conn.namespace(shared),
+        ns: conn.namespace(shared.ns()),
         locks: &shared.locks,
         descriptions: &shared.descriptions,
         hints: shared.hints.as_ref(),

@@ -2,7 +2,7 @@
 //! reads the namespace, so the saved state is the one its replies described.
 //!
 //! Everything that changes the namespace runs inside the gate: each worker job
-//! ([`run`]: a frame, a parked call's resumption, a deadline) and each exit applied by the
+//! ([`crate::workers`]: a frame, a parked call's resumption, a deadline) and each exit applied by the
 //! exit thread ([`StopGate::enter`]). [`StopGate::close`]:
 //! 1. marks the gate stopping: from then on a new frame is dropped unserved (its client sees
 //!    the connection close when the daemon exits, as for any call it never answered);
@@ -10,7 +10,7 @@
 //!    Resumptions still run while stopping: a parked call that a waker completed (a message
 //!    handed to a receiver, a semop applied) is answered before the save, so its effect is
 //!    either in a reply that was sent or in the namespace, never lost between the two. The
-//!    count of queued ones ([`Jobs::pending`](crate::workers::Jobs::pending)) is raised when
+//!    count of queued ones ([`Jobs::pending`](crate::jobs::Jobs::pending)) is raised when
 //!    a job is queued, before the waker leaves the gate, and lowered when it has run;
 //! 3. closes the gate for good: whoever comes later waits forever (the daemon exits after
 //!    saving).
@@ -21,10 +21,8 @@
 //!
 //! Lock: `state` is a leaf.
 
-use crate::conn::Job;
-use crate::Shared;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Condvar, Mutex};
 use std::time::Duration;
 
 #[derive(Default)]
@@ -68,7 +66,7 @@ impl StopGate {
     }
 
     /// Enters to serve a new frame: `None` once stopping.
-    fn enter_new(&self) -> Option<Inside<'_>> {
+    pub(crate) fn enter_new(&self) -> Option<Inside<'_>> {
         let mut st = crate::sync::lock(&self.state);
         if self.stopping.load(Ordering::SeqCst) {
             return None;
@@ -92,16 +90,4 @@ impl StopGate {
         }
         st.closed = true;
     }
-}
-
-/// Runs a worker's job inside the gate; a new frame is dropped once the daemon is stopping.
-pub fn run(shared: &Arc<Shared>, job: Job) {
-    let _inside = match job {
-        Job::Frame(..) => match shared.stop.enter_new() {
-            Some(inside) => inside,
-            None => return,
-        },
-        _ => shared.stop.enter(),
-    };
-    crate::session::run_job(shared, job);
 }

@@ -4,38 +4,16 @@
 //! At most [`super::ACCEPTS_PER_TURN`] per turn.
 
 use super::{Reactor, ACCEPTS_PER_TURN};
-use crate::conn::Conn;
-use crate::limits::HELLO_TIMEOUT;
+use crate::conn::{Conn, Queue};
+use crate::limits::{open_spare, HELLO_TIMEOUT};
 use crate::sync::lock;
-use crate::Shared;
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, FromRawFd, RawFd};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use uipc_proto::transport::set_sockopt;
-
-/// A descriptor kept open to be closed when the descriptor limit is reached.
-pub(super) fn open_spare() -> Option<OwnedFd> {
-    // SAFETY: opens a NUL-terminated path; the result is checked and owned.
-    let raw = unsafe { libc::open(c"/dev/null".as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) };
-    // SAFETY: a fresh descriptor owned by nobody else.
-    (raw >= 0).then(|| unsafe { OwnedFd::from_raw_fd(raw) })
-}
-
-/// This process's descriptor limit.
-pub(super) fn fd_limit() -> u64 {
-    let mut lim = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: reads this process's limit into a live struct.
-    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } != 0 {
-        return 1024;
-    }
-    lim.rlim_cur
-}
 
 /// The uid of the peer of a connected socket.
 fn peer_uid(fd: RawFd) -> Option<u32> {
@@ -71,7 +49,7 @@ fn prepare_socket(fd: RawFd) {
 }
 
 impl Reactor {
-    pub(super) fn accept_all(&self, shared: &Arc<Shared>) {
+    pub(super) fn accept_all(&self, jobs: &Arc<impl Queue + 'static>) {
         let Some(listener) = self.listener.get() else {
             return;
         };
@@ -111,7 +89,7 @@ impl Reactor {
             };
             prepare_socket(raw);
             let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-            let conn = Conn::new(id, stream, &shared.jobs, uid, budget);
+            let conn = Conn::new(id, stream, jobs, uid, budget);
             lock(&self.conns).insert(id, conn.clone());
             lock(&self.hello_due).push_back((Instant::now() + HELLO_TIMEOUT, id));
             if self
