@@ -57,26 +57,16 @@ static int exec_gathered(enum exec_kind kind, const char *path, const char *arg,
     }
 }
 
-HIDDEN int uipc_execl(const char *path, const char *arg, ...) {
-    va_list ap;
-    va_start(ap, arg);
-    int r = exec_gathered(EXEC_V, path, arg, ap);
-    va_end(ap);
-    return r;
-}
+/* One exported execl-style function: gathers its variadic arguments and runs them as `kind`. */
+#define EXEC_LIST(name, kind)                                                                 \
+    HIDDEN int name(const char *path, const char *arg, ...) {                                 \
+        va_list ap;                                                                           \
+        va_start(ap, arg);                                                                    \
+        int r = exec_gathered(kind, path, arg, ap);                                           \
+        va_end(ap);                                                                           \
+        return r;                                                                             \
+    }
 
-HIDDEN int uipc_execle(const char *path, const char *arg, ...) {
-    va_list ap;
-    va_start(ap, arg);
-    int r = exec_gathered(EXEC_VE, path, arg, ap);
-    va_end(ap);
-    return r;
-}
-
-HIDDEN int uipc_execlp(const char *file, const char *arg, ...) {
-    va_list ap;
-    va_start(ap, arg);
-    int r = exec_gathered(EXEC_VP, file, arg, ap);
-    va_end(ap);
-    return r;
-}
+EXEC_LIST(uipc_execl, EXEC_V)
+EXEC_LIST(uipc_execle, EXEC_VE)
+EXEC_LIST(uipc_execlp, EXEC_VP)

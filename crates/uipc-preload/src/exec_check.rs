@@ -18,6 +18,7 @@
 //! nothing (the path buffer and the headers are on the stack), takes no lock, uses raw system
 //! calls, and keeps the caller's errno.
 
+use crate::exec_env::decimal;
 use crate::kernel::kernel_sys;
 use libc::{c_char, c_int, c_long};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -190,20 +191,9 @@ fn classify_program_headers(table: &[u8], entry_size: usize) -> Option<Unpreload
 /// `/proc/self/fd/FD`'s target into `buf` (the file an fexecve runs), or "" if unreadable.
 fn fd_name(fd: c_int, buf: &mut [u8; 256]) -> &[u8] {
     let mut link = *b"/proc/self/fd/\0\0\0\0\0\0\0\0\0\0\0";
-    let mut digits = [0u8; 10];
-    let mut v = fd.unsigned_abs();
-    let mut n = 0;
-    loop {
-        digits[n] = b'0' + (v % 10) as u8;
-        n += 1;
-        v /= 10;
-        if v == 0 {
-            break;
-        }
-    }
-    for (i, d) in digits[..n].iter().rev().enumerate() {
-        link[14 + i] = *d;
-    }
+    let mut digits = [0; 20];
+    let digits = decimal(u64::from(fd.unsigned_abs()), &mut digits);
+    link[14..14 + digits.len()].copy_from_slice(digits);
     let got = kernel_sys!(
         libc::SYS_readlinkat,
         libc::AT_FDCWD,

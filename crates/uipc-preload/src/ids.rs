@@ -136,62 +136,53 @@ fn around(slot: &AtomicUsize, args: &[u32], nr: libc::c_long, sys_args: &[u32]) 
     r
 }
 
-/// setuid(2).
-#[no_mangle]
-pub extern "C" fn setuid(uid: uid_t) -> c_int {
-    around(&SETUID, &[uid], libc::SYS_setuid, &[uid])
+/// The four setters of one kind of id (`uid_t` or `gid_t`): set*id(2), sete*id(3) (the
+/// kernel's setres*id with the real and saved ids left as they are, -1), setre*id(2) and
+/// setres*id(2), each through [`around`] with its slot of the C library's definitions.
+macro_rules! id_setters {
+    ($t:ty, $set:ident / $set_slot:ident / $set_sys:ident,
+     $sete:ident / $sete_slot:ident,
+     $setre:ident / $setre_slot:ident / $setre_sys:ident,
+     $setres:ident / $setres_slot:ident / $setres_sys:ident) => {
+        #[doc = concat!(stringify!($set), "(2).")]
+        #[no_mangle]
+        pub extern "C" fn $set(id: $t) -> c_int {
+            around(&$set_slot, &[id], libc::$set_sys, &[id])
+        }
+
+        #[doc = concat!(stringify!($sete), "(3).")]
+        #[no_mangle]
+        pub extern "C" fn $sete(eid: $t) -> c_int {
+            let keep = u32::MAX;
+            around(&$sete_slot, &[eid], libc::$setres_sys, &[keep, eid, keep])
+        }
+
+        #[doc = concat!(stringify!($setre), "(2).")]
+        #[no_mangle]
+        pub extern "C" fn $setre(rid: $t, eid: $t) -> c_int {
+            around(&$setre_slot, &[rid, eid], libc::$setre_sys, &[rid, eid])
+        }
+
+        #[doc = concat!(stringify!($setres), "(2).")]
+        #[no_mangle]
+        pub extern "C" fn $setres(rid: $t, eid: $t, sid: $t) -> c_int {
+            let ids = [rid, eid, sid];
+            around(&$setres_slot, &ids, libc::$setres_sys, &ids)
+        }
+    };
 }
 
-/// seteuid(3).
-#[no_mangle]
-pub extern "C" fn seteuid(euid: uid_t) -> c_int {
-    around(
-        &SETEUID,
-        &[euid],
-        libc::SYS_setresuid,
-        &[u32::MAX, euid, u32::MAX],
-    )
-}
-
-/// setreuid(2).
-#[no_mangle]
-pub extern "C" fn setreuid(ruid: uid_t, euid: uid_t) -> c_int {
-    around(&SETREUID, &[ruid, euid], libc::SYS_setreuid, &[ruid, euid])
-}
-
-/// setresuid(2).
-#[no_mangle]
-pub extern "C" fn setresuid(ruid: uid_t, euid: uid_t, suid: uid_t) -> c_int {
-    let ids = [ruid, euid, suid];
-    around(&SETRESUID, &ids, libc::SYS_setresuid, &ids)
-}
-
-/// setgid(2).
-#[no_mangle]
-pub extern "C" fn setgid(gid: gid_t) -> c_int {
-    around(&SETGID, &[gid], libc::SYS_setgid, &[gid])
-}
-
-/// setegid(3).
-#[no_mangle]
-pub extern "C" fn setegid(egid: gid_t) -> c_int {
-    around(
-        &SETEGID,
-        &[egid],
-        libc::SYS_setresgid,
-        &[u32::MAX, egid, u32::MAX],
-    )
-}
-
-/// setregid(2).
-#[no_mangle]
-pub extern "C" fn setregid(rgid: gid_t, egid: gid_t) -> c_int {
-    around(&SETREGID, &[rgid, egid], libc::SYS_setregid, &[rgid, egid])
-}
-
-/// setresgid(2).
-#[no_mangle]
-pub extern "C" fn setresgid(rgid: gid_t, egid: gid_t, sgid: gid_t) -> c_int {
-    let ids = [rgid, egid, sgid];
-    around(&SETRESGID, &ids, libc::SYS_setresgid, &ids)
-}
+id_setters!(
+    uid_t,
+    setuid / SETUID / SYS_setuid,
+    seteuid / SETEUID,
+    setreuid / SETREUID / SYS_setreuid,
+    setresuid / SETRESUID / SYS_setresuid
+);
+id_setters!(
+    gid_t,
+    setgid / SETGID / SYS_setgid,
+    setegid / SETEGID,
+    setregid / SETREGID / SYS_setregid,
+    setresgid / SETRESGID / SYS_setresgid
+);

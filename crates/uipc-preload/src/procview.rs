@@ -251,30 +251,26 @@ fn try_fopen(path: *const c_char, mode: *const c_char) -> Option<*mut FILE> {
     Some(stream)
 }
 
+/// The view of `path` if it names one, else the C library's function `libc_fn` gives (fopen
+/// or fopen64, which share a signature) with the caller's arguments.
+fn fopen_or(path: *const c_char, mode: *const c_char, libc_fn: fn() -> usize) -> *mut FILE {
+    try_fopen(path, mode).unwrap_or_else(|| match libc_fn() {
+        0 => std::ptr::null_mut(),
+        // SAFETY: the C library's fopen or fopen64 with the caller's arguments.
+        p => unsafe { std::mem::transmute::<usize, FopenFn>(p)(path, mode) },
+    })
+}
+
 /// fopen(3).
 #[no_mangle]
 pub extern "C" fn fopen(path: *const c_char, mode: *const c_char) -> *mut FILE {
-    try_fopen(path, mode).unwrap_or_else(|| {
-        let p = next().fopen;
-        if p == 0 {
-            return std::ptr::null_mut();
-        }
-        // SAFETY: the C library's fopen with the caller's arguments.
-        unsafe { std::mem::transmute::<usize, FopenFn>(p)(path, mode) }
-    })
+    fopen_or(path, mode, || next().fopen)
 }
 
 /// fopen64(3).
 #[no_mangle]
 pub extern "C" fn fopen64(path: *const c_char, mode: *const c_char) -> *mut FILE {
-    try_fopen(path, mode).unwrap_or_else(|| {
-        let p = next().fopen64;
-        if p == 0 {
-            return std::ptr::null_mut();
-        }
-        // SAFETY: the C library's fopen64 with the caller's arguments.
-        unsafe { std::mem::transmute::<usize, FopenFn>(p)(path, mode) }
-    })
+    fopen_or(path, mode, || next().fopen64)
 }
 
 #[cfg(test)]

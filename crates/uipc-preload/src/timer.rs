@@ -164,7 +164,7 @@ pub fn prepare() {
 /// Calls the C library's own function number `$index` of [`NAMES`], of type `$ty`, with
 /// `$args`, or fails with ENOSYS if there is none.
 macro_rules! pass_through {
-    ($index:literal, $ty:ty, $($arg:expr),*) => {{
+    ($index:expr, $ty:ty, $($arg:expr),*) => {{
         match NEXT[$index].load(Ordering::Relaxed) {
             0 => {
                 // SAFETY: writes this thread's errno.
@@ -221,22 +221,24 @@ pub extern "C" fn timer_gettime(timer: *mut c_void, curr: *mut c_void) -> c_int 
     crate::guard(|| gettime(id_of(timer), curr as usize)) as c_int
 }
 
+/// A call whose one argument is the timer: the C library's (`NEXT[index]`) when not routed,
+/// else `op` of the timer's id.
+fn on_timer_only(index: usize, timer: *mut c_void, op: fn(i32) -> Result<i64, Errno>) -> c_int {
+    if !routed() {
+        type F = unsafe extern "C" fn(*mut c_void) -> c_int;
+        return pass_through!(index, F, timer);
+    }
+    crate::guard(|| op(id_of(timer))) as c_int
+}
+
 /// timer_getoverrun(2).
 #[no_mangle]
 pub extern "C" fn timer_getoverrun(timer: *mut c_void) -> c_int {
-    if !routed() {
-        type F = unsafe extern "C" fn(*mut c_void) -> c_int;
-        return pass_through!(3, F, timer);
-    }
-    crate::guard(|| getoverrun(id_of(timer))) as c_int
+    on_timer_only(3, timer, getoverrun)
 }
 
 /// timer_delete(2).
 #[no_mangle]
 pub extern "C" fn timer_delete(timer: *mut c_void) -> c_int {
-    if !routed() {
-        type F = unsafe extern "C" fn(*mut c_void) -> c_int;
-        return pass_through!(4, F, timer);
-    }
-    crate::guard(|| delete(id_of(timer))) as c_int
+    on_timer_only(4, timer, delete)
 }

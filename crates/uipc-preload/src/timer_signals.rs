@@ -11,6 +11,7 @@
 //! and a zero timeout (it takes a signal whether or not it is blocked); signals of the same
 //! number that are not the one wanted are queued again with their own siginfo.
 
+use crate::exec_env::decimal;
 use crate::timer_abi;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use uipc::timers::SignalTarget;
@@ -87,18 +88,7 @@ fn status_mask(tid: Option<i32>, field: &[u8]) -> u64 {
     match tid {
         Some(tid) => {
             push(b"/proc/self/task/");
-            let mut digits = [0u8; 10];
-            let mut n = tid.unsigned_abs();
-            let mut k = digits.len();
-            loop {
-                k -= 1;
-                digits[k] = b'0' + (n % 10) as u8;
-                n /= 10;
-                if n == 0 {
-                    break;
-                }
-            }
-            push(&digits[k..]);
+            push(decimal(u64::from(tid.unsigned_abs()), &mut [0; 20]));
             push(b"/status\0");
         }
         None => push(b"/proc/self/status\0"),

@@ -93,21 +93,9 @@ pub fn copy_in_to(addr: usize, buf: &mut [u8]) -> Result<(), Errno> {
         }
         return Ok(());
     }
-    let local = libc::iovec {
-        iov_base: buf.as_mut_ptr().cast(),
-        iov_len: buf.len(),
-    };
-    let remote = libc::iovec {
-        iov_base: addr as *mut _,
-        iov_len: buf.len(),
-    };
-    // SAFETY: `local` is a live buffer of `buf.len()` bytes; the kernel checks `remote`.
-    let n = unsafe { libc::process_vm_readv(crate::vfork::pid(), &local, 1, &remote, 1, 0) };
-    if n == buf.len() as isize {
-        Ok(())
-    } else {
-        Err(Errno::EFAULT)
-    }
+    let local = iovec(buf.as_mut_ptr(), buf.len());
+    // SAFETY: `local` is `buf`, live and writable.
+    unsafe { vm_copy(Dir::In, &[local], addr, buf.len()) }
 }
 
 /// Copies `data` to the caller's `addr`.
@@ -127,21 +115,9 @@ pub fn copy_out(addr: usize, data: &[u8]) -> Result<(), Errno> {
         }
         return Ok(());
     }
-    let local = libc::iovec {
-        iov_base: data.as_ptr() as *mut _,
-        iov_len: data.len(),
-    };
-    let remote = libc::iovec {
-        iov_base: addr as *mut _,
-        iov_len: data.len(),
-    };
-    // SAFETY: `local` is live for reading; the kernel checks `remote`.
-    let n = unsafe { libc::process_vm_writev(crate::vfork::pid(), &local, 1, &remote, 1, 0) };
-    if n == data.len() as isize {
-        Ok(())
-    } else {
-        Err(Errno::EFAULT)
-    }
+    let local = iovec(data.as_ptr().cast_mut(), data.len());
+    // SAFETY: `local` is `data`, live for reading.
+    unsafe { vm_copy(Dir::Out, &[local], addr, data.len()) }
 }
 
 /// Copies `first` then `then` to the caller's `addr` onwards in one system call (msgrcv's
@@ -152,23 +128,44 @@ pub fn copy_out_pair(addr: usize, first: &[u8], then: &[u8]) -> Result<(), Errno
         return Err(Errno::EFAULT);
     }
     let local = [
-        libc::iovec {
-            iov_base: first.as_ptr() as *mut _,
-            iov_len: first.len(),
-        },
-        libc::iovec {
-            iov_base: then.as_ptr() as *mut _,
-            iov_len: then.len(),
-        },
+        iovec(first.as_ptr().cast_mut(), first.len()),
+        iovec(then.as_ptr().cast_mut(), then.len()),
     ];
-    let remote = libc::iovec {
-        iov_base: addr as *mut _,
+    // SAFETY: `local` is `first` and `then`, live for reading.
+    unsafe { vm_copy(Dir::Out, &local, addr, len) }
+}
+
+fn iovec(base: *mut u8, len: usize) -> libc::iovec {
+    libc::iovec {
+        iov_base: base.cast(),
         iov_len: len,
+    }
+}
+
+/// Which way [`vm_copy`] moves bytes: from the caller's memory, or to it.
+#[derive(Clone, Copy)]
+enum Dir {
+    In,
+    Out,
+}
+
+/// One `process_vm_readv` (`In`) or `process_vm_writev` (`Out`) between the `local` buffers
+/// and the caller's `addr` onwards, `len` bytes in all: EFAULT unless every byte moved.
+///
+/// # Safety
+/// Each of `local` must describe a live buffer, writable for `In`. (The kernel checks the
+/// caller's side.)
+unsafe fn vm_copy(dir: Dir, local: &[libc::iovec], addr: usize, len: usize) -> Result<(), Errno> {
+    let remote = iovec(addr as *mut u8, len);
+    let (pid, count) = (crate::vfork::pid(), local.len() as libc::c_ulong);
+    // SAFETY: `local` holds live buffers (this function's contract); the kernel checks `remote`.
+    let moved = unsafe {
+        match dir {
+            Dir::In => libc::process_vm_readv(pid, local.as_ptr(), count, &remote, 1, 0),
+            Dir::Out => libc::process_vm_writev(pid, local.as_ptr(), count, &remote, 1, 0),
+        }
     };
-    // SAFETY: both local buffers are live for reading; the kernel checks `remote`.
-    let n =
-        unsafe { libc::process_vm_writev(crate::vfork::pid(), local.as_ptr(), 2, &remote, 1, 0) };
-    if n == len as isize {
+    if moved == len as isize {
         Ok(())
     } else {
         Err(Errno::EFAULT)
