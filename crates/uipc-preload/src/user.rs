@@ -75,49 +75,70 @@ pub fn copy_in(addr: usize, len: usize) -> Result<Vec<u8>, Errno> {
     Ok(buf)
 }
 
+/// How a copy of `len` bytes at the caller's `addr` is made.
+enum Route {
+    /// No bytes: nothing to do (the kernel checks no pointer either).
+    Nothing,
+    /// Inside the main stack ([`in_main_stack`]): touched directly.
+    Stack,
+    /// Anywhere else: one `process_vm_*` call ([`vm_copy`]).
+    Kernel,
+}
+
+/// The route of a copy of `len` bytes at `addr`; EFAULT for a null `addr`.
+fn route(addr: usize, len: usize) -> Result<Route, Errno> {
+    if len == 0 {
+        Ok(Route::Nothing)
+    } else if addr == 0 {
+        Err(Errno::EFAULT)
+    } else if in_main_stack(addr, len) {
+        Ok(Route::Stack)
+    } else {
+        Ok(Route::Kernel)
+    }
+}
+
 /// Fills `buf` from the caller's `addr` (allocates nothing).
 pub fn copy_in_to(addr: usize, buf: &mut [u8]) -> Result<(), Errno> {
-    if buf.is_empty() {
-        return Ok(());
-    }
-    if addr == 0 {
-        return Err(Errno::EFAULT);
-    }
-    if in_main_stack(addr, buf.len()) {
-        for (i, b) in buf.iter_mut().enumerate() {
-            // SAFETY: the byte lies in the main stack's mapping as the constructor found it,
-            // which stays mapped and readable (module doc). The caller's threads may write
-            // it meanwhile, as they may during the kernel's copy: a volatile read of each
-            // byte takes whatever value is there.
-            *b = unsafe { std::ptr::read_volatile((addr + i) as *const u8) };
+    match route(addr, buf.len())? {
+        Route::Nothing => Ok(()),
+        Route::Stack => {
+            for (i, b) in buf.iter_mut().enumerate() {
+                // SAFETY: the byte lies in the main stack's mapping as the constructor found
+                // it, which stays mapped and readable (module doc). The caller's threads may
+                // write it meanwhile, as they may during the kernel's copy: a volatile read of
+                // each byte takes whatever value is there.
+                *b = unsafe { std::ptr::read_volatile((addr + i) as *const u8) };
+            }
+            Ok(())
         }
-        return Ok(());
+        // SAFETY: the one buffer is `buf`, live and writable.
+        Route::Kernel => unsafe { vm_copy(Dir::In, &[iovec(buf.as_mut_ptr(), buf.len())], addr) },
     }
-    let local = iovec(buf.as_mut_ptr(), buf.len());
-    // SAFETY: `local` is `buf`, live and writable.
-    unsafe { vm_copy(Dir::In, &[local], addr, buf.len()) }
 }
 
 /// Copies `data` to the caller's `addr`.
 pub fn copy_out(addr: usize, data: &[u8]) -> Result<(), Errno> {
-    if data.is_empty() {
-        return Ok(());
-    }
-    if addr == 0 {
-        return Err(Errno::EFAULT);
-    }
-    if in_main_stack(addr, data.len()) {
-        for (i, b) in data.iter().enumerate() {
-            // SAFETY: the byte lies in the main stack's mapping as the constructor found it,
-            // which stays mapped and writable (module doc); a volatile write, as the
-            // kernel's copy would store it.
-            unsafe { std::ptr::write_volatile((addr + i) as *mut u8, *b) };
+    match route(addr, data.len())? {
+        Route::Nothing => Ok(()),
+        Route::Stack => {
+            for (i, b) in data.iter().enumerate() {
+                // SAFETY: the byte lies in the main stack's mapping as the constructor found
+                // it, which stays mapped and writable (module doc); a volatile write, as the
+                // kernel's copy would store it.
+                unsafe { std::ptr::write_volatile((addr + i) as *mut u8, *b) };
+            }
+            Ok(())
         }
-        return Ok(());
+        // SAFETY: the one buffer is `data`, live for reading.
+        Route::Kernel => unsafe {
+            vm_copy(
+                Dir::Out,
+                &[iovec(data.as_ptr().cast_mut(), data.len())],
+                addr,
+            )
+        },
     }
-    let local = iovec(data.as_ptr().cast_mut(), data.len());
-    // SAFETY: `local` is `data`, live for reading.
-    unsafe { vm_copy(Dir::Out, &[local], addr, data.len()) }
 }
 
 /// Copies `first` then `then` to the caller's `addr` onwards in one system call (msgrcv's
@@ -132,7 +153,7 @@ pub fn copy_out_pair(addr: usize, first: &[u8], then: &[u8]) -> Result<(), Errno
         iovec(then.as_ptr().cast_mut(), then.len()),
     ];
     // SAFETY: `local` is `first` and `then`, live for reading.
-    unsafe { vm_copy(Dir::Out, &local, addr, len) }
+    unsafe { vm_copy(Dir::Out, &local, addr) }
 }
 
 fn iovec(base: *mut u8, len: usize) -> libc::iovec {
@@ -150,12 +171,14 @@ enum Dir {
 }
 
 /// One `process_vm_readv` (`In`) or `process_vm_writev` (`Out`) between the `local` buffers
-/// and the caller's `addr` onwards, `len` bytes in all: EFAULT unless every byte moved.
+/// and the caller's `addr` onwards, as many bytes as they hold: EFAULT unless every byte
+/// moved.
 ///
 /// # Safety
 /// Each of `local` must describe a live buffer, writable for `In`. (The kernel checks the
 /// caller's side.)
-unsafe fn vm_copy(dir: Dir, local: &[libc::iovec], addr: usize, len: usize) -> Result<(), Errno> {
+unsafe fn vm_copy(dir: Dir, local: &[libc::iovec], addr: usize) -> Result<(), Errno> {
+    let len = local.iter().map(|v| v.iov_len).sum();
     let remote = iovec(addr as *mut u8, len);
     let (pid, count) = (crate::vfork::pid(), local.len() as libc::c_ulong);
     // SAFETY: `local` holds live buffers (this function's contract); the kernel checks `remote`.
