@@ -114,6 +114,19 @@ impl MemfdMemory {
     }
 }
 
+/// Repeats `io(done)`, a pread or pwrite of the bytes from `done` on that returns how many it
+/// moved, until all `len` have moved; EFAULT if one moves none or fails.
+fn every_byte(len: usize, mut io: impl FnMut(usize) -> isize) -> Result<()> {
+    let mut done = 0;
+    while done < len {
+        match io(done) {
+            n if n > 0 => done += n as usize,
+            _ => return Err(Errno::EFAULT),
+        }
+    }
+    Ok(())
+}
+
 impl ShmMemory for MemfdMemory {
     fn len(&self) -> u64 {
         self.len
@@ -121,44 +134,22 @@ impl ShmMemory for MemfdMemory {
 
     fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
         self.check(offset, buf.len())?;
-        let mut done = 0;
-        while done < buf.len() {
+        let (fd, len) = (self.fd.as_raw_fd(), buf.len());
+        every_byte(len, |done| {
+            let at = (offset + done as u64) as libc::off_t;
             // SAFETY: the destination is the unread tail of `buf`; the fd is open.
-            let n = unsafe {
-                libc::pread(
-                    self.fd.as_raw_fd(),
-                    buf[done..].as_mut_ptr().cast(),
-                    buf.len() - done,
-                    (offset + done as u64) as libc::off_t,
-                )
-            };
-            if n <= 0 {
-                return Err(Errno::EFAULT);
-            }
-            done += n as usize;
-        }
-        Ok(())
+            unsafe { libc::pread(fd, buf[done..].as_mut_ptr().cast(), len - done, at) }
+        })
     }
 
     fn write_at(&self, offset: u64, data: &[u8]) -> Result<()> {
         self.check(offset, data.len())?;
-        let mut done = 0;
-        while done < data.len() {
+        let (fd, len) = (self.fd.as_raw_fd(), data.len());
+        every_byte(len, |done| {
+            let at = (offset + done as u64) as libc::off_t;
             // SAFETY: the source is the unwritten tail of `data`; the fd is open.
-            let n = unsafe {
-                libc::pwrite(
-                    self.fd.as_raw_fd(),
-                    data[done..].as_ptr().cast(),
-                    data.len() - done,
-                    (offset + done as u64) as libc::off_t,
-                )
-            };
-            if n <= 0 {
-                return Err(Errno::EFAULT);
-            }
-            done += n as usize;
-        }
-        Ok(())
+            unsafe { libc::pwrite(fd, data[done..].as_ptr().cast(), len - done, at) }
+        })
     }
 
     fn resident_pages(&self) -> u64 {

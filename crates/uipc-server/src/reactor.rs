@@ -168,17 +168,22 @@ impl Reactor {
 
     fn stop_watching(&self, conn: &Conn) {
         for set in [&self.epoll, &self.slow] {
-            // SAFETY: removes a descriptor (still open: `conn` owns it) from our epoll set;
-            // ENOENT if it is not there, which is fine.
-            unsafe {
-                libc::epoll_ctl(
-                    set.as_raw_fd(),
-                    libc::EPOLL_CTL_DEL,
-                    conn.fd(),
-                    std::ptr::null_mut(),
-                )
-            };
+            self.remove_from(set, conn);
         }
+    }
+
+    /// Takes `conn`'s descriptor (still open: `conn` owns it) out of one of our epoll sets;
+    /// ENOENT if it is not there, which is fine.
+    fn remove_from(&self, set: &OwnedFd, conn: &Conn) {
+        // SAFETY: removes an open descriptor from one of our live epoll sets.
+        unsafe {
+            libc::epoll_ctl(
+                set.as_raw_fd(),
+                libc::EPOLL_CTL_DEL,
+                conn.fd(),
+                std::ptr::null_mut(),
+            )
+        };
     }
 
     /// Moves a connection still known to the loop into the second set (`slow`) or out of it.
@@ -196,15 +201,7 @@ impl Reactor {
         } else {
             (&self.slow, &self.epoll)
         };
-        // SAFETY: removes a live descriptor from one of our live epoll sets.
-        unsafe {
-            libc::epoll_ctl(
-                from.as_raw_fd(),
-                libc::EPOLL_CTL_DEL,
-                conn.fd(),
-                std::ptr::null_mut(),
-            )
-        };
+        self.remove_from(from, conn);
         if self.add_to(to, conn.fd(), conn.id, CONN_EVENTS).is_ok() {
             conn.slow.store(slow, Ordering::Relaxed);
         } else if self.add_to(from, conn.fd(), conn.id, CONN_EVENTS).is_err() {
