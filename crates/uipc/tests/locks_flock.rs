@@ -149,3 +149,50 @@ fn owns_any_sees_an_owners_held_lock_and_its_blocked_request() {
     assert!(!m.owns_any(FILE, d(1)));
     assert!(m.owns_any(FILE, d(2)));
 }
+
+#[test]
+fn the_record_limit_applies_to_flock_and_a_conversion_frees_its_record_first() {
+    let m = LockManager::with_config(LockConfig {
+        max_locks_per_file: 1,
+        ..LockConfig::default()
+    });
+    flock(&m, 1, Some(&fd(1)), LOCK_SH).unwrap();
+    assert_eq!(
+        flock(&m, 2, Some(&fd(2)), LOCK_SH | LOCK_NB),
+        Err(Errno::ENOLCK),
+        "a second description's lock needs a second record"
+    );
+    flock(&m, 1, Some(&fd(1)), LOCK_EX | LOCK_NB).unwrap();
+    assert_eq!(held(&m), vec![(OfdId(1), LockType::Write)]);
+    flock(&m, 1, Some(&fd(1)), LOCK_UN).unwrap();
+    flock(&m, 2, Some(&fd(2)), LOCK_SH).unwrap();
+    assert_eq!(held(&m), vec![(OfdId(2), LockType::Read)]);
+}
+
+#[test]
+fn a_conversion_appends_the_new_lock_after_the_others() {
+    let m = LockManager::new();
+    for ofd in 1..=3 {
+        flock(&m, ofd as i32, Some(&fd(ofd)), LOCK_SH).unwrap();
+    }
+    flock(&m, 1, Some(&fd(1)), LOCK_SH).unwrap();
+    assert_eq!(
+        held(&m),
+        vec![
+            (OfdId(1), LockType::Read),
+            (OfdId(2), LockType::Read),
+            (OfdId(3), LockType::Read)
+        ],
+        "asking for the type held changes nothing"
+    );
+    flock(&m, 1, Some(&fd(1)), LOCK_UN).unwrap();
+    flock(&m, 1, Some(&fd(1)), LOCK_SH).unwrap();
+    assert_eq!(
+        held(&m),
+        vec![
+            (OfdId(2), LockType::Read),
+            (OfdId(3), LockType::Read),
+            (OfdId(1), LockType::Read)
+        ]
+    );
+}

@@ -50,6 +50,7 @@ impl LockManager {
     /// [`LockManager::fcntl`] without sleeping: a SETLKW command that must wait is queued
     /// and returned as a [`ParkedLock`], whose waiter runs `park`'s notifier when a release
     /// wakes it to retry (or `park`'s interrupt is raised).
+    #[inline]
     pub fn fcntl_start(
         &self,
         cred: &Cred,
@@ -136,6 +137,7 @@ impl LockManager {
     }
 
     /// The checks of a set command; the request to make.
+    #[inline]
     fn setlk(&self, cred: &Cred, fd: &OpenFile, ofd: bool, fl: &Flock) -> Result<LockCall> {
         let (start, end) = flock_range(fl, fd)?;
         let ty = lock_type(fl.l_type)?;

@@ -56,7 +56,7 @@ pub(crate) struct Request {
 }
 
 impl Request {
-    fn held(&self, ty: LockType) -> Held {
+    pub(super) fn held(&self, ty: LockType) -> Held {
         Held {
             kind: self.kind,
             owner: self.owner,
@@ -261,7 +261,11 @@ impl FileState {
                 .all(|h| req.start <= h.start && h.end <= req.end)
         {
             // An unlock of all the owner's locks (no allocation).
-            self.posix.drain(from..to);
+            if to == self.posix.len() {
+                self.posix.truncate(from);
+            } else {
+                self.posix.drain(from..to);
+            }
             return Ok(true);
         }
         let old: Vec<Piece> = self.posix[from..to]

@@ -42,11 +42,11 @@ pub(crate) struct FileMap {
 
 /// The last context this thread used: (map id, file, context).
 #[cfg(not(loom))]
-type LastUsed = std::cell::Cell<Option<(u64, FileId, Arc<FileLocks>)>>;
+type LastUsed = std::cell::RefCell<Option<(u64, FileId, Arc<FileLocks>)>>;
 
 #[cfg(not(loom))]
 thread_local! {
-    static LAST_USED: LastUsed = const { std::cell::Cell::new(None) };
+    static LAST_USED: LastUsed = const { std::cell::RefCell::new(None) };
 }
 
 impl FileMap {
@@ -82,20 +82,31 @@ impl FileMap {
 
     /// Runs `f` on the file's state under its mutex, creating the context if `create`; `None`
     /// if the file has no context and `create` is false. Retries if the context left the map.
+    #[inline]
     pub fn with<R>(
         &self,
         file: FileId,
         create: bool,
         mut f: impl FnMut(&Arc<FileLocks>, MutexGuard<'_, FileState>) -> R,
     ) -> Option<R> {
+        // The remembered context, used in place (borrowed, not moved out and back). The
+        // borrow is only tried: were `f` ever to call back into the map, the inner call would
+        // take the general path.
         #[cfg(not(loom))]
-        if let Some((id, last, ctx)) = LAST_USED.with(|l| l.take()) {
-            if id == self.id && last == file {
-                let st = lock(&ctx.state);
-                if !st.removed {
-                    let r = f(&ctx, st);
-                    LAST_USED.with(|l| l.set(Some((id, last, ctx))));
-                    return Some(r);
+        if let Ok(slot) = LAST_USED.try_with(|l| l as *const LastUsed) {
+            // SAFETY: `slot` is this thread's own slot, alive until the thread's
+            // thread-local destructors run; they cannot run during this call on this thread,
+            // and no other thread ever sees the slot. (Taking the pointer out keeps the
+            // thread-local access inline; the closure form calls through a function pointer.)
+            let slot = unsafe { &*slot };
+            if let Ok(l) = slot.try_borrow() {
+                if let Some((id, last, ctx)) = l.as_ref() {
+                    if *id == self.id && *last == file {
+                        let st = lock(&ctx.state);
+                        if !st.removed {
+                            return Some(f(ctx, st));
+                        }
+                    }
                 }
             }
         }
@@ -111,7 +122,11 @@ impl FileMap {
             }
             let r = f(&ctx, st);
             #[cfg(not(loom))]
-            LAST_USED.with(|l| l.set(Some((self.id, file, ctx))));
+            let _ = LAST_USED.try_with(|l| {
+                if let Ok(mut l) = l.try_borrow_mut() {
+                    *l = Some((self.id, file, ctx));
+                }
+            });
             return Some(r);
         }
     }

@@ -35,6 +35,7 @@ impl LockManager {
     /// [`LockManager::flock`] without sleeping: a request that must wait is queued and
     /// returned as a [`ParkedLock`], whose waiter runs `park`'s notifier when a release wakes
     /// it to retry (or `park`'s interrupt is raised).
+    #[inline]
     pub fn flock_start(
         &self,
         cred: &Cred,

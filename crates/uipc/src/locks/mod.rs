@@ -10,6 +10,8 @@
 //! Layout and algorithms:
 //! - `files`: file -> context, sharded; the lock/unlock path touches a shard only to find the
 //!   file, and a context stays while the file has locks or until an idle close (no churn).
+//! - `uncontended`: a request on a file nobody waits on, that nothing held conflicts with, is
+//!   finished there under the file's mutex, with no blocker list, wake-up walk or waiter.
 //! - `file`: per file, the POSIX/OFD list (owners contiguous, each owner's ranges sorted and
 //!   merged by `range`), the flock list and the blocked requests. Whenever a change releases
 //!   bytes while requests wait, the waiters that no longer conflict are woken to retry, as on
@@ -62,6 +64,7 @@ mod parked;
 mod procfs;
 mod range;
 pub mod types;
+mod uncontended;
 
 pub use deadlock::DeadlockMode;
 pub use parked::ParkedLock;
@@ -153,6 +156,7 @@ impl LockManager {
     /// This is one attempt, under the file's lock; `woken` is the request's previous waiter
     /// (woken to retry), which leaves the queue in the same critical section. If the request
     /// must wait, its waiter (carrying `park`'s notifier) is queued and returned parked.
+    #[inline(always)]
     pub(crate) fn request_step(
         &self,
         call: LockCall,
@@ -160,31 +164,62 @@ impl LockManager {
         mut woken: Option<Arc<Waiter<()>>>,
         park: &ParkCtx,
     ) -> Progress<(), ParkedLock> {
-        let LockCall {
-            file,
-            req,
-            flock_conversion,
-        } = call;
-        let step = self.files.with(file, req.ty.is_some(), |fctx, mut st| {
-            let step = self.try_request(&mut st, fctx, &req, wait, flock_conversion, park);
-            if let Some(w) = woken.take() {
-                // Leaving the queue may let requests that waited behind this one go.
-                st.dequeue(&w, &self.graph);
-                st.after_change(&self.graph);
-            }
-            step
-        });
-        match step {
-            // An unlock on a file that has no locks.
-            None => Progress::Done(Ok(())),
+        let limit = self.config.max_locks_per_file;
+        // The closure returns the uncontended result (8 bytes, in registers) and leaves the
+        // general path's outcome in `slow`.
+        let mut slow = None;
+        let done = self
+            .files
+            .with(call.file, call.req.ty.is_some(), |fctx, mut st| {
+                if woken.is_none() {
+                    if let Some(r) = st.uncontended(&call.req, call.flock_conversion, limit) {
+                        return r;
+                    }
+                }
+                slow = Some(self.request_locked(&mut st, fctx, &call, wait, woken.take(), park));
+                Ok(())
+            });
+        match slow {
+            // An unlock on a file that has no locks, or an uncontended request.
+            None => Progress::Done(done.unwrap_or(Ok(()))),
             Some(Step::Done(r)) => Progress::Done(r),
-            Some(Step::Sleep(fctx, waiter)) => {
-                Progress::Parked(ParkedLock::new(fctx, waiter, park, call))
-            }
+            Some(Step::Sleep(fctx, waiter)) => Self::parked(fctx, waiter, park, call),
         }
     }
 
-    /// One attempt of [`LockManager::request`], under the file's lock.
+    /// The general path of [`LockManager::request_step`], under the file's lock: tries the
+    /// request, then takes a woken request's previous waiter out of the queue.
+    #[inline(never)]
+    fn request_locked(
+        &self,
+        st: &mut file::FileState,
+        fctx: &crate::sync::Arc<file::FileLocks>,
+        call: &LockCall,
+        wait: bool,
+        woken: Option<Arc<Waiter<()>>>,
+        park: &ParkCtx,
+    ) -> Step {
+        let step = self.try_request(st, fctx, &call.req, wait, call.flock_conversion, park);
+        if let Some(w) = woken {
+            // Leaving the queue may let requests that waited behind this one go.
+            st.dequeue(&w, &self.graph);
+            st.after_change(&self.graph);
+        }
+        step
+    }
+
+    /// A request queued to wait, as a [`ParkedLock`].
+    #[cold]
+    fn parked(
+        fctx: crate::sync::Arc<file::FileLocks>,
+        waiter: Arc<Waiter<()>>,
+        park: &ParkCtx,
+        call: LockCall,
+    ) -> Progress<(), ParkedLock> {
+        Progress::Parked(ParkedLock::new(fctx, waiter, park, call))
+    }
+
+    /// One attempt of [`LockManager::request_step`], under the file's lock.
     fn try_request(
         &self,
         st: &mut file::FileState,
