@@ -8,6 +8,9 @@
 //! namespace would turn one bug into a denial of service.
 #![allow(dead_code)]
 
+use std::collections::HashMap;
+use std::hash::Hash;
+
 #[cfg(loom)]
 #[allow(unused_imports)]
 pub(crate) use loom::sync::atomic::{
@@ -51,6 +54,55 @@ pub(crate) fn try_write<T>(l: &RwLock<T>) -> Option<RwLockWriteGuard<'_, T>> {
         Ok(g) => Some(g),
         Err(std::sync::TryLockError::Poisoned(e)) => Some(e.into_inner()),
         Err(std::sync::TryLockError::WouldBlock) => None,
+    }
+}
+
+/// A hash map split over [`SHARDS`](ShardedMap::SHARDS) mutex-guarded maps by key, so that
+/// callers working on different keys (processes, users) rarely share a lock. Each shard's
+/// lock is a leaf of whatever order its owner documents; never two shards at once.
+pub(crate) struct ShardedMap<K, V> {
+    shards: Box<[Mutex<HashMap<K, V>>]>,
+}
+
+/// A key that picks its shard of a [`ShardedMap`]: any spread of its bits will do.
+pub(crate) trait ShardKey: Copy + Eq + Hash {
+    /// A number whose remainder by the shard count names the shard.
+    fn spread(self) -> usize;
+}
+
+impl ShardKey for u32 {
+    fn spread(self) -> usize {
+        self as usize
+    }
+}
+
+impl ShardKey for crate::Tgid {
+    fn spread(self) -> usize {
+        self.get() as u32 as usize
+    }
+}
+
+impl<K: ShardKey, V> ShardedMap<K, V> {
+    /// The shard count.
+    pub(crate) const SHARDS: usize = 64;
+
+    /// An empty map.
+    pub(crate) fn new() -> ShardedMap<K, V> {
+        let shards = (0..Self::SHARDS).map(|_| Mutex::new(HashMap::new()));
+        ShardedMap {
+            shards: shards.collect(),
+        }
+    }
+
+    /// The shard that holds `key`, locked (poisoning ignored).
+    pub(crate) fn shard(&self, key: K) -> MutexGuard<'_, HashMap<K, V>> {
+        lock(&self.shards[key.spread() % Self::SHARDS])
+    }
+}
+
+impl<K: ShardKey, V> Default for ShardedMap<K, V> {
+    fn default() -> Self {
+        ShardedMap::new()
     }
 }
 

@@ -14,12 +14,12 @@
 //! nested). `ids` may be taken while holding nothing else, or after a table stripe lock was
 //! released; never while holding a timer's state lock.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 
 use super::lock;
 use super::table::TimerTable;
 use crate::errno::{Errno, Result};
-use crate::sync::{Arc, AtomicBool, AtomicU32, Mutex, Ordering};
+use crate::sync::{Arc, AtomicBool, AtomicU32, Mutex, Ordering, ShardedMap};
 use crate::Tgid;
 
 /// The timer ids a process holds, and whether it has gone (exit or exec).
@@ -101,39 +101,31 @@ impl ProcState {
     }
 }
 
-const SHARDS: usize = 64;
-
-type RegistryShard = Mutex<HashMap<Tgid, Arc<ProcState>>>;
-
 /// tgid -> [`ProcState`], sharded.
 pub(crate) struct Registry {
-    shards: Box<[RegistryShard]>,
+    shards: ShardedMap<Tgid, Arc<ProcState>>,
 }
 
 impl Registry {
     pub(crate) fn new() -> Registry {
         Registry {
-            shards: (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
+            shards: ShardedMap::new(),
         }
-    }
-
-    fn shard(&self, tgid: Tgid) -> &RegistryShard {
-        &self.shards[(tgid.get() as u32 as usize) % SHARDS]
     }
 
     /// The state of `tgid`, created fresh (counter 0, restore off) on first use.
     pub(crate) fn get_or_create(&self, tgid: Tgid) -> Arc<ProcState> {
-        lock(self.shard(tgid)).entry(tgid).or_default().clone()
+        self.shards.shard(tgid).entry(tgid).or_default().clone()
     }
 
     /// The state of `tgid`, if it ever used timers since its last exit/exec.
     pub(crate) fn get(&self, tgid: Tgid) -> Option<Arc<ProcState>> {
-        lock(self.shard(tgid)).get(&tgid).cloned()
+        self.shards.shard(tgid).get(&tgid).cloned()
     }
 
     /// Forgets `tgid` entirely; its next use starts from a fresh state.
     pub(crate) fn remove(&self, tgid: Tgid) -> Option<Arc<ProcState>> {
-        lock(self.shard(tgid)).remove(&tgid)
+        self.shards.shard(tgid).remove(&tgid)
     }
 }
 
@@ -142,23 +134,19 @@ impl Registry {
 /// Every timer holds one unit from create to delete. The embedder may charge its own queued
 /// signals through [`super::Timers::charge_sigpending`], since Linux counts both together.
 pub(crate) struct SigpendingCounts {
-    shards: Box<[Mutex<HashMap<u32, u64>>]>,
+    shards: ShardedMap<u32, u64>,
 }
 
 impl SigpendingCounts {
     pub(crate) fn new() -> SigpendingCounts {
         SigpendingCounts {
-            shards: (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
+            shards: ShardedMap::new(),
         }
-    }
-
-    fn shard(&self, uid: u32) -> &Mutex<HashMap<u32, u64>> {
-        &self.shards[uid as usize % SHARDS]
     }
 
     /// Takes one unit unless that would exceed `limit` (`inc_rlimit_get_ucounts`).
     pub(crate) fn try_charge(&self, uid: u32, limit: u64) -> bool {
-        let mut map = lock(self.shard(uid));
+        let mut map = self.shards.shard(uid);
         let count = map.entry(uid).or_insert(0);
         if *count >= limit {
             if *count == 0 {
@@ -172,7 +160,7 @@ impl SigpendingCounts {
 
     /// Gives one unit back.
     pub(crate) fn uncharge(&self, uid: u32) {
-        let mut map = lock(self.shard(uid));
+        let mut map = self.shards.shard(uid);
         if let Some(count) = map.get_mut(&uid) {
             *count -= 1;
             if *count == 0 {
@@ -183,6 +171,6 @@ impl SigpendingCounts {
 
     /// Units held by `uid`.
     pub(crate) fn count(&self, uid: u32) -> u64 {
-        lock(self.shard(uid)).get(&uid).copied().unwrap_or(0)
+        self.shards.shard(uid).get(&uid).copied().unwrap_or(0)
     }
 }

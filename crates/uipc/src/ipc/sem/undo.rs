@@ -18,12 +18,10 @@ use super::SemSet;
 use crate::errno::Errno;
 use crate::ipc::consts::SEMVMX;
 use crate::ipc::namespace::IpcNamespace;
-use crate::sync::{lock, AtomicI32, Mutex, Ordering::Relaxed};
+use crate::sync::{lock, AtomicI32, Mutex, Ordering::Relaxed, ShardedMap};
 use crate::{IpcId, Result, Tgid};
 use std::collections::HashMap;
 use std::sync::{Arc, Weak};
-
-const SHARDS: usize = 64;
 
 /// One process's adjustments for one set (`struct sem_undo`).
 pub(crate) struct UndoEntry {
@@ -61,27 +59,16 @@ impl SetUndos {
 type ProcUndo = HashMap<IpcId, Arc<UndoEntry>>;
 
 /// The per-process undo maps of a namespace.
+#[derive(Default)]
 pub(crate) struct UndoMaps {
-    shards: Box<[Mutex<HashMap<Tgid, ProcUndo>>]>,
-}
-
-impl Default for UndoMaps {
-    fn default() -> Self {
-        UndoMaps {
-            shards: (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
-        }
-    }
+    shards: ShardedMap<Tgid, ProcUndo>,
 }
 
 impl UndoMaps {
-    fn shard(&self, tgid: Tgid) -> &Mutex<HashMap<Tgid, ProcUndo>> {
-        &self.shards[tgid.get().unsigned_abs() as usize % SHARDS]
-    }
-
     /// `find_alloc_undo`: the process's entry for `set`, made if missing. EIDRM if the set
     /// was removed. Entry: no set lock held.
     pub(crate) fn find_alloc(&self, tgid: Tgid, set: &Arc<SemSet>) -> Result<Arc<UndoEntry>> {
-        let mut shard = lock(self.shard(tgid));
+        let mut shard = self.shards.shard(tgid);
         let proc_map = shard.entry(tgid).or_default();
         let semid = set.header.id();
         if let Some(e) = proc_map.get(&semid) {
@@ -112,7 +99,7 @@ impl UndoMaps {
     /// Removes `e` from its process's map (RMID, or its adjustments moving to the fast path's
     /// arena). Entry: no set lock held.
     pub(crate) fn forget(&self, e: &Arc<UndoEntry>) {
-        let mut shard = lock(self.shard(e.tgid));
+        let mut shard = self.shards.shard(e.tgid);
         if let Some(m) = shard.get_mut(&e.tgid) {
             if m.get(&e.semid).is_some_and(|x| Arc::ptr_eq(x, e)) {
                 m.remove(&e.semid);
@@ -124,7 +111,8 @@ impl UndoMaps {
     }
 
     fn take_process(&self, tgid: Tgid) -> Vec<Arc<UndoEntry>> {
-        lock(self.shard(tgid))
+        self.shards
+            .shard(tgid)
             .remove(&tgid)
             .map(|m| m.into_values().collect())
             .unwrap_or_default()
@@ -132,7 +120,7 @@ impl UndoMaps {
 
     /// How many entries process `tgid` holds (for tests and listings).
     pub(crate) fn count(&self, tgid: Tgid) -> usize {
-        lock(self.shard(tgid)).get(&tgid).map_or(0, |m| m.len())
+        self.shards.shard(tgid).get(&tgid).map_or(0, |m| m.len())
     }
 }
 

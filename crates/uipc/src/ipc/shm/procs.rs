@@ -1,19 +1,17 @@
 //! The per-process shm records (`ProcTable`): each process's attachments by start address,
 //! the segments it created (for the exit rules), and the cursor its fake addresses come from.
 //!
-//! Records live in [`SHARDS`] mutex-protected maps keyed by tgid, so attach and detach in
+//! Records live in a [`ShardedMap`] keyed by tgid (64 mutex-protected maps), so attach and detach in
 //! different processes rarely share a lock. Lock order: registry state -> one shard ->
 //! segment state; never two shards at once.
 
 use super::super::consts::PAGE_SIZE;
 use super::ShmSegment;
-use crate::sync::{lock, Mutex, MutexGuard};
+use crate::sync::{MutexGuard, ShardedMap};
 use crate::{Errno, IpcId, Result, Tgid};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
-/// Number of process shards.
-const SHARDS: usize = 64;
 /// Where a process's fake addresses start (page aligned, far from where real mappings
 /// usually go).
 pub(super) const FAKE_BASE: u64 = 0x2000_0000_0000;
@@ -65,18 +63,18 @@ impl ProcShm {
 
 /// The per-process records, sharded by tgid.
 pub(super) struct ProcTable {
-    shards: Box<[Mutex<HashMap<Tgid, ProcShm>>]>,
+    records: ShardedMap<Tgid, ProcShm>,
 }
 
 impl ProcTable {
     pub(super) fn new() -> ProcTable {
         ProcTable {
-            shards: (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
+            records: ShardedMap::new(),
         }
     }
 
     pub(super) fn shard(&self, tgid: Tgid) -> MutexGuard<'_, HashMap<Tgid, ProcShm>> {
-        lock(&self.shards[tgid.get().unsigned_abs() as usize % SHARDS])
+        self.records.shard(tgid)
     }
 
     /// Records `seg` as created by `tgid`. Entry: registry write lock may be held.
