@@ -186,8 +186,41 @@ fn monotonic_ns() -> u64 {
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
+/// A new pipe's `[read, write]` ends, or `None` if the kernel refuses one.
+pub(crate) fn pipe() -> Option<[i32; 2]> {
+    let mut fds = [0i32; 2];
+    // SAFETY: `fds` is a valid array of two ints for pipe to fill.
+    (unsafe { libc::pipe(fds.as_mut_ptr()) } == 0).then_some(fds)
+}
+
+/// Forks up to `n` children, the `i`th running `child(i)` and leaving with `_exit` of the
+/// status it returns (no exit handler or destructor of the parent's state runs twice); stops
+/// at the first fork that fails. Returns the children's pids, in order.
+///
+/// # Safety
+/// `child` runs in the forked copy of a process that may have other threads: it must not
+/// wait for them nor take a lock one of them may hold (the benchmarks' children make system
+/// calls only).
+pub(crate) unsafe fn fork_children(n: usize, child: impl Fn(usize) -> i32) -> Vec<libc::pid_t> {
+    let mut pids = Vec::with_capacity(n);
+    for i in 0..n {
+        // SAFETY: the child runs `child` (this function's contract) and leaves with `_exit`.
+        let pid = unsafe { libc::fork() };
+        if pid == 0 {
+            let status = child(i);
+            // SAFETY: leaving the child without running the parent's exit handlers.
+            unsafe { libc::_exit(status) };
+        }
+        if pid < 0 {
+            break;
+        }
+        pids.push(pid);
+    }
+    pids
+}
+
 /// Reads exactly `buf.len()` bytes unless the pipe reaches end of file; returns how many.
-fn read_full(fd: i32, buf: &mut [u8]) -> usize {
+pub(crate) fn read_full(fd: i32, buf: &mut [u8]) -> usize {
     let mut got = 0;
     while got < buf.len() {
         // SAFETY: the pointer and length stay inside `buf`.
@@ -277,37 +310,21 @@ pub fn lock_tasks_in_children(
     lock: HostLock,
     iterations: usize,
 ) -> Option<TaskTimes> {
-    let mut ready = [0i32; 2];
-    let mut start = [0i32; 2];
-    let mut results = [0i32; 2];
-    for p in [&mut ready, &mut start, &mut results] {
-        // SAFETY: `p` is a valid array of two ints for pipe to fill.
-        if unsafe { libc::pipe(p.as_mut_ptr()) } != 0 {
-            return None;
-        }
-    }
-    let mut children = Vec::with_capacity(paths.len());
-    for path in paths {
-        // SAFETY: the child runs only system calls and the clock (`host_lock_task`) before
-        // `_exit`; it allocates nothing.
-        let pid = unsafe { libc::fork() };
-        if pid == 0 {
-            // Keep only the three pipe ends this task uses: the start pipe's end of file must
-            // come when the parent closes its write end, so no task may hold a copy of it (nor
-            // of another run's pipes, forked at the same time from another thread).
-            close_all_but(&[ready[1], start[0], results[1]]);
-            let span = host_lock_task(path, lock, iterations, [ready[1], start[0], results[1]]);
-            // SAFETY: 16 bytes from a live local (one atomic pipe write), then leaving at once.
-            unsafe {
-                libc::write(results[1], span.as_ptr().cast(), 16);
-                libc::_exit(0);
-            }
-        }
-        if pid < 0 {
-            break;
-        }
-        children.push(pid);
-    }
+    let (ready, start, results) = (pipe()?, pipe()?, pipe()?);
+    let task = |i: usize| {
+        // Keep only the three pipe ends this task uses: the start pipe's end of file must
+        // come when the parent closes its write end, so no task may hold a copy of it (nor
+        // of another run's pipes, forked at the same time from another thread).
+        let ends = [ready[1], start[0], results[1]];
+        close_all_but(&ends);
+        let span = host_lock_task(&paths[i], lock, iterations, ends);
+        // SAFETY: 16 bytes from a live local (one atomic pipe write).
+        unsafe { libc::write(results[1], span.as_ptr().cast(), 16) };
+        0
+    };
+    // SAFETY: the child runs only system calls and the clock (`host_lock_task`); it allocates
+    // nothing.
+    let children = unsafe { fork_children(paths.len(), task) };
     // SAFETY: closing the parent's copies of the children's ends.
     unsafe {
         libc::close(ready[1]);

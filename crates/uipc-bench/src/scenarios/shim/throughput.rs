@@ -6,6 +6,7 @@
 //! always finds at least its own +1), whatever the others do on a shared set.
 
 use super::calls::{sop, SemSet};
+use crate::kernel::{fork_children, pipe, read_full};
 use std::time::Instant;
 
 /// Total semops per millisecond of `procs` processes each doing `iters`, or `None` if a call
@@ -15,47 +16,30 @@ pub(crate) fn semop_throughput(procs: usize, shared: bool, iters: u32) -> Option
         .map(|_| SemSet::new(1))
         .collect::<Option<_>>()?;
     let (ready, go) = (pipe()?, pipe()?);
-    let mut pids = Vec::with_capacity(procs);
-    for p in 0..procs {
+    let child = |p: usize| {
         let id = sets[if shared { 0 } else { p }].0;
-        // SAFETY: the child makes IPC calls and pipe I/O only, then leaves with `_exit`.
-        let pid = unsafe { libc::fork() };
-        if pid == 0 {
-            // SAFETY: closing the child's copy of the go pipe's write end, so that the
-            // parent's close is seen as end of file; then the handshake on live locals.
-            let ok = unsafe {
-                libc::close(go[1]);
-                // The first call opens this process's way to the daemon: not timed.
-                let warm = libc::semctl(id, 0, libc::GETVAL) >= 0;
-                let byte = 1u8;
-                libc::write(ready[1], (&byte as *const u8).cast(), 1);
-                let mut b = 0u8;
-                libc::read(go[0], (&mut b as *mut u8).cast(), 1);
-                warm && (0..iters).all(|i| sop(id, 0, if i % 2 == 0 { 1 } else { -1 }, 0))
-            };
-            // SAFETY: leaving the child without the parent's exit handlers.
-            unsafe { libc::_exit(i32::from(!ok)) };
-        }
-        if pid < 0 {
-            break;
-        }
-        pids.push(pid);
-    }
+        // SAFETY: closing the child's copy of the go pipe's write end, so that the
+        // parent's close is seen as end of file; then the handshake on live locals.
+        let ok = unsafe {
+            libc::close(go[1]);
+            // The first call opens this process's way to the daemon: not timed.
+            let warm = libc::semctl(id, 0, libc::GETVAL) >= 0;
+            let byte = 1u8;
+            libc::write(ready[1], (&byte as *const u8).cast(), 1);
+            let mut b = 0u8;
+            libc::read(go[0], (&mut b as *mut u8).cast(), 1);
+            warm && (0..iters).all(|i| sop(id, 0, if i % 2 == 0 { 1 } else { -1 }, 0))
+        };
+        i32::from(!ok)
+    };
+    // SAFETY: the child makes IPC calls and pipe I/O only.
+    let pids = unsafe { fork_children(procs, child) };
     // SAFETY: closing the parent's copies of the ends it does not use.
     unsafe {
         libc::close(ready[1]);
         libc::close(go[0]);
     }
-    let mut got = 0;
-    while got < pids.len() {
-        let mut b = [0u8; 16];
-        // SAFETY: reading into a live local buffer.
-        let n = unsafe { libc::read(ready[0], b.as_mut_ptr().cast(), b.len()) };
-        if n <= 0 {
-            break;
-        }
-        got += n as usize;
-    }
+    read_full(ready[0], &mut vec![0u8; pids.len()]);
     let t0 = Instant::now();
     // SAFETY: closing the go pipe starts every child at once.
     unsafe { libc::close(go[1]) };
@@ -71,10 +55,4 @@ pub(crate) fn semop_throughput(procs: usize, shared: bool, iters: u32) -> Option
     unsafe { libc::close(ready[0]) };
     drop(sets);
     (ok && ms > 0.0).then(|| (procs as f64 * f64::from(iters)) / ms)
-}
-
-fn pipe() -> Option<[i32; 2]> {
-    let mut fds = [0i32; 2];
-    // SAFETY: `fds` is a valid array of two ints for pipe to fill.
-    (unsafe { libc::pipe(fds.as_mut_ptr()) } == 0).then_some(fds)
 }
