@@ -10,7 +10,9 @@
 //! looks for the slots whose adjustments it owns: so either the exit finds the slot, or the
 //! publish leaves the adjustments in the engine, where the exit applies them.
 
+use super::adopt::wake;
 use super::owner::{publish, take_back, take_back_adjustments, Published};
+use super::sleep::{pid_of as sleep_pid, state_of, FREE, SLEEPER};
 use super::{OWNED, UNDO};
 use crate::ipc::consts::SEMVMX;
 use crate::ipc::namespace::IpcNamespace;
@@ -63,17 +65,23 @@ impl IpcNamespace {
             return outside;
         };
         let mut st = lock(state);
+        let mut taken = None;
         if let Some((id, nsems)) = st.published.take() {
             arena.published[idx as usize / 64].fetch_and(!(1 << (idx % 64)), Relaxed);
-            let (vals, otime, locked) = take_back(slot, nsems);
+            let (vals, otime, locked, waited) = take_back(slot, nsems);
             let adjs = take_back_adjustments(slot, nsems, st.epoch, locked);
-            if let Ok(set) = self.sem.registry.lookup(crate::IpcId::new(id)) {
+            let set = self.sem.registry.lookup(crate::IpcId::new(id)).ok();
+            if let Some(set) = &set {
                 set.import_quiet(&vals, otime);
                 if let Some((pid, adj)) = adjs {
-                    self.sem_fast_adopt(&set, pid, &adj);
+                    self.sem_fast_adopt_undo(set, pid, &adj);
                 }
             }
+            taken = Some((set, waited));
         }
+        let arena_arc = self.sem.arena.as_ref().expect("checked above");
+        let taken = taken.as_ref().map(|(set, waited)| (set.as_ref(), *waited));
+        self.sem_fast_sleeper(arena_arc, idx, &mut st, taken);
         st.inside += 1;
         Inside {
             ns: self,
@@ -85,7 +93,7 @@ impl IpcNamespace {
     /// they are all 0: the owner made a SEM_UNDO call, which makes the entry on Linux (its
     /// exit then stamps sem_otime). Entry: no lock held; the set was published, so no engine
     /// call is inside it.
-    fn sem_fast_adopt(&self, set: &Arc<SemSet>, pid: i32, adj: &[i32]) {
+    fn sem_fast_adopt_undo(&self, set: &Arc<SemSet>, pid: i32, adj: &[i32]) {
         let Ok(entry) = self.sem.undo.find_alloc(crate::Tgid::new(pid), set) else {
             return; // removed meanwhile: RMID drops adjustments
         };
@@ -114,18 +122,35 @@ impl IpcNamespace {
         };
         lock(&arena.exiting).insert(tgid);
         let me = OWNED | u64::from(tgid as u32);
+        let mut slots: Vec<u32> = lock(&arena.sleepers)
+            .iter()
+            .filter(|&&(p, _)| p == tgid)
+            .map(|&(_, i)| i)
+            .collect();
         for (i, bits) in arena.published.iter().enumerate() {
             let mut b = bits.load(Acquire);
             while b != 0 {
                 let idx = (i * 64) as u32 + b.trailing_zeros();
                 b &= b - 1;
-                let owned = arena
-                    .slot(idx)
-                    .is_some_and(|(slot, _)| slot[UNDO].load(Acquire) == me);
-                if owned {
-                    exit.guards.push(self.sem_fast_enter_slot(Some(idx)));
+                let Some((slot, _)) = arena.slot(idx) else {
+                    continue;
+                };
+                let r = slot[SLEEPER].load(Acquire);
+                if state_of(r) != FREE {
+                    // A waker that died between its hand-off and its wake leaves a sleeper
+                    // asleep: it looks again (a spurious wake costs a reload).
+                    wake(&slot[SLEEPER]);
+                }
+                let sleeps = state_of(r) != FREE && sleep_pid(r) == tgid as u32;
+                if slot[UNDO].load(Acquire) == me || sleeps {
+                    slots.push(idx);
                 }
             }
+        }
+        slots.sort_unstable();
+        slots.dedup();
+        for idx in slots {
+            exit.guards.push(self.sem_fast_enter_slot(Some(idx)));
         }
         exit
     }

@@ -80,7 +80,7 @@ fn fast_decrement(v: ArenaView<'_>, euid: u32) -> bool {
 /// The daemon's side of IPC_SET: takes the set back and publishes it with `mode`; returns
 /// the values it took back.
 fn take_back_and_publish(slot: &[AtomicU64], mode: u32) -> Vec<(i32, i32)> {
-    let (vals, _, _) = take_back(slot, 1);
+    let (vals, _, _, _) = take_back(slot, 1);
     publish_as(slot, mode, &vals, 2);
     vals
 }
@@ -174,7 +174,7 @@ fn undo_client(
 
 /// Takes the set back and returns its value and the owner's adjustment (0 if none).
 fn take_back_undo(slot: &[AtomicU64], epoch: u64) -> (i32, i32) {
-    let (vals, _, locked) = take_back(slot, 1);
+    let (vals, _, locked, _) = take_back(slot, 1);
     let adj = take_back_adjustments(slot, 1, epoch, locked).map_or(0, |(pid, a)| {
         assert_eq!(pid, 7);
         a[0]

@@ -7,9 +7,10 @@
 //! Layout: [`SLOTS`] slots, one per IPC index, of [`SLOT_WORDS`] `AtomicU64`s: [`HEADER_WORDS`]
 //! header words (`IDENT`, `MODE_NSEMS`, `UID_GID`, `CUID_CGID`, `OTIME`, `UNDO`, `INTENT`),
 //! then one word per semaphore (at most [`CAPACITY`]): value in bits 0-14, [`LOCKED`] in bit
-//! 15, [`SLOW`] in bit 16, sempid in bits 17-38, epoch in bits 39-63; then one adjustment word
-//! per semaphore (SEM_UNDO, module [`undo`]). `OTIME` holds the set's sem_otime in bits 0-38
-//! and the epoch of the publish it belongs to in bits 39-63.
+//! 15, [`SLOW`] in bit 16, sempid in bits 17-38, [`WAITED`] in bit 39, epoch in bits 40-63; then
+//! one adjustment word per semaphore (SEM_UNDO, module [`undo`]). `OTIME` holds the set's
+//! sem_otime in bits 0-39 and the epoch of the publish it belongs to in bits 40-63. Header word
+//! 7 is the slot's sleeper record (module [`sleep`]; the daemon's side in `adopt`).
 //!
 //! Invariants the client relies on (kept by [`owner`]): the header and the words change only
 //! while every word of the published set has [`SLOW`] set, except for a client's CAS on a word
@@ -19,14 +20,22 @@
 //! wait a little for it. Nothing the client reads is trusted by the daemon: values it takes back are
 //! clamped to SEMVMX.
 
+mod adopt;
 mod inside;
 pub mod owner;
+mod sleep;
 mod undo;
+
+pub use sleep::{Cancel, Sleep, Ticket, Wait};
 
 #[cfg(all(test, loom))]
 mod loom_models;
+#[cfg(all(test, loom))]
+mod loom_sleep;
 #[cfg(all(test, not(loom)))]
 mod tests;
+#[cfg(all(test, not(loom)))]
+mod tests_sleep;
 
 use super::Sembuf;
 use crate::errno::Errno;
@@ -56,7 +65,7 @@ pub(crate) const MODE_NSEMS: usize = 1;
 pub(crate) const UID_GID: usize = 2;
 /// Header: cuid, cgid.
 pub(crate) const CUID_CGID: usize = 3;
-/// Header: the set's sem_otime (bits 0-38) and the publish's epoch (bits 39-63).
+/// Header: the set's sem_otime (bits 0-39) and the publish's epoch (bits 40-63).
 pub(crate) const OTIME: usize = 4;
 /// `OTIME`'s time bits.
 pub(crate) const OTIME_MASK: u64 = (1 << EPOCH_SHIFT) - 1;
@@ -78,9 +87,11 @@ pub const SLOW: u64 = 1 << 16;
 const PID_SHIFT: u32 = 17;
 /// sempid's bits (pid_max is at most 2^22).
 pub const PID_MASK: u64 = (1 << 22) - 1;
-pub(crate) const EPOCH_SHIFT: u32 = 39;
+/// The slot's sleeper waits on this semaphore (module [`sleep`]).
+pub const WAITED: u64 = 1 << 39;
+pub(crate) const EPOCH_SHIFT: u32 = 40;
 /// The epoch's bits.
-pub const EPOCH_MASK: u64 = (1 << 25) - 1;
+pub const EPOCH_MASK: u64 = (1 << 24) - 1;
 
 /// Maps the whole arena memfd `fd` ([`crate::ipc::keytable::MAPPING_BYTES`]: the arena's
 /// [`ARENA_BYTES`], then the key table), shared and read-write, at an address of the kernel's
@@ -145,6 +156,13 @@ pub enum Fast<T> {
     Slow,
 }
 
+/// [`ArenaView::outcome`]: the new value, an operation that must wait, or the call's end.
+enum Step {
+    Proceed(u64),
+    Block,
+    Give(Fast<()>),
+}
+
 /// Who calls, as the fast path needs it: its pid as the daemon numbers it, its effective uid
 /// (asked for only when the mode does not grant the access to everyone) and the time.
 pub trait Caller {
@@ -159,6 +177,13 @@ pub trait Caller {
     fn proceed(&self) -> bool {
         true
     }
+    /// Whether process `pid` (as the daemon numbers it) has not exited: a waker hands its
+    /// operation to a sleeper only then.
+    fn alive(&self, _pid: u32) -> bool {
+        true
+    }
+    /// FUTEX_WAKE on the low 32 bits of `word` (a sleeper's record).
+    fn wake(&self, _word: &AtomicU64) {}
 }
 
 /// A client's view of an arena: the words of every slot.
@@ -239,9 +264,9 @@ impl<'a> ArenaView<'a> {
 
     /// Linux's `perform_atomic_semop` for one operation on word `w` (loaded from `cell`): the
     /// new value, or what the call comes to here: EAGAIN if `cell` still holds `w` (so the
-    /// header checked with it still holds), the daemon for an operation that would wait or
-    /// give ERANGE.
-    fn outcome(cell: &AtomicU64, w: u64, sop: Sembuf) -> Result<u64, Fast<()>> {
+    /// header checked with it still holds), [`Step::Block`] for an operation that would wait,
+    /// the daemon for one that would give ERANGE.
+    fn outcome(cell: &AtomicU64, w: u64, sop: Sembuf) -> Step {
         let value = value_of(w) as i64;
         let result = value + i64::from(sop.sem_op);
         let proceeds = if sop.sem_op == 0 {
@@ -251,18 +276,18 @@ impl<'a> ArenaView<'a> {
         };
         if !proceeds {
             if i32::from(sop.sem_flg) & IPC_NOWAIT == 0 {
-                return Err(Fast::Slow);
+                return Step::Block;
             }
-            return Err(if cell.load(Acquire) == w {
+            return Step::Give(if cell.load(Acquire) == w {
                 Fast::Done(Err(Errno::EAGAIN))
             } else {
                 Fast::Slow
             });
         }
         if result > i64::from(SEMVMX) {
-            return Err(Fast::Slow);
+            return Step::Give(Fast::Slow);
         }
-        Ok(result as u64)
+        Step::Proceed(result as u64)
     }
 
     /// Raises `OTIME` to `now` after a successful CAS that made word `new`, unless a takeover
@@ -291,36 +316,63 @@ impl<'a> ArenaView<'a> {
     /// semop without SEM_UNDO (or with it once the adjustments are the caller's, for
     /// `sem_op` 0).
     fn semop_plain(&self, semid: i32, sop: Sembuf, who: &dyn Caller) -> Fast<()> {
+        match self.plain(semid, sop, who, false) {
+            Sleep::Done(r) => Fast::Done(r),
+            _ => Fast::Slow,
+        }
+    }
+
+    /// [`Self::semop_plain`], arming a sleeper (`may_arm`) when the operation must wait.
+    fn plain(&self, semid: i32, sop: Sembuf, who: &dyn Caller, may_arm: bool) -> Sleep {
         let Some(slot) = self.slot(semid) else {
-            return Fast::Slow;
+            return Sleep::Slow;
         };
         let k = usize::from(sop.sem_num);
         let perm = if sop.sem_op != 0 { 2 } else { 4 };
         let Some(cell) = slot.get(HEADER_WORDS + k).filter(|_| k < CAPACITY) else {
-            return Fast::Slow;
+            return Sleep::Slow;
         };
         for _ in 0..RETRIES {
             let Some(w) = Self::look(slot, cell, semid, k, perm, who) else {
-                return Fast::Slow;
+                return Sleep::Slow;
             };
             let result = match Self::outcome(cell, w, sop) {
-                Ok(result) => result,
-                Err(done) => return done,
+                Step::Proceed(result) => result,
+                Step::Give(Fast::Done(r)) => return Sleep::Done(r),
+                Step::Give(Fast::Slow) => return Sleep::Slow,
+                Step::Block if !may_arm => return Sleep::Slow,
+                Step::Block => match Self::arm(slot, semid, k, w, sop, who) {
+                    Some(Ok(t)) => return Sleep::Armed(t),
+                    Some(Err(())) => continue,
+                    None => return Sleep::Slow,
+                },
             };
             let now = who.now();
-            let new = word(result, u64::from(who.pid()), epoch_of(w), false);
+            let (new, handed) = if w & WAITED != 0 {
+                match Self::handoff(slot, k, w, result, sop, who) {
+                    Some(h) => h,
+                    // The sleeper cancelled meanwhile (the word moved): look again.
+                    None if cell.load(Acquire) != w => continue,
+                    None => return Sleep::Slow,
+                }
+            } else {
+                (word(result, u64::from(who.pid()), epoch_of(w), false), None)
+            };
             // AcqRel: the daemon's fetch_or that takes this word reads this value.
             match cell.compare_exchange(w, new, AcqRel, Acquire) {
                 Ok(_) => {
+                    if let Some(r) = handed {
+                        Self::handed(slot, r, who);
+                    }
                     // Only a successful operation moves sem_otime.
                     Self::raise_otime(slot, new, now);
-                    return Fast::Done(Ok(()));
+                    return Sleep::Done(Ok(()));
                 }
-                Err(now) if now & SLOW != 0 => return Fast::Slow,
+                Err(now) if now & SLOW != 0 => return Sleep::Slow,
                 Err(_) => continue,
             }
         }
-        Fast::Slow
+        Sleep::Slow
     }
 
     /// semctl's GETVAL, GETPID, GETNCNT and GETZCNT; `Slow` for every other command.
@@ -342,11 +394,17 @@ impl<'a> ArenaView<'a> {
         if cell.load(Acquire) != w {
             return Fast::Slow;
         }
-        Fast::Done(Ok(match cmd {
+        let count = |zero| Self::sleeper_count(slot, k, w, zero);
+        let r = match cmd {
             GETVAL => value_of(w) as i32,
             GETPID => pid_of(w) as i32,
-            // A published set has no sleeping operation.
-            _ => 0,
-        }))
+            // A published set's only sleeper is the slot's (read while the word held `w`).
+            GETNCNT => count(false),
+            _ => count(true),
+        };
+        if cell.load(Acquire) != w {
+            return Fast::Slow;
+        }
+        Fast::Done(Ok(r))
     }
 }

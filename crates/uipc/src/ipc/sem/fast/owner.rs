@@ -18,7 +18,7 @@ use super::undo::{adj_of, intent_epoch, intent_sem, INTENT_SET};
 use super::{
     epoch_of, pid_of, value_of, word, ArenaView, ADJ_WORDS, CAPACITY, CUID_CGID, EPOCH_MASK,
     EPOCH_SHIFT, HEADER_WORDS, IDENT, INTENT, LOCKED, MODE_NSEMS, OTIME, OTIME_MASK, OWNED,
-    PID_MASK, PUBLISHED, SLOTS, SLOT_WORDS, SLOW, UID_GID, UNDO,
+    PID_MASK, PUBLISHED, SLOTS, SLOT_WORDS, SLOW, UID_GID, UNDO, WAITED,
 };
 use crate::ipc::consts::SEMVMX;
 use crate::ipc::perm::IpcPerm;
@@ -41,6 +41,8 @@ pub(super) struct SlotState {
     pub(super) epoch: u64,
     /// Engine calls inside the slot.
     pub(super) inside: u32,
+    /// The operation adopted from the slot's sleeper, until the sleeper read its result.
+    pub(super) adopted: Option<super::adopt::Adopted>,
 }
 
 /// [`CHUNK`] slots' states.
@@ -78,6 +80,8 @@ pub struct SemArena {
     pub(super) published: Box<[AtomicU64]>,
     /// Processes whose exit is being applied: no set publishes adjustments of theirs.
     pub(super) exiting: Mutex<std::collections::HashSet<i32>>,
+    /// (pid, slot) of every adopted operation kept in a slot's state (an exit withdraws them).
+    pub(super) sleepers: Mutex<Vec<(i32, u32)>>,
 }
 
 fn bitmap(slots: usize) -> Box<[AtomicU64]> {
@@ -92,6 +96,7 @@ impl SemArena {
             states: States::new(slots),
             published: bitmap(slots),
             exiting: Mutex::new(Default::default()),
+            sleepers: Mutex::new(Vec::new()),
         }
     }
 
@@ -114,6 +119,7 @@ impl SemArena {
             states: States::new(slots),
             published: bitmap(slots),
             exiting: Mutex::new(Default::default()),
+            sleepers: Mutex::new(Vec::new()),
         }
     }
 
@@ -145,15 +151,17 @@ impl SemArena {
     }
 }
 
-/// What a takeover found: (value, sempid) per semaphore, OTIME, and a bit per word that was
-/// LOCKED (an owner's SEM_UNDO operation that now never happens).
-pub(crate) type Taken = (Vec<(i32, i32)>, i64, u64);
+/// What a takeover found: (value, sempid) per semaphore, OTIME, a bit per word that was
+/// LOCKED (an owner's SEM_UNDO operation that now never happens) and a bit per word that was
+/// WAITED (the slot's armed sleeper waits on it).
+pub(crate) type Taken = (Vec<(i32, i32)>, i64, u64, u64);
 
 /// Sets SLOW on words `0..nsems` of `slot` and returns their values and sempids, with OTIME.
 /// After it no client can change or read these words. A LOCKED word holds the value and
 /// sempid before the owner's operation, which can no longer complete.
 pub(crate) fn take_back(slot: &[AtomicU64], nsems: usize) -> Taken {
     let mut locked = 0;
+    let mut waited = 0;
     let vals = slot[HEADER_WORDS..HEADER_WORDS + nsems]
         .iter()
         .enumerate()
@@ -164,6 +172,9 @@ pub(crate) fn take_back(slot: &[AtomicU64], nsems: usize) -> Taken {
             if old & LOCKED != 0 {
                 locked |= 1 << k;
             }
+            if old & WAITED != 0 {
+                waited |= 1 << k;
+            }
             let v = (value_of(old) as i32).min(SEMVMX);
             (v, pid_of(old) as i32)
         })
@@ -171,7 +182,7 @@ pub(crate) fn take_back(slot: &[AtomicU64], nsems: usize) -> Taken {
     // A client raises OTIME after its CAS: one that has not yet is either dead or will find
     // the epoch changed once the set is published again, and its time is not counted.
     let otime = slot[OTIME].load(Acquire) & OTIME_MASK;
-    (vals, otime as i64, locked)
+    (vals, otime as i64, locked, waited)
 }
 
 /// After [`take_back`] (with its `locked` bits) of a slot published with `epoch`: the owner's

@@ -3,10 +3,10 @@
 //! path", has the design and the argument; the daemon's side is `owner::take_back_adjustments`).
 //!
 //! Words (of the slot): `UNDO` (0, or `OWNED` and the owner's pid), `INTENT` (0, or
-//! [`INTENT_SET`] with the operation in flight: the publish's epoch in bits 38-62, `k` in bits
+//! [`INTENT_SET`] with the operation in flight: the publish's epoch in bits 38-61, `k` in bits
 //! 32-37, `sem_op` in bits 16-31, the adjustment before it in bits 0-15) and one adjustment
 //! word per semaphore at `ADJ_WORDS + k` (semadj in bits 0-15, the publish's epoch in bits
-//! 39-63).
+//! 40-63).
 //!
 //! The steps, each a CAS: claim UNDO (if 0), claim INTENT (one operation per set at a time),
 //! lock the semaphore's word (set [`LOCKED`]: value, sempid and epoch stay those before the
@@ -20,8 +20,8 @@
 //! INTENT; publishing resets both) and let the daemon serve the call.
 
 use super::{
-    epoch_of, word, ArenaView, Caller, Fast, ADJ_WORDS, CAPACITY, EPOCH_MASK, EPOCH_SHIFT,
-    HEADER_WORDS, INTENT, LOCKED, OWNED, RETRIES, UNDO,
+    epoch_of, word, ArenaView, Caller, Fast, Step, ADJ_WORDS, CAPACITY, EPOCH_MASK, EPOCH_SHIFT,
+    HEADER_WORDS, INTENT, LOCKED, OWNED, RETRIES, UNDO, WAITED,
 };
 use crate::ipc::sem::Sembuf;
 use crate::sync::{
@@ -87,9 +87,14 @@ impl ArenaView<'_> {
             if sop.sem_op == 0 {
                 return self.semop_plain(semid, sop, who);
             }
+            // A sleeper waits on the word: the daemon adopts it and serves this call.
+            if w & WAITED != 0 {
+                return Fast::Slow;
+            }
             let result = match Self::outcome(cell, w, sop) {
-                Ok(result) => result,
-                Err(done) => return done,
+                Step::Proceed(result) => result,
+                Step::Give(done) => return done,
+                Step::Block => return Fast::Slow,
             };
             let a = adj_cell.load(Acquire);
             if epoch_of(a) != epoch_of(w) {
