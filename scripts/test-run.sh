@@ -43,7 +43,7 @@ tests=(msg_sem_exchange sem_undo_kill shm_share shm_remap shm_rdonly_segv semop_
     timer_ids_exec timer_overrun timer_ignored vfork_spawn unseen_children handler_ipc ipc_no_malloc handler_altstack
     timer_handler signal_kinds
     timer_no_malloc undo_after_reap "load 64 100" sem_fast "sem_fast_chaos 1500"
-    "sem_fast_chaos 2000 undo" key_fast)
+    "sem_fast_chaos 2000 undo" key_fast sem_sleep)
 # Linux's process model (privilege drops, exec, orphans, /proc views, IPC and pid namespaces):
 # run under uipc run --locks --timers.
 process_tests=(priv_drop ident_per_call orphan_reap exec_env_keep proc_sysctl ipc_ns pid_ns)
@@ -124,6 +124,7 @@ if [ "$(id -u)" = 0 ]; then
         UIPC_FASTPATH=0 timeout 60 "$uipc" run -- "$out/sem_fast"
         UIPC_FASTPATH=0 timeout 120 "$uipc" run -- "$out/sem_fast_chaos" 500
         UIPC_FASTPATH=0 timeout 120 "$uipc" run -- "$out/sem_fast_chaos" 500 undo
+        UIPC_FASTPATH=0 timeout 120 "$uipc" run -- "$out/sem_sleep"
         UIPC_FASTPATH_STATS=1 timeout 60 "$uipc" run -- "$out/sem_fast" 2> "$out/fastpath.err"
         served=$(awk "/^uipc fastpath: [0-9]+ calls\$/ { n += \$3 } END { print n + 0 }" "$out/fastpath.err")
         [ "${served:-0}" -ge 2000 ] || { echo "fast path served ${served:-0} calls" >&2; exit 1; }

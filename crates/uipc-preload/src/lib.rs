@@ -44,7 +44,12 @@
 //!   only CAP_IPC_OWNER overrides a segment's mode (README, Security).
 //! - The semaphore fast path (`semfast.rs`, under `uipc run` only) serves single-sop
 //!   semop/semtimedop and GETVAL, GETPID, GETNCNT and GETZCNT on sets of at most 64
-//!   semaphores with no sleeper and no SEM_UNDO entry on the daemon; a SEM_UNDO operation only
+//!   semaphores with no sleeper and no SEM_UNDO entry on the daemon, and sleeps there (on a
+//!   futex in the arena) a single-sop semop without SEM_UNDO that must wait when no other
+//!   process waits on the set; a sleep there ends with EINTR after a signal handler, but not
+//!   after a stop signal and SIGCONT with no handler (Linux's semop returns EINTR then too), and
+//!   it is not a pthread cancellation point (a deferred pthread_cancel takes effect at the
+//!   thread's next cancellation point after the semop returns); a SEM_UNDO operation only
 //!   for the one process whose adjustments the set holds (the first to make one since the set
 //!   was published), and every call on a set whose adjustments another process holds, take
 //!   the daemon path; so do multi-sop operations, GETALL and everything else (a set whose

@@ -63,8 +63,9 @@ pub extern "C-unwind" fn semtimedop(
     }
     let (sops, timeout) = (sops as usize, timeout as usize);
     if nsops == 1 {
+        let saved = crate::errno_now();
         if let Some(r) = fast_semop(semid, sops, timeout) {
-            return crate::finish(r, crate::errno_now()) as c_int;
+            return crate::finish(r, saved) as c_int;
         }
     }
     guard_blocking(move || {
@@ -103,6 +104,7 @@ pub extern "C-unwind" fn semtimedop(
 /// pointer, a bad timeout) is left to the daemon path, which reports it as Linux does.
 fn fast_semop(semid: c_int, sops: usize, timeout: usize) -> Option<Result<i64, Errno>> {
     crate::guarded(|| {
+        let mut limit = None;
         if timeout != 0 {
             let mut b = [0u8; 16];
             copy_in_to(timeout, &mut b)?;
@@ -110,14 +112,22 @@ fn fast_semop(semid: c_int, sops: usize, timeout: usize) -> Option<Result<i64, E
             if sec < 0 || !(0..1_000_000_000).contains(&nsec) {
                 return Err(Errno::EINVAL);
             }
+            limit = Some((sec, nsec));
         }
         let mut b = [0u8; abi::SEMBUF];
         copy_in_to(sops, &mut b)?;
         let op = abi::sembufs(&b).next().ok_or(Errno::EINVAL)?;
-        Ok(crate::semfast::semop(semid, op))
+        Ok(crate::semfast::semop(semid, op, limit))
     })
     .ok()
     .flatten()
+}
+
+/// Makes the daemon enter `semid`'s slot, which resolves a cancel asked of an operation it
+/// adopted from this process's fast-path sleeper (`crate::semfast`): a GETNCNT whose answer
+/// is not needed.
+pub(crate) fn poke(semid: c_int) {
+    let _ = crate::guarded(|| semctl_uipc(semid, 0, GETNCNT, 0));
 }
 
 /// semctl(2); see the module doc for the fourth argument.

@@ -1,7 +1,11 @@
 //! The semaphore fast path, client side: single-sop semop/semtimedop and semctl's GETVAL,
 //! GETPID, GETNCNT and GETZCNT done on the namespace's arena, in this process, when the
 //! engine's protocol allows (`uipc::ipc::sem::fast`; ARCHITECTURE.md "The semaphore fast
-//! path"); every other case goes to the daemon as before.
+//! path"); every other case goes to the daemon as before. A single-sop semop that must wait
+//! sleeps here, on a futex in the arena, when the engine's record protocol lets it (`sleep`;
+//! ARCHITECTURE.md "Sleeping on the fast path"): always with a timeout, so that a signal
+//! handler ends the wait with EINTR even under SA_RESTART; a cancel of an operation the
+//! daemon adopted is resolved by a daemon call on the set (`crate::sem::poke`).
 //!
 //! The arena is asked for once per process (`Request::SemArena`: its memfd, and our pid as the
 //! daemon numbers it) and mapped shared. [`FAST_PID`] says for which pid it was granted: a
@@ -21,7 +25,9 @@ use crate::conn::{call, check};
 use libc::c_int;
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
 use uipc::ipc::keytable::{TableView, OFFSET, TABLE_BYTES};
-use uipc::ipc::sem::fast::{map_arena, ArenaView, Caller, Fast, ARENA_BYTES};
+use uipc::ipc::sem::fast::{
+    map_arena, ArenaView, Caller, Cancel, Fast, Sleep, Ticket, Wait, ARENA_BYTES,
+};
 use uipc::ipc::sem::Sembuf;
 use uipc_proto::{Request, Response};
 
@@ -69,6 +75,80 @@ impl Caller for Me {
         unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut ts) };
         ts.tv_sec
     }
+    fn alive(&self, pid: u32) -> bool {
+        alive(pid as i32)
+    }
+    fn wake(&self, word: &AtomicU64) {
+        crate::kernel::kernel_sys!(libc::SYS_futex, word.as_ptr(), libc::FUTEX_WAKE, i32::MAX);
+    }
+}
+
+/// Whether process `pid` has not exited: its pidfd is not readable (an exited process's is,
+/// zombie or reaped; a pid that is gone has none). Without pidfds, whether it can be signalled.
+fn alive(pid: i32) -> bool {
+    let fd = crate::kernel::kernel_sys!(libc::SYS_pidfd_open, pid, 0);
+    if fd < 0 {
+        return match errno() {
+            libc::ESRCH => false,
+            _ => crate::kernel::kernel_sys!(libc::SYS_kill, pid, 0) == 0 || errno() == libc::EPERM,
+        };
+    }
+    let mut p = libc::pollfd {
+        fd: fd as c_int,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    let zero = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    let n = crate::kernel::kernel_sys!(
+        libc::SYS_ppoll,
+        &mut p as *mut libc::pollfd,
+        1,
+        &zero as *const libc::timespec,
+        0,
+        0
+    );
+    crate::kernel::kernel_sys!(libc::SYS_close, fd);
+    !(n > 0 && p.revents & libc::POLLIN != 0)
+}
+
+fn errno() -> c_int {
+    // SAFETY: reads this thread's errno.
+    unsafe { *libc::__errno_location() }
+}
+
+/// CLOCK_MONOTONIC in nanoseconds.
+fn mono_ns() -> i128 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: writes a live timespec.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    i128::from(ts.tv_sec) * 1_000_000_000 + i128::from(ts.tv_nsec)
+}
+
+/// FUTEX_WAIT on `word`'s low 32 bits while they are `expect`, at most `ns` nanoseconds (always
+/// timed: the kernel restarts an untimed wait after an SA_RESTART handler, semop must not):
+/// whether a signal handler ended it (EINTR).
+fn futex_wait(word: &AtomicU64, expect: u32, ns: i128) -> bool {
+    let ns = ns.clamp(0, 86_400 * 1_000_000_000);
+    let ts = libc::timespec {
+        tv_sec: (ns / 1_000_000_000) as libc::time_t,
+        tv_nsec: (ns % 1_000_000_000) as libc::c_long,
+    };
+    let rc = crate::kernel::kernel_sys!(
+        libc::SYS_futex,
+        word.as_ptr(),
+        libc::FUTEX_WAIT,
+        expect,
+        &ts as *const libc::timespec,
+        0,
+        0
+    );
+    rc < 0 && errno() == libc::EINTR
 }
 
 /// The arena and who we are, if the fast path may serve this call.
@@ -143,15 +223,68 @@ pub fn served() {
     SERVED.fetch_add(1, Ordering::Relaxed);
 }
 
-/// A single-sop semop on the fast path: `Some(result)` if served here.
-pub fn semop(semid: c_int, sop: Sembuf) -> Option<Result<i64, uipc::Errno>> {
+/// A single-sop semop on the fast path (`timeout`: semtimedop's, valid): `Some(result)` if
+/// served here, sleeping here if it must wait and the set has no other waiter.
+pub fn semop(
+    semid: c_int,
+    sop: Sembuf,
+    timeout: Option<(i64, i64)>,
+) -> Option<Result<i64, uipc::Errno>> {
     let (view, me) = arena()?;
-    match view.semop(semid, sop, &me) {
-        Fast::Done(r) => {
+    let t = match view.semop_sleep(semid, sop, &me) {
+        Sleep::Done(r) => {
             SERVED.fetch_add(1, Ordering::Relaxed);
-            Some(r.map(|()| 0))
+            return Some(r.map(|()| 0));
         }
-        Fast::Slow => None,
+        Sleep::Slow => return None,
+        Sleep::Armed(t) => t,
+    };
+    SERVED.fetch_add(1, Ordering::Relaxed);
+    let deadline =
+        timeout.map(|(s, ns)| mono_ns() + i128::from(s) * 1_000_000_000 + i128::from(ns));
+    Some(sleep(&view, semid, &t, deadline).map(|()| 0))
+}
+
+/// Sleeps as armed sleeper `t` until a hand-off, the daemon's result, a signal handler (EINTR)
+/// or `deadline` (EAGAIN); the last two cancel, and a hand-off that won the race stands.
+fn sleep(
+    view: &ArenaView<'_>,
+    semid: c_int,
+    t: &Ticket,
+    deadline: Option<i128>,
+) -> Result<(), uipc::Errno> {
+    let word = view.sleeper_word(t);
+    let reason = loop {
+        match view.wait_state(t) {
+            Wait::Done(r) => return r,
+            Wait::Sleep(expect) => {
+                let left = deadline.map_or(i128::MAX, |d| d - mono_ns());
+                if left <= 0 {
+                    break uipc::Errno::EAGAIN;
+                }
+                if futex_wait(word, expect, left) {
+                    break uipc::Errno::EINTR;
+                }
+            }
+        }
+    };
+    // A second Retry or AskDaemon in a row waits a little for the record to change (the
+    // daemon adopting the operation, or answering the cancel it was asked for).
+    let mut again = false;
+    loop {
+        let step = view.cancel(t);
+        if again && matches!(step, Cancel::Retry | Cancel::AskDaemon) {
+            futex_wait(word, word.load(Ordering::Acquire) as u32, 1_000_000);
+        }
+        match step {
+            Cancel::Cancelled => return Err(reason),
+            Cancel::Done(r) => return r,
+            Cancel::Retry => again = true,
+            Cancel::AskDaemon => {
+                crate::sem::poke(semid);
+                again = true;
+            }
+        }
     }
 }
 
