@@ -160,3 +160,37 @@ fn releases_while_a_woken_waiter_has_not_retried_wake_no_one_else_and_a_requeue_
     assert!(matches!(p2.poll(&m), Progress::Done(Ok(()))));
     assert_eq!(blocked(&m), 0);
 }
+
+/// While a woken waiter has not retried, tasks lock and unlock past it (the file is "quiet":
+/// the sleeper behind it stays asleep, and no release wakes anyone); once it re-queues, a
+/// release wakes again.
+#[test]
+fn tasks_lock_past_a_woken_waiter_without_waking_the_sleeper_behind_it() {
+    let m = held();
+    let (p2, told2) = parked(&m, 2, None);
+    let (p3, told3) = parked(&m, 3, None);
+    set(&m, 1, F_UNLCK).unwrap();
+    assert_eq!(told2.load(Ordering::SeqCst), 1, "the first waiter is woken");
+    assert_eq!(told3.load(Ordering::SeqCst), 0, "the one behind it is not");
+    for _ in 0..3 {
+        set(&m, 4, F_WRLCK).unwrap();
+        assert_eq!(set(&m, 5, F_RDLCK), Err(Errno::EAGAIN));
+        set(&m, 4, F_UNLCK).unwrap();
+    }
+    assert_eq!(told2.load(Ordering::SeqCst), 1);
+    assert_eq!(told3.load(Ordering::SeqCst), 0);
+    set(&m, 4, F_WRLCK).unwrap();
+    let p2 = match p2.poll(&m) {
+        Progress::Parked(p) => p,
+        Progress::Done(r) => panic!("granted over pid 4's lock: {r:?}"),
+    };
+    set(&m, 4, F_UNLCK).unwrap();
+    // Re-queued, pid 2 is now behind pid 3 in arrival order: the release wakes pid 3 only.
+    assert_eq!(told3.load(Ordering::SeqCst), 1, "a release wakes again");
+    assert_eq!(told2.load(Ordering::SeqCst), 1);
+    assert!(matches!(p3.poll(&m), Progress::Done(Ok(()))));
+    set(&m, 3, F_UNLCK).unwrap();
+    assert_eq!(told2.load(Ordering::SeqCst), 2);
+    assert!(matches!(p2.poll(&m), Progress::Done(Ok(()))));
+    assert_eq!(blocked(&m), 0);
+}

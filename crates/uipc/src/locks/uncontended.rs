@@ -5,8 +5,11 @@
 //! a woken waiter's retry. It finishes the request only when the general path
 //! ([`super::LockManager`]'s `try_request`) would reach the same result without waking,
 //! queueing or recording anything:
-//! - no request is blocked on the file, so no release can wake anyone and no blocker needs
-//!   recording (the general path's `after_change` would be a no-op);
+//! - no request is blocked on the file, or every one left asleep is behind a woken request
+//!   that has not retried yet (`FileState::quiet`, Linux mode only): either way no release can
+//!   wake anyone and no blocker needs recording (the general path's `after_change` would
+//!   return at once). With 128 tasks on one file this is the common case: a woken waiter
+//!   waits for a core while the running tasks lock and unlock past it, as on Linux;
 //! - no held lock conflicts with the request: an unlock never conflicts; a POSIX/OFD lock is
 //!   checked against the list in one pass (an empty list, or one holding only the caller's own
 //!   locks, passes at once); a flock request against the other descriptions' flock locks.
@@ -32,7 +35,7 @@ impl FileState {
         flock_conversion: bool,
         limit: usize,
     ) -> Option<Result<()>> {
-        if !self.blocked.is_empty() {
+        if !self.blocked.is_empty() && !self.quiet {
             return None;
         }
         if req.kind == LockKind::Flock {
