@@ -69,6 +69,20 @@ impl IpcPerm {
         }
     }
 
+    /// The `ipc_perm` that IPC_STAT reports: these permissions with the object's key and
+    /// sequence number.
+    pub fn stat(&self, key: i32, seq: u32) -> IpcPermStat {
+        IpcPermStat {
+            key,
+            uid: self.uid,
+            gid: self.gid,
+            cuid: self.cuid,
+            cgid: self.cgid,
+            mode: self.mode,
+            seq,
+        }
+    }
+
     /// IPC_SET's copy of uid, gid and the low 9 mode bits. EINVAL for an unmappable id (-1).
     /// The caller updates ctime.
     pub fn set(&mut self, uid: u32, gid: u32, mode: u32) -> Result<()> {

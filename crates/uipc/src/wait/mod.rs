@@ -302,24 +302,24 @@ mod tests {
         assert_eq!(t.join().unwrap(), Ok(7));
     }
 
+    /// A waiter whose sleep of `ms` milliseconds ended by its deadline.
+    fn timed_out_after(ms: u64) -> Arc<Waiter<u32>> {
+        let w = Waiter::<u32>::new();
+        let ctx = WaitCtx::timeout(Duration::from_millis(ms));
+        assert_eq!(w.sleep(&ctx), Err(WakeReason::TimedOut));
+        w
+    }
+
     #[test]
     fn deadline_ends_the_sleep_and_abort_blocks_late_wakers() {
-        let w = Waiter::<u32>::new();
-        assert_eq!(
-            w.sleep(&WaitCtx::timeout(Duration::from_millis(10))),
-            Err(WakeReason::TimedOut)
-        );
+        let w = timed_out_after(10);
         assert_eq!(w.abort(), None);
         assert!(!w.complete(1), "an aborted request cannot be completed");
     }
 
     #[test]
     fn a_completion_racing_the_timeout_is_kept() {
-        let w = Waiter::<u32>::new();
-        assert_eq!(
-            w.sleep(&WaitCtx::timeout(Duration::from_millis(1))),
-            Err(WakeReason::TimedOut)
-        );
+        let w = timed_out_after(1);
         assert!(w.complete(5));
         assert_eq!(w.abort(), Some(5));
     }

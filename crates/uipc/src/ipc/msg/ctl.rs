@@ -16,7 +16,7 @@ use crate::ipc::consts::{
     MSG_STAT, MSG_STAT_ANY,
 };
 use crate::ipc::namespace::IpcNamespace;
-use crate::ipc::perm::{IpcPermStat, PERM_READ};
+use crate::ipc::perm::PERM_READ;
 use crate::sync::Ordering;
 use crate::{Cap, Cred, Errno, IpcId, Result};
 
@@ -125,15 +125,7 @@ impl IpcNamespace {
         }
         let id = q.header.id();
         let ds = MsqidDs {
-            perm: IpcPermStat {
-                key: q.header.key().get(),
-                uid: st.perm.uid,
-                gid: st.perm.gid,
-                cuid: st.perm.cuid,
-                cgid: st.perm.cgid,
-                mode: st.perm.mode,
-                seq: reg.layout().seq(id),
-            },
+            perm: st.perm.stat(q.header.key().get(), reg.layout().seq(id)),
             stime: st.stime,
             rtime: st.rtime,
             ctime: st.ctime,

@@ -175,16 +175,7 @@ impl PermCell {
         self.mode.store(p.mode as i32, Relaxed);
     }
     fn stat(&self, key: i32, seq: u32) -> IpcPermStat {
-        let p = self.get();
-        IpcPermStat {
-            key,
-            uid: p.uid,
-            gid: p.gid,
-            cuid: p.cuid,
-            cgid: p.cgid,
-            mode: p.mode,
-            seq,
-        }
+        self.get().stat(key, seq)
     }
 }
 

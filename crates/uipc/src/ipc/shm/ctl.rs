@@ -11,7 +11,7 @@ use super::super::consts::{
     IPC_INFO, IPC_RMID, IPC_SET, IPC_STAT, PAGE_SIZE, SHMMIN, SHM_DEST, SHM_INFO, SHM_LOCK,
     SHM_LOCKED, SHM_STAT, SHM_STAT_ANY, SHM_UNLOCK,
 };
-use super::super::perm::{IpcPermStat, PERM_READ};
+use super::super::perm::PERM_READ;
 use crate::ipc::IpcNamespace;
 use crate::sync::Ordering::Relaxed;
 use crate::{Cap, Cred, Errno, IpcId, Result};
@@ -109,15 +109,9 @@ impl IpcNamespace {
         }
         let id = seg.id();
         let ds = ShmidDs {
-            perm: IpcPermStat {
-                key: seg.header.key().get(),
-                uid: s.perm.uid,
-                gid: s.perm.gid,
-                cuid: s.perm.cuid,
-                cgid: s.perm.cgid,
-                mode: s.perm.mode,
-                seq: (id as u32) >> reg.layout().shift,
-            },
+            perm: s
+                .perm
+                .stat(seg.header.key().get(), (id as u32) >> reg.layout().shift),
             segsz: seg.size,
             atime: s.atime,
             dtime: s.dtime,
