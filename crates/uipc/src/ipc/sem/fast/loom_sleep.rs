@@ -5,7 +5,8 @@
 //! one that is not armed has given its record back).
 //!
 //! Checked to fail when broken on purpose: with the cancel freeing the record before it
-//! clears WAITED (and without checking its CAS), the first model lets both sides win.
+//! clears WAITED (and without checking its CAS), the first model fails (a waker finds an
+//! armed word with a free record, or both sides win).
 
 use super::adopt::finish;
 use super::owner::{publish, take_back, Published};
