@@ -62,6 +62,16 @@ chmod +x "$out/list-locks.sh"
 for t in "${lock_tests[@]}"; do timeout 60 "$out/$t"; done
 timeout 30 "$out/locks_visible" kernel "$out/list-locks.sh lslocks > $out/locks-host.txt"
 for t in "${lock_tests[@]}"; do timeout 120 "$uipc" run --locks -- "$out/$t"; done
+# Leases: POSIX locks of a process that alone locks a file, set in the process (chaos rounds
+# stop and kill holders inside their calls); on the host, under uipc run --locks (where the
+# lease path must have served calls) and with it switched off.
+timeout 120 "$out/locks_lease" 300
+UIPC_FASTPATH_STATS=1 timeout 300 "$uipc" run --locks -- "$out/locks_lease" 1000 2> "$out/lease.err"
+served=$(awk '/^uipc fastpath: [0-9]+ calls$/ { n += $3 } END { print n + 0 }' "$out/lease.err")
+[ "${served:-0}" -ge 500 ] || { echo "leases served ${served:-0} lock calls" >&2; exit 1; }
+UIPC_FASTPATH=0 UIPC_FASTPATH_STATS=1 timeout 300 "$uipc" run --locks -- "$out/locks_lease" 100 \
+    2> "$out/lease.err"
+grep -qx "uipc fastpath: 0000000000 calls" "$out/lease.err"
 # Without --locks the library passes lock calls to the kernel.
 timeout 30 "$uipc" run -- "$out/locks_visible" kernel
 timeout 30 "$uipc" run --locks -- "$out/locks_visible" uipc \

@@ -32,6 +32,10 @@ pub enum LockRequest {
     /// The lock hints: answered with `Ret(len)` and a read-only memfd of `len` bytes, where
     /// byte [`hint_slot`] of a file is nonzero once the daemon has been asked to lock it.
     Hints,
+    /// The file lock lease area: answered with `Ret(pid)` (the caller's pid as the daemon
+    /// numbers it) and the area's memfd, to map shared and writable; ENOSYS if the daemon has
+    /// none.
+    Leases,
 }
 
 /// How many bytes the lock hints have.
@@ -116,6 +120,7 @@ impl LockRequest {
             }
             LockRequest::List => w.u8(tag::LIST),
             LockRequest::Hints => w.u8(tag::HINTS),
+            LockRequest::Leases => w.u8(tag::LEASES),
         }
     }
 
@@ -130,6 +135,7 @@ impl LockRequest {
             tag::CLOSE => LockRequest::Close { fd: r.i32()? },
             tag::LIST => LockRequest::List,
             tag::HINTS => LockRequest::Hints,
+            tag::LEASES => LockRequest::Leases,
             t => return Err(DecodeError::UnknownTag(t)),
         })
     }
@@ -249,6 +255,7 @@ mod tests {
             LockRequest::Close { fd: 3 },
             LockRequest::List,
             LockRequest::Hints,
+            LockRequest::Leases,
         ] {
             let req = Request::Lock(lr);
             let bytes = req.encode();

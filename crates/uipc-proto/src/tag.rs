@@ -46,7 +46,7 @@ pub(crate) mod response {
     pub(crate) const TEXT: u8 = 60;
 }
 
-/// The byte after [`request::LOCK`] or [`response::LOCK`]: `FCNTL`..`HINTS` begin a
+/// The byte after [`request::LOCK`] or [`response::LOCK`]: `FCNTL`..`LEASES` begin a
 /// [`LockRequest`](crate::LockRequest), `R_*` a [`LockResponse`](crate::LockResponse).
 pub(crate) mod locks {
     pub(crate) const FCNTL: u8 = 1;
@@ -54,6 +54,7 @@ pub(crate) mod locks {
     pub(crate) const CLOSE: u8 = 3;
     pub(crate) const LIST: u8 = 4;
     pub(crate) const HINTS: u8 = 5;
+    pub(crate) const LEASES: u8 = 6;
     pub(crate) const R_FLOCK: u8 = 1;
     pub(crate) const R_LIST: u8 = 2;
 }

@@ -134,6 +134,7 @@ fn request() -> impl Strategy<Value = Request> {
         any::<i32>().prop_map(|fd| Request::Lock(LockRequest::Close { fd })),
         Just(Request::Lock(LockRequest::List)),
         Just(Request::Lock(LockRequest::Hints)),
+        Just(Request::Lock(LockRequest::Leases)),
         any::<i32>().prop_map(|semid| Request::SemNsems { semid }),
         (any::<i32>(), any::<i32>()).prop_map(|(key, flag)| Request::Msgget { key, flag }),
         (any::<i32>(), any::<i64>(), any::<i64>(), any::<i32>()).prop_map(

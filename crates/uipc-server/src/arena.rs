@@ -9,11 +9,16 @@
 //! fast path" and "The key table"). It is made
 //! only for a `uipc run`'s private daemon without `UIPC_FASTPATH=0`; the daemon never trusts
 //! what clients write there (values taken back are clamped to SEMVMX).
+//!
+//! The file lock leases (ARCHITECTURE.md "File lock leases") live on a memfd of their own
+//! ([`new_leases`], `LockRequest::Leases`), one per daemon as the lock manager is, under the
+//! same conditions.
 
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::sync::Arc;
 use uipc::ipc::keytable::{writer::KeyTable, MAPPING_BYTES, OFFSET};
 use uipc::ipc::sem::fast::{map_arena, owner::SemArena, ARENA_BYTES};
+use uipc::locks::lease::{map_leases, Leases, LEASE_BYTES};
 
 /// Whether `UIPC_FASTPATH` in the environment turns the fast path off ("0").
 pub fn switched_off() -> bool {
@@ -63,6 +68,29 @@ pub fn new_arena() -> Option<(Arc<SemArena>, Arc<KeyTable>)> {
         .map_or(0, |m| std::os::unix::fs::MetadataExt::ino(&m));
     table.set_user_ns(userns);
     Some((Arc::new(arena), Arc::new(table)))
+}
+
+/// A file lock lease area (`uipc::locks::lease`) on a memfd of its own, or `None` if the
+/// memory cannot be had (locks then always take the daemon path).
+pub fn new_leases() -> Option<Leases> {
+    let fd = crate::memfd::sealed_memfd(c"uipc-lock-leases", LEASE_BYTES as u64, false).ok()?;
+    let ptr = map_leases(fd.as_raw_fd())?.as_ptr().cast::<libc::c_void>();
+    let keep = Arc::new(Mapping {
+        fd,
+        ptr,
+        len: LEASE_BYTES,
+    });
+    // SAFETY: a fresh page-aligned mapping of LEASE_BYTES zeroed bytes, kept mapped by `keep`
+    // for the area's life; clients use it only through atomics.
+    Some(unsafe { Leases::from_raw(ptr.cast(), Box::new(keep)) })
+}
+
+/// The memfd behind a lease area made by [`new_leases`].
+pub fn leases_fd(leases: &Leases) -> Option<RawFd> {
+    leases
+        .keeper()
+        .and_then(|k| k.downcast_ref::<Arc<Mapping>>())
+        .map(|m| m.fd.as_raw_fd())
 }
 
 /// The memfd behind a namespace's arena, if it has one made here.

@@ -322,7 +322,10 @@ impl Server {
         };
         let shared = Arc::new(Shared {
             namespaces: namespaces::Namespaces::new(ns, backing.clone(), fast),
-            locks: LockManager::new(),
+            locks: match arena::new_leases().filter(|_| fast) {
+                Some(leases) => LockManager::new().with_leases(leases),
+                None => LockManager::new(),
+            },
             descriptions: descriptions::Descriptions::new(),
             hints: hints::LockHints::new(),
             backing,

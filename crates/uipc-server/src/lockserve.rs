@@ -233,6 +233,20 @@ pub fn serve(cx: &LockCtx<'_>, req: LockRequest) -> (Response, Option<OwnedFd>) 
         LockRequest::List => Response::Lock(LockResponse::List(
             cx.locks.list().iter().map(line).collect(),
         )),
+        LockRequest::Leases => {
+            let fd = cx.locks.leases().and_then(crate::arena::leases_fd);
+            // SAFETY: duplicates the area's memfd, which lives as long as the daemon.
+            let dup = fd.map(|fd| unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 0) });
+            return match dup {
+                // SAFETY: a fresh descriptor owned by nobody else.
+                Some(d) if d >= 0 => (
+                    Response::Ret(i64::from(cx.cred.tgid)),
+                    Some(unsafe { std::os::fd::FromRawFd::from_raw_fd(d) }),
+                ),
+                Some(_) => (err(Errno::ENOMEM), None),
+                None => (err(Errno::ENOSYS), None),
+            };
+        }
         LockRequest::Hints => {
             return match cx.hints.map(LockHints::read_only_fd) {
                 Some(Ok(fd)) => (Response::Ret(HINT_SLOTS as i64), Some(fd)),

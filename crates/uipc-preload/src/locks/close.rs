@@ -109,7 +109,7 @@ pub(super) fn before_close(fd: c_int) {
     }
     let Some(file) = lockable(fd) else { return };
     let saved = crate::errno_now();
-    if may_hold_locks(file) {
+    if may_hold_locks(file) && !super::lease::close(file) {
         let _ = lock_call(fd, LockRequest::Close { fd }, false);
     }
     set_errno(saved);

@@ -67,6 +67,7 @@ crate::kernel::next_symbols! {
 /// come from a signal handler) does either.
 pub fn prepare() {
     let _ = libc_fns();
+    lease::prepare();
     if routing() {
         close::map_hints_now();
     }
@@ -82,6 +83,7 @@ macro_rules! real {
 
 mod by_syscall;
 mod close;
+mod lease;
 
 pub use by_syscall::{is_lock_number, syscall_routed};
 pub(crate) use close::each_open_fd;
@@ -167,7 +169,17 @@ fn fcntl_routed(fd: c_int, cmd: c_int, arg: usize, cancel_point: bool) -> i64 {
     let mut bytes = [0u8; FLOCK_SIZE];
     let readable = guarded(|| Ok(copy_in_to(arg, &mut bytes).is_ok()));
     let result = readable.and_then(|readable| {
-        let fl = readable.then(|| flock_from(&bytes));
+        let mut fl = readable.then(|| flock_from(&bytes));
+        if let Some(f) = fl.as_mut() {
+            if lease::fcntl(fd, cmd, f).is_some() {
+                if cmd == F_GETLK {
+                    let mut b = bytes;
+                    flock_into(&mut b, f);
+                    guarded(|| copy_out(arg, &b))?;
+                }
+                return Ok(0);
+            }
+        }
         match fcntl_lock(fd, cmd, fl, cancel_point)? {
             Some(answer) => {
                 let mut b = bytes;
@@ -230,7 +242,12 @@ fn lockf_routed(fd: c_int, cmd: c_int, len: i64) -> Result<i64, Errno> {
     let setlk = match cmd {
         F_TEST => {
             fl.l_type = F_RDLCK;
-            let got = fcntl_lock(fd, F_GETLK, Some(fl), true)?.unwrap_or(fl);
+            let mut local = fl;
+            let got = if lease::fcntl(fd, F_GETLK, &mut local).is_some() {
+                local
+            } else {
+                fcntl_lock(fd, F_GETLK, Some(fl), true)?.unwrap_or(fl)
+            };
             // SAFETY: plain getter (raw: other preloads may wrap getpid).
             let me = unsafe { libc::syscall(libc::SYS_getpid) } as i32;
             return if got.l_type == F_UNLCK || got.l_pid == me {
@@ -247,6 +264,9 @@ fn lockf_routed(fd: c_int, cmd: c_int, len: i64) -> Result<i64, Errno> {
         F_TLOCK => F_SETLK,
         _ => return Err(Errno::EINVAL),
     };
+    if lease::fcntl(fd, setlk, &mut fl).is_some() {
+        return Ok(0);
+    }
     fcntl_lock(fd, setlk, Some(fl), true).map(|_| 0)
 }
 

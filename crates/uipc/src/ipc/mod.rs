@@ -20,7 +20,7 @@ pub mod registry;
 #[allow(dead_code, unused_imports)] // what only the bench and the tests call
 pub(crate) mod registry;
 pub mod sem;
-mod shared_words;
+pub(crate) mod shared_words;
 pub mod shm;
 
 pub use crate::table::IdLayout;

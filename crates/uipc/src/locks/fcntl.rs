@@ -110,6 +110,7 @@ impl LockManager {
             return Err(Errno::EINVAL);
         }
         let probe = Self::fcntl_request(cred, fd, ofd, ty, (start, end));
+        self.lease_enter(fd.file, cred.tgid, false);
         let found = self
             .files
             .with(fd.file, false, |_, st| {
@@ -123,6 +124,7 @@ impl LockManager {
                     .copied()
             })
             .flatten();
+        self.lease_leave(fd.file, None);
         match found {
             None => fl.l_type = F_UNLCK,
             Some(h) => {

@@ -58,6 +58,7 @@ mod fcntl;
 mod file;
 mod files;
 mod flock;
+pub mod lease;
 #[cfg(all(test, loom))]
 mod loom_models;
 mod parked;
@@ -101,6 +102,9 @@ pub struct LockManager {
     config: LockConfig,
     files: FileMap,
     graph: deadlock::DeadlockGraph,
+    /// Leases of files to the one process that locks them (`lease`), if the embedder gave
+    /// an area.
+    leases: Option<lease::Leases>,
 }
 
 impl Default for LockManager {
@@ -136,6 +140,7 @@ impl LockManager {
             config,
             files: FileMap::new((cpus * 16).max(64)),
             graph: deadlock::DeadlockGraph::new(config.deadlock),
+            leases: None,
         }
     }
 
@@ -158,6 +163,22 @@ impl LockManager {
     /// must wait, its waiter (carrying `park`'s notifier) is queued and returned parked.
     #[inline(always)]
     pub(crate) fn request_step(
+        &self,
+        call: LockCall,
+        wait: bool,
+        woken: Option<Arc<Waiter<()>>>,
+        park: &ParkCtx,
+    ) -> Progress<(), ParkedLock> {
+        let (file, req) = (call.file, call.req);
+        self.lease_enter(file, req.pid, false);
+        let r = self.request_step_entered(call, wait, woken, park);
+        let granted = req.kind == LockKind::Posix && matches!(r, Progress::Done(Ok(())));
+        self.lease_leave(file, granted.then_some(req.pid));
+        r
+    }
+
+    /// [`LockManager::request_step`] inside the file (its lease taken back).
+    fn request_step_entered(
         &self,
         call: LockCall,
         wait: bool,
@@ -281,6 +302,7 @@ impl LockManager {
 
     /// Every held lock and blocked request, file by file (files in [`FileId`] order).
     pub fn list(&self) -> Vec<LockInfo> {
+        self.leases_revoke_all();
         let mut files = self.files.all();
         files.sort_by_key(|(id, _)| *id);
         let mut out = Vec::new();
@@ -296,8 +318,10 @@ impl LockManager {
     /// The locks of one file, as [`LockManager::list`] shows them.
     pub fn list_file(&self, file: FileId) -> Vec<LockInfo> {
         let mut out = Vec::new();
+        self.lease_enter(file, 0, false);
         self.files
             .with(file, false, |_, st| procfs::list_file(file, &st, &mut out));
+        self.lease_leave(file, None);
         out
     }
 
@@ -322,6 +346,9 @@ impl LockManager {
     /// of the process's POSIX locks on the file go (whatever descriptor set them); if that was
     /// the description's last reference (`last_reference`), its OFD and flock locks go too.
     pub fn close(&self, tgid: i32, file: FileId, ofd: OfdId, last_reference: bool) {
+        // A lease of another process stays: a close drops only the closer's POSIX locks, and
+        // a leased file has no OFD or flock lock.
+        self.lease_enter(file, tgid, true);
         self.files.with(file, false, |_, mut st| {
             let mut changed = st.remove_posix_owner(Owner::Process(tgid));
             if last_reference {
@@ -333,11 +360,15 @@ impl LockManager {
             }
         });
         self.files.remove_if_idle(file);
+        self.lease_leave(file, None);
     }
 
     /// Process exit: every POSIX lock of `tgid`, on every file, goes. (The embedder reports the
     /// last closes of the process's descriptions with [`LockManager::close`].)
     pub fn process_exit(&self, tgid: i32) {
+        if let Some(l) = &self.leases {
+            l.exit(tgid);
+        }
         for (id, _) in self.files.all() {
             self.files.with(id, false, |_, mut st| {
                 if st.remove_posix_owner(Owner::Process(tgid)) {

@@ -1,0 +1,174 @@
+//! File lock leases, the holder's side: F_SETLK, F_SETLKW and F_GETLK on a regular file whose
+//! lease this process holds complete here, on the daemon's lease area
+//! (`uipc::locks::lease`; ARCHITECTURE.md "File lock leases"); every other case, and every
+//! error, goes to the daemon as before.
+//!
+//! The area is asked for once per process (`LockRequest::Leases`: its memfd, and our pid as
+//! the daemon numbers it) and mapped shared; a forked child keeps the mapping and asks again
+//! only to learn its pid; a new program image maps it again. The area is off for good in the
+//! image when the daemon has none (ENOSYS, `uipc serve`, `UIPC_FASTPATH=0`) or numbers our
+//! pid differently (a nested pid namespace), and for the call in a vforked child.
+//!
+//! What the call needs of the descriptor comes from the kernel at each call, with raw system
+//! calls: `fstat` (the file; a regular file only), `F_GETFL` (the access mode; O_PATH goes to
+//! the daemon) and, for SEEK_CUR, `lseek`. Nothing here allocates or takes a lock (the
+//! first call's daemon call and mmap aside), so fcntl stays async-signal-safe.
+
+use crate::conn::{call_passing, check};
+use crate::kernel::kernel_sys;
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicPtr, AtomicU64, Ordering};
+use uipc::locks::lease::{map_leases, range_of, LeaseView, Leased, LEASE_BYTES};
+use uipc::locks::SEEK_CUR;
+use uipc::locks::{FileId, Flock, F_GETLK, F_RDLCK, F_SETLK, F_SETLKW, F_UNLCK, F_WRLCK};
+use uipc_proto::{LockRequest, Request, Response};
+
+/// Leases are off in this program image.
+static OFF: AtomicBool = AtomicBool::new(false);
+/// The pid the area was granted to (0: not asked yet in this process).
+static LEASE_PID: AtomicI32 = AtomicI32::new(0);
+/// The mapping (null before the first grant); never unmapped.
+static AREA: AtomicPtr<AtomicU64> = AtomicPtr::new(std::ptr::null_mut());
+
+/// Reads `UIPC_FASTPATH` (the library's constructor).
+pub fn prepare() {
+    if std::env::var_os("UIPC_FASTPATH").is_some_and(|v| v == "0") {
+        OFF.store(true, Ordering::Relaxed);
+    }
+}
+
+fn grant(pid: i32) -> Option<()> {
+    let req = Request::Lock(LockRequest::Leases);
+    let (resp, fd) = crate::guarded(|| call_passing(&req, None, false)).ok()?;
+    let fd = fd.map(|fd| crate::slots::ClosedQuietly(std::os::fd::IntoRawFd::into_raw_fd(fd)));
+    match check(resp) {
+        Ok(Response::Ret(p)) if p == i64::from(pid) => {}
+        Ok(Response::Ret(_)) => {
+            OFF.store(true, Ordering::Relaxed);
+            return None;
+        }
+        Err(e) if e.raw() == libc::ENOSYS => {
+            OFF.store(true, Ordering::Relaxed);
+            return None;
+        }
+        _ => return None,
+    }
+    let fd = fd?;
+    if AREA.load(Ordering::Acquire).is_null() {
+        let p = map_leases(fd.0)?;
+        if AREA
+            .compare_exchange(
+                std::ptr::null_mut(),
+                p.as_ptr(),
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            )
+            .is_err()
+        {
+            // SAFETY: our own mapping, never published.
+            unsafe { libc::munmap(p.as_ptr().cast(), LEASE_BYTES) };
+        }
+    }
+    LEASE_PID.store(pid, Ordering::Release);
+    Some(())
+}
+
+/// The area and our pid, if leases may serve this call.
+fn view() -> Option<(LeaseView<'static>, i32)> {
+    if OFF.load(Ordering::Relaxed) || crate::vfork::on_borrowed_memory() {
+        return None;
+    }
+    let pid = crate::vfork::pid();
+    if LEASE_PID.load(Ordering::Acquire) != pid {
+        grant(pid)?;
+    }
+    let p = AREA.load(Ordering::Acquire);
+    if p.is_null() {
+        return None;
+    }
+    // SAFETY: `p` is a shared mapping of LEASE_BYTES that is never unmapped, used only through
+    // atomics (by us, the daemon and the other clients).
+    let words = unsafe { std::slice::from_raw_parts(p, LEASE_BYTES / 8) };
+    Some((LeaseView::new(words), pid))
+}
+
+/// What a lock call needs of descriptor `fd`: the file, read and write access, its size.
+struct Desc {
+    file: FileId,
+    readable: bool,
+    writable: bool,
+    size: i64,
+}
+
+fn describe(fd: libc::c_int) -> Option<Desc> {
+    // SAFETY: a zeroed `stat` is a valid value for the kernel to fill.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    if kernel_sys!(libc::SYS_fstat, fd, &mut st as *mut libc::stat) != 0
+        || st.st_mode & libc::S_IFMT != libc::S_IFREG
+    {
+        return None;
+    }
+    let fl = kernel_sys!(libc::SYS_fcntl, fd, libc::F_GETFL);
+    if fl < 0 || fl as libc::c_int & libc::O_PATH != 0 {
+        return None;
+    }
+    let acc = fl as libc::c_int & libc::O_ACCMODE;
+    Some(Desc {
+        file: FileId {
+            dev: st.st_dev,
+            ino: st.st_ino,
+        },
+        readable: acc == libc::O_RDONLY || acc == libc::O_RDWR,
+        writable: acc == libc::O_WRONLY || acc == libc::O_RDWR,
+        size: st.st_size,
+    })
+}
+
+/// fcntl's `cmd` on `fd` with `fl`, if this process holds the file's lease and the call
+/// succeeds here: `Some(())` done (F_GETLK's answer written into `fl`), `None` for the daemon.
+pub(super) fn fcntl(fd: libc::c_int, cmd: libc::c_int, fl: &mut Flock) -> Option<()> {
+    if !matches!(cmd, F_SETLK | F_SETLKW | F_GETLK) {
+        return None;
+    }
+    let (view, pid) = view()?;
+    let d = describe(fd)?;
+    let offset = if fl.l_whence == SEEK_CUR {
+        let o = kernel_sys!(libc::SYS_lseek, fd, 0, libc::SEEK_CUR);
+        if o < 0 {
+            return None;
+        }
+        o
+    } else {
+        0
+    };
+    let (start, end) = range_of(fl, offset, d.size)?;
+    let write = match fl.l_type {
+        F_RDLCK if cmd == F_GETLK || d.readable => Some(false),
+        F_WRLCK if cmd == F_GETLK || d.writable => Some(true),
+        F_UNLCK if cmd != F_GETLK => None,
+        _ => return None,
+    };
+    if cmd == F_GETLK {
+        // Only our own locks are on the file: nothing conflicts.
+        if !view.holds(d.file, pid) {
+            return None;
+        }
+        fl.l_type = F_UNLCK;
+    } else if view.set(d.file, pid, write, start, end) != Leased::Done {
+        return None;
+    }
+    crate::semfast::served();
+    Some(())
+}
+
+/// Before a close of a descriptor of `file`: drops our locks on it here if we hold its lease
+/// (then the daemon has nothing to drop). Whether it did.
+pub(super) fn close(file: (u64, u64)) -> bool {
+    let Some((view, pid)) = view() else {
+        return false;
+    };
+    let file = FileId {
+        dev: file.0,
+        ino: file.1,
+    };
+    view.clear(file, pid) == Leased::Done
+}

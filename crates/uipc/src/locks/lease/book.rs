@@ -1,0 +1,308 @@
+//! The daemon's side of the leases: which file is leased in which slot to whom, how many
+//! engine calls are inside each file, grants and revokes (ARCHITECTURE.md "File lock leases").
+//!
+//! Everything here is the daemon's own memory; the shared slots are written (grant, revoke)
+//! but only the current buffer and `STATE` are ever read back, and what is read is validated.
+//!
+//! Lock order: one shard's mutex (the shard of the file's slot group), then, inside the
+//! callbacks of [`Leases::enter`] and [`Leases::leave`], the engine's file-map shard and one
+//! file's state. No two shards are held together.
+
+use super::*;
+use crate::ipc::shared_words::SharedWords;
+use crate::sync::{lock, AtomicBool, Mutex};
+use std::collections::HashMap;
+
+/// Shard mutexes.
+const SHARDS: usize = 64;
+/// Grant opportunities a file skips after its lease was taken back for another process.
+const COOLDOWN: u16 = 32;
+
+#[derive(Default)]
+struct FileBook {
+    /// Engine calls inside the file (entered, not yet left).
+    inside: u32,
+    /// The slot that leases it.
+    lease: Option<usize>,
+    /// Grant opportunities still to skip.
+    cooldown: u16,
+}
+
+impl FileBook {
+    fn idle(&self) -> bool {
+        self.inside == 0 && self.lease.is_none() && self.cooldown == 0
+    }
+}
+
+struct SlotBook {
+    /// The epoch of the last grant.
+    epoch: u32,
+    /// The file and holder while leased.
+    holder: Option<(FileId, i32)>,
+    /// Revoked while BUSY: the holder that may still write the slot until BUSY clears or it
+    /// exits.
+    busy_by: Option<i32>,
+}
+
+#[derive(Default)]
+struct Shard {
+    files: HashMap<FileId, FileBook>,
+    slots: HashMap<usize, SlotBook>,
+}
+
+/// A lease area and its books.
+pub struct Leases {
+    mem: SharedWords,
+    shards: Box<[Mutex<Shard>]>,
+    /// Some lease was ever granted (an exit with none looks at nothing).
+    granted: AtomicBool,
+}
+
+impl std::fmt::Debug for Leases {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Leases").finish_non_exhaustive()
+    }
+}
+
+impl Leases {
+    fn with_mem(mem: SharedWords) -> Leases {
+        Leases {
+            mem,
+            shards: (0..SHARDS).map(|_| Mutex::new(Shard::default())).collect(),
+            granted: AtomicBool::new(false),
+        }
+    }
+
+    /// An area in the process's own memory (tests, models).
+    pub fn owned() -> Leases {
+        Leases::owned_words(LEASE_SLOTS * SLOT_WORDS)
+    }
+
+    /// An area of `len` words in the process's own memory: the models use one group's worth
+    /// (a file of another group is then never granted).
+    pub(crate) fn owned_words(len: usize) -> Leases {
+        Leases::with_mem(SharedWords::owned(len))
+    }
+
+    /// An area of [`LEASE_BYTES`] at `ptr`, kept mapped by `keep`.
+    ///
+    /// # Safety
+    /// `ptr` must be 8-byte aligned, valid for reads and writes of [`LEASE_BYTES`] for as long
+    /// as `keep` lives, zeroed at first, and used by others only as atomics.
+    #[cfg(not(loom))]
+    pub unsafe fn from_raw(ptr: *mut u8, keep: Box<dyn std::any::Any + Send + Sync>) -> Leases {
+        // SAFETY: the caller's contract.
+        Leases::with_mem(unsafe { SharedWords::mapped(ptr, LEASE_SLOTS * SLOT_WORDS, keep) })
+    }
+
+    /// What the embedder kept with a mapping (its memfd).
+    pub fn keeper(&self) -> Option<&(dyn std::any::Any + Send + Sync)> {
+        self.mem.keeper()
+    }
+
+    /// The shared words (a holder's [`LeaseView`] over them).
+    pub fn words(&self) -> &[AtomicU64] {
+        self.mem.words()
+    }
+
+    fn slot(&self, k: usize) -> Option<&[AtomicU64]> {
+        self.words().get(k * SLOT_WORDS..(k + 1) * SLOT_WORDS)
+    }
+
+    fn shard(&self, file: FileId) -> &Mutex<Shard> {
+        &self.shards[group_of(file) % SHARDS]
+    }
+
+    /// Takes slot `k` back: its holder and the locks it held, validated.
+    fn revoke(&self, sh: &mut Shard, k: usize) -> Option<(i32, Vec<Piece>)> {
+        let book = sh.slots.get_mut(&k)?;
+        let (_, pid) = book.holder.take()?;
+        let slot = self.slot(k)?;
+        let v = slot[STATE].fetch_or(REVOKED, AcqRel);
+        if v & BUSY != 0 {
+            book.busy_by = Some(pid);
+        }
+        if v & !(BUSY | CUR) != held_state(pid, book.epoch) {
+            // Not the state the grant wrote: written by someone else; nothing to trust.
+            return Some((pid, Vec::new()));
+        }
+        let (buf, n) = read_buffer(slot, v);
+        Some((pid, buf[..n].iter().copied().filter(Piece::valid).collect()))
+    }
+
+    /// A call on `file` by process `by` begins: the file's lease is taken back first (its
+    /// holder's locks handed to `import`), unless `keep_others` and the holder is not `by`
+    /// (a close, which drops only `by`'s own locks). No grant happens while a call is inside.
+    pub(crate) fn enter(
+        &self,
+        file: FileId,
+        by: i32,
+        keep_others: bool,
+        import: impl FnOnce(i32, &[Piece]),
+    ) {
+        let mut sh = lock(self.shard(file));
+        let sh = &mut *sh;
+        let book = sh.files.entry(file).or_default();
+        book.inside += 1;
+        let Some(k) = book.lease else { return };
+        let holder = sh.slots.get(&k).and_then(|b| b.holder).map(|(_, p)| p);
+        if keep_others && holder != Some(by) {
+            return;
+        }
+        book.lease = None;
+        if holder != Some(by) {
+            book.cooldown = COOLDOWN;
+        }
+        if let Some((pid, pieces)) = self.revoke(sh, k) {
+            import(pid, &pieces);
+        }
+    }
+
+    /// The call that [`Leases::enter`]ed `file` ends. If it was the last one inside and
+    /// `grant` names the process of a successful POSIX set command, the file may be leased
+    /// to it: `take` is asked for that process's locks, which it removes from the engine, and
+    /// returns only if nothing else is on the file and they fit a slot.
+    pub(crate) fn leave(
+        &self,
+        file: FileId,
+        grant: Option<i32>,
+        take: impl FnOnce(i32) -> Option<Vec<Piece>>,
+    ) {
+        let mut sh = lock(self.shard(file));
+        let sh = &mut *sh;
+        let Some(book) = sh.files.get_mut(&file) else {
+            return;
+        };
+        book.inside = book.inside.saturating_sub(1);
+        if book.inside == 0 && book.lease.is_none() {
+            if let Some(pid) = grant.filter(|&p| p > 0 && p as u64 <= PID_MASK) {
+                if book.cooldown > 0 {
+                    book.cooldown -= 1;
+                } else if let Some(k) = self.free_slot(&mut sh.slots, file) {
+                    if let Some(pieces) = take(pid) {
+                        self.grant(&mut sh.slots, k, file, pid, &pieces);
+                        book.lease = Some(k);
+                    }
+                }
+            }
+        }
+        if book.idle() {
+            sh.files.remove(&file);
+        }
+    }
+
+    /// A slot of `file`'s group that no lease uses and no revoked holder may still write.
+    fn free_slot(&self, slots: &mut HashMap<usize, SlotBook>, file: FileId) -> Option<usize> {
+        (0..GROUP).map(|i| group_of(file) * GROUP + i).find(|&k| {
+            if self.slot(k).is_none() {
+                return false;
+            }
+            let Some(b) = slots.get_mut(&k) else {
+                return true;
+            };
+            if b.holder.is_some() {
+                return false;
+            }
+            if b.busy_by.is_some()
+                && self
+                    .slot(k)
+                    .is_some_and(|s| s[STATE].load(Acquire) & BUSY == 0)
+            {
+                b.busy_by = None;
+            }
+            b.busy_by.is_none()
+        })
+    }
+
+    fn grant(
+        &self,
+        slots: &mut HashMap<usize, SlotBook>,
+        k: usize,
+        file: FileId,
+        pid: i32,
+        pieces: &[Piece],
+    ) {
+        let book = slots.entry(k).or_insert(SlotBook {
+            epoch: 0,
+            holder: None,
+            busy_by: None,
+        });
+        book.epoch = book.epoch.wrapping_add(1);
+        book.holder = Some((file, pid));
+        let Some(slot) = self.slot(k) else { return };
+        slot[DEV].store(file.dev, Release);
+        slot[INO].store(file.ino, Release);
+        write_buffer(slot, 0, pieces);
+        slot[STATE].store(held_state(pid, book.epoch), Release);
+        self.granted.store(true, Relaxed);
+    }
+
+    /// Process `pid` is gone: its leases end and their locks with them (Linux drops a dead
+    /// process's POSIX locks); slots it may have left BUSY are free again.
+    pub fn exit(&self, pid: i32) {
+        if !self.granted.load(Relaxed) {
+            return;
+        }
+        for shard in self.shards.iter() {
+            let mut sh = lock(shard);
+            let sh = &mut *sh;
+            let mine: Vec<(usize, FileId)> = sh
+                .slots
+                .iter()
+                .filter_map(|(&k, b)| match b.holder {
+                    Some((f, p)) if p == pid => Some((k, f)),
+                    _ => None,
+                })
+                .collect();
+            for (k, f) in mine {
+                let _ = self.revoke(sh, k);
+                if let Some(b) = sh.files.get_mut(&f) {
+                    b.lease = None;
+                    if b.idle() {
+                        sh.files.remove(&f);
+                    }
+                }
+            }
+            for b in sh.slots.values_mut() {
+                if b.busy_by == Some(pid) {
+                    b.busy_by = None;
+                }
+            }
+        }
+    }
+
+    /// Takes every lease back (a listing of all locks), handing each holder's locks to
+    /// `import`.
+    pub(crate) fn revoke_all(&self, mut import: impl FnMut(FileId, i32, &[Piece])) {
+        if !self.granted.load(Relaxed) {
+            return;
+        }
+        for shard in self.shards.iter() {
+            let mut sh = lock(shard);
+            let sh = &mut *sh;
+            let leased: Vec<(FileId, usize)> = sh
+                .files
+                .iter()
+                .filter_map(|(&f, b)| b.lease.map(|k| (f, k)))
+                .collect();
+            for (f, k) in leased {
+                if let Some(b) = sh.files.get_mut(&f) {
+                    b.lease = None;
+                }
+                if let Some((pid, pieces)) = self.revoke(sh, k) {
+                    import(f, pid, &pieces);
+                }
+                if sh.files.get(&f).is_some_and(FileBook::idle) {
+                    sh.files.remove(&f);
+                }
+            }
+        }
+    }
+
+    /// The holder of `file`'s lease, if any (tests).
+    pub fn holder(&self, file: FileId) -> Option<i32> {
+        let sh = lock(self.shard(file));
+        let k = sh.files.get(&file)?.lease?;
+        sh.slots.get(&k)?.holder.map(|(_, p)| p)
+    }
+}
