@@ -6,22 +6,12 @@
  * range-checked), and a final sum after many processes hammer one set.
  * Runs as root (the permission part switches the effective uid); prints one line per part. */
 #include "check.h"
+#include "sem_ops.h"
 #include <pthread.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <sys/mman.h>
 #include <string.h>
-
-static int sop(int id, unsigned short n, short op, short flg) {
-    struct sembuf b = {n, op, flg};
-    return semop(id, &b, 1);
-}
-
-static void wait_count(int id, int n, int cmd, int want) {
-    for (int i = 0; i < 5000 && semctl(id, n, cmd) != want; i++)
-        usleep(1000);
-    CHECK(semctl(id, n, cmd) == want);
-}
 
 static void basic(void) {
     int id = semget(IPC_PRIVATE, 3, 0600);

@@ -17,17 +17,13 @@
  * one out of that range.
  * Usage: [KILLS [undo]]. */
 #include "check.h"
+#include "sem_ops.h"
 #include <sys/mman.h>
 
 enum { PER_SET = 60, WORKERS = 4 };
 
 /* Lives per set: PER_SET, or 1 with "undo"; semaphore `per_set` of each set is the parent's. */
 static int per_set = PER_SET;
-
-static int sop(int id, unsigned short n, short op, short flg) {
-    struct sembuf b = {n, op, flg};
-    return semop(id, &b, 1);
-}
 
 /* A worker for life `l`: adds 1 to its semaphore (in undo mode a round of SEM_UNDO operations
  * and +2), then counts it, until 10000. */

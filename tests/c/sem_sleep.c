@@ -8,17 +8,7 @@
  * Under `uipc run` these sleep on the fast path (futexes in the arena); prints one line per
  * part. */
 #include "check.h"
-
-static int sop(int id, unsigned short n, short op, short flg) {
-    struct sembuf b = {n, op, flg};
-    return semop(id, &b, 1);
-}
-
-static void wait_count(int id, int n, int cmd, int want) {
-    for (int i = 0; i < 5000 && semctl(id, n, cmd) != want; i++)
-        usleep(1000);
-    CHECK(semctl(id, n, cmd) == want);
-}
+#include "sem_ops.h"
 
 static int new_set(int nsems) {
     int id = semget(IPC_PRIVATE, nsems, 0600);
