@@ -83,18 +83,83 @@ impl Caller for Me {
     }
 }
 
+std::thread_local! {
+    /// This thread's pidfd of the last sleeper it handed an operation to: (pid, descriptor,
+    /// `slots::closes()` when it was opened); descriptor -1: none. Kept only while no
+    /// close-family call was counted since (the program may have closed the number), closed at
+    /// thread exit (`slots::thread_exit`); `PIDFD_BUSY` keeps a signal handler's hand-off on
+    /// this thread off it.
+    static PIDFD: std::cell::Cell<(i32, i32, u64)> = const { std::cell::Cell::new((0, -1, 0)) };
+    static PIDFD_BUSY: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
 /// Whether process `pid` has not exited: its pidfd is not readable (an exited process's is,
 /// zombie or reaped; a pid that is gone has none). Without pidfds, whether it can be signalled.
 fn alive(pid: i32) -> bool {
-    let fd = crate::kernel::kernel_sys!(libc::SYS_pidfd_open, pid, 0);
-    if fd < 0 {
-        return match errno() {
-            libc::ESRCH => false,
-            _ => crate::kernel::kernel_sys!(libc::SYS_kill, pid, 0) == 0 || errno() == libc::EPERM,
+    if PIDFD_BUSY.with(|b| b.replace(true)) {
+        return match pidfd(pid) {
+            Ok(fd) => {
+                let gone = exited(fd);
+                crate::kernel::kernel_sys!(libc::SYS_close, fd);
+                !gone
+            }
+            Err(alive) => alive,
         };
     }
+    let live = alive_cached(pid);
+    PIDFD_BUSY.with(|b| b.set(false));
+    live
+}
+
+/// [`alive`] through this thread's cached pidfd: a cached one that says "exited" is opened
+/// again once (the pid may be another process's now).
+fn alive_cached(pid: i32) -> bool {
+    let closes = crate::slots::closes();
+    let (p, fd, at) = PIDFD.with(|c| c.get());
+    let ours = fd >= 0 && at == closes;
+    if ours && p == pid && !exited(fd) {
+        return true;
+    }
+    if ours {
+        crate::kernel::kernel_sys!(libc::SYS_close, fd);
+    }
+    PIDFD.with(|c| c.set((0, -1, 0)));
+    match pidfd(pid) {
+        Ok(fd) => {
+            crate::slots::hook_thread_exit();
+            PIDFD.with(|c| c.set((pid, fd, closes)));
+            !exited(fd)
+        }
+        Err(alive) => alive,
+    }
+}
+
+/// Closes this thread's cached pidfd (thread exit).
+pub fn thread_exit() {
+    let (_, fd, at) = PIDFD.with(|c| c.replace((0, -1, 0)));
+    if fd >= 0 && at == crate::slots::closes() {
+        crate::kernel::kernel_sys!(libc::SYS_close, fd);
+    }
+}
+
+/// A pidfd of `pid`, or whether it lives if none can be had (ESRCH: gone; else `kill(pid, 0)`).
+fn pidfd(pid: i32) -> Result<c_int, bool> {
+    let fd = crate::kernel::kernel_sys!(libc::SYS_pidfd_open, pid, 0);
+    if fd >= 0 {
+        return Ok(fd as c_int);
+    }
+    Err(match errno() {
+        libc::ESRCH => false,
+        _ => crate::kernel::kernel_sys!(libc::SYS_kill, pid, 0) == 0 || errno() == libc::EPERM,
+    })
+}
+
+/// Whether pidfd `fd` is readable (its process exited); a descriptor that is not open (closed
+/// behind the library's back) counts as exited, so the caller opens a new one or asks the
+/// daemon.
+fn exited(fd: c_int) -> bool {
     let mut p = libc::pollfd {
-        fd: fd as c_int,
+        fd,
         events: libc::POLLIN,
         revents: 0,
     };
@@ -110,8 +175,7 @@ fn alive(pid: i32) -> bool {
         0,
         0
     );
-    crate::kernel::kernel_sys!(libc::SYS_close, fd);
-    !(n > 0 && p.revents & libc::POLLIN != 0)
+    n != 0 && (n < 0 || p.revents & (libc::POLLIN | libc::POLLNVAL) != 0)
 }
 
 fn errno() -> c_int {

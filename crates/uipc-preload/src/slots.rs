@@ -58,6 +58,12 @@ pub fn descriptors_may_change() {
     CLOSES.fetch_add(1, Ordering::SeqCst);
 }
 
+/// How many close-family calls were counted: a descriptor the library opened is still its own
+/// while this has not moved.
+pub fn closes() -> u64 {
+    CLOSES.load(Ordering::SeqCst)
+}
+
 /// Connections a thread keeps: its own calls', and one level of signal handler.
 pub const CACHED_SLOTS: usize = 2;
 /// Each slot's buffer: requests and replies up to this size need no mapping of their own.
@@ -357,8 +363,9 @@ pub fn exit_key() -> Option<libc::pthread_key_t> {
     }
 }
 
-/// Makes sure this thread's connections are closed when it exits.
-fn hook_thread_exit() {
+/// Makes sure this thread's connections (and its cached pidfd, `crate::semfast`) are closed
+/// when it exits.
+pub fn hook_thread_exit() {
     EXIT_HOOKED.with(|hooked| {
         if hooked.get() {
             return;
@@ -376,6 +383,7 @@ fn hook_thread_exit() {
 /// slot still busy, left by a handler that never returned into the library, is left alone).
 extern "C" fn thread_exit(_: *mut libc::c_void) {
     EXIT_HOOKED.with(|hooked| hooked.set(false));
+    crate::semfast::thread_exit();
     SLOTS.with(|slots| {
         for slot in slots.iter().filter(|s| !s.busy.get()) {
             slot.drop_connection();
