@@ -54,15 +54,7 @@ pub(super) fn compare_get(
     cmd: i32,
     user: bool,
 ) {
-    // SAFETY: integer arguments only.
-    let h = as_user(user, || {
-        result(unsafe { libc::syscall(libc::SYS_semctl, hid, semnum, cmd, 0usize) })
-    })
-    .map(|r| r as i32);
-    let e = ctx
-        .ns
-        .semctl(ctx.cred(user), eid, semnum, cmd, SemctlArg::None)
-        .map(|o| o.ret());
+    let (h, e) = int_semctl(ctx, (hid, eid), semnum, cmd, SemctlArg::None, user);
     let pids = if cmd & 0xff == GETPID {
         super::trace::Pids::All
     } else {
@@ -111,17 +103,32 @@ pub(super) fn compare_setval(
     val: i32,
     user: bool,
 ) {
-    // SAFETY: integer arguments only (the union's int member, by value).
-    let h = as_user(user, || {
-        result(unsafe { libc::syscall(libc::SYS_semctl, hid, semnum, SETVAL, val as libc::c_long) })
-    })
-    .map(|r| r as i32);
-    let e = ctx
-        .ns
-        .semctl(ctx.cred(user), eid, semnum, SETVAL, SemctlArg::Val(val))
-        .map(|o| o.ret());
+    let (h, e) = int_semctl(ctx, (hid, eid), semnum, SETVAL, SemctlArg::Val(val), user);
     let op = format!("{label}semctl({hid}, {semnum}, SETVAL {val}, user {user})");
     ctx.check(&op, &h, &e);
+}
+
+/// semctl `cmd` on semaphore `semnum` as `user`, with `arg` either none (the host call gets 0)
+/// or an int (`SemctlArg::Val`, passed to the host by value as the union's int member): the
+/// host's result on set `hid` and the engine's on `eid`.
+fn int_semctl(
+    ctx: &mut Ctx,
+    (hid, eid): (i32, i32),
+    semnum: i32,
+    cmd: i32,
+    arg: SemctlArg<'_>,
+    user: bool,
+) -> (Result<i32, uipc::Errno>, Result<i32, uipc::Errno>) {
+    let val = match arg {
+        SemctlArg::Val(v) => libc::c_long::from(v),
+        _ => 0,
+    };
+    // SAFETY: integer arguments only.
+    let h = as_user(user, || {
+        result(unsafe { libc::syscall(libc::SYS_semctl, hid, semnum, cmd, val) })
+    });
+    let e = ctx.ns.semctl(ctx.cred(user), eid, semnum, cmd, arg);
+    (h.map(|r| r as i32), e.map(|o| o.ret()))
 }
 
 /// The engine's semaphore operations as the host's `struct sembuf`s.
