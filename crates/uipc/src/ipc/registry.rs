@@ -11,19 +11,20 @@
 //!   `PermTable` of the distinct values), so an entry is 16 bytes (24 for segments). IPC_SET,
 //!   the only call that changes them, updates the entry under the writer lock
 //!   ([`Registry::set_key_perm`]).
-//! - Objects are found by id in a [`DashMap`] from index to object without any registry
-//!   lock (one shard read lock, a hash probe): the cost is the same for every index, and
-//!   memory follows the live objects. Only creation and removal, under the writer lock,
-//!   change it.
+//! - Objects are found by id in a [`DirectMap`] from index to object without any registry
+//!   lock (a slot per index, in chunks made on first use; one slot read lock): the cost is the
+//!   same for every index, and consecutive indices, which the cyclic allocator hands out in
+//!   runs, sit in consecutive slots. Only creation and removal, under the writer lock, change
+//!   it.
 //!
 //! Locks: `state` is the kernel's `rwsem`. Creation and removal hold it for writing; a `*get`
 //! that finds its key, `*_INFO`, `*_STAT` by index and `/proc` listings hold it for reading
 //! (Linux's `ipcget` takes it for writing even to open a key; readers in parallel give the
 //! same results, as any creation or removal still excludes them). Operations
 //! on an existing id (semop, msgsnd, shmat, the *ctl calls) take no registry lock at all.
-//! Lock order: `state` -> the object's own lock; `state` -> a shard lock of `objects`, which
+//! Lock order: `state` -> the object's own lock; `state` -> a slot lock of `objects`, which
 //! is a leaf (held only to clone, insert or take out an `Arc`; a removed object is dropped
-//! after the shard lock is released). Code holding an object lock must never take `state`.
+//! after the slot lock is released). Code holding an object lock must never take `state`.
 
 use super::consts::{IPC_CREAT, IPC_EXCL, IPC_PRIVATE};
 use super::keytable::writer::KeyRegion;
@@ -32,9 +33,8 @@ use super::perm_table::{PermId, PermTable};
 use crate::sync::{
     read, try_write, write, AtomicI32, Ordering, RwLock, RwLockReadGuard, RwLockWriteGuard,
 };
-use crate::table::{CyclicIdAllocator, IdLayout};
+use crate::table::{CyclicIdAllocator, DirectMap, IdLayout};
 use crate::{Errno, IpcId, IpcIdx, IpcKey, Result};
-use dashmap::DashMap;
 use foldhash::fast::FixedState;
 use hashbrown::hash_map::{Entry, HashMap, VacantEntry};
 use std::sync::Arc;
@@ -138,7 +138,7 @@ pub struct Registry<T: IpcObject> {
     state: RwLock<RegistryState<T>>,
     /// Index -> object, for every live object: changed only under the writer lock of `state`,
     /// read without it.
-    objects: DashMap<IpcIdx, Arc<T>, foldhash::fast::FixedState>,
+    objects: DirectMap<T>,
     layout: IdLayout,
     /// Where keys are published for clients (`keytable`), if the embedder gave a table: the
     /// key map's changes are copied there under the writer lock.
@@ -155,7 +155,7 @@ impl<T: IpcObject> Registry<T> {
                 alloc: CyclicIdAllocator::new(layout),
                 next_id: None,
             }),
-            objects: DashMap::default(),
+            objects: DirectMap::new(layout.ipcmni()),
             layout,
             published: std::sync::OnceLock::new(),
         }
@@ -205,7 +205,7 @@ impl<T: IpcObject> Registry<T> {
 
     /// The object at `idx`, if any.
     fn object_at(&self, idx: IpcIdx) -> Option<Arc<T>> {
-        self.objects.get(&idx).map(|o| Arc::clone(o.value()))
+        self.objects.get(idx)
     }
 
     /// `ipcget`, Linux's decision order for `*get(key, flag)` (after the type's own pre-checks):
@@ -338,7 +338,7 @@ impl<T: IpcObject> Registry<T> {
         let idx = self.layout.idx(h.id());
         self.unhash(st, h);
         st.alloc.free(idx);
-        let removed = self.objects.remove(&idx);
+        let removed = self.objects.remove(idx);
         drop(removed);
     }
 
@@ -457,7 +457,8 @@ impl<T: IpcObject> Vacancy<'_, T> {
             let perm = self.perms.intern(perm);
             place.insert(KeyEntry { id, perm, info });
         }
-        self.reg.objects.insert(layout.idx(id), obj);
+        let replaced = self.reg.objects.insert(layout.idx(id), obj);
+        debug_assert!(replaced.is_none(), "the allocator gave a used index");
         // Published only once the object can be found by its id: a client that opens the key
         // from the table may use the id at once.
         if let (Some(key), Some(region)) = (key, self.reg.published.get()) {
