@@ -2,8 +2,9 @@
 //! (`ipc/util.c`: `ipc_addid`, `ipc_findkey`, `ipcget`, `ipc_obtain_object_check`, `ipc_rmid`).
 //!
 //! - Ids come from a [`CyclicIdAllocator`] (seed 002), with `*_next_id` restore.
-//! - Keys live in a hash map (seed 000; hashbrown's table hashed by foldhash's fixed-seed
-//!   hasher): `semget` on 31900 keys does not scan; IPC_PRIVATE objects are never in it.
+//! - Keys live in a hash map (seed 000; hashbrown's table hashed by
+//!   [`KeyHasher`](crate::table::hash::KeyHasher), which keeps
+//!   runs of consecutive keys in runs of buckets): `semget` on 31900 keys does not scan; IPC_PRIVATE objects are never in it.
 //!   Beside each key the map keeps what opening the key checks (the id, the permissions and
 //!   the type's size: nsems, segment size), so a `*get` that finds its key reads one map
 //!   entry and never the object: 31900 opens read 31900 map entries, not one line of each of
@@ -33,9 +34,9 @@ use super::perm_table::{PermId, PermTable};
 use crate::sync::{
     read, try_write, write, AtomicI32, Ordering, RwLock, RwLockReadGuard, RwLockWriteGuard,
 };
+use crate::table::hash::KeyBuildHasher;
 use crate::table::{CyclicIdAllocator, DirectMap, IdLayout};
 use crate::{Errno, IpcId, IpcIdx, IpcKey, Result};
-use foldhash::fast::FixedState;
 use hashbrown::hash_map::{Entry, HashMap, VacantEntry};
 use std::sync::Arc;
 
@@ -90,8 +91,9 @@ struct KeyEntry<I> {
     info: I,
 }
 
-/// The key map: hashbrown's table with foldhash's fixed-seed hasher.
-type KeyMap<I> = HashMap<IpcKey, KeyEntry<I>, FixedState>;
+/// The key map: hashbrown's table with the run-preserving
+/// [`KeyHasher`](crate::table::hash::KeyHasher).
+type KeyMap<I> = HashMap<IpcKey, KeyEntry<I>, KeyBuildHasher>;
 
 /// What a `*get` of an existing key checks (the type's `existing` closure gets it).
 #[derive(Debug)]
@@ -409,7 +411,7 @@ impl<T: IpcObject> Registry<T> {
 pub struct Vacancy<'a, T: IpcObject> {
     reg: &'a Registry<T>,
     /// The key's place in the key map; `None` for IPC_PRIVATE, which is never entered.
-    place: Option<VacantEntry<'a, IpcKey, KeyEntry<T::KeyInfo>, FixedState>>,
+    place: Option<VacantEntry<'a, IpcKey, KeyEntry<T::KeyInfo>, KeyBuildHasher>>,
     perms: &'a mut PermTable,
     alloc: &'a mut CyclicIdAllocator,
     next_id: &'a mut Option<IpcId>,
