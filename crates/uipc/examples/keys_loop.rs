@@ -43,8 +43,7 @@ fn main() {
                 .expect("lookup");
         }
         let (lookup, lookup_cpu) = (t0.elapsed().as_secs_f64() * 1e6, cpu_us() - c0);
-        println!(
-            "create {create:.0} µs (cpu {create_cpu:.0}), lookup {lookup:.0} µs (cpu {lookup_cpu:.0})"
-        );
+        print!("create {create:.0} µs (cpu {create_cpu:.0}), ");
+        println!("lookup {lookup:.0} µs (cpu {lookup_cpu:.0})");
     }
 }

@@ -3,8 +3,8 @@
 //!
 //! - Ids come from a [`CyclicIdAllocator`] (seed 002), with `*_next_id` restore.
 //! - Keys live in a hash map (seed 000; hashbrown's table hashed by
-//!   [`KeyHasher`](crate::table::hash::KeyHasher), which keeps
-//!   runs of consecutive keys in runs of buckets): `semget` on 31900 keys does not scan; IPC_PRIVATE objects are never in it.
+//!   [`KeyHasher`](crate::table::hash::KeyHasher), which keeps runs of consecutive keys in runs
+//!   of buckets): `semget` on 31900 keys does not scan; IPC_PRIVATE objects are never in it.
 //!   Beside each key the map keeps what opening the key checks (the id, the permissions and
 //!   the type's size: nsems, segment size), so a `*get` that finds its key reads one map
 //!   entry and never the object: 31900 opens read 31900 map entries, not one line of each of

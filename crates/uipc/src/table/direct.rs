@@ -12,15 +12,15 @@
 //!
 //! Locks: each slot is its own `RwLock` (from `crate::sync`), held only to clone, put or take
 //! the `Arc`: a leaf. A lookup takes its slot's lock for reading and nothing else, so lookups
-//! of different objects share no lock (neighbouring slots may share a cache line). Writers (`insert`, `remove`)
-//! must be serialized by the caller (the registry's writer lock). A chunk is published once
-//! through a `OnceBox` (an atomic pointer: a reader either sees no chunk, an empty index, or
-//! the whole chunk) and never replaced or freed before the map.
+//! of different objects share no lock (neighbouring slots may share a cache line). Writers
+//! (`insert`, `remove`) must be serialized by the caller (the registry's writer lock). A chunk
+//! is published once through a `OnceBox` (an atomic pointer: a reader either sees no chunk, an
+//! empty index, or the whole chunk) and never replaced or freed before the map.
 //!
-//! Why by hand: `uipc bench ipc-keys`'s create loop at 31900 keys spent a third more time on a
-//! `dashmap` from index to object (31900 creates in one namespace, pinned to a core at real-time
-//! priority: 4.3 ms against 3.6 ms with this table, see BENCHMARKS.md "ipc-keys"): the hash
-//! scatters consecutive indices over the shards' tables, which rehash as they grow.
+//! Why by hand: the seed's create loop (31900 `semget` creates in one namespace, pinned to a
+//! core at real-time priority) took a fifth more time with a `dashmap` from index to object:
+//! 4.3 ms against 3.6-3.8 ms with this table (BENCHMARKS.md, "ipc-keys"). The hash scatters
+//! consecutive indices over the shards' tables, which rehash as they grow.
 //!
 //! Memory: the directory is IPCMNI / [`CHUNK`] pointers (256 bytes by default, 128 KiB with
 //! `ipcmni_extend`); a chunk is [`CHUNK`] slots of 24 bytes (24 KiB). 31900 objects at indices

@@ -5,11 +5,11 @@
 //! `foldhash`. This one is kept by hand for its layout, which a general-purpose hasher does not
 //! give: an aligned run of eight consecutive keys lands on one aligned run of eight buckets
 //! (see [`KeyHasher`]). Measured against foldhash's fixed-seed hasher on the seed's own loop
-//! (31900 `semget` creates, then as many lookups, in one namespace: `crates/uipc/examples/
-//! keys_loop.rs` pinned to one core at real-time priority, alternating builds): creates 8% and
-//! lookups 10% faster with this one (BENCHMARKS.md, "ipc-keys"). SipHash's protection against chosen keys
-//! is not needed: an attacker who picks 31900 colliding keys only slows their own namespace,
-//! which the limits already bound.
+//! (31900 `semget` creates, then as many lookups, in one namespace:
+//! `crates/uipc/examples/keys_loop.rs` pinned to one core at real-time priority, alternating
+//! builds): creates 8% and lookups 10% faster with this one (BENCHMARKS.md, "ipc-keys").
+//! SipHash's protection against chosen keys is not needed: an attacker who picks 31900
+//! colliding keys only slows their own namespace, which the limits already bound.
 
 use std::hash::{BuildHasherDefault, Hasher};
 
