@@ -333,6 +333,10 @@ impl IpcNamespace {
 
     /// Execve: SEM_UNDO is kept; attachments are detached.
     pub fn process_exec(&self, tgid: i32) {
+        // The exec killed the process's other threads: one asleep on the semaphore fast path
+        // has its operation withdrawn, as their exit does on Linux (the adjustments it holds
+        // go into the engine, not applied: exec keeps them).
+        drop(self.sem_fast_exit(tgid));
         self.shm_process_exec(Tgid::new(tgid));
     }
 }

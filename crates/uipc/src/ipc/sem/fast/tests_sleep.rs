@@ -104,3 +104,15 @@ fn an_exiting_sleeper_is_withdrawn() {
     .unwrap();
     assert_eq!(ctl(&ns, id, GETVAL, SemctlArg::None), Ok(1));
 }
+
+#[test]
+fn an_exec_withdraws_a_sleeping_thread_of_the_process() {
+    let (ns, arena, id) = setup();
+    let v = arena.view();
+    let _t = arm(&v, id, 50);
+    ns.process_exec(50);
+    assert_eq!(ctl(&ns, id, GETNCNT, SemctlArg::None), Ok(0));
+    assert_eq!(ctl(&ns, id, GETVAL, SemctlArg::None), Ok(0));
+    // Published again, with a free record: the next sleeper sleeps on the fast path.
+    let _t = arm(&v, id, 51);
+}
