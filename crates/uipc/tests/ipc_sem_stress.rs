@@ -222,18 +222,13 @@ fn interrupts_racing_completions_never_lose_or_duplicate_units() {
         let (ns, irqs, stop) = (ns.clone(), irqs.clone(), stop.clone());
         thread::spawn(move || {
             let mut rng = rng(42);
+            let (me, up) = (Cred::root(9), [Sembuf::new(0, 1, 0)]);
             let mut given = 0u32;
             while !stop.load(Ordering::Relaxed) {
                 if rng.u64(..3) == 0 {
                     irqs[rng.u64(..THREADS as u64) as usize].raise();
                 } else {
-                    ns.semop(
-                        &Cred::root(9),
-                        id,
-                        &[Sembuf::new(0, 1, 0)],
-                        &WaitCtx::FOREVER,
-                    )
-                    .unwrap();
+                    ns.semop(&me, id, &up, &WaitCtx::FOREVER).unwrap();
                     given += 1;
                 }
                 if rng.u64(..4) == 0 {

@@ -303,13 +303,7 @@ fn fast_adjustments_are_applied_at_exit_cleared_by_setval_and_owned_by_one_proce
         "43's adjustments"
     );
     // Entries of two processes: the set stays with the daemon until one has gone.
-    ns.semop(
-        &Cred::root(44),
-        id,
-        &[Sembuf::new(1, 1, SEM_UNDO)],
-        &WaitCtx::FOREVER,
-    )
-    .unwrap();
+    engine_op(&ns, 44, id, &[Sembuf::new(1, 1, SEM_UNDO)]).unwrap();
     assert_eq!(ns.sem_undo_entries(43), 1, "taken into the engine");
     assert_eq!(v.semctl_get(id, 0, GETVAL, &other), Fast::Slow);
     ns.process_exit(44);
@@ -321,13 +315,7 @@ fn fast_adjustments_are_applied_at_exit_cleared_by_setval_and_owned_by_one_proce
     // Clamped at exit, and ERANGE past the adjustment's range is the daemon's.
     assert_eq!(fast_op(&v, id, -9, undo, &owner), Fast::Done(Ok(())));
     assert_eq!(fast_op(&v, id, 5, 0, &other), Fast::Slow);
-    ns.semop(
-        &Cred::root(43),
-        id,
-        &[Sembuf::new(0, 32767, 0)],
-        &WaitCtx::FOREVER,
-    )
-    .unwrap();
+    engine_op(&ns, 43, id, &[Sembuf::new(0, 32767, 0)]).unwrap();
     ns.process_exit(42);
     assert_eq!(ctl(&ns, id, 0, GETVAL, SemctlArg::None), Ok(SEMVMX));
     ctl(&ns, id, 0, SETVAL, SemctlArg::Val(0)).unwrap();

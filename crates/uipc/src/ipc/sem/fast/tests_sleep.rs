@@ -43,6 +43,13 @@ fn ctl(ns: &IpcNamespace, id: i32, cmd: i32, arg: SemctlArg<'_>) -> Result<i32, 
     }
 }
 
+/// A +1 on semaphore 0 through the engine, by root in process `pid`.
+fn engine_up(ns: &IpcNamespace, pid: i32, id: i32) {
+    let up = [Sembuf::new(0, 1, 0)];
+    ns.semop(&Cred::root(pid), id, &up, &WaitCtx::FOREVER)
+        .unwrap();
+}
+
 fn arm(v: &ArenaView<'_>, id: i32, pid: u32) -> Ticket {
     match v.semop_sleep(id, Sembuf::new(0, -1, 0), &Who(pid)) {
         Sleep::Armed(t) => t,
@@ -58,9 +65,7 @@ fn a_daemon_semop_completes_the_adopted_sleeper_in_fifo_order() {
     assert!(matches!(v.wait_state(&t), Wait::Sleep(_)));
     assert_eq!(ctl(&ns, id, GETNCNT, SemctlArg::None), Ok(1), "adopted");
     // An engine +1 (as a multi-sop call would be): the sleeper's -1 goes first.
-    let up = [Sembuf::new(0, 1, 0)];
-    ns.semop(&Cred::root(60), id, &up, &WaitCtx::FOREVER)
-        .unwrap();
+    engine_up(&ns, 60, id);
     assert_eq!(v.wait_state(&t), Wait::Done(Ok(())));
     assert_eq!(ctl(&ns, id, GETVAL, SemctlArg::None), Ok(0));
     assert_eq!(ctl(&ns, id, GETPID, SemctlArg::None), Ok(50));
@@ -95,13 +100,7 @@ fn an_exiting_sleeper_is_withdrawn() {
     let _t = arm(&v, id, 50);
     ns.process_exit(50);
     assert_eq!(ctl(&ns, id, GETNCNT, SemctlArg::None), Ok(0));
-    ns.semop(
-        &Cred::root(60),
-        id,
-        &[Sembuf::new(0, 1, 0)],
-        &WaitCtx::FOREVER,
-    )
-    .unwrap();
+    engine_up(&ns, 60, id);
     assert_eq!(ctl(&ns, id, GETVAL, SemctlArg::None), Ok(1));
 }
 
