@@ -21,7 +21,7 @@
 //!
 //! Lock order: none; nothing here takes a lock.
 
-use crate::guarded;
+use crate::guard::guarded;
 use crate::slots::{sys_close, Lease, GENERATION, SLOTS};
 use std::os::fd::{IntoRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -46,7 +46,7 @@ const FRAME_ROOM: usize = 256;
 /// fails with EBADF and the daemon hears nothing.
 ///
 /// `encode` and `decode` run with cancellation held off and panics caught; the exchange in
-/// between runs with the caller's cancelability (see `crate::guard_blocking`). A daemon that
+/// between runs with the caller's cancelability (see `crate::guard::guard_blocking`). A daemon that
 /// cannot be reached, or that drops the connection, gives [`DAEMON_GONE`].
 pub fn call_with<T>(
     scratch: usize,

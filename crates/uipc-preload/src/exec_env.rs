@@ -32,6 +32,7 @@
 
 use libc::{c_char, c_void};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::OnceLock;
 
 /// The variable's name; its value is `PID:NEXT` in decimal.
 const NAME: &std::ffi::CStr = c"UIPC_TIMER_NEXT_ID";
@@ -50,6 +51,13 @@ fn parse(value: &[u8]) -> Option<(i32, u32)> {
     let text = std::str::from_utf8(value).ok()?;
     let (pid, next) = text.split_once(':')?;
     Some((pid.parse().ok()?, next.parse().ok()?))
+}
+
+/// Whether POSIX timers are served in this image (`$UIPC_TIMERS=1` when it started; read
+/// once).
+pub fn timers_routed() -> bool {
+    static ROUTED: OnceLock<bool> = OnceLock::new();
+    *ROUTED.get_or_init(|| std::env::var_os("UIPC_TIMERS").is_some_and(|v| v == "1"))
 }
 
 /// Reads the variable and removes it from `environ`; called by the library's constructor,

@@ -64,7 +64,7 @@ pub extern "C-unwind" fn fork() -> pid_t {
     // SAFETY: our own read end.
     unsafe { libc::close(pipe[0]) };
     if pid > 0 {
-        let _ = crate::guarded(|| ret_of(Request::ForkChild { child: pid }));
+        let _ = crate::guard::guarded(|| ret_of(Request::ForkChild { child: pid }));
     }
     // SAFETY: writes one byte from a live byte and closes our write end.
     unsafe {

@@ -47,10 +47,11 @@ fn join_now() {
     if !crate::conn::enabled() {
         return;
     }
-    let saved = crate::errno_now();
-    let _ = crate::guarded(|| crate::conn::ret_of(uipc_proto::Request::SemNsems { semid: -1 }));
+    let saved = crate::guard::errno_now();
+    let _ =
+        crate::guard::guarded(|| crate::conn::ret_of(uipc_proto::Request::SemNsems { semid: -1 }));
     // SAFETY: writes this thread's errno.
-    unsafe { *crate::errno_slot() = saved };
+    unsafe { *crate::guard::errno_slot() = saved };
 }
 
 /// unshare(2).

@@ -113,7 +113,7 @@ pub fn get(get: Get, key: libc::key_t, flag: libc::c_int) -> Option<Result<i64, 
     let me = Me {
         euid: Cell::new(None),
     };
-    let answer = crate::guarded(|| match decide(&table, get, key, flag, &me) {
+    let answer = crate::guard::guarded(|| match decide(&table, get, key, flag, &me) {
         Fast::Done(r) => Ok(Some(r.map(i64::from))),
         Fast::Slow => Ok(None),
     });

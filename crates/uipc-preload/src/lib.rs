@@ -310,6 +310,7 @@ mod exec;
 mod exec_check;
 mod exec_env;
 mod fork;
+mod guard;
 mod ids;
 mod ipcns;
 mod kernel;
@@ -317,6 +318,7 @@ mod keyfast;
 mod locks;
 mod mapbuf;
 mod msg;
+mod open_fds;
 mod proctext;
 mod procview;
 mod procwrite;
@@ -338,80 +340,6 @@ mod timer_signals;
 mod timer_thread;
 mod user;
 mod vfork;
-
-use std::panic::{catch_unwind, AssertUnwindSafe};
-use uipc::Errno;
-
-fn errno_slot() -> *mut libc::c_int {
-    // SAFETY: glibc's per-thread errno location, always valid.
-    unsafe { libc::__errno_location() }
-}
-
-const PTHREAD_CANCEL_DISABLE: libc::c_int = 1;
-
-extern "C" {
-    fn pthread_setcancelstate(state: libc::c_int, old: *mut libc::c_int) -> libc::c_int;
-}
-
-/// Thread cancellation held off for a scope, and restored after.
-struct NoCancel(libc::c_int);
-
-impl NoCancel {
-    fn new() -> NoCancel {
-        let mut old = 0;
-        // SAFETY: sets this thread's cancelability state, saving the old one in a live int.
-        unsafe { pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &mut old) };
-        NoCancel(old)
-    }
-}
-
-impl Drop for NoCancel {
-    fn drop(&mut self) {
-        let mut ignored = 0;
-        // SAFETY: restores the state saved by `new`.
-        unsafe { pthread_setcancelstate(self.0, &mut ignored) };
-    }
-}
-
-/// Runs library code with no panic escaping (a panic is EINVAL) and thread cancellation held
-/// off: the socket calls inside are cancellation points, and a cancellation must not unwind
-/// through `catch_unwind`.
-fn guarded<T>(f: impl FnOnce() -> Result<T, Errno>) -> Result<T, Errno> {
-    let _no_cancel = NoCancel::new();
-    catch_unwind(AssertUnwindSafe(f)).unwrap_or(Err(Errno::EINVAL))
-}
-
-fn errno_now() -> libc::c_int {
-    // SAFETY: reads this thread's errno.
-    unsafe { *errno_slot() }
-}
-
-/// An export's result: the value, or -1 with errno set; on success errno is `saved`.
-fn finish(result: Result<i64, Errno>, saved: libc::c_int) -> i64 {
-    let (value, errno) = match result {
-        Ok(v) => (v, saved),
-        Err(e) => (-1, e.raw()),
-    };
-    // SAFETY: writes this thread's errno.
-    unsafe { *errno_slot() = errno };
-    value
-}
-
-/// Runs an export that is not a cancellation point.
-fn guard(f: impl FnOnce() -> Result<i64, Errno>) -> i64 {
-    let saved = errno_now();
-    finish(guarded(f), saved)
-}
-
-/// Runs an export that is a cancellation point (semop, semtimedop, msgsnd, msgrcv): `call`
-/// runs with the caller's cancelability, so `pthread_cancel` acts during the wait for the
-/// daemon as during the system call (the export is `C-unwind`, and that part of the library
-/// does not panic). `call` holds cancellation off and catches panics around everything else
-/// itself ([`guarded`]; [`conn::call_with`] does so around encoding, connecting and decoding).
-fn guard_blocking(call: impl FnOnce() -> Result<i64, Errno>) -> i64 {
-    let saved = errno_now();
-    finish(call(), saved)
-}
 
 /// The library's constructor: everything that may allocate or take a lock happens here, once,
 /// rather than in a first call that might come from a signal handler.

@@ -10,9 +10,10 @@
 //! scratch space (a mapping of its own beyond 32 KiB) and encodes it from there; msgrcv writes
 //! the text back from the reply buffer.
 
+use crate::abi;
 use crate::conn::{call, call_with, check, enabled, ret_of, ret_view};
+use crate::guard::{guard, guard_blocking};
 use crate::user::{copy_in_to, copy_out, copy_out_pair, u32_at, u64_at};
-use crate::{abi, guard, guard_blocking};
 use libc::{c_int, c_long, c_void, size_t, ssize_t};
 use uipc::ipc::consts::*;
 use uipc::ipc::msg::MsqidSet;
@@ -29,9 +30,9 @@ pub extern "C-unwind" fn msgget(key: libc::key_t, msgflg: c_int) -> c_int {
         // SAFETY: the kernel's own call with the caller's arguments.
         return unsafe { libc::syscall(libc::SYS_msgget, key, msgflg) } as c_int;
     }
-    let saved = crate::errno_now();
+    let saved = crate::guard::errno_now();
     if let Some(r) = crate::keyfast::get(uipc::ipc::keytable::Get::Msg, key, msgflg) {
-        return crate::finish(r, saved) as c_int;
+        return crate::guard::finish(r, saved) as c_int;
     }
     guard(move || ret_of(Request::Msgget { key, flag: msgflg })) as c_int
 }

@@ -77,13 +77,13 @@ pub(crate) fn memfd_with(text: &[u8], cloexec: bool, writable: bool) -> Result<c
     }
     let fd = kernel_sys!(libc::SYS_memfd_create, c"uipc-proc".as_ptr(), flags) as c_int;
     if fd < 0 {
-        return Err(Errno::from_raw(crate::errno_now()));
+        return Err(Errno::from_raw(crate::guard::errno_now()));
     }
     let mut at = 0;
     while at < text.len() {
         let n = kernel_sys!(libc::SYS_write, fd, text[at..].as_ptr(), text.len() - at);
         if n <= 0 {
-            let e = crate::errno_now();
+            let e = crate::guard::errno_now();
             kernel_sys!(libc::SYS_close, fd);
             return Err(Errno::from_raw(e));
         }

@@ -117,9 +117,9 @@ fn open_view(file: ProcFile, flags: c_int) -> Option<Result<c_int, Errno>> {
 /// The view's descriptor, or -1 with errno, or `None` for the kernel.
 fn try_open(path: *const c_char, flags: c_int) -> Option<c_int> {
     let file = view_of(path)?;
-    let saved = crate::errno_now();
-    let r = crate::guarded(|| Ok(open_view(file, flags))).ok()??;
-    Some(crate::finish(r.map(i64::from), saved) as c_int)
+    let saved = crate::guard::errno_now();
+    let r = crate::guard::guarded(|| Ok(open_view(file, flags))).ok()??;
+    Some(crate::guard::finish(r.map(i64::from), saved) as c_int)
 }
 
 macro_rules! call_next {
@@ -217,14 +217,14 @@ fn try_fopen(path: *const c_char, mode: *const c_char) -> Option<*mut FILE> {
     // SAFETY: fopen's mode is a NUL-terminated string.
     let mode_bytes = unsafe { CStr::from_ptr(mode) }.to_bytes();
     let flags = fopen_flags(mode_bytes)?;
-    let saved = crate::errno_now();
+    let saved = crate::guard::errno_now();
     let stream = match file {
         ProcFile::Sysctl(s) if flags & libc::O_ACCMODE != libc::O_RDONLY => {
-            match crate::guarded(|| procwrite::fopen(s, flags)) {
+            match crate::guard::guarded(|| procwrite::fopen(s, flags)) {
                 Ok(stream) => stream,
                 Err(Errno::ENOSYS) => return None,
                 Err(e) => {
-                    crate::finish(Err(e), saved);
+                    crate::guard::finish(Err(e), saved);
                     return Some(std::ptr::null_mut());
                 }
             }
@@ -241,9 +241,9 @@ fn try_fopen(path: *const c_char, mode: *const c_char) -> Option<*mut FILE> {
             // SAFETY: a descriptor we just opened, and the caller's mode.
             let stream = unsafe { libc::fdopen(fd, mode) };
             if stream.is_null() {
-                let e = crate::errno_now();
+                let e = crate::guard::errno_now();
                 kernel_sys!(libc::SYS_close, fd);
-                crate::finish(Err(Errno::from_raw(e)), saved);
+                crate::guard::finish(Err(Errno::from_raw(e)), saved);
             }
             stream
         }

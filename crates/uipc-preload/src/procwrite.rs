@@ -188,7 +188,7 @@ extern "C" fn at_exit() {
     }
     // SAFETY: flushes every stream, as exit does after its handlers.
     unsafe { libc::fflush(std::ptr::null_mut()) };
-    crate::locks::each_open_fd(0, u32::MAX, before_close);
+    crate::open_fds::each_open_fd(0, u32::MAX, before_close);
 }
 
 fn may_write(s: Sysctl) -> Result<(), Errno> {
@@ -262,9 +262,9 @@ pub fn prepare() {
 #[no_mangle]
 pub extern "C" fn write(fd: c_int, buf: *const c_void, count: usize) -> isize {
     if let Some((s, _)) = lookup(fd) {
-        let saved = crate::errno_now();
-        let r = crate::guarded(|| write_to(fd, s, buf as usize, count));
-        return crate::finish(r, saved) as isize;
+        let saved = crate::guard::errno_now();
+        let r = crate::guard::guarded(|| write_to(fd, s, buf as usize, count));
+        return crate::guard::finish(r, saved) as isize;
     }
     match next_write() {
         0 => kernel_sys!(libc::SYS_write, fd, buf, count) as isize,
@@ -277,8 +277,8 @@ pub extern "C" fn write(fd: c_int, buf: *const c_void, count: usize) -> isize {
 /// see written, applies that text and empties the memfd. Keeps errno.
 pub fn before_close(fd: c_int) {
     let Some((s, true)) = lookup(fd) else { return };
-    let saved = crate::errno_now();
-    let _ = crate::guarded(|| {
+    let saved = crate::guard::errno_now();
+    let _ = crate::guard::guarded(|| {
         let size = kernel_sys!(libc::SYS_lseek, fd, 0, libc::SEEK_END);
         if size > 0 {
             let mut text = vec![0u8; size as usize];
@@ -350,7 +350,7 @@ unsafe extern "C" fn cookie_write(c: *mut c_void, buf: *const c_char, size: usiz
         return size as isize;
     }
     let sysctl = c.sysctl;
-    match crate::guarded(|| apply(sysctl, text)) {
+    match crate::guard::guarded(|| apply(sysctl, text)) {
         Ok(n) => {
             c.pos += n as usize;
             n as isize

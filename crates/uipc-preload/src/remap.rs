@@ -65,7 +65,7 @@ pub extern "C-unwind" fn remap_file_pages(
     if !enabled() {
         return sys(libc::SYS_remap_file_pages, args) as c_int;
     }
-    crate::guard(|| remap_uipc(args)) as c_int
+    crate::guard::guard(|| remap_uipc(args)) as c_int
 }
 
 fn remap_uipc(args: [c_long; 6]) -> Result<i64, Errno> {
@@ -227,7 +227,7 @@ pub extern "C-unwind" fn mremap(
     if !enabled() {
         return sys(libc::SYS_mremap, args) as *mut c_void;
     }
-    let r = crate::guard(|| mremap_uipc(args));
+    let r = crate::guard::guard(|| mremap_uipc(args));
     if r == -1 {
         libc::MAP_FAILED
     } else {

@@ -9,9 +9,10 @@
 //! are copied into the call's scratch space and encoded from there; GETALL's and the stat
 //! calls' answers are written back from the reply buffer and stack arrays.
 
+use crate::abi;
 use crate::conn::{call_with, check, enabled, ret_of, ret_view};
+use crate::guard::{guard, guard_blocking};
 use crate::user::{copy_in_to, copy_out, u32_at, u64_at};
-use crate::{abi, guard, guard_blocking};
 use libc::{c_int, c_void, size_t};
 use uipc::ipc::consts::*;
 use uipc::ipc::sem::Timespec;
@@ -28,10 +29,10 @@ pub extern "C-unwind" fn semget(key: libc::key_t, nsems: c_int, semflg: c_int) -
         // SAFETY: the kernel's own call with the caller's arguments.
         return unsafe { libc::syscall(libc::SYS_semget, key, nsems, semflg) } as c_int;
     }
-    let saved = crate::errno_now();
+    let saved = crate::guard::errno_now();
     let get = uipc::ipc::keytable::Get::Sem(nsems);
     if let Some(r) = crate::keyfast::get(get, key, semflg) {
-        return crate::finish(r, saved) as c_int;
+        return crate::guard::finish(r, saved) as c_int;
     }
     guard(move || {
         ret_of(Request::Semget {
@@ -63,9 +64,9 @@ pub extern "C-unwind" fn semtimedop(
     }
     let (sops, timeout) = (sops as usize, timeout as usize);
     if nsops == 1 {
-        let saved = crate::errno_now();
+        let saved = crate::guard::errno_now();
         if let Some(r) = fast_semop(semid, sops, timeout) {
-            return crate::finish(r, saved) as c_int;
+            return crate::guard::finish(r, saved) as c_int;
         }
     }
     guard_blocking(move || {
@@ -103,7 +104,7 @@ pub extern "C-unwind" fn semtimedop(
 /// and the timeout (which Linux validates first) are copied in, and anything unusual (a bad
 /// pointer, a bad timeout) is left to the daemon path, which reports it as Linux does.
 fn fast_semop(semid: c_int, sops: usize, timeout: usize) -> Option<Result<i64, Errno>> {
-    crate::guarded(|| {
+    crate::guard::guarded(|| {
         let mut limit = None;
         if timeout != 0 {
             let mut b = [0u8; 16];
@@ -127,7 +128,7 @@ fn fast_semop(semid: c_int, sops: usize, timeout: usize) -> Option<Result<i64, E
 /// adopted from this process's fast-path sleeper (`crate::semfast`): a GETNCNT whose answer
 /// is not needed.
 pub(crate) fn poke(semid: c_int) {
-    let _ = crate::guarded(|| semctl_uipc(semid, 0, GETNCNT, 0));
+    let _ = crate::guard::guarded(|| semctl_uipc(semid, 0, GETNCNT, 0));
 }
 
 /// semctl(2); see the module doc for the fourth argument.
@@ -138,7 +139,7 @@ pub extern "C-unwind" fn semctl(semid: c_int, semnum: c_int, cmd: c_int, arg: us
         return unsafe { libc::syscall(libc::SYS_semctl, semid, semnum, cmd, arg) } as c_int;
     }
     if let Some(r) = crate::semfast::semctl_get(semid, semnum, cmd) {
-        return crate::finish(r, crate::errno_now()) as c_int;
+        return crate::guard::finish(r, crate::guard::errno_now()) as c_int;
     }
     guard(move || semctl_uipc(semid, semnum, cmd, arg)) as c_int
 }

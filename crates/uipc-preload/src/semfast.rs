@@ -237,7 +237,7 @@ fn arena() -> Option<(ArenaView<'static>, Me)> {
 
 /// Asks the daemon for the arena; maps it unless the mapping we have is this namespace's.
 fn grant(pid: i32, ns: u64) -> Option<()> {
-    let (resp, fd) = crate::guarded(|| call(&Request::SemArena)).ok()?;
+    let (resp, fd) = crate::guard::guarded(|| call(&Request::SemArena)).ok()?;
     let granted = match check(resp) {
         Ok(Response::Ret(p)) => p,
         Err(e) if e.raw() == libc::ENOSYS => {

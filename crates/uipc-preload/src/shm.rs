@@ -19,11 +19,12 @@
 //!
 //! Nothing here allocates (see `conn` and `attach`).
 
+use crate::abi;
 /// Re-exported for `fork`, which holds the table across the fork.
 pub use crate::attach::attached;
 use crate::conn::{call, check, enabled, ret_of};
+use crate::guard::guard;
 use crate::user::{copy_in_to, copy_out, u32_at};
-use crate::{abi, guard};
 use libc::{c_int, c_void, size_t};
 use std::os::fd::IntoRawFd;
 use uipc::ipc::consts::*;
@@ -38,10 +39,10 @@ pub extern "C-unwind" fn shmget(key: libc::key_t, size: size_t, shmflg: c_int) -
         // SAFETY: the kernel's own call with the caller's arguments.
         return unsafe { libc::syscall(libc::SYS_shmget, key, size, shmflg) } as c_int;
     }
-    let saved = crate::errno_now();
+    let saved = crate::guard::errno_now();
     let get = uipc::ipc::keytable::Get::Shm(size as u64);
     if let Some(r) = crate::keyfast::get(get, key, shmflg) {
-        return crate::finish(r, saved) as c_int;
+        return crate::guard::finish(r, saved) as c_int;
     }
     guard(move || {
         ret_of(Request::Shmget {

@@ -63,7 +63,7 @@ thread_local! {
 /// Whether this image holds handlers off rather than blocking signals: every handler the
 /// program installs runs behind the trampoline.
 fn holding_off() -> bool {
-    crate::timer::routed()
+    crate::exec_env::timers_routed()
 }
 
 /// Whether this thread is inside a scope in holding-off mode.

@@ -82,7 +82,7 @@ fn timers(nr: c_long, a: [c_long; 6]) -> c_long {
     // The first argument: the clock for timer_create, the timer id for the others.
     let first = a[0] as c_int;
     let id = first;
-    crate::guard(|| match nr {
+    crate::guard::guard(|| match nr {
         libc::SYS_timer_create => timer::create(first, a[1] as usize, a[2] as usize, Abi::Kernel),
         libc::SYS_timer_settime => timer::settime(id, a[1] as c_int, a[2] as usize, a[3] as usize),
         libc::SYS_timer_gettime => timer::gettime(id, a[1] as usize),

@@ -31,7 +31,6 @@ use crate::timer_thread::{stack_size_of, Callback};
 use crate::user::copy_out;
 use libc::{c_int, c_void};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::OnceLock;
 use uipc::timers::{SigEvent, UserPtr, SIGALRM, SIGEV_THREAD};
 use uipc::Errno;
 
@@ -40,10 +39,7 @@ use uipc::Errno;
 const SIGTIMER: i32 = 32;
 
 /// Whether timers are served here (`$UIPC_TIMERS=1` when the image started).
-pub fn routed() -> bool {
-    static ROUTED: OnceLock<bool> = OnceLock::new();
-    *ROUTED.get_or_init(|| std::env::var_os("UIPC_TIMERS").is_some_and(|v| v == "1"))
-}
+pub use crate::exec_env::timers_routed as routed;
 
 /// The counter to hand to the next image of this process: its service's, else what its own
 /// previous image handed over; 0 when timers are not routed.
@@ -193,7 +189,7 @@ pub extern "C" fn timer_create(
         type F = unsafe extern "C" fn(libc::clockid_t, *mut c_void, *mut *mut c_void) -> c_int;
         return pass_through!(0, F, clock, evp, timer);
     }
-    crate::guard(|| create(clock, evp as usize, timer as usize, Abi::Libc)) as c_int
+    crate::guard::guard(|| create(clock, evp as usize, timer as usize, Abi::Libc)) as c_int
 }
 
 /// timer_settime(2).
@@ -208,7 +204,7 @@ pub extern "C" fn timer_settime(
         type F = unsafe extern "C" fn(*mut c_void, c_int, *const c_void, *mut c_void) -> c_int;
         return pass_through!(1, F, timer, flags, new, old);
     }
-    crate::guard(|| settime(id_of(timer), flags, new as usize, old as usize)) as c_int
+    crate::guard::guard(|| settime(id_of(timer), flags, new as usize, old as usize)) as c_int
 }
 
 /// timer_gettime(2).
@@ -218,7 +214,7 @@ pub extern "C" fn timer_gettime(timer: *mut c_void, curr: *mut c_void) -> c_int 
         type F = unsafe extern "C" fn(*mut c_void, *mut c_void) -> c_int;
         return pass_through!(2, F, timer, curr);
     }
-    crate::guard(|| gettime(id_of(timer), curr as usize)) as c_int
+    crate::guard::guard(|| gettime(id_of(timer), curr as usize)) as c_int
 }
 
 /// A call whose one argument is the timer: the C library's (`NEXT[index]`) when not routed,
@@ -228,7 +224,7 @@ fn on_timer_only(index: usize, timer: *mut c_void, op: fn(i32) -> Result<i64, Er
         type F = unsafe extern "C" fn(*mut c_void) -> c_int;
         return pass_through!(index, F, timer);
     }
-    crate::guard(|| op(id_of(timer))) as c_int
+    crate::guard::guard(|| op(id_of(timer))) as c_int
 }
 
 /// timer_getoverrun(2).

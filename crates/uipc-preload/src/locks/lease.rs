@@ -38,7 +38,7 @@ pub fn prepare() {
 
 fn grant(pid: i32) -> Option<()> {
     let req = Request::Lock(LockRequest::Leases);
-    let (resp, fd) = crate::guarded(|| call_passing(&req, None, false)).ok()?;
+    let (resp, fd) = crate::guard::guarded(|| call_passing(&req, None, false)).ok()?;
     let fd = fd.map(|fd| crate::slots::ClosedQuietly(std::os::fd::IntoRawFd::into_raw_fd(fd)));
     match check(resp) {
         Ok(Response::Ret(p)) if p == i64::from(pid) => {}

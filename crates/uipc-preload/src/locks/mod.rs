@@ -26,9 +26,9 @@
 //! lock and fails with EACCES if another process holds a conflicting lock.
 
 use crate::conn::{call_passing, check, ret_value};
+use crate::guard::{finish, guarded};
 use crate::kernel::kernel_sys;
 use crate::user::{copy_in_to, copy_out};
-use crate::{finish, guarded};
 use libc::c_int;
 use std::sync::OnceLock;
 use uipc::locks::*;
@@ -86,7 +86,6 @@ mod close;
 mod lease;
 
 pub use by_syscall::{is_lock_number, syscall_routed};
-pub(crate) use close::each_open_fd;
 
 type FcntlFn = unsafe extern "C" fn(c_int, c_int, ...) -> c_int;
 
@@ -130,7 +129,7 @@ fn lock_call(fd: c_int, req: LockRequest, cancel_point: bool) -> Result<Response
     let pass = Some(fd);
     let restartable = req.may_block();
     if cancel_point && restartable {
-        // The wait runs outside `guarded`, so pthread_cancel acts in it (see crate::guard_blocking).
+        // The wait runs outside `guarded`, so pthread_cancel acts in it (see crate::guard::guard_blocking).
         return call_passing(&req, pass, true).map(response_only);
     }
     guarded(|| call_passing(&req, pass, restartable).map(response_only))
@@ -164,7 +163,7 @@ fn fcntl_lock(
 /// A lock command of fcntl (glibc's, a cancellation point, or syscall(2)'s, not one): the
 /// result, or -1 with errno set.
 fn fcntl_routed(fd: c_int, cmd: c_int, arg: usize, cancel_point: bool) -> i64 {
-    let saved = crate::errno_now();
+    let saved = crate::guard::errno_now();
     // On the stack: fcntl may run in a signal handler (no malloc).
     let mut bytes = [0u8; FLOCK_SIZE];
     let readable = guarded(|| Ok(copy_in_to(arg, &mut bytes).is_ok()));
@@ -226,7 +225,7 @@ pub extern "C-unwind" fn flock(fd: c_int, operation: c_int) -> c_int {
             None => kernel_sys!(libc::SYS_flock, fd, operation) as c_int,
         };
     }
-    let saved = crate::errno_now();
+    let saved = crate::guard::errno_now();
     let result = lock_call(fd, LockRequest::Flock { cmd: operation }, false).and_then(ret_value);
     finish(result.map(|_| 0), saved) as c_int
 }
@@ -288,7 +287,7 @@ fn lockf_any(fd: c_int, cmd: c_int, len: i64, name: &std::ffi::CStr) -> c_int {
         // SAFETY: the caller's arguments.
         return unsafe { f(fd, cmd, len) };
     }
-    let saved = crate::errno_now();
+    let saved = crate::guard::errno_now();
     finish(lockf_routed(fd, cmd, len), saved) as c_int
 }
 
