@@ -49,7 +49,12 @@ pub(crate) trait Notify: Send + Sync {
 
 mod park;
 pub(crate) use park::Registration;
-pub use park::{Notifier, ParkCtx, Progress};
+pub use park::{ParkCtx, Progress};
+
+/// Told that a parked call may go on (its waiter was completed or its interrupt raised).
+/// Runs on the waker's thread, possibly under an engine object lock: it must only record the
+/// news (push to a queue, write an eventfd) and never call back into the engine.
+pub type Notifier = Arc<dyn Fn() + Send + Sync>;
 
 /// A handle that interrupts the blocking calls of one caller (a thread, a client process).
 ///

@@ -8,13 +8,8 @@
 //! Lock order: the interrupt's `parked` list is taken alone (to register or withdraw); the
 //! notifier runs with none of this module's locks held.
 
-use super::{Interrupt, Notify, Waiter};
+use super::{Interrupt, Notifier, Notify, Waiter};
 use std::sync::Arc;
-
-/// Told that a parked call may go on (its waiter was completed or its interrupt raised).
-/// Runs on the waker's thread, possibly under an engine object lock: it must only record the
-/// news (push to a queue, write an eventfd) and never call back into the engine.
-pub type Notifier = Arc<dyn Fn() + Send + Sync>;
 
 /// How a call started without sleeping is parked: whom to notify and what interrupts it.
 /// The default (no notifier, no interrupt) is what the synchronous calls use before sleeping.

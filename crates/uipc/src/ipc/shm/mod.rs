@@ -45,69 +45,21 @@ mod get;
 mod lifecycle;
 mod procfs;
 mod procs;
+mod segment;
 
 pub use attach::ShmAttach;
 pub use backing::{HeapBacking, HeapMemory, ShmBacking, ShmMemory};
 pub use ctl::{ShmInfo, ShmSet, ShmUsage, ShmctlOut, ShmidDs};
+use segment::SegState;
+pub use segment::ShmSegment;
 
 use super::namespace::{HasRegistry, IpcNamespace};
-use super::perm::IpcPerm;
-use super::registry::{IpcHeader, IpcObject, Registry, RegistryState};
+use super::registry::{Registry, RegistryState};
 use crate::sync::{lock, AtomicU64, Mutex, MutexGuard, Ordering::Relaxed};
 use crate::table::IdLayout;
-use crate::Tgid;
 use procs::ProcTable;
 use std::collections::HashMap;
 use std::sync::Arc;
-
-/// One segment.
-pub struct ShmSegment {
-    header: IpcHeader,
-    /// `shm_segsz`: the exact size asked for.
-    size: u64,
-    /// Pages charged to `shm_tot`.
-    pages: u64,
-    memory: Arc<dyn ShmMemory>,
-    state: Mutex<SegState>,
-}
-
-/// What a segment's lock protects.
-struct SegState {
-    perm: IpcPerm,
-    atime: i64,
-    dtime: i64,
-    ctime: i64,
-    cpid: i32,
-    lpid: i32,
-    nattch: u64,
-    /// The creating process while it lives (Linux: on the creator's `shm_clist`).
-    creator: Option<Tgid>,
-    /// The real uid charged for SHM_LOCK (Linux: `mlock_ucounts`).
-    locked_by: Option<u32>,
-    /// Destroyed: lookups already fail; holders of the Arc get EIDRM.
-    deleted: bool,
-}
-
-impl IpcObject for ShmSegment {
-    /// The segment's size in bytes (`shm_more_checks`).
-    type KeyInfo = u64;
-    fn header(&self) -> &IpcHeader {
-        &self.header
-    }
-    fn key_info_word(size: u64) -> u64 {
-        size
-    }
-}
-
-impl ShmSegment {
-    fn lock(&self) -> MutexGuard<'_, SegState> {
-        lock(&self.state)
-    }
-    /// The full id.
-    pub fn id(&self) -> i32 {
-        self.header.id().get()
-    }
-}
 
 /// The namespace's segments and the per-process attachment records.
 pub struct ShmIds {
