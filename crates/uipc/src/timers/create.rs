@@ -21,10 +21,9 @@
 //! registry shard, table stripe locks (reserve, publish) and the process's id set.
 
 use super::cpu::{self, CpuClockId, CpuClockKind, CpuTarget};
-use super::procfs::Listing;
+use super::engine::Inner;
 use super::timer::{Notify, Timer, TimerClock};
 use super::types::*;
-use super::Inner;
 use crate::cred::{Cap, Cred};
 use crate::errno::{Errno, Result};
 use crate::sync::{Arc, Ordering};

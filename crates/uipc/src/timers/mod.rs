@@ -68,6 +68,7 @@
 mod cpu;
 mod create;
 mod driver;
+mod engine;
 mod group_map;
 mod ops;
 mod process;
@@ -91,13 +92,15 @@ pub use create::{
     PR_TIMER_CREATE_RESTORE_IDS_ON,
 };
 pub use driver::{DriverSleep, DriverState};
+use engine::Inner;
+pub use engine::{NoNotifier, Notifier};
 pub use siginfo::{take_pending_signal, SIGINFO_BYTES};
 #[cfg(not(feature = "internals"))]
 use table::TimerTable;
 #[cfg(feature = "internals")]
 #[doc(hidden)]
 pub use table::{default_bucket_count, TimerTable};
-pub use timer::Timer;
+pub use timer::{Timer, TimerSignal};
 pub use types::*;
 
 use crate::clock::Clock;
@@ -106,28 +109,6 @@ use crate::errno::Result;
 use crate::Tgid;
 
 pub(crate) use crate::sync::lock;
-
-/// What the embedder provides to deliver timer notifications.
-pub trait Notifier: Send + Sync + 'static {
-    /// Queues `signal` for its target (SIGEV_SIGNAL, SIGEV_THREAD_ID, SIGEV_THREAD). Called with
-    /// no engine lock held. The signal must later be passed to [`Timers::dequeue_signal`], when
-    /// delivered or discarded, or the timer will not queue another one.
-    fn queue(&self, signal: TimerSignal);
-
-    /// Whether thread `tid` belongs to process `tgid` (SIGEV_THREAD_ID targets). The default
-    /// knows only the main thread.
-    fn same_thread_group(&self, tgid: i32, tid: i32) -> bool {
-        tgid == tid
-    }
-}
-
-/// A notifier that drops every signal: for engines used only with SIGEV_NONE timers.
-#[derive(Debug, Default)]
-pub struct NoNotifier;
-
-impl Notifier for NoNotifier {
-    fn queue(&self, _signal: TimerSignal) {}
-}
 
 /// Engine-wide settings.
 #[derive(Clone)]
@@ -164,23 +145,6 @@ impl Default for TimersConfig {
             cpu_clocks: None,
         }
     }
-}
-
-// std's Arc here: embedders pass `Arc<dyn Clock>` etc., a coercion loom's Arc does not support,
-// and the engine is shared with a std thread (the driver), which loom does not model.
-pub(crate) struct Inner {
-    pub(crate) clock: std::sync::Arc<dyn Clock>,
-    pub(crate) notifier: std::sync::Arc<dyn Notifier>,
-    pub(crate) table: TimerTable<Timer>,
-    pub(crate) procs: process::Registry,
-    pub(crate) sigpending: process::SigpendingCounts,
-    pub(crate) driver: driver::Driver,
-    pub(crate) id_mask: u32,
-    pub(crate) alarm_rtc: bool,
-    pub(crate) cpu: Option<std::sync::Arc<dyn CpuClocks>>,
-    pub(crate) cpu_timers: cpu::CpuTimers,
-    /// Creation counter: `/proc/PID/timers` lists newest first.
-    pub(crate) created: crate::sync::AtomicU64,
 }
 
 /// One POSIX timer engine. See the module doc.

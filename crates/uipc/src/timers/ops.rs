@@ -9,9 +9,9 @@
 //!
 //! Locks: on entry and exit none. Inside: table stripe (alone) -> timer state -> driver heap.
 
-use super::timer::{overrun_to_int, Base, Notify, Status, Timer, TimerState};
+use super::engine::Inner;
+use super::timer::{overrun_to_int, Base, Notify, Status, Timer, TimerSignal, TimerState};
 use super::types::*;
-use super::Inner;
 use crate::cred::Cred;
 use crate::errno::{Errno, Result};
 use crate::sync::{Arc, MutexGuard, Ordering};

@@ -16,50 +16,9 @@
 
 use std::fmt::Write;
 
+use super::engine::Inner;
 use super::types::*;
-use super::Inner;
 use crate::Tgid;
-
-/// What the listing shows of one timer, fixed at create.
-pub(crate) struct Listing {
-    created: u64,
-    signo: i32,
-    value: u64,
-    notify: i32,
-    pid: i32,
-    clock: i32,
-}
-
-impl Listing {
-    pub(crate) fn new(
-        created: u64,
-        tgid: Tgid,
-        id: i32,
-        clock: i32,
-        event: UserPtr<SigEvent>,
-    ) -> Listing {
-        let ev = match event {
-            UserPtr::Valid(ev) => ev,
-            _ => SigEvent::signal(SIGALRM, id as u64),
-        };
-        Listing {
-            created,
-            signo: ev.signo,
-            value: ev.value,
-            notify: ev.notify,
-            pid: if ev.notify == SIGEV_THREAD_ID {
-                ev.thread_id
-            } else {
-                tgid.get()
-            },
-            clock: match clock {
-                CLOCK_PROCESS_CPUTIME_ID => -6,
-                CLOCK_THREAD_CPUTIME_ID => -2,
-                c => c,
-            },
-        }
-    }
-}
 
 pub(crate) fn render(inner: &Inner, tgid: Tgid) -> String {
     let Some(proc) = inner.procs.get(tgid) else {

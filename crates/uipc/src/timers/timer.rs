@@ -20,7 +20,7 @@
 //! locks are taken inside it (order: timer state -> driver queue), never the reverse.
 
 use super::cpu::{bump, CpuClockKind, CpuTarget};
-use super::types::{ItimerSpec, SignalTarget, TimerId, TimerSignal, Timespec};
+use super::types::{ItimerSpec, Listing, SignalTarget, TimerId, Timespec};
 use crate::clock::{Clock, Nanos};
 use crate::sync::{Arc, AtomicI32, AtomicU64, Mutex, Ordering};
 use crate::Tgid;
@@ -123,7 +123,7 @@ pub struct Timer {
     pub(crate) notify: Notify,
     pub(crate) charged_uid: u32,
     /// What `/proc/PID/timers` shows, fixed at create.
-    pub(crate) listing: super::procfs::Listing,
+    pub(crate) listing: Listing,
     /// Bumped (under `state`) at every arm and cancel; a driver entry is live iff it matches.
     pub(crate) arm_seq: AtomicU64,
     /// What `timer_getoverrun` returns: `overrun` as moved at the last delivery, clamped to
@@ -168,7 +168,7 @@ impl Timer {
         clock: TimerClock,
         notify: Notify,
         charged_uid: u32,
-        listing: super::procfs::Listing,
+        listing: Listing,
     ) -> Timer {
         Timer {
             owner,
@@ -316,6 +316,56 @@ impl Timer {
     /// A new arm or a cancel: every driver entry queued so far becomes stale.
     pub(crate) fn bump_arm_seq(&self) -> u64 {
         self.arm_seq.fetch_add(1, Ordering::AcqRel) + 1
+    }
+}
+
+/// A timer signal the engine asks the embedder to queue (see [`super::Notifier`]).
+///
+/// The embedder keeps it queued until the target takes it, then hands it back to
+/// [`super::Timers::dequeue_signal`], which says whether it is still to be delivered and with
+/// which overrun: the same two-step queue/dequeue Linux does with its preallocated sigqueue.
+#[derive(Clone)]
+pub struct TimerSignal {
+    /// The process owning the timer.
+    pub tgid: i32,
+    /// Where the signal goes.
+    pub target: SignalTarget,
+    /// The signal number.
+    pub signo: i32,
+    /// `si_value`.
+    pub value: u64,
+    /// `si_timerid`.
+    pub timer: TimerId,
+    /// The timer object itself: ids are reused, and a deleted timer's queued signal still
+    /// holds its RLIMIT_SIGPENDING unit until it is dequeued.
+    pub(crate) source: Arc<Timer>,
+}
+
+impl PartialEq for TimerSignal {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.source, &other.source)
+            && (self.tgid, self.target, self.signo, self.value, self.timer)
+                == (
+                    other.tgid,
+                    other.target,
+                    other.signo,
+                    other.value,
+                    other.timer,
+                )
+    }
+}
+
+impl Eq for TimerSignal {}
+
+impl std::fmt::Debug for TimerSignal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TimerSignal")
+            .field("tgid", &self.tgid)
+            .field("target", &self.target)
+            .field("signo", &self.signo)
+            .field("value", &self.value)
+            .field("timer", &self.timer)
+            .finish()
     }
 }
 

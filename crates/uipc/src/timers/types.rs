@@ -191,56 +191,6 @@ pub enum SignalTarget {
     Thread(i32),
 }
 
-/// A timer signal the engine asks the embedder to queue (see [`super::Notifier`]).
-///
-/// The embedder keeps it queued until the target takes it, then hands it back to
-/// [`super::Timers::dequeue_signal`], which says whether it is still to be delivered and with
-/// which overrun: the same two-step queue/dequeue Linux does with its preallocated sigqueue.
-#[derive(Clone)]
-pub struct TimerSignal {
-    /// The process owning the timer.
-    pub tgid: i32,
-    /// Where the signal goes.
-    pub target: SignalTarget,
-    /// The signal number.
-    pub signo: i32,
-    /// `si_value`.
-    pub value: u64,
-    /// `si_timerid`.
-    pub timer: TimerId,
-    /// The timer object itself: ids are reused, and a deleted timer's queued signal still
-    /// holds its RLIMIT_SIGPENDING unit until it is dequeued.
-    pub(crate) source: crate::sync::Arc<super::Timer>,
-}
-
-impl PartialEq for TimerSignal {
-    fn eq(&self, other: &Self) -> bool {
-        crate::sync::Arc::ptr_eq(&self.source, &other.source)
-            && (self.tgid, self.target, self.signo, self.value, self.timer)
-                == (
-                    other.tgid,
-                    other.target,
-                    other.signo,
-                    other.value,
-                    other.timer,
-                )
-    }
-}
-
-impl Eq for TimerSignal {}
-
-impl std::fmt::Debug for TimerSignal {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("TimerSignal")
-            .field("tgid", &self.tgid)
-            .field("target", &self.target)
-            .field("signo", &self.signo)
-            .field("value", &self.value)
-            .field("timer", &self.timer)
-            .finish()
-    }
-}
-
 /// What the target finds in its `siginfo_t` for a delivered timer signal.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SigInfo {
@@ -254,4 +204,45 @@ pub struct SigInfo {
     pub overrun: i32,
     /// `si_value`.
     pub value: u64,
+}
+
+/// What the listing shows of one timer, fixed at create.
+pub(crate) struct Listing {
+    pub(crate) created: u64,
+    pub(crate) signo: i32,
+    pub(crate) value: u64,
+    pub(crate) notify: i32,
+    pub(crate) pid: i32,
+    pub(crate) clock: i32,
+}
+
+impl Listing {
+    pub(crate) fn new(
+        created: u64,
+        tgid: crate::Tgid,
+        id: i32,
+        clock: i32,
+        event: UserPtr<SigEvent>,
+    ) -> Listing {
+        let ev = match event {
+            UserPtr::Valid(ev) => ev,
+            _ => SigEvent::signal(SIGALRM, id as u64),
+        };
+        Listing {
+            created,
+            signo: ev.signo,
+            value: ev.value,
+            notify: ev.notify,
+            pid: if ev.notify == SIGEV_THREAD_ID {
+                ev.thread_id
+            } else {
+                tgid.get()
+            },
+            clock: match clock {
+                CLOCK_PROCESS_CPUTIME_ID => -6,
+                CLOCK_THREAD_CPUTIME_ID => -2,
+                c => c,
+            },
+        }
+    }
 }
