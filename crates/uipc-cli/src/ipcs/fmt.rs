@@ -1,8 +1,26 @@
 //! How util-linux's ipcs writes a value: user and group names, times as `ctime(3)` writes
 //! them, octal as C's `%#o`, and sizes in bytes, kbytes or "human" units (one letter, one
-//! decimal rounded half up, as util-linux's `size_to_human_string`).
+//! decimal rounded half up, as util-linux's `size_to_human_string`); and which of its outputs
+//! was asked for ([`Format`]).
 
 use std::ffi::{c_char, CStr};
+
+/// Which output (`-c`, `-t`, `-p`, `-l`, `-u`; the default listing otherwise).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Format {
+    /// The default columns.
+    Default,
+    /// `-c`.
+    Creator,
+    /// `-t`.
+    Time,
+    /// `-p`.
+    Pid,
+    /// `-l`.
+    Limits,
+    /// `-u`.
+    Status,
+}
 
 /// The unit sizes are shown in (`-b`, `--human`, or the default of each line).
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]

@@ -14,7 +14,7 @@ mod fmt;
 mod summary;
 mod tables;
 
-pub use fmt::{human, Unit};
+pub use fmt::{human, Format, Unit};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use uipc::ipc::consts::*;
@@ -125,23 +125,6 @@ pub(crate) fn list(c: &Connection, kind: Kind) -> Result<Vec<(i32, Response)>, S
         }
     }
     Ok(out)
-}
-
-/// Which output (`-c`, `-t`, `-p`, `-l`, `-u`; the default listing otherwise).
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub enum Format {
-    /// The default columns.
-    Default,
-    /// `-c`.
-    Creator,
-    /// `-t`.
-    Time,
-    /// `-p`.
-    Pid,
-    /// `-l`.
-    Limits,
-    /// `-u`.
-    Status,
 }
 
 /// What `uipc ipcs` was asked.

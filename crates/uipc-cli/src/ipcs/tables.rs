@@ -1,8 +1,7 @@
 //! The listings, one line per object: the default columns, `-c` (creators and owners), `-t`
 //! (times) and `-p` (pids), each with util-linux's title, header and column widths.
 
-use super::fmt::{self, owner, size, time_col, Unit};
-use super::Format;
+use super::fmt::{self, owner, size, time_col, Format, Unit};
 use uipc::ipc::consts::{SHM_DEST, SHM_LOCKED};
 use uipc::ipc::msg::MsqidDs;
 use uipc::ipc::sem::SemidDs;
