@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # The project's test command (README's second command). Runs, in order:
+#   0. the import-circle check (scripts/import-circles.py);
 #   1. every crate's tests (unit, integration, property and stress tests), and the serve/run-only
 #      build of the `uipc` command;
 #   2. the loom models: the lock-free and bucket-locked tables, the semaphore lock modes, the
@@ -8,6 +9,9 @@
 #      the permission checks and a private IPC namespace, and one through `uipc run`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+echo "== import circles (each one named in ARCHITECTURE.md)"
+python3 scripts/import-circles.py --check > /dev/null
 
 echo "== cargo test (workspace)"
 # The release profile without its whole-program LTO (Cargo.toml), so test binaries link fast.
