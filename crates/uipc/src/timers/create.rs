@@ -119,7 +119,7 @@ pub(crate) fn timer_create(
     let wanted = if proc.restore_ids() {
         match created_id {
             UserPtr::Valid(want) if (want as u32) > inner.id_mask => return Err(Errno::EINVAL),
-            UserPtr::Valid(want) => Some(want),
+            UserPtr::Valid(want) => Some(TimerId::from_raw(want)),
             _ => return Err(Errno::EFAULT),
         }
     } else {
@@ -144,7 +144,7 @@ pub(crate) fn timer_create(
         }
     };
     let undo = |e: Errno| {
-        inner.table.remove(tgid, id);
+        inner.table.remove(tgid, id.raw());
         proc.forget(id);
         inner.sigpending.uncharge(uid);
         Err(e)
@@ -161,7 +161,7 @@ pub(crate) fn timer_create(
         _ => Notify::Signal {
             target: SignalTarget::Process,
             signo: SIGALRM,
-            value: id as u64,
+            value: id.raw() as u64,
         },
     };
     if !matches!(created_id, UserPtr::Valid(_)) {
@@ -192,14 +192,7 @@ pub(crate) fn timer_create(
         clock,
         event,
     );
-    let timer = Timer::new(
-        tgid,
-        TimerId::from_raw(id),
-        timer_clock,
-        notify,
-        uid,
-        listing,
-    );
+    let timer = Timer::new(tgid, id, timer_clock, notify, uid, listing);
     let armable = !timer.is_cpu() && !timer.is_sigev_none();
     if armable {
         // Room in the heaps it may be armed on, so timer_settime never grows them.
@@ -207,14 +200,14 @@ pub(crate) fn timer_create(
             .driver
             .reserve(&[timer_clock.base(false), timer_clock.base(true)]);
     }
-    if !inner.table.publish(tgid, id, Arc::new(timer)) {
+    if !inner.table.publish(tgid, id.raw(), Arc::new(timer)) {
         if armable {
             inner.driver.unreserve();
         }
         inner.sigpending.uncharge(uid);
         return Err(Errno::EAGAIN);
     }
-    Ok(TimerId::from_raw(id))
+    Ok(id)
 }
 
 /// `prctl(PR_TIMER_CREATE_RESTORE_IDS, arg2, arg3, arg4, arg5)`: 0 off, 1 on, 2 get.

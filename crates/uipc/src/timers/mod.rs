@@ -277,7 +277,7 @@ impl Timers {
             return;
         };
         for id in proc.kill() {
-            if let Some(timer) = self.inner.table.remove(tgid, id) {
+            if let Some(timer) = self.inner.table.remove(tgid, id.raw()) {
                 // Its queued signals die with the process: the units come back now.
                 ops::kill_timer(&self.inner, &timer, true);
             }

@@ -216,7 +216,7 @@ pub(crate) fn timer_delete(inner: &Inner, cred: &Cred, id: TimerId) -> Result<()
     }
     inner.table.remove(cred.tgid, id.raw());
     if let Some(proc) = inner.procs.get(Tgid::new(cred.tgid)) {
-        proc.forget(id.raw());
+        proc.forget(id);
     }
     Ok(())
 }

@@ -18,6 +18,7 @@ use std::collections::HashSet;
 
 use super::lock;
 use super::table::TimerTable;
+use super::types::TimerId;
 use crate::errno::{Errno, Result};
 use crate::sync::{Arc, AtomicBool, AtomicU32, Mutex, Ordering, ShardedMap};
 use crate::Tgid;
@@ -25,7 +26,7 @@ use crate::Tgid;
 /// The timer ids a process holds, and whether it has gone (exit or exec).
 #[derive(Default)]
 pub(crate) struct IdSet {
-    pub(crate) ids: HashSet<i32>,
+    pub(crate) ids: HashSet<TimerId>,
     pub(crate) dead: bool,
 }
 
@@ -59,28 +60,38 @@ impl ProcState {
     /// Reserves the next free id in the table (`posix_timer_add`, normal mode).
     ///
     /// Entry/exit: no lock held; takes table stripe locks one at a time.
-    pub(crate) fn alloc_id<T>(&self, table: &TimerTable<T>, tgid: Tgid, mask: u32) -> Result<i32> {
+    pub(crate) fn alloc_id<T>(
+        &self,
+        table: &TimerTable<T>,
+        tgid: Tgid,
+        mask: u32,
+    ) -> Result<TimerId> {
         for _ in 0..=mask as u64 {
             let id = (self.next_id.fetch_add(1, Ordering::Relaxed) & mask) as i32;
             if table.try_reserve(tgid, id) {
-                return Ok(id);
+                return Ok(TimerId::from_raw(id));
             }
         }
         Err(Errno::EAGAIN)
     }
 
     /// Reserves exactly `id` (restore mode): EBUSY if held; on success the counter moves on.
-    pub(crate) fn restore_id<T>(&self, table: &TimerTable<T>, tgid: Tgid, id: i32) -> Result<i32> {
-        if !table.try_reserve(tgid, id) {
+    pub(crate) fn restore_id<T>(
+        &self,
+        table: &TimerTable<T>,
+        tgid: Tgid,
+        id: TimerId,
+    ) -> Result<TimerId> {
+        if !table.try_reserve(tgid, id.raw()) {
             return Err(Errno::EBUSY);
         }
         self.next_id
-            .store((id as u32).wrapping_add(1), Ordering::Relaxed);
+            .store((id.raw() as u32).wrapping_add(1), Ordering::Relaxed);
         Ok(id)
     }
 
     /// Records `id` as held. False if the process died meanwhile (the caller undoes the create).
-    pub(crate) fn add(&self, id: i32) -> bool {
+    pub(crate) fn add(&self, id: TimerId) -> bool {
         let mut set = lock(&self.ids);
         if set.dead {
             return false;
@@ -89,12 +100,12 @@ impl ProcState {
         true
     }
 
-    pub(crate) fn forget(&self, id: i32) {
+    pub(crate) fn forget(&self, id: TimerId) {
         lock(&self.ids).ids.remove(&id);
     }
 
     /// Marks the process gone and hands back the ids it held.
-    pub(crate) fn kill(&self) -> Vec<i32> {
+    pub(crate) fn kill(&self) -> Vec<TimerId> {
         let mut set = lock(&self.ids);
         set.dead = true;
         set.ids.drain().collect()

@@ -220,13 +220,13 @@ impl Listing {
     pub(crate) fn new(
         created: u64,
         tgid: crate::Tgid,
-        id: i32,
+        id: TimerId,
         clock: i32,
         event: UserPtr<SigEvent>,
     ) -> Listing {
         let ev = match event {
             UserPtr::Valid(ev) => ev,
-            _ => SigEvent::signal(SIGALRM, id as u64),
+            _ => SigEvent::signal(SIGALRM, id.raw() as u64),
         };
         Listing {
             created,

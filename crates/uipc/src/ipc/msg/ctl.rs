@@ -69,14 +69,15 @@ impl IpcNamespace {
         if msqid < 0 || cmd < 0 {
             return Err(Errno::EINVAL);
         }
+        let id = IpcId::new(msqid);
         match cmd {
             IPC_INFO | MSG_INFO => Ok(self.msgctl_info(cmd)),
-            IPC_STAT | MSG_STAT | MSG_STAT_ANY => self.msgctl_stat(cred, msqid, cmd),
+            IPC_STAT | MSG_STAT | MSG_STAT_ANY => self.msgctl_stat(cred, id, cmd),
             IPC_SET => match arg {
-                MsgctlArg::Set(set) => self.msgctl_down(cred, msqid, Some(set)),
+                MsgctlArg::Set(set) => self.msgctl_down(cred, id, Some(set)),
                 MsgctlArg::None => Err(Errno::EFAULT),
             },
-            IPC_RMID => self.msgctl_down(cred, msqid, None),
+            IPC_RMID => self.msgctl_down(cred, id, None),
             _ => Err(Errno::EINVAL),
         }
     }
@@ -108,13 +109,14 @@ impl IpcNamespace {
         }
     }
 
-    fn msgctl_stat(&self, cred: &Cred, msqid: i32, cmd: i32) -> Result<MsgctlOut> {
+    /// IPC_STAT of queue `id`; MSG_STAT and MSG_STAT_ANY take the index part of the number.
+    fn msgctl_stat(&self, cred: &Cred, id: IpcId, cmd: i32) -> Result<MsgctlOut> {
         let reg = &self.msg.registry;
         let q = if cmd == IPC_STAT {
-            reg.lookup(IpcId::new(msqid))?
+            reg.lookup(id)?
         } else {
             // MSG_STAT takes an index; Linux masks whatever it gets down to one.
-            reg.lookup_index(reg.layout().idx(IpcId::new(msqid)).get() as i32)?
+            reg.lookup_index(reg.layout().idx(id).get() as i32)?
         };
         let st = q.lock();
         if cmd != MSG_STAT_ANY {
@@ -140,10 +142,10 @@ impl IpcNamespace {
     }
 
     /// IPC_SET (`set` is `Some`) or IPC_RMID.
-    fn msgctl_down(&self, cred: &Cred, msqid: i32, set: Option<MsqidSet>) -> Result<MsgctlOut> {
+    fn msgctl_down(&self, cred: &Cred, id: IpcId, set: Option<MsqidSet>) -> Result<MsgctlOut> {
         let reg = &self.msg.registry;
         let mut rs = reg.write();
-        let q = reg.lookup(IpcId::new(msqid))?;
+        let q = reg.lookup(id)?;
         let mut st = q.lock_valid().map_err(|_| Errno::EINVAL)?;
         st.perm.check_owner(cred)?;
         match set {

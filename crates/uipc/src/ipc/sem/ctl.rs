@@ -83,25 +83,26 @@ impl IpcNamespace {
         if semid < 0 {
             return Err(Errno::EINVAL);
         }
+        let id = IpcId::new(semid);
         // Every command but the *_INFO ones reads or changes a set: take it back first.
         let _inside = (!matches!(cmd, IPC_INFO | SEM_INFO)).then(|| self.sem_fast_enter(semid));
         match cmd {
             IPC_INFO | SEM_INFO => Ok(self.sem_info(cmd)),
-            IPC_STAT | SEM_STAT | SEM_STAT_ANY => self.sem_stat(cred, semid, cmd),
+            IPC_STAT | SEM_STAT | SEM_STAT_ANY => self.sem_stat(cred, id, cmd),
             GETALL | GETVAL | GETPID | GETNCNT | GETZCNT | SETALL => {
-                self.sem_main(cred, semid, semnum, cmd, arg)
+                self.sem_main(cred, id, semnum, cmd, arg)
             }
             SETVAL => match arg {
-                SemctlArg::Val(v) => self.sem_setval(cred, semid, semnum, v),
+                SemctlArg::Val(v) => self.sem_setval(cred, id, semnum, v),
                 _ => Err(Errno::EFAULT),
             },
             IPC_SET => match arg {
                 SemctlArg::Set { uid, gid, mode } => {
-                    self.sem_down(cred, semid, Some((uid, gid, mode)))
+                    self.sem_down(cred, id, Some((uid, gid, mode)))
                 }
                 _ => Err(Errno::EFAULT),
             },
-            IPC_RMID => self.sem_down(cred, semid, None),
+            IPC_RMID => self.sem_down(cred, id, None),
             _ => Err(Errno::EINVAL),
         }
     }
@@ -139,13 +140,14 @@ impl IpcNamespace {
         SemctlOut::Info(st.max_idx(), info)
     }
 
-    fn sem_stat(&self, cred: &Cred, semid: i32, cmd: i32) -> Result<SemctlOut> {
+    /// IPC_STAT of set `id`; SEM_STAT and SEM_STAT_ANY take the index part of the number.
+    fn sem_stat(&self, cred: &Cred, id: IpcId, cmd: i32) -> Result<SemctlOut> {
         let reg = &self.sem.registry;
         let set = if cmd == IPC_STAT {
-            reg.lookup(IpcId::new(semid))?
+            reg.lookup(id)?
         } else {
             // Linux looks the index up with the sequence bits masked off.
-            reg.lookup_index(self.layout.idx(IpcId::new(semid)).get() as i32)?
+            reg.lookup_index(self.layout.idx(id).get() as i32)?
         };
         if cmd != SEM_STAT_ANY {
             set.perm.get().check(cred, PERM_READ)?;
@@ -170,12 +172,12 @@ impl IpcNamespace {
     fn sem_main(
         &self,
         cred: &Cred,
-        semid: i32,
+        id: IpcId,
         semnum: i32,
         cmd: i32,
         arg: SemctlArg<'_>,
     ) -> Result<SemctlOut> {
-        let set = self.sem.registry.lookup(IpcId::new(semid))?;
+        let set = self.sem.registry.lookup(id)?;
         let nsems = set.nsems();
         set.perm
             .get()
@@ -243,11 +245,11 @@ impl IpcNamespace {
         }
     }
 
-    fn sem_setval(&self, cred: &Cred, semid: i32, semnum: i32, val: i32) -> Result<SemctlOut> {
+    fn sem_setval(&self, cred: &Cred, id: IpcId, semnum: i32, val: i32) -> Result<SemctlOut> {
         if !(0..=SEMVMX).contains(&val) {
             return Err(Errno::ERANGE);
         }
-        let set = self.sem.registry.lookup(IpcId::new(semid))?;
+        let set = self.sem.registry.lookup(id)?;
         if semnum < 0 || semnum as usize >= set.nsems() {
             return Err(Errno::EINVAL);
         }
@@ -273,12 +275,12 @@ impl IpcNamespace {
     fn sem_down(
         &self,
         cred: &Cred,
-        semid: i32,
+        id: IpcId,
         set_to: Option<(u32, u32, u32)>,
     ) -> Result<SemctlOut> {
         let reg = &self.sem.registry;
         let mut st = reg.write();
-        let set = reg.lookup(IpcId::new(semid))?;
+        let set = reg.lookup(id)?;
         set.perm.get().check_owner(cred)?;
         let mut g = set.lock_global();
         if let Some((uid, gid, mode)) = set_to {

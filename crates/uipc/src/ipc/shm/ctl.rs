@@ -54,6 +54,7 @@ impl IpcNamespace {
         if cmd < 0 || shmid < 0 {
             return Err(Errno::EINVAL);
         }
+        let id = IpcId::new(shmid);
         match cmd {
             IPC_INFO => {
                 let st = self.shm.registry.read();
@@ -82,23 +83,24 @@ impl IpcNamespace {
                 }
                 Ok(ShmctlOut::Usage(st.max_idx(), u))
             }
-            IPC_STAT | SHM_STAT | SHM_STAT_ANY => self.shm_stat(cred, shmid, cmd),
+            IPC_STAT | SHM_STAT | SHM_STAT_ANY => self.shm_stat(cred, id, cmd),
             IPC_SET => {
                 let set = set.ok_or(Errno::EFAULT)?;
-                self.shm_down(cred, shmid, cmd, Some(*set))
+                self.shm_down(cred, id, cmd, Some(*set))
             }
-            IPC_RMID => self.shm_down(cred, shmid, cmd, None),
-            SHM_LOCK | SHM_UNLOCK => self.shm_lock_cmd(cred, shmid, cmd),
+            IPC_RMID => self.shm_down(cred, id, cmd, None),
+            SHM_LOCK | SHM_UNLOCK => self.shm_lock_cmd(cred, id, cmd),
             _ => Err(Errno::EINVAL),
         }
     }
 
-    fn shm_stat(&self, cred: &Cred, shmid: i32, cmd: i32) -> Result<ShmctlOut> {
+    /// IPC_STAT of set `id`; SHM_STAT and SHM_STAT_ANY take the number as an index.
+    fn shm_stat(&self, cred: &Cred, id: IpcId, cmd: i32) -> Result<ShmctlOut> {
         let reg = &self.shm.registry;
         let seg = if cmd == IPC_STAT {
-            reg.lookup(IpcId::new(shmid))?
+            reg.lookup(id)?
         } else {
-            reg.lookup_index(shmid)?
+            reg.lookup_index(id.get())?
         };
         let s = seg.lock();
         if cmd != SHM_STAT_ANY {
@@ -124,16 +126,10 @@ impl IpcNamespace {
     }
 
     /// IPC_RMID / IPC_SET (`shmctl_down`).
-    fn shm_down(
-        &self,
-        cred: &Cred,
-        shmid: i32,
-        cmd: i32,
-        set: Option<ShmSet>,
-    ) -> Result<ShmctlOut> {
+    fn shm_down(&self, cred: &Cred, id: IpcId, cmd: i32, set: Option<ShmSet>) -> Result<ShmctlOut> {
         let reg = &self.shm.registry;
         let mut st = reg.write();
-        let seg = reg.lookup(IpcId::new(shmid))?;
+        let seg = reg.lookup(id)?;
         let mut s = seg.lock();
         s.perm.check_owner(cred)?;
         if let Some(v) = set.filter(|_| cmd == IPC_SET) {
@@ -151,8 +147,8 @@ impl IpcNamespace {
     }
 
     /// SHM_LOCK / SHM_UNLOCK (`shmctl_do_lock`).
-    fn shm_lock_cmd(&self, cred: &Cred, shmid: i32, cmd: i32) -> Result<ShmctlOut> {
-        let seg = self.shm.registry.lookup(IpcId::new(shmid))?;
+    fn shm_lock_cmd(&self, cred: &Cred, id: IpcId, cmd: i32) -> Result<ShmctlOut> {
+        let seg = self.shm.registry.lookup(id)?;
         let mut s = seg.lock();
         if s.deleted {
             return Err(Errno::EIDRM);
