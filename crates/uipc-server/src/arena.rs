@@ -47,16 +47,21 @@ impl Drop for Mapping {
     }
 }
 
+/// A sealed memfd of `len` bytes named `name`, mapped by `map`, kept with its mapping.
+fn mapped_memfd(
+    name: &std::ffi::CStr,
+    len: usize,
+    map: fn(RawFd) -> Option<std::ptr::NonNull<std::sync::atomic::AtomicU64>>,
+) -> Option<(Arc<Mapping>, *mut libc::c_void)> {
+    let fd = crate::memfd::sealed_memfd(name, len as u64, false).ok()?;
+    let ptr = map(fd.as_raw_fd())?.as_ptr().cast::<libc::c_void>();
+    Some((Arc::new(Mapping { fd, ptr, len }), ptr))
+}
+
 /// A new arena and key table on one memfd, or `None` if the memory cannot be had (the
 /// namespace then runs without either).
 pub fn new_arena() -> Option<(Arc<SemArena>, Arc<KeyTable>)> {
-    let fd = crate::memfd::sealed_memfd(c"uipc-sem-arena", MAPPING_BYTES as u64, false).ok()?;
-    let ptr = map_arena(fd.as_raw_fd())?.as_ptr().cast::<libc::c_void>();
-    let keep = Arc::new(Mapping {
-        fd,
-        ptr,
-        len: MAPPING_BYTES,
-    });
+    let (keep, ptr) = mapped_memfd(c"uipc-sem-arena", MAPPING_BYTES, map_arena)?;
     // SAFETY: a fresh page-aligned mapping of MAPPING_BYTES zeroed bytes, kept mapped by `keep`
     // for the arena's life; clients use it only through atomics. The arena takes the first
     // ARENA_BYTES, the table the rest.
@@ -73,13 +78,7 @@ pub fn new_arena() -> Option<(Arc<SemArena>, Arc<KeyTable>)> {
 /// A file lock lease area (`uipc::locks::lease`) on a memfd of its own, or `None` if the
 /// memory cannot be had (locks then always take the daemon path).
 pub fn new_leases() -> Option<Leases> {
-    let fd = crate::memfd::sealed_memfd(c"uipc-lock-leases", LEASE_BYTES as u64, false).ok()?;
-    let ptr = map_leases(fd.as_raw_fd())?.as_ptr().cast::<libc::c_void>();
-    let keep = Arc::new(Mapping {
-        fd,
-        ptr,
-        len: LEASE_BYTES,
-    });
+    let (keep, ptr) = mapped_memfd(c"uipc-lock-leases", LEASE_BYTES, map_leases)?;
     // SAFETY: a fresh page-aligned mapping of LEASE_BYTES zeroed bytes, kept mapped by `keep`
     // for the area's life; clients use it only through atomics.
     Some(unsafe { Leases::from_raw(ptr.cast(), Box::new(keep)) })

@@ -67,3 +67,28 @@ impl SharedWords {
         }
     }
 }
+
+/// Maps `len` bytes of the memfd `fd` shared, readable and writable, as atomic words; `None`
+/// if the kernel refuses. The mapping lives until unmapped.
+#[cfg(not(loom))]
+pub(crate) fn map_words(
+    fd: std::os::fd::RawFd,
+    len: usize,
+) -> Option<std::ptr::NonNull<AtomicU64>> {
+    // SAFETY: a new shared mapping of a descriptor the caller holds; no MAP_FIXED, so no
+    // memory in use changes.
+    let p = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_SHARED,
+            fd,
+            0,
+        )
+    };
+    if p == libc::MAP_FAILED {
+        return None;
+    }
+    std::ptr::NonNull::new(p.cast())
+}

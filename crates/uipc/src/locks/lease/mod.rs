@@ -73,22 +73,7 @@ const CAS_TRIES: u32 = 4;
 /// The mapping lives until unmapped ([`LEASE_BYTES`]).
 #[cfg(not(loom))]
 pub fn map_leases(fd: std::os::fd::RawFd) -> Option<std::ptr::NonNull<AtomicU64>> {
-    // SAFETY: a new shared mapping of a descriptor the caller holds; no MAP_FIXED, so no
-    // memory in use changes.
-    let p = unsafe {
-        libc::mmap(
-            std::ptr::null_mut(),
-            LEASE_BYTES,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_SHARED,
-            fd,
-            0,
-        )
-    };
-    if p == libc::MAP_FAILED {
-        return None;
-    }
-    std::ptr::NonNull::new(p.cast())
+    crate::ipc::shared_words::map_words(fd, LEASE_BYTES)
 }
 
 /// The inclusive range `fl` asks for, for a descriptor at `offset` of a file of `size` bytes

@@ -73,20 +73,25 @@ impl Pieces {
         let mut out = Pieces::default();
         let mut inserted = false;
         let mut ok = true;
+        // The request's own piece, once, where the pieces after it begin.
+        let insert = |out: &mut Pieces, inserted: &mut bool| match (write, *inserted) {
+            (Some(w), false) => {
+                *inserted = true;
+                out.push(Piece {
+                    write: w,
+                    start,
+                    end,
+                })
+            }
+            _ => true,
+        };
         for &p in old {
             if p.end < start {
                 ok &= out.push(p);
                 continue;
             }
             if p.start > end {
-                if let (Some(w), false) = (write, inserted) {
-                    ok &= out.push(Piece {
-                        write: w,
-                        start,
-                        end,
-                    });
-                    inserted = true;
-                }
+                ok &= insert(&mut out, &mut inserted);
                 ok &= out.push(p);
                 continue;
             }
@@ -97,14 +102,7 @@ impl Pieces {
                 });
             }
             if p.end > end {
-                if let (Some(w), false) = (write, inserted) {
-                    ok &= out.push(Piece {
-                        write: w,
-                        start,
-                        end,
-                    });
-                    inserted = true;
-                }
+                ok &= insert(&mut out, &mut inserted);
                 // p.end > end, so end < OFFSET_MAX.
                 ok &= out.push(Piece {
                     start: end + 1,
@@ -112,13 +110,7 @@ impl Pieces {
                 });
             }
         }
-        if let (Some(w), false) = (write, inserted) {
-            ok &= out.push(Piece {
-                write: w,
-                start,
-                end,
-            });
-        }
+        ok &= insert(&mut out, &mut inserted);
         (ok && out.n <= LEASE_RANGES).then_some(out)
     }
 }

@@ -98,22 +98,7 @@ pub const EPOCH_MASK: u64 = (1 << 24) - 1;
 /// choice: the daemon's mapping and each client's. `None` if the kernel refuses. The caller
 /// owns the mapping (`munmap` of `MAPPING_BYTES` ends it).
 pub fn map_arena(fd: std::os::fd::RawFd) -> Option<std::ptr::NonNull<AtomicU64>> {
-    // SAFETY: a new shared mapping of a descriptor the caller holds; it replaces nothing (no
-    // MAP_FIXED), so no memory in use changes.
-    let p = unsafe {
-        libc::mmap(
-            std::ptr::null_mut(),
-            crate::ipc::keytable::MAPPING_BYTES,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_SHARED,
-            fd,
-            0,
-        )
-    };
-    if p == libc::MAP_FAILED {
-        return None;
-    }
-    std::ptr::NonNull::new(p.cast())
+    crate::ipc::shared_words::map_words(fd, crate::ipc::keytable::MAPPING_BYTES)
 }
 
 /// How many times a client retries a CAS that lost to another client before it asks the daemon.
