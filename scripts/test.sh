@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The project's test command (README's second command). Runs, in order:
 #   0. the import-circle check (scripts/import-circles.py);
-#   1. every crate's tests (unit, integration, property and stress tests), and the serve/run-only
-#      build of the `uipc` command;
+#   1. every crate's tests (unit, integration, property and stress tests), the documentation
+#      without warnings, and the serve/run-only build of the `uipc` command;
 #   2. the loom models: the lock-free and bucket-locked tables, the semaphore lock modes, the
 #      waiter protocol and parked lock requests;
 #   3. short differential runs against the host kernel (`uipc conform`), which need root for
@@ -16,6 +16,9 @@ python3 scripts/import-circles.py --check > /dev/null
 echo "== cargo test (workspace)"
 # The release profile without its whole-program LTO (Cargo.toml), so test binaries link fast.
 cargo test --workspace --profile release-tests
+
+echo "== cargo doc (no warnings: broken or private intra-doc links fail)"
+RUSTDOCFLAGS="-D warnings" cargo doc -q --no-deps --workspace
 
 echo "== uipc without its bench and conform features: builds, and links none of the benchmark's crates"
 cargo check -q -p uipc-cli --no-default-features --profile release-tests

@@ -12,7 +12,7 @@ use crate::clock::Clock;
 /// What the embedder provides to deliver timer notifications.
 pub trait Notifier: Send + Sync + 'static {
     /// Queues `signal` for its target (SIGEV_SIGNAL, SIGEV_THREAD_ID, SIGEV_THREAD). Called with
-    /// no engine lock held. The signal must later be passed to [`Timers::dequeue_signal`], when
+    /// no engine lock held. The signal must later be passed to [`super::Timers::dequeue_signal`], when
     /// delivered or discarded, or the timer will not queue another one.
     fn queue(&self, signal: TimerSignal);
 

@@ -4,7 +4,7 @@
 //!
 //! ARCHITECTURE.md ("The key table") has the design, the memory-ordering argument and the
 //! trust argument. This module is the layout, the seqlock's two sides for one entry
-//! ([`write_entry`], [`read_entry`]), the reader's lookup ([`TableView`]) and the decision in
+//! (`write_entry`, `read_entry`), the reader's lookup ([`TableView`]) and the decision in
 //! Linux's order ([`decide`]); [`writer`] is the daemon's side (which entry holds which key).
 //!
 //! Layout ([`TABLE_WORDS`] `AtomicU64`s): [`HEADER_WORDS`] header words (`LIVE`, `SEMMSL`), then

@@ -1,7 +1,7 @@
 //! The daemon's side of the key table: its memory, which entry holds which key, and the
-//! changes the registry makes under its writer lock ([`KeyRegion::put`], [`KeyRegion::remove`]).
+//! changes the registry makes under its writer lock (`KeyRegion::put`, `KeyRegion::remove`).
 //!
-//! Which entry holds a key is kept here, in the daemon's memory ([`Book`]), never read back from
+//! Which entry holds a key is kept here, in the daemon's memory (`Book`), never read back from
 //! the shared words, which clients can write. A region's book has a mutex only so that the
 //! table can be shared; it is taken under the registry's writer lock, so never contended (lock
 //! order: registry, then a book). Dropping the table marks it dead (`LIVE = 0`).

@@ -8,14 +8,14 @@
 //! header words (`IDENT`, `MODE_NSEMS`, `UID_GID`, `CUID_CGID`, `OTIME`, `UNDO`, `INTENT`),
 //! then one word per semaphore (at most [`CAPACITY`]): value in bits 0-14, [`LOCKED`] in bit
 //! 15, [`SLOW`] in bit 16, sempid in bits 17-38, [`WAITED`] in bit 39, epoch in bits 40-63; then
-//! one adjustment word per semaphore (SEM_UNDO, module [`undo`]). `OTIME` holds the set's
+//! one adjustment word per semaphore (SEM_UNDO, module `undo`). `OTIME` holds the set's
 //! sem_otime in bits 0-39 and the epoch of the publish it belongs to in bits 40-63. Header word
-//! 7 is the slot's sleeper record (module [`sleep`]; the daemon's side in `adopt`).
+//! 7 is the slot's sleeper record (module `sleep`; the daemon's side in `adopt`).
 //!
 //! Invariants the client relies on (kept by [`owner`]): the header and the words change only
 //! while every word of the published set has [`SLOW`] set, except for a client's CAS on a word
 //! without it and a client's raise of `OTIME` after a successful CAS (only while `OTIME`'s
-//! epoch is the word's), and the SEM_UNDO words as [`undo`] says; a word loses [`SLOW`] only by
+//! epoch is the word's), and the SEM_UNDO words as `undo` says; a word loses [`SLOW`] only by
 //! a publish, which gives it a new epoch. A client reads a word with [`LOCKED`] set only to
 //! wait a little for it. Nothing the client reads is trusted by the daemon: values it takes back are
 //! clamped to SEMVMX.
@@ -87,7 +87,7 @@ pub const SLOW: u64 = 1 << 16;
 const PID_SHIFT: u32 = 17;
 /// sempid's bits (pid_max is at most 2^22).
 pub const PID_MASK: u64 = (1 << 22) - 1;
-/// The slot's sleeper waits on this semaphore (module [`sleep`]).
+/// The slot's sleeper waits on this semaphore (module `sleep`).
 pub const WAITED: u64 = 1 << 39;
 pub(crate) const EPOCH_SHIFT: u32 = 40;
 /// The epoch's bits.
