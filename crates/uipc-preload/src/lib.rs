@@ -57,6 +57,15 @@
 //!   (and timeout) directly when it lies in the main thread's stack, and otherwise copies it
 //!   with `process_vm_readv` so that a bad pointer gives EFAULT; it reads `geteuid` when the
 //!   mode does not grant the access to everyone.
+//! - The message queue fast path (`msgfast.rs`, under `uipc run` only) serves msgsnd with room
+//!   and msgrcv of the queue's first message (any msgtyp mode, E2BIG, ENOMSG and EAGAIN with
+//!   IPC_NOWAIT included) on a queue nobody sleeps on, whose index's slot (index modulo 256)
+//!   is free and whose messages fit its 64 KiB ring. A call that would sleep, a typed receive
+//!   of a later message, MSG_COPY and every caller the mode grants only through groups or a
+//!   capability take the daemon path, and a queue with a sleeper stays there until a later
+//!   call finds it quiet: there is no sleeping on the fast path, so a message ping-pong
+//!   between two processes goes through the daemon. A killed holder's slot stays with the
+//!   daemon until its exit is applied.
 //! - IPC namespaces: the daemon drops a namespace (and its objects) when the last process it
 //!   has seen calling there exits. unshare and setns call the daemon at once (`ipcns.rs`),
 //!   but a child made by `clone(CLONE_NEWIPC)` counts only from its first call: if it forks
@@ -318,6 +327,7 @@ mod keyfast;
 mod locks;
 mod mapbuf;
 mod msg;
+mod msgfast;
 mod open_fds;
 mod proctext;
 mod procview;

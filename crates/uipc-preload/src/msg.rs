@@ -50,6 +50,12 @@ pub extern "C-unwind" fn msgsnd(
         return unsafe { libc::syscall(libc::SYS_msgsnd, msqid, msgp, msgsz, msgflg) } as c_int;
     }
     let msgp = msgp as usize;
+    if let Some(r) = crate::guarded(|| Ok(crate::msgfast::msgsnd(msqid, msgp, msgsz, msgflg)))
+        .ok()
+        .flatten()
+    {
+        return crate::finish(r, crate::errno_now()) as c_int;
+    }
     guard_blocking(move || {
         let carries_text = msgsz as u64 <= MAX_TEXT;
         let carried = if carries_text { msgsz } else { 0 };
@@ -84,6 +90,10 @@ pub extern "C-unwind" fn msgrcv(
             as ssize_t;
     }
     let msgp = msgp as usize;
+    let fast = || Ok(crate::msgfast::msgrcv(msqid, msgp, msgsz, msgtyp, msgflg));
+    if let Some(r) = crate::guarded(fast).ok().flatten() {
+        return crate::finish(r, crate::errno_now()) as ssize_t;
+    }
     let req = Request::Msgrcv {
         msqid,
         maxsize: msgsz as i64,

@@ -55,7 +55,8 @@ pub fn prepare() {
     }
 }
 
-struct Me {
+/// The caller as the fast path needs it (`crate::msgfast` uses it too).
+pub(crate) struct Me {
     pid: i32,
 }
 
@@ -280,6 +281,22 @@ pub fn key_table() -> Option<TableView<'static>> {
     let words =
         unsafe { std::slice::from_raw_parts(p.cast::<u8>().add(OFFSET).cast(), TABLE_BYTES / 8) };
     Some(TableView::new(words))
+}
+
+/// The message queue region that follows the key table in the same mapping
+/// (`crate::msgfast`), and who we are, if the fast path may serve this call.
+pub(crate) fn msg_region() -> Option<(uipc::ipc::msg::fast::MsgView<'static>, Me)> {
+    let (_, me) = arena()?;
+    let p = ARENA.load(Ordering::Acquire);
+    // SAFETY: the mapping is MAPPING_BYTES long (`grant`), the region its last REGION_BYTES
+    // from msg::fast::OFFSET, never unmapped, used only through atomics.
+    let words = unsafe {
+        std::slice::from_raw_parts(
+            p.cast::<u8>().add(uipc::ipc::msg::fast::OFFSET).cast(),
+            uipc::ipc::msg::fast::REGION_BYTES / 8,
+        )
+    };
+    Some((uipc::ipc::msg::fast::MsgView::new(words), me))
 }
 
 /// Counts a call served in this process (the report at exit).

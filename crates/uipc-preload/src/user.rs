@@ -195,6 +195,99 @@ unsafe fn vm_copy(dir: Dir, local: &[libc::iovec], addr: usize) -> Result<(), Er
     }
 }
 
+/// Fills the local pieces (pointer, length) in order from the caller's `addr` onwards, in one
+/// system call (msgsnd's text into the fast path's ring).
+pub fn copy_in_pieces(addr: usize, pieces: &[(*mut u8, usize)]) -> Result<(), Errno> {
+    let len: usize = pieces.iter().map(|p| p.1).sum();
+    if len == 0 {
+        return Ok(());
+    }
+    if addr == 0 || addr.checked_add(len).is_none() {
+        return Err(Errno::EFAULT);
+    }
+    if in_main_stack(addr, len) {
+        let mut at = addr;
+        for &(p, n) in pieces {
+            for i in 0..n {
+                // SAFETY: the source byte lies in the main stack's mapping (module doc); the
+                // destination is one of the caller's `n` writable bytes at `p`.
+                unsafe {
+                    p.add(i)
+                        .write_volatile(std::ptr::read_volatile((at + i) as *const u8))
+                };
+            }
+            at += n;
+        }
+        return Ok(());
+    }
+    let local = [pieces.first(), pieces.get(1)].map(|p| {
+        let (base, n) = p.copied().unwrap_or((std::ptr::null_mut(), 0));
+        libc::iovec {
+            iov_base: base.cast(),
+            iov_len: n,
+        }
+    });
+    let count = pieces.len().min(2) as libc::c_ulong;
+    let remote = libc::iovec {
+        iov_base: addr as *mut _,
+        iov_len: local.iter().map(|v| v.iov_len).sum(),
+    };
+    // SAFETY: the local pieces are the caller's live, writable buffers; the kernel checks
+    // `remote`.
+    let n = unsafe {
+        libc::process_vm_readv(crate::vfork::pid(), local.as_ptr(), count, &remote, 1, 0)
+    };
+    if n == remote.iov_len as isize {
+        Ok(())
+    } else {
+        Err(Errno::EFAULT)
+    }
+}
+
+/// Copies the local pieces (pointer, length) in order to the caller's `addr` onwards, in one
+/// system call (msgrcv's type and text out of the fast path's ring); EFAULT if any byte
+/// cannot be written.
+pub fn copy_out_pieces(addr: usize, pieces: &[(*const u8, usize)]) -> Result<(), Errno> {
+    let len: usize = pieces.iter().map(|p| p.1).sum();
+    if addr == 0 || addr.checked_add(len).is_none() {
+        return Err(Errno::EFAULT);
+    }
+    if in_main_stack(addr, len) {
+        let mut at = addr;
+        for &(p, n) in pieces {
+            for i in 0..n {
+                // SAFETY: the destination lies in the main stack's mapping (module doc); the
+                // source is one of the caller's `n` readable bytes at `p`.
+                unsafe { ((at + i) as *mut u8).write_volatile(p.add(i).read_volatile()) };
+            }
+            at += n;
+        }
+        return Ok(());
+    }
+    let mut local = [libc::iovec {
+        iov_base: std::ptr::null_mut(),
+        iov_len: 0,
+    }; 3];
+    for (v, &(p, n)) in local.iter_mut().zip(pieces) {
+        v.iov_base = p as *mut _;
+        v.iov_len = n;
+    }
+    let count = pieces.len().min(3) as libc::c_ulong;
+    let remote = libc::iovec {
+        iov_base: addr as *mut _,
+        iov_len: local.iter().map(|v| v.iov_len).sum(),
+    };
+    // SAFETY: the local pieces are the caller's live buffers; the kernel checks `remote`.
+    let n = unsafe {
+        libc::process_vm_writev(crate::vfork::pid(), local.as_ptr(), count, &remote, 1, 0)
+    };
+    if n == remote.iov_len as isize {
+        Ok(())
+    } else {
+        Err(Errno::EFAULT)
+    }
+}
+
 /// A little-endian field reader over a copied struct.
 pub fn u32_at(b: &[u8], off: usize) -> u32 {
     u32::from_le_bytes(b[off..off + 4].try_into().unwrap_or([0; 4]))

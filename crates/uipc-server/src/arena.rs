@@ -4,9 +4,11 @@
 //! The memfd is made as segment memfds are (`memfd::sealed_memfd`: mode 0600, owned by the
 //! daemon's user, sealed against shrinking and growing), [`uipc::ipc::keytable::MAPPING_BYTES`]
 //! long (pages are allocated only where a slot or an entry is written): the semaphore arena's
-//! slots, then at [`uipc::ipc::keytable::OFFSET`] the key table. The protocols on it are the
-//! engine's (`uipc::ipc::sem::fast` and `uipc::ipc::keytable`, ARCHITECTURE.md "The semaphore
-//! fast path" and "The key table"). It is made
+//! slots, then at [`uipc::ipc::keytable::OFFSET`] the key table, then at
+//! [`uipc::ipc::msg::fast::OFFSET`] the message queue region. The protocols on it are the
+//! engine's (`uipc::ipc::sem::fast`, `uipc::ipc::keytable` and `uipc::ipc::msg::fast`,
+//! ARCHITECTURE.md "The semaphore fast path", "The key table" and "The message queue fast
+//! path"). It is made
 //! only for a `uipc run`'s private daemon without `UIPC_FASTPATH=0`; the daemon never trusts
 //! what clients write there (values taken back are clamped to SEMVMX).
 //!
@@ -17,6 +19,7 @@
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::sync::Arc;
 use uipc::ipc::keytable::{writer::KeyTable, MAPPING_BYTES, OFFSET};
+use uipc::ipc::msg::fast::owner::MsgArena;
 use uipc::ipc::sem::fast::{map_arena, owner::SemArena, ARENA_BYTES};
 use uipc::locks::lease::{map_leases, Leases, LEASE_BYTES};
 
@@ -58,21 +61,40 @@ fn mapped_memfd(
     Some((Arc::new(Mapping { fd, ptr, len }), ptr))
 }
 
-/// A new arena and key table on one memfd, or `None` if the memory cannot be had (the
-/// namespace then runs without either).
-pub fn new_arena() -> Option<(Arc<SemArena>, Arc<KeyTable>)> {
+/// The fast path's shared memory of one namespace: the semaphore arena, the key table and the
+/// message queue region, on one memfd.
+pub struct Fast {
+    pub sem: Arc<SemArena>,
+    pub keys: Arc<KeyTable>,
+    pub msg: Arc<MsgArena>,
+}
+
+/// A new arena, key table and message region on one memfd, or `None` if the memory cannot be
+/// had (the namespace then runs without any).
+pub fn new_arena() -> Option<Fast> {
     let (keep, ptr) = mapped_memfd(c"uipc-sem-arena", MAPPING_BYTES, map_arena)?;
     // SAFETY: a fresh page-aligned mapping of MAPPING_BYTES zeroed bytes, kept mapped by `keep`
     // for the arena's life; clients use it only through atomics. The arena takes the first
     // ARENA_BYTES, the table the rest.
     let arena = unsafe { SemArena::from_raw(ptr.cast(), ARENA_BYTES, Box::new(keep.clone())) };
-    // SAFETY: as above; OFFSET + TABLE_BYTES = MAPPING_BYTES, and OFFSET is a multiple of 8.
-    let table = unsafe { KeyTable::from_raw(ptr.cast::<u8>().add(OFFSET), Box::new(keep)) };
+    // SAFETY: as above; the table is TABLE_BYTES at OFFSET (a multiple of 8), within the mapping.
+    let table = unsafe { KeyTable::from_raw(ptr.cast::<u8>().add(OFFSET), Box::new(keep.clone())) };
+    // SAFETY: as above; the region is the last REGION_BYTES of the mapping, at a multiple of 8.
+    let msg = unsafe {
+        MsgArena::from_raw(
+            ptr.cast::<u8>().add(uipc::ipc::msg::fast::OFFSET),
+            Box::new(keep),
+        )
+    };
     // Clients answer from the table only in the daemon's user namespace (0 if unknown: never).
     let userns = std::fs::metadata("/proc/self/ns/user")
         .map_or(0, |m| std::os::unix::fs::MetadataExt::ino(&m));
     table.set_user_ns(userns);
-    Some((Arc::new(arena), Arc::new(table)))
+    Some(Fast {
+        sem: Arc::new(arena),
+        keys: Arc::new(table),
+        msg: Arc::new(msg),
+    })
 }
 
 /// A file lock lease area (`uipc::locks::lease`) on a memfd of its own, or `None` if the

@@ -55,14 +55,12 @@ pub struct Namespaces {
 /// arena and a key table (`crate::arena`) if `fast` and they can be made: the daemon's first namespace and every
 /// one made later are made alike.
 pub fn engine_namespace(backing: &Arc<MemfdBacking>, fast: bool) -> IpcNamespace {
-    let (sem_arena, key_table) = fast
-        .then(crate::arena::new_arena)
-        .flatten()
-        .map_or((None, None), |(a, k)| (Some(a), Some(k)));
+    let f = fast.then(crate::arena::new_arena).flatten();
     IpcNamespace::with_options(NamespaceOptions {
         shm_backing: Some(backing.clone()),
-        sem_arena,
-        key_table,
+        sem_arena: f.as_ref().map(|f| f.sem.clone()),
+        msg_arena: f.as_ref().map(|f| f.msg.clone()),
+        key_table: f.map(|f| f.keys),
         ..Default::default()
     })
 }

@@ -26,6 +26,8 @@ pub struct NamespaceOptions {
     pub shm_backing: Option<Arc<dyn shm::ShmBacking>>,
     /// The semaphore fast path's arena (`None`: every call through the engine alone).
     pub sem_arena: Option<Arc<sem::fast::owner::SemArena>>,
+    /// The message queue fast path's region (`None`: every call through the engine alone).
+    pub msg_arena: Option<Arc<msg::fast::owner::MsgArena>>,
     /// The key table (`None`: every `*get` through the engine alone). Its keys are this
     /// namespace's from its creation on, so it must be new.
     pub key_table: Option<Arc<super::keytable::writer::KeyTable>>,
@@ -38,6 +40,7 @@ impl Default for NamespaceOptions {
             clock: Arc::new(SystemClock),
             shm_backing: None,
             sem_arena: None,
+            msg_arena: None,
             key_table: None,
         }
     }
@@ -153,10 +156,13 @@ impl IpcNamespace {
             clock: opts.clock,
             layout,
             sem: sem::SemIds::new(layout, opts.sem_arena),
-            msg: msg::MsgIds::new(layout),
+            msg: msg::MsgIds::new(layout, opts.msg_arena),
             shm: shm::ShmIds::new(layout, opts.shm_backing),
             key_table: opts.key_table,
         };
+        if let Some(a) = &ns.msg.arena {
+            a.set_msgmax(ns.limits.msgmax());
+        }
         if let Some(t) = &ns.key_table {
             use super::keytable::{writer::KeyRegion, Kind};
             t.set_semmsl(ns.limits.semmsl());
@@ -228,6 +234,16 @@ impl IpcNamespace {
                 let semmsl = self.limits.semmsl();
                 t.set_semmsl(semmsl);
                 if self.limits.semmsl() == semmsl {
+                    break;
+                }
+            }
+        }
+        if let (Sysctl::MsgMax, Some(a)) = (which, &self.msg.arena) {
+            // msgsnd's first check reads it from the region: as `semmsl` above.
+            loop {
+                let msgmax = self.limits.msgmax();
+                a.set_msgmax(msgmax);
+                if self.limits.msgmax() == msgmax {
                     break;
                 }
             }
@@ -311,6 +327,7 @@ impl IpcNamespace {
     /// Process exit (the last thread of `tgid`): applies its SEM_UNDO list, detaches its
     /// segments and applies the orphan rules, as Linux's `exit_sem` and `exit_shm`.
     pub fn process_exit(&self, tgid: i32) {
+        self.msg_fast_holder_gone(tgid);
         let _fast = self.sem_fast_exit(tgid);
         let tgid = Tgid::new(tgid);
         self.sem_process_exit(tgid);
@@ -333,6 +350,7 @@ impl IpcNamespace {
 
     /// Execve: SEM_UNDO is kept; attachments are detached.
     pub fn process_exec(&self, tgid: i32) {
+        self.msg_fast_holder_gone(tgid);
         // The exec killed the process's other threads: one asleep on the semaphore fast path
         // has its operation withdrawn, as their exit does on Linux (the adjustments it holds
         // go into the engine, not applied: exec keeps them).

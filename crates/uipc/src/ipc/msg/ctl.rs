@@ -69,6 +69,17 @@ impl IpcNamespace {
         if msqid < 0 || cmd < 0 {
             return Err(Errno::EINVAL);
         }
+        // The fast path's queues come back into the engine first (MSG_INFO's totals count
+        // every queue's messages; MSG_STAT names an index).
+        let _inside = match cmd {
+            MSG_INFO => self.msg_fast_enter_all(),
+            IPC_INFO => Vec::new(),
+            MSG_STAT | MSG_STAT_ANY => {
+                let reg = &self.msg.registry;
+                vec![self.msg_fast_enter_index(reg.layout().idx(IpcId::new(msqid)).get())]
+            }
+            _ => vec![self.msg_fast_enter(msqid)],
+        };
         let id = IpcId::new(msqid);
         match cmd {
             IPC_INFO | MSG_INFO => Ok(self.msgctl_info(cmd)),

@@ -33,6 +33,8 @@
 //!   carrying IPC_64 is EINVAL.
 
 pub mod ctl;
+pub mod fast;
+mod fast_inside;
 pub mod ops;
 mod parked;
 pub(crate) mod store;
@@ -156,14 +158,17 @@ pub struct MsgIds {
     pub(crate) total_messages: AtomicI64,
     /// Bytes queued in all queues (`percpu_msg_bytes`).
     pub(crate) total_bytes: AtomicI64,
+    /// The fast path's region, if the embedder gave one (`fast`).
+    pub(crate) arena: Option<Arc<fast::owner::MsgArena>>,
 }
 
 impl MsgIds {
-    pub(crate) fn new(layout: IdLayout) -> MsgIds {
+    pub(crate) fn new(layout: IdLayout, arena: Option<Arc<fast::owner::MsgArena>>) -> MsgIds {
         MsgIds {
             registry: Registry::new(layout),
             total_messages: AtomicI64::new(0),
             total_bytes: AtomicI64::new(0),
+            arena,
         }
     }
 
@@ -221,6 +226,7 @@ impl IpcNamespace {
 
     /// `/proc/sysvipc/msg`: header, then one row per queue in increasing index order.
     pub fn proc_sysvipc_msg(&self) -> String {
+        let _inside = self.msg_fast_enter_all();
         let mut out = String::from(PROC_HEADER);
         for q in self.msg.registry.snapshot() {
             let st = q.lock();

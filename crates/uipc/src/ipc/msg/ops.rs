@@ -100,6 +100,7 @@ impl IpcNamespace {
         if mtype < 1 {
             return Progress::Done(Err(Errno::EINVAL));
         }
+        let _inside = self.msg_fast_enter(msqid);
         let q = match self.msg.registry.lookup(IpcId::new(msqid)) {
             Ok(q) => q,
             Err(e) => return Progress::Done(Err(e)),
@@ -232,6 +233,7 @@ impl IpcNamespace {
             selector: Selector::from_call(msgtyp, copy, flags & MSG_EXCEPT != 0),
             copy_cap: maxsize.min(i64::from(self.limits.msgmax())),
         };
+        let _inside = self.msg_fast_enter(msqid);
         let q = match self.msg.registry.lookup(IpcId::new(msqid)) {
             Ok(q) => q,
             Err(e) => return Progress::Done(Err(e)),

@@ -87,6 +87,8 @@ impl ParkedMsgsnd {
     /// Woken: leave the list (the waker took this sender out already, unless it raced an
     /// abort) and, unless `interrupted`, run the attempt again under the same lock.
     fn retry(self, ns: &IpcNamespace, interrupted: bool) -> Progress<(), ParkedMsgsnd> {
+        // The queue may have been published since the waker took this sender out.
+        let _inside = ns.msg_fast_enter(self.q.header.id().get());
         let mut st = self.q.lock();
         st.senders.retain(|s| !Arc::ptr_eq(&s.waiter, &self.waiter));
         if interrupted {
@@ -205,6 +207,7 @@ impl ParkedMsgrcv {
                 Progress::Done(Err(Errno::EINTR))
             }
             Some(RecvWake::Retry) | None => {
+                let _inside = ns.msg_fast_enter(self.q.header.id().get());
                 match ns.msgrcv_once(&self.q, &self.cred, &self.args, &self.park) {
                     Ok(RecvStep::Got(m)) => Progress::Done(Ok(m)),
                     Ok(RecvStep::Queued(w)) => Progress::Parked(ParkedMsgrcv::new(

@@ -171,6 +171,18 @@ impl MessageStore {
         Some(msg)
     }
 
+    /// The messages in arrival order.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = &Message> {
+        self.messages.values()
+    }
+
+    /// Removes every message and returns them in arrival order (the fast path's publish).
+    pub(crate) fn take_all(&mut self) -> Vec<Message> {
+        self.by_type.clear();
+        self.heads.clear();
+        std::mem::take(&mut self.messages).into_values().collect()
+    }
+
     /// Removes every message (queue removal), returning (count, bytes).
     pub(crate) fn clear(&mut self) -> (u64, u64) {
         let count = self.messages.len() as u64;

@@ -1,0 +1,135 @@
+//! The ring of a slot: records, the counters that say where they are, and the selection of
+//! msgrcv's modes over them. Everything here reads memory clients can write: positions and
+//! lengths are bounded before use, and a record that does not fit ends the walk.
+
+use super::{CBYTES, DATA_WORDS, HEAD, LRPID, LSPID, META, META_WORDS, QNUM, RTIME, STIME, TAIL};
+use crate::ipc::msg::store::Selector;
+use crate::sync::{AtomicU64, Ordering::Relaxed};
+
+/// Words a message of `len` bytes takes in the ring.
+pub(crate) const fn record_words(len: usize) -> usize {
+    2 + len.div_ceil(8)
+}
+
+/// The ring's words from position `pos` on, `n` of them: at most two pieces (it wraps).
+pub(crate) fn pieces(data: &[AtomicU64], pos: u64, n: usize) -> (&[AtomicU64], &[AtomicU64]) {
+    let start = (pos % DATA_WORDS as u64) as usize;
+    let first = n.min(DATA_WORDS - start);
+    (&data[start..start + first], &data[..n - first])
+}
+
+/// The counters of one copy.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Meta {
+    pub(crate) head: u64,
+    pub(crate) tail: u64,
+    pub(crate) qnum: u64,
+    pub(crate) cbytes: u64,
+    pub(crate) lspid: u64,
+    pub(crate) lrpid: u64,
+    pub(crate) stime: u64,
+    pub(crate) rtime: u64,
+}
+
+impl Meta {
+    pub(crate) fn load(slot: &[AtomicU64], copy: usize) -> Meta {
+        let m = &slot[META[copy]..META[copy] + META_WORDS];
+        Meta {
+            head: m[HEAD].load(Relaxed),
+            tail: m[TAIL].load(Relaxed),
+            qnum: m[QNUM].load(Relaxed),
+            cbytes: m[CBYTES].load(Relaxed),
+            lspid: m[LSPID].load(Relaxed),
+            lrpid: m[LRPID].load(Relaxed),
+            stime: m[STIME].load(Relaxed),
+            rtime: m[RTIME].load(Relaxed),
+        }
+    }
+
+    /// Written with Relaxed stores: the commit's CAS (or the daemon's Release store of
+    /// `LOCK`) publishes them.
+    pub(crate) fn store(&self, slot: &[AtomicU64], copy: usize) {
+        let m = &slot[META[copy]..META[copy] + META_WORDS];
+        m[HEAD].store(self.head, Relaxed);
+        m[TAIL].store(self.tail, Relaxed);
+        m[QNUM].store(self.qnum, Relaxed);
+        m[CBYTES].store(self.cbytes, Relaxed);
+        m[LSPID].store(self.lspid, Relaxed);
+        m[LRPID].store(self.lrpid, Relaxed);
+        m[STIME].store(self.stime, Relaxed);
+        m[RTIME].store(self.rtime, Relaxed);
+    }
+
+    /// Whether the counters can describe a ring (clients can write anything here).
+    pub(crate) fn sane(&self) -> bool {
+        self.tail >= self.head
+            && self.tail - self.head <= DATA_WORDS as u64
+            && self.qnum <= DATA_WORDS as u64
+    }
+}
+
+/// A record of the ring: its position, type and length.
+#[derive(Clone, Copy)]
+pub(crate) struct Record {
+    pub(crate) pos: u64,
+    pub(crate) mtype: i64,
+    pub(crate) len: usize,
+}
+
+/// The records between `m.head` and `m.tail`, in order, until one does not fit (`None` for
+/// the rest: the caller treats the ring as damaged).
+pub(crate) fn records<'d>(
+    data: &'d [AtomicU64],
+    m: &Meta,
+) -> impl Iterator<Item = Option<Record>> + 'd {
+    let (mut pos, tail, mut left) = (m.head, m.tail, m.qnum);
+    let mut broken = false;
+    std::iter::from_fn(move || {
+        if broken || left == 0 {
+            return None;
+        }
+        left -= 1;
+        let (a, b) = pieces(data, pos, 2);
+        let word = |i: usize| a.get(i).unwrap_or_else(|| &b[i - a.len()]).load(Relaxed);
+        let (mtype, len) = (word(0) as i64, word(1));
+        let end = usize::try_from(len)
+            .ok()
+            .filter(|&l| l <= DATA_WORDS * 8)
+            .map(|l| pos.saturating_add(record_words(l) as u64));
+        match end {
+            Some(end) if end <= tail => {
+                let r = Record {
+                    pos,
+                    mtype,
+                    len: len as usize,
+                };
+                pos = end;
+                Some(Some(r))
+            }
+            _ => {
+                broken = true;
+                Some(None)
+            }
+        }
+    })
+}
+
+/// Linux's `find_msg` over the ring: `Some(Some(record))` selected, `Some(None)` nothing
+/// matches, `None` a damaged ring.
+pub(super) fn select(data: &[AtomicU64], m: &Meta, sel: Selector) -> Option<Option<Record>> {
+    let mut found = None;
+    for r in records(data, m) {
+        let r = r?;
+        match sel {
+            Selector::LessEqual(bound) => {
+                let better = found.is_none_or(|f: Record| r.mtype < f.mtype);
+                if r.mtype <= bound && better {
+                    found = Some(r);
+                }
+            }
+            other if other.matches(r.mtype) => return Some(Some(r)),
+            _ => {}
+        }
+    }
+    Some(found)
+}
