@@ -43,7 +43,7 @@ tests=(msg_sem_exchange sem_undo_kill shm_share shm_remap shm_rdonly_segv semop_
     timer_ids_exec timer_overrun timer_ignored vfork_spawn unseen_children handler_ipc ipc_no_malloc handler_altstack
     timer_handler signal_kinds
     timer_no_malloc undo_after_reap "load 64 100" sem_fast "sem_fast_chaos 1500"
-    "sem_fast_chaos 2000 undo" key_fast sem_sleep msg_fast)
+    "sem_fast_chaos 2000 undo" key_fast sem_sleep msg_fast "msg_fast_chaos 1500")
 # Linux's process model (privilege drops, exec, orphans, /proc views, IPC and pid namespaces):
 # run under uipc run --locks --timers.
 process_tests=(priv_drop ident_per_call orphan_reap exec_env_keep proc_sysctl ipc_ns pid_ns)
@@ -147,6 +147,7 @@ if [ "$(id -u)" = 0 ]; then
         UIPC_FASTPATH=0 timeout 60 "$uipc" run -- "$out/key_fast"
         # Message queue calls served in the process (msg_fast makes over 2000 in its loops).
         UIPC_FASTPATH=0 timeout 120 "$uipc" run -- "$out/msg_fast"
+        UIPC_FASTPATH=0 timeout 120 "$uipc" run -- "$out/msg_fast_chaos" 300
         UIPC_FASTPATH_STATS=1 timeout 120 "$uipc" run -- "$out/msg_fast" 2> "$out/msgfast.err"
         served=$(awk "/^uipc fastpath: [0-9]+ calls\$/ { n += \$3 } END { print n + 0 }" "$out/msgfast.err")
         [ "${served:-0}" -ge 2000 ] || { echo "msg fast path served ${served:-0} calls" >&2; exit 1; }
