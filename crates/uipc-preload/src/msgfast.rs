@@ -35,7 +35,8 @@ pub fn msgsnd(msqid: i32, msgp: usize, msgsz: usize, msgflg: i32) -> Option<Resu
     let mut fill = |a: &[AtomicU64], b: &[AtomicU64]| {
         let first = bytes_of(a, msgsz);
         let second = bytes_of(b, msgsz - first.1);
-        copy_in_pieces(text, &[first, second]).is_ok()
+        // SAFETY: the ring words after the queue's tail, which only this holder writes.
+        unsafe { copy_in_pieces(text, &[first, second]) }.is_ok()
     };
     match view.msgsnd(msqid, mtype, msgsz, msgflg, &me, &mut fill) {
         Fast::Done(r) => {
@@ -60,14 +61,10 @@ pub fn msgrcv(
         let mtype = mtype.to_le_bytes();
         let first = bytes_of(a, n);
         let second = bytes_of(b, n - first.1);
-        copy_out_pieces(
-            msgp,
-            &[
-                (mtype.as_ptr(), 8),
-                (first.0.cast_const(), first.1),
-                (second.0.cast_const(), second.1),
-            ],
-        )
+        let pieces = [(mtype.as_ptr().cast_mut(), 8), first, second];
+        // SAFETY: `mtype` on our stack and the message's ring words, which nobody writes while
+        // we hold the slot.
+        unsafe { copy_out_pieces(msgp, &pieces) }
     };
     match view.msgrcv(msqid, maxsize, msgtyp, msgflg, &me, &mut deliver) {
         Fast::Done(r) => {

@@ -197,94 +197,59 @@ unsafe fn vm_copy(dir: Dir, local: &[libc::iovec], addr: usize) -> Result<(), Er
 
 /// Fills the local pieces (pointer, length) in order from the caller's `addr` onwards, in one
 /// system call (msgsnd's text into the fast path's ring).
-pub fn copy_in_pieces(addr: usize, pieces: &[(*mut u8, usize)]) -> Result<(), Errno> {
-    let len: usize = pieces.iter().map(|p| p.1).sum();
-    if len == 0 {
-        return Ok(());
-    }
-    if addr == 0 || addr.checked_add(len).is_none() {
-        return Err(Errno::EFAULT);
-    }
-    if in_main_stack(addr, len) {
-        let mut at = addr;
-        for &(p, n) in pieces {
-            for i in 0..n {
-                // SAFETY: the source byte lies in the main stack's mapping (module doc); the
-                // destination is one of the caller's `n` writable bytes at `p`.
-                unsafe {
-                    p.add(i)
-                        .write_volatile(std::ptr::read_volatile((at + i) as *const u8))
-                };
-            }
-            at += n;
-        }
-        return Ok(());
-    }
-    let local = [pieces.first(), pieces.get(1)].map(|p| {
-        let (base, n) = p.copied().unwrap_or((std::ptr::null_mut(), 0));
-        libc::iovec {
-            iov_base: base.cast(),
-            iov_len: n,
-        }
-    });
-    let count = pieces.len().min(2) as libc::c_ulong;
-    let remote = libc::iovec {
-        iov_base: addr as *mut _,
-        iov_len: local.iter().map(|v| v.iov_len).sum(),
-    };
-    // SAFETY: the local pieces are the caller's live, writable buffers; the kernel checks
-    // `remote`.
-    let n = unsafe {
-        libc::process_vm_readv(crate::vfork::pid(), local.as_ptr(), count, &remote, 1, 0)
-    };
-    if n == remote.iov_len as isize {
-        Ok(())
-    } else {
-        Err(Errno::EFAULT)
-    }
+///
+/// # Safety
+/// Each piece must be a live buffer of its length, writable, that nothing else accesses.
+pub unsafe fn copy_in_pieces(addr: usize, pieces: &[(*mut u8, usize)]) -> Result<(), Errno> {
+    pieces_copy(Dir::In, addr, pieces)
 }
 
 /// Copies the local pieces (pointer, length) in order to the caller's `addr` onwards, in one
 /// system call (msgrcv's type and text out of the fast path's ring); EFAULT if any byte
 /// cannot be written.
-pub fn copy_out_pieces(addr: usize, pieces: &[(*const u8, usize)]) -> Result<(), Errno> {
+///
+/// # Safety
+/// Each piece must be a live buffer of its length, readable.
+pub unsafe fn copy_out_pieces(addr: usize, pieces: &[(*mut u8, usize)]) -> Result<(), Errno> {
+    pieces_copy(Dir::Out, addr, pieces)
+}
+
+/// At most three pieces, as [`copy_in_pieces`] and [`copy_out_pieces`] take them (and their
+/// contracts).
+fn pieces_copy(dir: Dir, addr: usize, pieces: &[(*mut u8, usize)]) -> Result<(), Errno> {
     let len: usize = pieces.iter().map(|p| p.1).sum();
-    if addr == 0 || addr.checked_add(len).is_none() {
+    if addr.checked_add(len).is_none() {
         return Err(Errno::EFAULT);
     }
-    if in_main_stack(addr, len) {
-        let mut at = addr;
-        for &(p, n) in pieces {
-            for i in 0..n {
-                // SAFETY: the destination lies in the main stack's mapping (module doc); the
-                // source is one of the caller's `n` readable bytes at `p`.
-                unsafe { ((at + i) as *mut u8).write_volatile(p.add(i).read_volatile()) };
+    match route(addr, len)? {
+        Route::Nothing => Ok(()),
+        Route::Stack => {
+            let mut at = addr;
+            for &(p, n) in pieces {
+                for i in 0..n {
+                    let user = (at + i) as *mut u8;
+                    // SAFETY: `user` lies in the main stack's mapping as the constructor found
+                    // it, which stays mapped, readable and writable (module doc); `p` is one of
+                    // the caller's `n` bytes (the contract). Volatile, as the kernel's copy.
+                    unsafe {
+                        match dir {
+                            Dir::In => p.add(i).write_volatile(user.read_volatile()),
+                            Dir::Out => user.write_volatile(p.add(i).read_volatile()),
+                        }
+                    }
+                }
+                at += n;
             }
-            at += n;
+            Ok(())
         }
-        return Ok(());
-    }
-    let mut local = [libc::iovec {
-        iov_base: std::ptr::null_mut(),
-        iov_len: 0,
-    }; 3];
-    for (v, &(p, n)) in local.iter_mut().zip(pieces) {
-        v.iov_base = p as *mut _;
-        v.iov_len = n;
-    }
-    let count = pieces.len().min(3) as libc::c_ulong;
-    let remote = libc::iovec {
-        iov_base: addr as *mut _,
-        iov_len: local.iter().map(|v| v.iov_len).sum(),
-    };
-    // SAFETY: the local pieces are the caller's live buffers; the kernel checks `remote`.
-    let n = unsafe {
-        libc::process_vm_writev(crate::vfork::pid(), local.as_ptr(), count, &remote, 1, 0)
-    };
-    if n == remote.iov_len as isize {
-        Ok(())
-    } else {
-        Err(Errno::EFAULT)
+        Route::Kernel => {
+            let mut local = [iovec(std::ptr::null_mut(), 0); 3];
+            for (v, &(p, n)) in local.iter_mut().zip(pieces) {
+                *v = iovec(p, n);
+            }
+            // SAFETY: the pieces are live buffers (the contract), writable for `In`.
+            unsafe { vm_copy(dir, &local[..pieces.len().min(3)], addr) }
+        }
     }
 }
 
