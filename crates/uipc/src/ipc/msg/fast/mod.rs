@@ -34,7 +34,7 @@ mod tests;
 use super::store::Selector;
 use crate::errno::Errno;
 use crate::ipc::consts::{IPC_NOWAIT, MSG_COPY, MSG_EXCEPT, MSG_NOERROR};
-use crate::ipc::sem::fast::{Caller, Fast};
+use crate::ipc::sem::fast::{grants, Caller, Fast};
 use crate::sync::{AtomicU64, Ordering::AcqRel, Ordering::Acquire, Ordering::Relaxed};
 use ring::select;
 pub(crate) use ring::{pieces, record_words};
@@ -216,19 +216,8 @@ impl<'a> MsgView<'a> {
                 return None;
             }
             let mode = slot[MODE].load(Acquire) as u32;
-            let everyone = perm | perm << 3 | perm << 6;
-            if mode & everyone != everyone {
-                // Linux's ipcperms: the owner class decides for the owner or creator; any
-                // other caller (group, other, CAP_IPC_OWNER) is the daemon's to judge.
-                if (mode >> 6) & perm != perm {
-                    return None;
-                }
-                let euid = u64::from(who.euid());
-                let ids = slot[UID_GID].load(Acquire) & 0xffff_ffff;
-                let cids = slot[CUID_CGID].load(Acquire) & 0xffff_ffff;
-                if euid != ids && euid != cids {
-                    return None;
-                }
+            if !grants(mode, perm, &slot[UID_GID], &slot[CUID_CGID], who) {
+                return None;
             }
             let locked = l | LOCKED | (u64::from(who.pid()) & HOLDER_MASK) << HOLDER_SHIFT;
             // AcqRel: reads the last commit (its counters and ring), and the header checked

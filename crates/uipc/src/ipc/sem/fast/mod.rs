@@ -171,6 +171,30 @@ pub trait Caller {
     fn wake(&self, _word: &AtomicU64) {}
 }
 
+/// Whether a published object's `mode` grants `perm` (4 read, 2 write or alter) to the caller
+/// without the daemon's help: to everyone, or to the owner or creator (`uid_gid`, `cuid_cgid`:
+/// the id in bits 0-31) by the owner bits, by Linux's `ipcperms` (the owner class decides for
+/// them, whatever the groups). `false`: the daemon judges (groups, others, CAP_IPC_OWNER). The
+/// euid is asked for only when the mode does not grant everyone. The message fast path uses
+/// it too.
+pub(crate) fn grants(
+    mode: u32,
+    perm: u32,
+    uid_gid: &AtomicU64,
+    cuid_cgid: &AtomicU64,
+    who: &dyn Caller,
+) -> bool {
+    let everyone = perm | perm << 3 | perm << 6;
+    if mode & everyone == everyone {
+        return true;
+    }
+    if (mode >> 6) & perm != perm {
+        return false;
+    }
+    let euid = u64::from(who.euid());
+    euid == uid_gid.load(Acquire) & 0xffff_ffff || euid == cuid_cgid.load(Acquire) & 0xffff_ffff
+}
+
 /// A client's view of an arena: the words of every slot.
 pub struct ArenaView<'a> {
     words: &'a [AtomicU64],
@@ -229,20 +253,14 @@ impl<'a> ArenaView<'a> {
         if k as u64 >= mode_nsems >> 32 {
             return None;
         }
-        let mode = mode_nsems as u32;
-        let everyone = perm | perm << 3 | perm << 6;
-        if mode & everyone != everyone {
-            // Linux's ipcperms: the owner class decides for the owner or creator, whatever the
-            // groups; any other caller (group, other, CAP_IPC_OWNER) is the daemon's to judge.
-            if (mode >> 6) & perm != perm {
-                return None;
-            }
-            let euid = u64::from(who.euid());
-            let ids = slot[UID_GID].load(Acquire) & 0xffff_ffff;
-            let cids = slot[CUID_CGID].load(Acquire) & 0xffff_ffff;
-            if euid != ids && euid != cids {
-                return None;
-            }
+        if !grants(
+            mode_nsems as u32,
+            perm,
+            &slot[UID_GID],
+            &slot[CUID_CGID],
+            who,
+        ) {
+            return None;
         }
         Some(w)
     }
