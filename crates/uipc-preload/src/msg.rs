@@ -50,11 +50,12 @@ pub extern "C-unwind" fn msgsnd(
         return unsafe { libc::syscall(libc::SYS_msgsnd, msqid, msgp, msgsz, msgflg) } as c_int;
     }
     let msgp = msgp as usize;
-    if let Some(r) = crate::guarded(|| Ok(crate::msgfast::msgsnd(msqid, msgp, msgsz, msgflg)))
-        .ok()
-        .flatten()
+    if let Some(r) =
+        crate::guard::guarded(|| Ok(crate::msgfast::msgsnd(msqid, msgp, msgsz, msgflg)))
+            .ok()
+            .flatten()
     {
-        return crate::finish(r, crate::errno_now()) as c_int;
+        return crate::guard::finish(r, crate::guard::errno_now()) as c_int;
     }
     guard_blocking(move || {
         let carries_text = msgsz as u64 <= MAX_TEXT;
@@ -91,8 +92,8 @@ pub extern "C-unwind" fn msgrcv(
     }
     let msgp = msgp as usize;
     let fast = || Ok(crate::msgfast::msgrcv(msqid, msgp, msgsz, msgtyp, msgflg));
-    if let Some(r) = crate::guarded(fast).ok().flatten() {
-        return crate::finish(r, crate::errno_now()) as ssize_t;
+    if let Some(r) = crate::guard::guarded(fast).ok().flatten() {
+        return crate::guard::finish(r, crate::guard::errno_now()) as ssize_t;
     }
     let req = Request::Msgrcv {
         msqid,

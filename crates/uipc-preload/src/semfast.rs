@@ -262,7 +262,7 @@ fn grant(pid: i32, ns: u64) -> Option<()> {
     }
     if ARENA.load(Ordering::Acquire).is_null() || ARENA_INO.load(Ordering::Acquire) != st.st_ino {
         // The arena, then the key table; never unmapped (see the module doc).
-        let p = map_arena(fd.0)?;
+        let p = map_arena(fd.0, uipc::ipc::msg::fast::MAPPING_BYTES)?;
         ARENA.store(p.as_ptr(), Ordering::Release);
         ARENA_INO.store(st.st_ino, Ordering::Release);
     }

@@ -2,7 +2,7 @@
 //! by every client that asks (`Request::SemArena`).
 //!
 //! The memfd is made as segment memfds are (`memfd::sealed_memfd`: mode 0600, owned by the
-//! daemon's user, sealed against shrinking and growing), [`uipc::ipc::keytable::MAPPING_BYTES`]
+//! daemon's user, sealed against shrinking and growing), [`uipc::ipc::msg::fast::MAPPING_BYTES`]
 //! long (pages are allocated only where a slot or an entry is written): the semaphore arena's
 //! slots, then at [`uipc::ipc::keytable::OFFSET`] the key table, then at
 //! [`uipc::ipc::msg::fast::OFFSET`] the message queue region. The protocols on it are the
@@ -18,8 +18,9 @@
 
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::sync::Arc;
-use uipc::ipc::keytable::{writer::KeyTable, MAPPING_BYTES, OFFSET};
+use uipc::ipc::keytable::{writer::KeyTable, OFFSET};
 use uipc::ipc::msg::fast::owner::MsgArena;
+use uipc::ipc::msg::fast::MAPPING_BYTES;
 use uipc::ipc::sem::fast::{map_arena, owner::SemArena, ARENA_BYTES};
 use uipc::locks::lease::{map_leases, Leases, LEASE_BYTES};
 
@@ -72,7 +73,8 @@ pub struct Fast {
 /// A new arena, key table and message region on one memfd, or `None` if the memory cannot be
 /// had (the namespace then runs without any).
 pub fn new_arena() -> Option<Fast> {
-    let (keep, ptr) = mapped_memfd(c"uipc-sem-arena", MAPPING_BYTES, map_arena)?;
+    let map: fn(RawFd) -> _ = |fd| map_arena(fd, MAPPING_BYTES);
+    let (keep, ptr) = mapped_memfd(c"uipc-sem-arena", MAPPING_BYTES, map)?;
     // SAFETY: a fresh page-aligned mapping of MAPPING_BYTES zeroed bytes, kept mapped by `keep`
     // for the arena's life; clients use it only through atomics. The arena takes the first
     // ARENA_BYTES, the table the rest.

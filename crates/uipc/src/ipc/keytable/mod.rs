@@ -44,9 +44,9 @@ pub const TABLE_WORDS: usize = words_for(ENTRIES);
 pub const TABLE_BYTES: usize = TABLE_WORDS * 8;
 /// Where the table starts in the fast path's memfd: right after the semaphore arena.
 pub const OFFSET: usize = super::sem::fast::ARENA_BYTES;
-/// The length of the fast path's memfd: the semaphore arena, the key table, then the message
-/// queue region (`super::msg::fast::OFFSET`).
-pub const MAPPING_BYTES: usize = OFFSET + TABLE_BYTES + super::msg::fast::REGION_BYTES;
+/// Where the key table ends: the message queue region follows (`msg::fast::OFFSET`, whose
+/// `MAPPING_BYTES` is the whole memfd).
+pub const END: usize = OFFSET + TABLE_BYTES;
 
 /// Header: 1 while the namespace lives.
 pub(crate) const LIVE: usize = 0;

@@ -25,6 +25,7 @@
 
 pub mod owner;
 mod ring;
+pub use ring::DATA_WORDS;
 
 #[cfg(all(test, loom))]
 mod loom_models;
@@ -50,12 +51,6 @@ pub const MSG_SLOTS: usize = 1;
 pub const REGION_HEADER: usize = 8;
 /// Header and counter words of a slot.
 pub const SLOT_HEADER: usize = 32;
-/// Ring words of a slot.
-#[cfg(not(loom))]
-pub const DATA_WORDS: usize = 8192;
-/// Ring words of a slot under the model checker.
-#[cfg(loom)]
-pub const DATA_WORDS: usize = 8;
 /// Words of one slot.
 pub const SLOT_WORDS: usize = SLOT_HEADER + DATA_WORDS;
 /// Words of the whole region.
@@ -63,7 +58,9 @@ pub const REGION_WORDS: usize = REGION_HEADER + MSG_SLOTS * SLOT_WORDS;
 /// Bytes of the whole region.
 pub const REGION_BYTES: usize = REGION_WORDS * 8;
 /// Where the region starts in the fast path's memfd: right after the key table.
-pub const OFFSET: usize = crate::ipc::keytable::OFFSET + crate::ipc::keytable::TABLE_BYTES;
+pub const OFFSET: usize = crate::ipc::keytable::END;
+/// The length of the fast path's memfd: the semaphore arena, the key table, then this region.
+pub const MAPPING_BYTES: usize = OFFSET + REGION_BYTES;
 
 /// Region header: the namespace's msgmax.
 pub(crate) const MSGMAX: usize = 0;
@@ -80,20 +77,6 @@ pub(crate) const UID_GID: usize = 3;
 pub(crate) const CUID_CGID: usize = 4;
 /// Slot: msg_qbytes.
 pub(crate) const QBYTES: usize = 5;
-/// Slot: the two copies of the counters, at `META[0]` and `META[1]`.
-pub(crate) const META: [usize; 2] = [8, 16];
-/// Counter offsets within a copy.
-pub(crate) const HEAD: usize = 0;
-pub(crate) const TAIL: usize = 1;
-pub(crate) const QNUM: usize = 2;
-pub(crate) const CBYTES: usize = 3;
-pub(crate) const LSPID: usize = 4;
-pub(crate) const LRPID: usize = 5;
-pub(crate) const STIME: usize = 6;
-pub(crate) const RTIME: usize = 7;
-/// Counter words of a copy.
-pub(crate) const META_WORDS: usize = 8;
-
 /// `LOCK`: which copy of the counters is in force.
 pub const CUR: u64 = 1;
 /// `LOCK`: a client holds the slot.

@@ -2,9 +2,28 @@
 //! msgrcv's modes over them. Everything here reads memory clients can write: positions and
 //! lengths are bounded before use, and a record that does not fit ends the walk.
 
-use super::{CBYTES, DATA_WORDS, HEAD, LRPID, LSPID, META, META_WORDS, QNUM, RTIME, STIME, TAIL};
 use crate::ipc::msg::store::Selector;
 use crate::sync::{AtomicU64, Ordering::Relaxed};
+
+/// Ring words of a slot.
+#[cfg(not(loom))]
+pub const DATA_WORDS: usize = 8192;
+/// Ring words of a slot under the model checker.
+#[cfg(loom)]
+pub const DATA_WORDS: usize = 8;
+/// Slot: the two copies of the counters, at `META[0]` and `META[1]`.
+pub(crate) const META: [usize; 2] = [8, 16];
+/// Counter offsets within a copy.
+pub(crate) const HEAD: usize = 0;
+pub(crate) const TAIL: usize = 1;
+pub(crate) const QNUM: usize = 2;
+pub(crate) const CBYTES: usize = 3;
+pub(crate) const LSPID: usize = 4;
+pub(crate) const LRPID: usize = 5;
+pub(crate) const STIME: usize = 6;
+pub(crate) const RTIME: usize = 7;
+/// Counter words of a copy.
+pub(crate) const META_WORDS: usize = 8;
 
 /// Words a message of `len` bytes takes in the ring.
 pub(crate) const fn record_words(len: usize) -> usize {

@@ -93,12 +93,12 @@ pub(crate) const EPOCH_SHIFT: u32 = 40;
 /// The epoch's bits.
 pub const EPOCH_MASK: u64 = (1 << 24) - 1;
 
-/// Maps the whole arena memfd `fd` ([`crate::ipc::keytable::MAPPING_BYTES`]: the arena's
-/// [`ARENA_BYTES`], then the key table), shared and read-write, at an address of the kernel's
-/// choice: the daemon's mapping and each client's. `None` if the kernel refuses. The caller
-/// owns the mapping (`munmap` of `MAPPING_BYTES` ends it).
-pub fn map_arena(fd: std::os::fd::RawFd) -> Option<std::ptr::NonNull<AtomicU64>> {
-    crate::ipc::shared_words::map_words(fd, crate::ipc::keytable::MAPPING_BYTES)
+/// Maps the whole arena memfd `fd`, `len` bytes (`msg::fast::MAPPING_BYTES`: the arena's
+/// [`ARENA_BYTES`], the key table, the message queue region), shared and read-write, at an
+/// address of the kernel's choice: the daemon's mapping and each client's. `None` if the
+/// kernel refuses. The caller owns the mapping (`munmap` of `len` bytes ends it).
+pub fn map_arena(fd: std::os::fd::RawFd, len: usize) -> Option<std::ptr::NonNull<AtomicU64>> {
+    crate::ipc::shared_words::map_words(fd, len)
 }
 
 /// How many times a client retries a CAS that lost to another client before it asks the daemon.
