@@ -7,7 +7,7 @@
 //! Layout ([`REGION_WORDS`] `AtomicU64`s, after the key table in the fast path's memfd):
 //! [`REGION_HEADER`] words (`MSGMAX`), then [`MSG_SLOTS`] slots of [`SLOT_WORDS`] words, the
 //! queue of index `i` in slot `i % MSG_SLOTS`. A slot: `LOCK`, `IDENT`, `MODE`, `UID_GID`,
-//! `CUID_CGID`, `QBYTES`, two copies of the queue's counters ([`META`], `HEAD`, `TAIL`, `QNUM`,
+//! `CUID_CGID`, `QBYTES`, two copies of the queue's counters (`META`: `HEAD`, `TAIL`, `QNUM`,
 //! `CBYTES`, `LSPID`, `LRPID`, `STIME`, `RTIME`; `LOCK`'s [`CUR`] bit says which one is in
 //! force), then [`DATA_WORDS`] words of ring. A message in the ring is a record of words at
 //! ring positions `p, p+1, ...` (modulo `DATA_WORDS`): its type, its length in bytes, then its

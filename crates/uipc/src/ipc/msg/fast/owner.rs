@@ -3,8 +3,8 @@
 //!
 //! [`MsgArena`] keeps, per slot, which queue is published there, the slot's epoch and how many
 //! engine calls are inside it, under one mutex per slot (lock order: a slot's mutex, then the
-//! registry and the queue's lock; no call holds two slots' mutexes). [`take_back`] makes a
-//! published slot SLOW and reads the queue out of it; [`publish`] writes one in, only while
+//! registry and the queue's lock; no call holds two slots' mutexes). `take_back` makes a
+//! published slot SLOW and reads the queue out of it; `publish` writes one in, only while
 //! no client holds the slot. The engine calls around them are in `inside`.
 
 use super::{
