@@ -97,6 +97,7 @@ pub const EPOCH_MASK: u64 = (1 << 24) - 1;
 /// [`ARENA_BYTES`], the key table, the message queue region), shared and read-write, at an
 /// address of the kernel's choice: the daemon's mapping and each client's. `None` if the
 /// kernel refuses. The caller owns the mapping (`munmap` of `len` bytes ends it).
+#[cfg(not(loom))]
 pub fn map_arena(fd: std::os::fd::RawFd, len: usize) -> Option<std::ptr::NonNull<AtomicU64>> {
     crate::ipc::shared_words::map_words(fd, len)
 }
