@@ -28,9 +28,9 @@ if cargo tree -q -p uipc-cli --no-default-features -e normal | grep -E 'plotters
     exit 1
 fi
 
-echo "== loom models (modules named loom_models, and tests/loom_*.rs)"
+echo "== loom models (modules named loom_*, and tests/loom_*.rs)"
 loom_run() { RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom "$@"; }
-loom_run cargo test -p uipc --profile release-tests --lib loom_models
+loom_run cargo test -p uipc --profile release-tests --lib loom_
 loom_run cargo test -p uipc --profile release-tests --test 'loom_*'
 
 echo "== uipc conform (short differential runs against the host kernel)"

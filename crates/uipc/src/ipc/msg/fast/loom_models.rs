@@ -10,23 +10,9 @@
 use super::owner::{publish, take_back, MsgArena, Published, Snapshot};
 use super::MsgView;
 use crate::ipc::perm::IpcPerm;
-use crate::ipc::sem::fast::{Caller, Fast};
+use crate::ipc::sem::fast::{Caller, Fast, TestCaller as Who};
 use crate::sync::{AtomicU64, Ordering::Relaxed};
 use loom::sync::Arc;
-
-struct Who(u32);
-
-impl Caller for Who {
-    fn pid(&self) -> u32 {
-        self.0
-    }
-    fn euid(&self) -> u32 {
-        0
-    }
-    fn now(&self) -> i64 {
-        100
-    }
-}
 
 /// A region with queue 0 published holding `messages`.
 fn region(messages: Vec<(i64, Vec<u8>)>) -> Arc<MsgArena> {

@@ -6,25 +6,11 @@ use super::owner::MsgArena;
 use super::{MsgView, LOCK, LOCKED, MSG_SLOTS, REGION_HEADER, SLOT_WORDS};
 use crate::ipc::consts::*;
 use crate::ipc::msg::{MsgctlArg, MsgctlOut, MsqidDs};
-use crate::ipc::sem::fast::{Caller, Fast};
+use crate::ipc::sem::fast::{Fast, TestCaller as Who};
 use crate::ipc::{IpcNamespace, NamespaceOptions};
 use crate::sync::{AtomicU64, Ordering::Relaxed};
 use crate::{Cred, Errno, WaitCtx};
 use std::sync::Arc;
-
-struct Who(u32);
-
-impl Caller for Who {
-    fn pid(&self) -> u32 {
-        self.0
-    }
-    fn euid(&self) -> u32 {
-        0
-    }
-    fn now(&self) -> i64 {
-        1_700_000_000
-    }
-}
 
 fn setup() -> (Arc<IpcNamespace>, Arc<MsgArena>, i32) {
     let arena = Arc::new(MsgArena::owned());

@@ -11,27 +11,13 @@
 use super::adopt::finish;
 use super::owner::{publish, take_back, Published};
 use super::sleep::{free, record, state_of, ADOPTED, FREE, SLEEPER};
-use super::{ArenaView, Caller, Cancel, Fast, Sleep, Wait, SLOT_WORDS};
+use super::{ArenaView, Caller, Cancel, Fast, Sleep, TestCaller as Pid, Wait, SLOT_WORDS};
 use crate::errno::Errno;
 use crate::ipc::consts::GETVAL;
 use crate::ipc::perm::IpcPerm;
 use crate::ipc::sem::Sembuf;
 use crate::sync::{AtomicU64, Ordering::Acquire};
 use loom::sync::Arc;
-
-struct Pid(u32);
-
-impl Caller for Pid {
-    fn pid(&self) -> u32 {
-        self.0
-    }
-    fn euid(&self) -> u32 {
-        0
-    }
-    fn now(&self) -> i64 {
-        100
-    }
-}
 
 /// A slot with set 0 of one semaphore of `value` published (epoch 1), record FREE.
 fn slot_with(value: i32) -> Arc<Vec<AtomicU64>> {

@@ -172,6 +172,30 @@ pub trait Caller {
     fn wake(&self, _word: &AtomicU64) {}
 }
 
+/// The caller of the fast paths' tests and loom models: root with pid `.0`, at
+/// [`TestCaller::NOW`].
+#[cfg(test)]
+pub(crate) struct TestCaller(pub u32);
+
+#[cfg(test)]
+impl TestCaller {
+    /// The CLOCK_REALTIME seconds every test call reports.
+    pub(crate) const NOW: i64 = 1_700_000_000;
+}
+
+#[cfg(test)]
+impl Caller for TestCaller {
+    fn pid(&self) -> u32 {
+        self.0
+    }
+    fn euid(&self) -> u32 {
+        0
+    }
+    fn now(&self) -> i64 {
+        Self::NOW
+    }
+}
+
 /// Whether a published object's `mode` grants `perm` (4 read, 2 write or alter) to the caller
 /// without the daemon's help: to everyone, or to the owner or creator (`uid_gid`, `cuid_cgid`:
 /// the id in bits 0-31) by the owner bits, by Linux's `ipcperms` (the owner class decides for

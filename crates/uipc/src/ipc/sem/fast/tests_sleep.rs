@@ -3,26 +3,12 @@
 //! daemon entry into the slot.
 
 use super::owner::SemArena;
-use super::{ArenaView, Caller, Cancel, Sleep, Ticket, Wait, SLOTS};
+use super::{ArenaView, Cancel, Sleep, TestCaller as Who, Ticket, Wait, SLOTS};
 use crate::ipc::consts::*;
 use crate::ipc::sem::{Sembuf, SemctlArg, SemctlOut};
 use crate::ipc::{IpcNamespace, NamespaceOptions};
 use crate::{Cred, Errno, WaitCtx};
 use std::sync::Arc;
-
-struct Who(u32);
-
-impl Caller for Who {
-    fn pid(&self) -> u32 {
-        self.0
-    }
-    fn euid(&self) -> u32 {
-        0
-    }
-    fn now(&self) -> i64 {
-        1_700_000_000
-    }
-}
 
 /// A namespace on an arena, a set of one semaphore published with value 0.
 fn setup() -> (IpcNamespace, Arc<SemArena>, i32) {
