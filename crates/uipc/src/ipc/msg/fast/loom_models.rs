@@ -8,7 +8,7 @@
 //! a CAS, the first model finds a send that reports success and is not in the queue taken.
 
 use super::owner::{publish, take_back, MsgArena, Published, Snapshot};
-use super::MsgView;
+use super::{load_text, store_text, MsgView};
 use crate::ipc::perm::IpcPerm;
 use crate::ipc::sem::fast::{Caller, Fast, TestCaller as Who};
 use crate::sync::{AtomicU64, Ordering::Relaxed};
@@ -41,11 +41,7 @@ fn region(messages: Vec<(i64, Vec<u8>)>) -> Arc<MsgArena> {
 
 fn send(v: &MsgView<'_>, pid: u32, text: &[u8]) -> bool {
     let mut fill = |a: &[AtomicU64], b: &[AtomicU64]| {
-        for (w, chunk) in a.iter().chain(b).zip(text.chunks(8)) {
-            let mut bytes = [0u8; 8];
-            bytes[..chunk.len()].copy_from_slice(chunk);
-            w.store(u64::from_le_bytes(bytes), Relaxed);
-        }
+        store_text(a, b, text);
         true
     };
     v.msgsnd(0, 1, text.len(), 0, &Who(pid), &mut fill) == Fast::Done(Ok(()))
@@ -54,10 +50,7 @@ fn send(v: &MsgView<'_>, pid: u32, text: &[u8]) -> bool {
 fn recv(v: &MsgView<'_>, pid: u32) -> Option<Vec<u8>> {
     let mut got = Vec::new();
     let mut deliver = |_: i64, n: usize, a: &[AtomicU64], b: &[AtomicU64]| {
-        for w in a.iter().chain(b) {
-            got.extend_from_slice(&w.load(Relaxed).to_le_bytes());
-        }
-        got.truncate(n);
+        got = load_text(a, b, n);
         Ok(())
     };
     match v.msgrcv(0, 64, 0, 0, &Who(pid), &mut deliver) {

@@ -38,8 +38,8 @@ use crate::ipc::consts::{IPC_NOWAIT, MSG_COPY, MSG_EXCEPT, MSG_NOERROR};
 use crate::ipc::sem::fast::{grants, Caller, Fast};
 use crate::sync::{AtomicU64, Ordering::AcqRel, Ordering::Acquire, Ordering::Relaxed};
 use ring::select;
+pub(crate) use ring::{load_text, records, store_text, Meta};
 pub(crate) use ring::{pieces, record_words};
-pub(crate) use ring::{records, Meta};
 
 /// Slots of the region: a queue of index `i` may be published in slot `i % MSG_SLOTS`.
 #[cfg(not(loom))]

@@ -8,9 +8,9 @@
 //! no client holds the slot. The engine calls around them are in `inside`.
 
 use super::{
-    pieces, record_words, records, Meta, CUID_CGID, CUR, DATA_WORDS, EPOCH_SHIFT, IDENT, LOCK,
-    LOCKED, MODE, MSGMAX, MSG_SLOTS, PUBLISHED, QBYTES, REGION_HEADER, REGION_WORDS, SLOT_HEADER,
-    SLOT_WORDS, SLOW, UID_GID,
+    load_text, pieces, record_words, records, store_text, Meta, CUID_CGID, CUR, DATA_WORDS,
+    EPOCH_SHIFT, IDENT, LOCK, LOCKED, MODE, MSGMAX, MSG_SLOTS, PUBLISHED, QBYTES, REGION_HEADER,
+    REGION_WORDS, SLOT_HEADER, SLOT_WORDS, SLOW, UID_GID,
 };
 use crate::ipc::perm::IpcPerm;
 use crate::ipc::shared_words::SharedWords;
@@ -114,12 +114,7 @@ pub(crate) fn take_back(slot: &[AtomicU64]) -> Snapshot {
     for r in records(data, &m) {
         let Some(r) = r else { break };
         let (a, b) = pieces(data, r.pos + 2, record_words(r.len) - 2);
-        let mut text = Vec::with_capacity(r.len);
-        for w in a.iter().chain(b) {
-            text.extend_from_slice(&w.load(Relaxed).to_le_bytes());
-        }
-        text.truncate(r.len);
-        snap.messages.push((r.mtype.max(1), text));
+        snap.messages.push((r.mtype.max(1), load_text(a, b, r.len)));
     }
     snap
 }
@@ -171,20 +166,12 @@ pub(crate) fn publish(slot: &[AtomicU64], q: &Published<'_>, epoch: u64) -> bool
     let mut cbytes = 0u64;
     for (mtype, text) in &q.snap.messages {
         let n = record_words(text.len());
-        let (a, b) = pieces(data, pos, n);
-        let mut words = a.iter().chain(b);
-        let mut put = |v: u64| {
-            if let Some(w) = words.next() {
-                w.store(v, Relaxed);
-            }
-        };
-        put(*mtype as u64);
-        put(text.len() as u64);
-        for chunk in text.chunks(8) {
-            let mut b = [0u8; 8];
-            b[..chunk.len()].copy_from_slice(chunk);
-            put(u64::from_le_bytes(b));
+        let (a, b) = pieces(data, pos, 2);
+        for (w, v) in a.iter().chain(b).zip([*mtype as u64, text.len() as u64]) {
+            w.store(v, Relaxed);
         }
+        let (a, b) = pieces(data, pos + 2, n - 2);
+        store_text(a, b, text);
         pos += n as u64;
         cbytes += text.len() as u64;
     }

@@ -37,6 +37,26 @@ pub(crate) fn pieces(data: &[AtomicU64], pos: u64, n: usize) -> (&[AtomicU64], &
     (&data[start..start + first], &data[..n - first])
 }
 
+/// Stores `text` in the words of `a` then `b`, eight bytes a word in little-endian order, the
+/// last word padded with zeros: a record's text in the ring.
+pub(crate) fn store_text(a: &[AtomicU64], b: &[AtomicU64], text: &[u8]) {
+    for (w, chunk) in a.iter().chain(b).zip(text.chunks(8)) {
+        let mut bytes = [0u8; 8];
+        bytes[..chunk.len()].copy_from_slice(chunk);
+        w.store(u64::from_le_bytes(bytes), Relaxed);
+    }
+}
+
+/// The first `len` bytes held in the words of `a` then `b` (what [`store_text`] wrote).
+pub(crate) fn load_text(a: &[AtomicU64], b: &[AtomicU64], len: usize) -> Vec<u8> {
+    let mut text = Vec::with_capacity(len.next_multiple_of(8));
+    for w in a.iter().chain(b) {
+        text.extend_from_slice(&w.load(Relaxed).to_le_bytes());
+    }
+    text.truncate(len);
+    text
+}
+
 /// The counters of one copy.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) struct Meta {

@@ -3,7 +3,7 @@
 //! calls with engine calls without losing or duplicating a message.
 
 use super::owner::MsgArena;
-use super::{MsgView, LOCK, LOCKED, MSG_SLOTS, REGION_HEADER, SLOT_WORDS};
+use super::{load_text, store_text, MsgView, LOCK, LOCKED, MSG_SLOTS, REGION_HEADER, SLOT_WORDS};
 use crate::ipc::consts::*;
 use crate::ipc::msg::{MsgctlArg, MsgctlOut, MsqidDs};
 use crate::ipc::sem::fast::{Fast, TestCaller as Who};
@@ -33,11 +33,7 @@ fn stat(ns: &IpcNamespace, id: i32) -> MsqidDs {
 
 fn send(v: &MsgView<'_>, id: i32, mtype: i64, text: &[u8], flags: i32, pid: u32) -> Fast<()> {
     let mut fill = |a: &[AtomicU64], b: &[AtomicU64]| {
-        for (w, chunk) in a.iter().chain(b).zip(text.chunks(8)) {
-            let mut bytes = [0u8; 8];
-            bytes[..chunk.len()].copy_from_slice(chunk);
-            w.store(u64::from_le_bytes(bytes), Relaxed);
-        }
+        store_text(a, b, text);
         true
     };
     v.msgsnd(id, mtype, text.len(), flags, &Who(pid), &mut fill)
@@ -46,11 +42,7 @@ fn send(v: &MsgView<'_>, id: i32, mtype: i64, text: &[u8], flags: i32, pid: u32)
 fn recv(v: &MsgView<'_>, id: i32, max: i64, typ: i64, flags: i32) -> Fast<(i64, Vec<u8>)> {
     let mut got = (0, Vec::new());
     let mut deliver = |mtype: i64, n: usize, a: &[AtomicU64], b: &[AtomicU64]| {
-        got.0 = mtype;
-        for w in a.iter().chain(b) {
-            got.1.extend_from_slice(&w.load(Relaxed).to_le_bytes());
-        }
-        got.1.truncate(n);
+        got = (mtype, load_text(a, b, n));
         Ok(())
     };
     match v.msgrcv(id, max, typ, flags, &Who(20), &mut deliver) {
