@@ -72,6 +72,12 @@ served=$(awk '/^uipc fastpath: [0-9]+ calls$/ { n += $3 } END { print n + 0 }' "
 UIPC_FASTPATH=0 UIPC_FASTPATH_STATS=1 timeout 300 "$uipc" run --locks -- "$out/locks_lease" 100 \
     2> "$out/lease.err"
 grep -qx "uipc fastpath: 0000000000 calls" "$out/lease.err"
+# Whole-file write locks of many processes on one file (lockperf's posix01), with F_GETLK,
+# EDEADLK, a delayed deadlock, EINTR and SA_RESTART, a SIGKILL storm, fork, close and exec:
+# on the host, under uipc run --locks, and with the fast paths switched off.
+timeout 120 "$out/posix_contend" 32 200
+timeout 300 "$uipc" run --locks -- "$out/posix_contend" 32 200
+UIPC_FASTPATH=0 timeout 300 "$uipc" run --locks -- "$out/posix_contend" 16 100
 # Without --locks the library passes lock calls to the kernel.
 timeout 30 "$uipc" run -- "$out/locks_visible" kernel
 timeout 30 "$uipc" run --locks -- "$out/locks_visible" uipc \
