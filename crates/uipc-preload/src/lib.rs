@@ -315,6 +315,7 @@
 mod abi;
 mod attach;
 mod conn;
+mod ctl;
 mod exec;
 mod exec_check;
 mod exec_env;

@@ -11,17 +11,17 @@
 //! the text back from the reply buffer.
 
 use crate::abi;
-use crate::conn::{call, call_with, check, enabled, ret_of, ret_view};
+use crate::conn::{call, call_with, enabled, ret_of, ret_view};
+use crate::ctl;
 use crate::guard::{guard, guard_blocking};
-use crate::user::{copy_in_to, copy_out, copy_out_pair, u32_at, u64_at};
+use crate::user::{copy_in_to, copy_out_pair, u64_at};
 use libc::{c_int, c_long, c_void, size_t, ssize_t};
 use uipc::ipc::consts::*;
 use uipc::ipc::msg::MsqidSet;
-use uipc::Errno;
 use uipc_proto::client::WaitMode;
 use uipc_proto::codec::Writer;
 use uipc_proto::request::put_msgsnd;
-use uipc_proto::{Request, Response, ResponseView, MAX_TEXT};
+use uipc_proto::{Request, ResponseView, MAX_TEXT};
 
 /// msgget(2).
 #[no_mangle]
@@ -124,24 +124,16 @@ pub extern "C-unwind" fn msgctl(msqid: c_int, cmd: c_int, buf: *mut c_void) -> c
     }
     let buf = buf as usize;
     guard(move || {
-        let mut ds = [0u8; abi::MSQID_DS];
-        let set = (cmd == IPC_SET && copy_in_to(buf, &mut ds).is_ok()).then(|| MsqidSet {
-            uid: u32_at(&ds, abi::PERM_UID),
-            gid: u32_at(&ds, abi::PERM_GID),
-            mode: u32_at(&ds, abi::PERM_MODE),
-            qbytes: u64_at(&ds, abi::MSG_QBYTES),
+        let set = ctl::ipc_set_ds::<{ abi::MSQID_DS }>(cmd, buf).map(|ds| {
+            let (uid, gid, mode) = ctl::perm_set(&ds);
+            let qbytes = u64_at(&ds, abi::MSG_QBYTES);
+            MsqidSet {
+                uid,
+                gid,
+                mode,
+                qbytes,
+            }
         });
-        match check(call(&Request::Msgctl { msqid, cmd, set })?.0)? {
-            Response::Ret(v) => Ok(v),
-            Response::MsgStat { ret, ds } => {
-                copy_out(buf, &abi::msqid_ds(&ds))?;
-                Ok(i64::from(ret))
-            }
-            Response::MsgInfo { ret, info } => {
-                copy_out(buf, &abi::msginfo(&info))?;
-                Ok(i64::from(ret))
-            }
-            _ => Err(Errno::from_raw(libc::EIO)),
-        }
+        ctl::reply(call(&Request::Msgctl { msqid, cmd, set })?.0, buf)
     }) as c_int
 }

@@ -10,9 +10,10 @@
 //! calls' answers are written back from the reply buffer and stack arrays.
 
 use crate::abi;
-use crate::conn::{call_with, check, enabled, ret_of, ret_view};
+use crate::conn::{call_with, enabled, ret_of, ret_view};
+use crate::ctl;
 use crate::guard::{guard, guard_blocking};
-use crate::user::{copy_in_to, copy_out, u32_at, u64_at};
+use crate::user::{copy_in_to, copy_out, u64_at};
 use libc::{c_int, c_void, size_t};
 use uipc::ipc::consts::*;
 use uipc::ipc::sem::Timespec;
@@ -20,7 +21,7 @@ use uipc::Errno;
 use uipc_proto::client::WaitMode;
 use uipc_proto::codec::Writer;
 use uipc_proto::request::{put_sem_arg, put_sem_arg_array, put_semctl_head, put_semtimedop};
-use uipc_proto::{Request, Response, ResponseView, SemArg, MAX_SOPS};
+use uipc_proto::{Request, ResponseView, SemArg, MAX_SOPS};
 
 /// semget(2).
 #[no_mangle]
@@ -147,17 +148,13 @@ pub extern "C-unwind" fn semctl(semid: c_int, semnum: c_int, cmd: c_int, arg: us
 fn semctl_uipc(semid: c_int, semnum: c_int, cmd: c_int, arg: usize) -> Result<i64, Errno> {
     let sem_arg = match cmd {
         SETVAL => SemArg::Val(arg as u32 as i32),
-        IPC_SET => {
-            let mut b = [0u8; abi::SEMID_DS];
-            match copy_in_to(arg, &mut b) {
-                Ok(()) => SemArg::Set {
-                    uid: u32_at(&b, abi::PERM_UID),
-                    gid: u32_at(&b, abi::PERM_GID),
-                    mode: u32_at(&b, abi::PERM_MODE),
-                },
-                Err(_) => SemArg::None,
+        IPC_SET => match ctl::ipc_set_ds::<{ abi::SEMID_DS }>(cmd, arg) {
+            Some(ds) => {
+                let (uid, gid, mode) = ctl::perm_set(&ds);
+                SemArg::Set { uid, gid, mode }
             }
-        }
+            None => SemArg::None,
+        },
         SETALL => return setall(semid, semnum, arg),
         _ => SemArg::None,
     };
@@ -197,25 +194,10 @@ fn setall(semid: c_int, semnum: c_int, arg: usize) -> Result<i64, Errno> {
 
 /// semctl's answer, with what it returns through `arg` written there.
 fn semctl_reply(view: ResponseView<'_>, arg: usize) -> Result<i64, Errno> {
-    let resp = match view {
+    match view {
         // GETALL: the values travel as the C array lays them out (little-endian u16s).
-        ResponseView::SemAll(values) => {
-            copy_out(arg, values)?;
-            return Ok(0);
-        }
-        ResponseView::Other(resp) => check(resp)?,
-        ResponseView::Msg { .. } => return Err(Errno::from_raw(libc::EIO)),
-    };
-    match resp {
-        Response::Ret(v) => Ok(v),
-        Response::SemStat { ret, ds } => {
-            copy_out(arg, &abi::semid_ds(&ds))?;
-            Ok(i64::from(ret))
-        }
-        Response::SemInfo { ret, info } => {
-            copy_out(arg, &abi::seminfo(&info))?;
-            Ok(i64::from(ret))
-        }
-        _ => Err(Errno::from_raw(libc::EIO)),
+        ResponseView::SemAll(values) => copy_out(arg, values).map(|()| 0),
+        ResponseView::Other(resp) => ctl::reply(resp, arg),
+        ResponseView::Msg { .. } => Err(Errno::from_raw(libc::EIO)),
     }
 }

@@ -23,8 +23,8 @@ use crate::abi;
 /// Re-exported for `fork`, which holds the table across the fork.
 pub use crate::attach::attached;
 use crate::conn::{call, check, enabled, ret_of};
+use crate::ctl;
 use crate::guard::guard;
-use crate::user::{copy_in_to, copy_out, u32_at};
 use libc::{c_int, c_void, size_t};
 use std::os::fd::IntoRawFd;
 use uipc::ipc::consts::*;
@@ -183,19 +183,10 @@ pub extern "C-unwind" fn shmctl(shmid: c_int, cmd: c_int, buf: *mut c_void) -> c
     }
     let buf = buf as usize;
     guard(move || {
-        let mut ds = [0u8; abi::SHMID_DS];
-        let set = (cmd == IPC_SET && copy_in_to(buf, &mut ds).is_ok()).then(|| ShmSet {
-            uid: u32_at(&ds, abi::PERM_UID),
-            gid: u32_at(&ds, abi::PERM_GID),
-            mode: u32_at(&ds, abi::PERM_MODE),
+        let set = ctl::ipc_set_ds::<{ abi::SHMID_DS }>(cmd, buf).map(|ds| {
+            let (uid, gid, mode) = ctl::perm_set(&ds);
+            ShmSet { uid, gid, mode }
         });
-        let ret = match check(call(&Request::Shmctl { shmid, cmd, set })?.0)? {
-            Response::Ret(v) => return Ok(v),
-            Response::ShmStat { ret, ds } => copy_out(buf, &abi::shmid_ds(&ds)).map(|_| ret),
-            Response::ShmInfo { ret, info } => copy_out(buf, &abi::shminfo(&info)).map(|_| ret),
-            Response::ShmUsage { ret, usage } => copy_out(buf, &abi::shm_info(&usage)).map(|_| ret),
-            _ => return Err(Errno::from_raw(libc::EIO)),
-        }?;
-        Ok(i64::from(ret))
+        ctl::reply(call(&Request::Shmctl { shmid, cmd, set })?.0, buf)
     }) as c_int
 }

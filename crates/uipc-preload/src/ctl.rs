@@ -1,0 +1,46 @@
+//! What msgctl, shmctl and semctl share: IPC_SET's fields read from the caller's `*id_ds`, and
+//! the daemon's answer, whose `*_STAT`/`*_INFO` structure is written back to the caller's
+//! buffer in C layout ([`crate::abi`]).
+//!
+//! Nothing here allocates (the structures are stack arrays).
+
+use crate::abi;
+use crate::conn::check;
+use crate::user::{copy_in_to, copy_out, u32_at};
+use libc::c_int;
+use uipc::ipc::consts::IPC_SET;
+use uipc::Errno;
+use uipc_proto::Response;
+
+/// The caller's `*id_ds` of `N` bytes at `buf` for IPC_SET; `None` for another command, or
+/// when `buf` cannot be read (the engine then answers IPC_SET with EFAULT, as Linux does).
+pub fn ipc_set_ds<const N: usize>(cmd: c_int, buf: usize) -> Option<[u8; N]> {
+    let mut ds = [0u8; N];
+    (cmd == IPC_SET && copy_in_to(buf, &mut ds).is_ok()).then_some(ds)
+}
+
+/// The `ipc_perm` fields IPC_SET changes, `(uid, gid, mode)`, from a copied `*id_ds`.
+pub fn perm_set(ds: &[u8]) -> (u32, u32, u32) {
+    (
+        u32_at(ds, abi::PERM_UID),
+        u32_at(ds, abi::PERM_GID),
+        u32_at(ds, abi::PERM_MODE),
+    )
+}
+
+/// A `*ctl` call's answer: its return value, with the structure a `*_STAT`, `*_INFO` or
+/// SHM_INFO answer carries written to `buf` first (EFAULT if it cannot be).
+pub fn reply(resp: Response, buf: usize) -> Result<i64, Errno> {
+    let ret = match check(resp)? {
+        Response::Ret(v) => return Ok(v),
+        Response::SemStat { ret, ds } => copy_out(buf, &abi::semid_ds(&ds)).map(|()| ret),
+        Response::SemInfo { ret, info } => copy_out(buf, &abi::seminfo(&info)).map(|()| ret),
+        Response::MsgStat { ret, ds } => copy_out(buf, &abi::msqid_ds(&ds)).map(|()| ret),
+        Response::MsgInfo { ret, info } => copy_out(buf, &abi::msginfo(&info)).map(|()| ret),
+        Response::ShmStat { ret, ds } => copy_out(buf, &abi::shmid_ds(&ds)).map(|()| ret),
+        Response::ShmInfo { ret, info } => copy_out(buf, &abi::shminfo(&info)).map(|()| ret),
+        Response::ShmUsage { ret, usage } => copy_out(buf, &abi::shm_info(&usage)).map(|()| ret),
+        _ => return Err(Errno::from_raw(libc::EIO)),
+    }?;
+    Ok(i64::from(ret))
+}
