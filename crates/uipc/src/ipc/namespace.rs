@@ -328,8 +328,8 @@ impl IpcNamespace {
     /// segments and applies the orphan rules, as Linux's `exit_sem` and `exit_shm`.
     pub fn process_exit(&self, tgid: i32) {
         self.msg_fast_holder_gone(tgid);
-        let _fast = self.sem_fast_exit(tgid);
         let tgid = Tgid::new(tgid);
+        let _fast = self.sem_fast_exit(tgid);
         self.sem_process_exit(tgid);
         self.shm_process_exit(tgid);
     }
@@ -338,8 +338,9 @@ impl IpcNamespace {
     /// Linux's unshare (which implies CLONE_SYSVSEM), its SEM_UNDO list is applied here. Its
     /// attachments stay, as its mappings do, until it detaches, execs or exits.
     pub fn process_left(&self, tgid: i32) {
+        let tgid = Tgid::new(tgid);
         let _fast = self.sem_fast_exit(tgid);
-        self.sem_process_exit(Tgid::new(tgid));
+        self.sem_process_exit(tgid);
     }
 
     /// Fork: the child starts with no SEM_UNDO list; its inherited attachments count in
@@ -354,8 +355,9 @@ impl IpcNamespace {
         // The exec killed the process's other threads: one asleep on the semaphore fast path
         // has its operation withdrawn, as their exit does on Linux (the adjustments it holds
         // go into the engine, not applied: exec keeps them).
+        let tgid = Tgid::new(tgid);
         drop(self.sem_fast_exit(tgid));
-        self.shm_process_exec(Tgid::new(tgid));
+        self.shm_process_exec(tgid);
     }
 }
 

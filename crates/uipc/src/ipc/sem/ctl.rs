@@ -85,7 +85,7 @@ impl IpcNamespace {
         }
         let id = IpcId::new(semid);
         // Every command but the *_INFO ones reads or changes a set: take it back first.
-        let _inside = (!matches!(cmd, IPC_INFO | SEM_INFO)).then(|| self.sem_fast_enter(semid));
+        let _inside = (!matches!(cmd, IPC_INFO | SEM_INFO)).then(|| self.sem_fast_enter(id));
         match cmd {
             IPC_INFO | SEM_INFO => Ok(self.sem_info(cmd)),
             IPC_STAT | SEM_STAT | SEM_STAT_ANY => self.sem_stat(cred, id, cmd),

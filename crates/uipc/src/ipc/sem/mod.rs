@@ -224,7 +224,7 @@ impl IpcNamespace {
         );
         for set in self.sem.registry.snapshot() {
             // A published set's otime is the arena's: take it back for the row.
-            let _inside = self.sem_fast_enter(set.header.id().get());
+            let _inside = self.sem_fast_enter(set.header.id());
             let (ctime, otime) = {
                 let arr = crate::sync::lock(&set.array);
                 (arr.ctime, set.otime())

@@ -36,7 +36,7 @@ use std::time::{Duration, Instant};
 pub(crate) struct Pending {
     pub(crate) seq: u64,
     pub(crate) sops: Box<[Sembuf]>,
-    pub(crate) tgid: i32,
+    pub(crate) tgid: Tgid,
     pub(crate) undo: Option<Arc<UndoEntry>>,
     pub(crate) alter: bool,
     /// Index in `sops` of the sop that blocked it last (GETNCNT/GETZCNT count it there only).
@@ -115,11 +115,11 @@ enum Retry {
 
 impl Locked<'_> {
     /// Writes a successful attempt: values, sempid of every semaphore named, semadj.
-    fn commit(&mut self, plan: Plan, undo: Option<&UndoEntry>, tgid: i32) {
+    fn commit(&mut self, plan: Plan, undo: Option<&UndoEntry>, tgid: Tgid) {
         for (n, v) in plan.vals {
             let mut s = self.slot(n);
             s.val = v;
-            s.pid = tgid;
+            s.pid = tgid.get();
         }
         if let Some(u) = undo {
             for (n, a) in plan.adjs {
@@ -275,8 +275,8 @@ impl IpcNamespace {
         timeout: Option<Timespec>,
         park: &ParkCtx,
     ) -> Progress<(), ParkedSemop> {
-        let _inside = self.sem_fast_enter(semid);
-        match self.semop_enqueue(cred, semid, sops, timeout, park) {
+        let _inside = self.sem_fast_enter(IpcId::new(semid));
+        match self.semop_enqueue(cred, IpcId::new(semid), sops, timeout, park) {
             Ok(p) => p,
             Err(e) => Progress::Done(Err(e)),
         }
@@ -285,7 +285,7 @@ impl IpcNamespace {
     fn semop_enqueue(
         &self,
         cred: &Cred,
-        semid: i32,
+        id: IpcId,
         sops: &[Sembuf],
         timeout: Option<Timespec>,
         park: &ParkCtx,
@@ -294,7 +294,7 @@ impl IpcNamespace {
         if sops.len() as u64 > u64::from(self.limits.semopm() as u32) {
             return Err(Errno::E2BIG);
         }
-        if sops.is_empty() || semid < 0 {
+        if sops.is_empty() || id.get() < 0 {
             return Err(Errno::EINVAL);
         }
         let mut deadline = None;
@@ -308,15 +308,16 @@ impl IpcNamespace {
         let max = sops.iter().map(|s| s.sem_num).max().unwrap_or(0) as usize;
         let undos = sops.iter().any(|s| s.sem_flg & SEM_UNDO != 0);
         let alter = sops.iter().any(|s| s.sem_op != 0);
-        let set = self.sem.registry.lookup(IpcId::new(semid))?;
+        let set = self.sem.registry.lookup(id)?;
         if max >= set.nsems() {
             return Err(Errno::EFBIG);
         }
         set.perm
             .get()
             .check(cred, if alter { PERM_WRITE } else { PERM_READ })?;
+        let tgid = Tgid::new(cred.tgid);
         let undo = if undos {
-            Some(self.sem.undo.find_alloc(Tgid::new(cred.tgid), &set)?)
+            Some(self.sem.undo.find_alloc(tgid, &set)?)
         } else {
             None
         };
@@ -330,7 +331,7 @@ impl IpcNamespace {
         }
         let blocked_at = match attempt(sops, undo.as_deref(), |n| locked.slot(n).val) {
             Attempt::Done(plan) => {
-                locked.commit(plan, undo.as_deref(), cred.tgid);
+                locked.commit(plan, undo.as_deref(), tgid);
                 if alter {
                     locked.update(sops.iter().map(|s| s.sem_num as usize));
                 }
@@ -343,7 +344,7 @@ impl IpcNamespace {
         let q = Arc::new(Pending {
             seq: self.sem.arrivals.fetch_add(1, Relaxed),
             sops: sops.into(),
-            tgid: cred.tgid,
+            tgid,
             undo,
             alter,
             blocking: AtomicUsize::new(blocked_at),

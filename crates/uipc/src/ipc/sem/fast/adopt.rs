@@ -206,7 +206,7 @@ impl IpcNamespace {
                 .arrivals
                 .fetch_add(1, crate::sync::Ordering::Relaxed),
             sops: Box::new([sop]),
-            tgid: pid,
+            tgid: crate::Tgid::new(pid),
             undo: None,
             alter: n != 0,
             blocking: AtomicUsize::new(0),

@@ -18,6 +18,7 @@ use crate::ipc::consts::SEMVMX;
 use crate::ipc::namespace::IpcNamespace;
 use crate::ipc::sem::SemSet;
 use crate::sync::{lock, Ordering::Acquire, Ordering::Relaxed, Ordering::Release};
+use crate::{IpcId, Tgid};
 use std::sync::Arc;
 
 /// An engine call inside a slot; dropping it leaves the slot ([`IpcNamespace::sem_fast_enter`]).
@@ -30,7 +31,7 @@ pub(crate) struct Inside<'a> {
 /// ends the exit ([`IpcNamespace::sem_fast_exit`]).
 pub(crate) struct Exiting<'a> {
     ns: &'a IpcNamespace,
-    tgid: i32,
+    tgid: Tgid,
     guards: Vec<Inside<'a>>,
 }
 
@@ -40,16 +41,11 @@ impl IpcNamespace {
         self.sem.arena.as_ref()
     }
 
-    /// Enters the slot of `id_or_idx` (an id, or an index for SEM_STAT): takes its set back
-    /// from the arena if it is published there. Entry: no lock held.
-    pub(crate) fn sem_fast_enter(&self, id_or_idx: i32) -> Inside<'_> {
-        let idx = self
-            .sem
-            .registry
-            .layout()
-            .idx(crate::IpcId::new(id_or_idx))
-            .get();
-        self.sem_fast_enter_slot((id_or_idx >= 0).then_some(idx))
+    /// Enters the slot of `id` (or of an index, given as an id, for SEM_STAT): takes its set
+    /// back from the arena if it is published there. Entry: no lock held.
+    pub(crate) fn sem_fast_enter(&self, id: IpcId) -> Inside<'_> {
+        let idx = self.sem.registry.layout().idx(id).get();
+        self.sem_fast_enter_slot((id.get() >= 0).then_some(idx))
     }
 
     /// Enters slot `idx` (see [`Self::sem_fast_enter`]).
@@ -70,11 +66,11 @@ impl IpcNamespace {
             arena.published[idx as usize / 64].fetch_and(!(1 << (idx % 64)), Relaxed);
             let (vals, otime, locked, waited) = take_back(slot, nsems);
             let adjs = take_back_adjustments(slot, nsems, st.epoch, locked);
-            let set = self.sem.registry.lookup(crate::IpcId::new(id)).ok();
+            let set = self.sem.registry.lookup(IpcId::new(id)).ok();
             if let Some(set) = &set {
                 set.import_quiet(&vals, otime);
                 if let Some((pid, adj)) = adjs {
-                    self.sem_fast_adopt_undo(set, pid, &adj);
+                    self.sem_fast_adopt_undo(set, Tgid::new(pid), &adj);
                 }
             }
             taken = Some((set, waited));
@@ -93,8 +89,8 @@ impl IpcNamespace {
     /// they are all 0: the owner made a SEM_UNDO call, which makes the entry on Linux (its
     /// exit then stamps sem_otime). Entry: no lock held; the set was published, so no engine
     /// call is inside it.
-    fn sem_fast_adopt_undo(&self, set: &Arc<SemSet>, pid: i32, adj: &[i32]) {
-        let Ok(entry) = self.sem.undo.find_alloc(crate::Tgid::new(pid), set) else {
+    fn sem_fast_adopt_undo(&self, set: &Arc<SemSet>, tgid: Tgid, adj: &[i32]) {
+        let Ok(entry) = self.sem.undo.find_alloc(tgid, set) else {
             return; // removed meanwhile: RMID drops adjustments
         };
         let g = set.lock_global();
@@ -111,7 +107,7 @@ impl IpcNamespace {
     /// back every published set whose fast adjustments it owns, so that they are in its list,
     /// and keeps any set from giving its adjustments to the arena until the value returned is
     /// dropped (after the list was applied), which publishes the sets again.
-    pub(crate) fn sem_fast_exit(&self, tgid: i32) -> Exiting<'_> {
+    pub(crate) fn sem_fast_exit(&self, tgid: Tgid) -> Exiting<'_> {
         let mut exit = Exiting {
             ns: self,
             tgid,
@@ -120,11 +116,11 @@ impl IpcNamespace {
         let Some(arena) = self.sem.arena.as_deref() else {
             return exit;
         };
-        lock(&arena.exiting).insert(tgid);
-        let me = OWNED | u64::from(tgid as u32);
+        lock(&arena.exiting).insert(tgid.get());
+        let me = OWNED | u64::from(tgid.get() as u32);
         let mut slots: Vec<u32> = lock(&arena.sleepers)
             .iter()
-            .filter(|&&(p, _)| p == tgid)
+            .filter(|&&(p, _)| p == tgid.get())
             .map(|&(_, i)| i)
             .collect();
         for (i, bits) in arena.published.iter().enumerate() {
@@ -141,7 +137,7 @@ impl IpcNamespace {
                     // asleep: it looks again (a spurious wake costs a reload).
                     wake(&slot[SLEEPER]);
                 }
-                let sleeps = state_of(r) != FREE && sleep_pid(r) == tgid as u32;
+                let sleeps = state_of(r) != FREE && sleep_pid(r) == tgid.get() as u32;
                 if slot[UNDO].load(Acquire) == me || sleeps {
                     slots.push(idx);
                 }
@@ -160,7 +156,7 @@ impl Drop for Exiting<'_> {
     fn drop(&mut self) {
         self.guards.clear();
         if let Some(arena) = self.ns.sem.arena.as_deref() {
-            lock(&arena.exiting).remove(&self.tgid);
+            lock(&arena.exiting).remove(&self.tgid.get());
         }
     }
 }

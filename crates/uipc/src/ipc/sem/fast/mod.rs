@@ -43,6 +43,7 @@ use crate::ipc::consts::{GETNCNT, GETPID, GETVAL, GETZCNT, IPC_NOWAIT, SEMVMX, S
 use crate::sync::{
     AtomicU64, Ordering::AcqRel, Ordering::Acquire, Ordering::Relaxed, Ordering::Release,
 };
+use crate::IpcId;
 
 /// Slots: one per IPC index below Linux's default IPCMNI.
 pub const SLOTS: usize = 32768;
@@ -231,23 +232,23 @@ impl<'a> ArenaView<'a> {
         ArenaView { words }
     }
 
-    fn slot(&self, semid: i32) -> Option<&'a [AtomicU64]> {
-        if semid < 0 {
+    fn slot(&self, id: IpcId) -> Option<&'a [AtomicU64]> {
+        if id.get() < 0 {
             return None;
         }
-        let idx = semid as usize % SLOTS;
+        let idx = id.get() as usize % SLOTS;
         self.words.get(idx * SLOT_WORDS..(idx + 1) * SLOT_WORDS)
     }
 
     /// Loads semaphore `k`'s word `cell` (again only while it is LOCKED, a few times) and
-    /// checks, against the header read after it, that it is published for `semid`, that `k`
+    /// checks, against the header read after it, that it is published for `id`, that `k`
     /// is in the set, that no other process holds fast adjustments on it and that `perm` (4
     /// read, 2 alter) is granted without the daemon's help: the word, or `None` if the daemon
     /// decides.
     fn look(
         slot: &[AtomicU64],
         cell: &AtomicU64,
-        semid: i32,
+        id: IpcId,
         k: usize,
         perm: u32,
         who: &dyn Caller,
@@ -265,7 +266,7 @@ impl<'a> ArenaView<'a> {
         if w & (SLOW | LOCKED) != 0 {
             return None;
         }
-        if slot[IDENT].load(Acquire) != PUBLISHED | u64::from(semid as u32) {
+        if slot[IDENT].load(Acquire) != PUBLISHED | u64::from(id.get() as u32) {
             return None;
         }
         // Another process's adjustments: its exit may be pending, and the daemon applies
@@ -335,24 +336,25 @@ impl<'a> ArenaView<'a> {
 
     /// semop / semtimedop with one operation (the timeout, if any, already found valid).
     pub fn semop(&self, semid: i32, sop: Sembuf, who: &dyn Caller) -> Fast<()> {
+        let id = IpcId::new(semid);
         if sop.sem_flg & SEM_UNDO != 0 {
-            return self.semop_undo(semid, sop, who);
+            return self.semop_undo(id, sop, who);
         }
-        self.semop_plain(semid, sop, who)
+        self.semop_plain(id, sop, who)
     }
 
     /// semop without SEM_UNDO (or with it once the adjustments are the caller's, for
     /// `sem_op` 0).
-    fn semop_plain(&self, semid: i32, sop: Sembuf, who: &dyn Caller) -> Fast<()> {
-        match self.plain(semid, sop, who, false) {
+    fn semop_plain(&self, id: IpcId, sop: Sembuf, who: &dyn Caller) -> Fast<()> {
+        match self.plain(id, sop, who, false) {
             Sleep::Done(r) => Fast::Done(r),
             _ => Fast::Slow,
         }
     }
 
     /// [`Self::semop_plain`], arming a sleeper (`may_arm`) when the operation must wait.
-    fn plain(&self, semid: i32, sop: Sembuf, who: &dyn Caller, may_arm: bool) -> Sleep {
-        let Some(slot) = self.slot(semid) else {
+    fn plain(&self, id: IpcId, sop: Sembuf, who: &dyn Caller, may_arm: bool) -> Sleep {
+        let Some(slot) = self.slot(id) else {
             return Sleep::Slow;
         };
         let k = usize::from(sop.sem_num);
@@ -361,7 +363,7 @@ impl<'a> ArenaView<'a> {
             return Sleep::Slow;
         };
         for _ in 0..RETRIES {
-            let Some(w) = Self::look(slot, cell, semid, k, perm, who) else {
+            let Some(w) = Self::look(slot, cell, id, k, perm, who) else {
                 return Sleep::Slow;
             };
             let result = match Self::outcome(cell, w, sop) {
@@ -369,7 +371,7 @@ impl<'a> ArenaView<'a> {
                 Step::Give(Fast::Done(r)) => return Sleep::Done(r),
                 Step::Give(Fast::Slow) => return Sleep::Slow,
                 Step::Block if !may_arm => return Sleep::Slow,
-                Step::Block => match Self::arm(slot, semid, k, w, sop, who) {
+                Step::Block => match Self::arm(slot, id.get(), k, w, sop, who) {
                     Some(Ok(t)) => return Sleep::Armed(t),
                     Some(Err(())) => continue,
                     None => return Sleep::Slow,
@@ -408,14 +410,15 @@ impl<'a> ArenaView<'a> {
         if !matches!(cmd, GETVAL | GETPID | GETNCNT | GETZCNT) || semnum < 0 {
             return Fast::Slow;
         }
-        let Some(slot) = self.slot(semid) else {
+        let id = IpcId::new(semid);
+        let Some(slot) = self.slot(id) else {
             return Fast::Slow;
         };
         let k = semnum as usize;
         let Some(cell) = slot.get(HEADER_WORDS + k).filter(|_| k < CAPACITY) else {
             return Fast::Slow;
         };
-        let Some(w) = Self::look(slot, cell, semid, k, 4, who) else {
+        let Some(w) = Self::look(slot, cell, id, k, 4, who) else {
             return Fast::Slow;
         };
         // The header read above was the one in force while the word did not move.

@@ -22,6 +22,7 @@ use super::{epoch_of, word, ArenaView, Caller, Fast, HEADER_WORDS, SEM_UNDO, SLO
 use crate::errno::Errno;
 use crate::ipc::sem::Sembuf;
 use crate::sync::{AtomicU64, Ordering::AcqRel, Ordering::Acquire, Ordering::Release};
+use crate::IpcId;
 
 /// Header: the slot's sleeper record.
 pub(crate) const SLEEPER: usize = 7;
@@ -124,7 +125,9 @@ pub(super) type Handoff = (u64, Option<u64>);
 impl ArenaView<'_> {
     /// The record of `t`'s slot (the futex).
     pub fn sleeper_word(&self, t: &Ticket) -> &AtomicU64 {
-        &self.slot(t.semid).expect("a ticket names a slot")[SLEEPER]
+        &self
+            .slot(IpcId::new(t.semid))
+            .expect("a ticket names a slot")[SLEEPER]
     }
 
     /// A single-sop semop that sleeps here if it must wait (no IPC_NOWAIT, no SEM_UNDO, no
@@ -136,7 +139,7 @@ impl ArenaView<'_> {
                 Fast::Slow => Sleep::Slow,
             };
         }
-        self.plain(semid, sop, who, true)
+        self.plain(IpcId::new(semid), sop, who, true)
     }
 
     /// Claims the record and arms the word `w` of semaphore `k` (whose value makes `sop`
@@ -238,7 +241,7 @@ impl ArenaView<'_> {
     /// record, read again after it, is unchanged; then frees the record (the waker may not
     /// have yet). `None`: the record changed, look again.
     fn handed_off(&self, t: &Ticket, r: u64) -> Option<bool> {
-        let slot = self.slot(t.semid)?;
+        let slot = self.slot(IpcId::new(t.semid))?;
         let w = slot[HEADER_WORDS + t.k].load(Acquire);
         if w & WAITED != 0 {
             return Some(false);
@@ -297,7 +300,7 @@ impl ArenaView<'_> {
         }
         match state_of(r) {
             WAITING => {
-                let Some(slot) = self.slot(t.semid) else {
+                let Some(slot) = self.slot(IpcId::new(t.semid)) else {
                     return Cancel::Retry;
                 };
                 let cell = &slot[HEADER_WORDS + t.k];

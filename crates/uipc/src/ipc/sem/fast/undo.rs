@@ -27,6 +27,7 @@ use crate::ipc::sem::Sembuf;
 use crate::sync::{
     AtomicU64, Ordering::AcqRel, Ordering::Acquire, Ordering::Relaxed, Ordering::Release,
 };
+use crate::IpcId;
 
 /// INTENT's "an operation is in flight" bit.
 pub(crate) const INTENT_SET: u64 = 1 << 63;
@@ -66,16 +67,16 @@ impl ArenaView<'_> {
     /// A single-sop semop with SEM_UNDO. As Linux makes the caller's undo entry before it
     /// looks at the operation, the adjustments become the caller's (UNDO) as soon as the set
     /// and the permission are checked; `sem_op` 0 then is a plain operation.
-    pub(super) fn semop_undo(&self, semid: i32, sop: Sembuf, who: &dyn Caller) -> Fast<()> {
+    pub(super) fn semop_undo(&self, id: IpcId, sop: Sembuf, who: &dyn Caller) -> Fast<()> {
         let k = usize::from(sop.sem_num);
-        let Some(slot) = self.slot(semid).filter(|_| k < CAPACITY) else {
+        let Some(slot) = self.slot(id).filter(|_| k < CAPACITY) else {
             return Fast::Slow;
         };
         let (cell, adj_cell) = (&slot[HEADER_WORDS + k], &slot[ADJ_WORDS + k]);
         let me = OWNED | u64::from(who.pid());
         for _ in 0..RETRIES {
             let perm = if sop.sem_op != 0 { 2 } else { 4 };
-            let Some(w) = Self::look(slot, cell, semid, k, perm, who) else {
+            let Some(w) = Self::look(slot, cell, id, k, perm, who) else {
                 return Fast::Slow;
             };
             // The adjustments must be ours (look let through only 0 or us).
@@ -85,7 +86,7 @@ impl ArenaView<'_> {
                 return Fast::Slow;
             }
             if sop.sem_op == 0 {
-                return self.semop_plain(semid, sop, who);
+                return self.semop_plain(id, sop, who);
             }
             // A sleeper waits on the word: the daemon adopts it and serves this call.
             if w & WAITED != 0 {
