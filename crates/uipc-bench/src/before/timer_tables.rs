@@ -51,38 +51,24 @@ pub trait TimerIndex<T>: Send + Sync {
     fn memory_bytes(&self) -> usize;
 }
 
-/// `TimerIndex` from a table's inherent methods of the trait's names and shapes. With
-/// `with_value`, `lookup` and `read` both come from the table's `with_value` (`f` of the
-/// published value under the table's lock).
+/// `TimerIndex` from a table's inherent methods of the trait's names and shapes, with
+/// `lookup` and `read` both from the table's `with_value` (`f` of the published value under
+/// the table's lock).
 macro_rules! timer_index {
-    (@updates $table:ident) => {
-        fn try_reserve(&self, owner: i32, id: i32) -> bool {
-            $table::try_reserve(self, owner, id)
-        }
-        fn publish(&self, owner: i32, id: i32, value: Arc<T>) -> bool {
-            $table::publish(self, owner, id, value)
-        }
-        fn remove(&self, owner: i32, id: i32) -> Option<Arc<T>> {
-            $table::remove(self, owner, id)
-        }
-        fn memory_bytes(&self) -> usize {
-            $table::memory_bytes(self)
-        }
-    };
-    ($table:ident) => {
-        impl<T: Send + Sync> TimerIndex<T> for $table<T> {
-            timer_index!(@updates $table);
-            fn lookup(&self, owner: i32, id: i32) -> Option<Arc<T>> {
-                $table::lookup(self, owner, id)
-            }
-            fn read(&self, owner: i32, id: i32, f: &mut dyn FnMut(&T)) -> bool {
-                $table::read(self, owner, id, f).is_some()
-            }
-        }
-    };
     ($table:ident, with_value) => {
         impl<T: Send + Sync> TimerIndex<T> for $table<T> {
-            timer_index!(@updates $table);
+            fn try_reserve(&self, owner: i32, id: i32) -> bool {
+                $table::try_reserve(self, owner, id)
+            }
+            fn publish(&self, owner: i32, id: i32, value: Arc<T>) -> bool {
+                $table::publish(self, owner, id, value)
+            }
+            fn remove(&self, owner: i32, id: i32) -> Option<Arc<T>> {
+                $table::remove(self, owner, id)
+            }
+            fn memory_bytes(&self) -> usize {
+                $table::memory_bytes(self)
+            }
             fn lookup(&self, owner: i32, id: i32) -> Option<Arc<T>> {
                 self.with_value(owner, id, Arc::clone)
             }
@@ -93,11 +79,32 @@ macro_rules! timer_index {
     };
 }
 
+/// The engine's table, keyed by its typed process and timer ids.
+impl<T: Send + Sync> TimerIndex<T> for TimerTable<T> {
+    fn try_reserve(&self, owner: i32, id: i32) -> bool {
+        TimerTable::try_reserve(self, owner.into(), id.into())
+    }
+    fn publish(&self, owner: i32, id: i32, value: Arc<T>) -> bool {
+        TimerTable::publish(self, owner.into(), id.into(), value)
+    }
+    fn remove(&self, owner: i32, id: i32) -> Option<Arc<T>> {
+        TimerTable::remove(self, owner.into(), id.into())
+    }
+    fn memory_bytes(&self) -> usize {
+        TimerTable::memory_bytes(self)
+    }
+    fn lookup(&self, owner: i32, id: i32) -> Option<Arc<T>> {
+        TimerTable::lookup(self, owner.into(), id.into())
+    }
+    fn read(&self, owner: i32, id: i32, f: &mut dyn FnMut(&T)) -> bool {
+        TimerTable::read(self, owner.into(), id.into(), f).is_some()
+    }
+}
+
 mod seed_hash;
 
 pub use seed_hash::SeedHashTable;
 
-timer_index!(TimerTable);
 timer_index!(MainlineTable, with_value);
 timer_index!(XarrayTable, with_value);
 
@@ -304,7 +311,7 @@ mod tests {
         let xarray: XarrayTable<u32> = XarrayTable::new();
         let (h0, x0) = (hash.memory_bytes(), TimerIndex::memory_bytes(&xarray));
         for n in 0..2048 {
-            assert!(hash.try_reserve(1, n * 512));
+            assert!(TimerIndex::try_reserve(&hash, 1, n * 512));
             assert!(TimerIndex::try_reserve(&xarray, 1, n * 512));
         }
         let hash_cost = hash.memory_bytes() - h0;

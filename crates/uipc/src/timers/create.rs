@@ -144,7 +144,7 @@ pub(crate) fn timer_create(
         }
     };
     let undo = |e: Errno| {
-        inner.table.remove(tgid, id.raw());
+        inner.table.remove(tgid, id);
         proc.forget(id);
         inner.sigpending.uncharge(uid);
         Err(e)
@@ -200,7 +200,7 @@ pub(crate) fn timer_create(
             .driver
             .reserve(&[timer_clock.base(false), timer_clock.base(true)]);
     }
-    if !inner.table.publish(tgid, id.raw(), Arc::new(timer)) {
+    if !inner.table.publish(tgid, id, Arc::new(timer)) {
         if armable {
             inner.driver.unreserve();
         }

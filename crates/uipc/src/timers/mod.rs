@@ -273,11 +273,12 @@ impl Timers {
 
     /// The last thread of `tgid` exited: delete its timers (`exit_itimers`).
     pub fn exit_process(&self, tgid: i32) {
-        let Some(proc) = self.inner.procs.remove(Tgid::new(tgid)) else {
+        let tgid = Tgid::new(tgid);
+        let Some(proc) = self.inner.procs.remove(tgid) else {
             return;
         };
         for id in proc.kill() {
-            if let Some(timer) = self.inner.table.remove(tgid, id.raw()) {
+            if let Some(timer) = self.inner.table.remove(tgid, id) {
                 // Its queued signals die with the process: the units come back now.
                 ops::kill_timer(&self.inner, &timer, true);
             }

@@ -18,17 +18,17 @@ use crate::sync::{Arc, MutexGuard, Ordering};
 use crate::Tgid;
 
 /// `id` as a table key: no negative id is ever handed out.
-fn table_id(id: TimerId) -> Result<i32> {
+fn table_id(id: TimerId) -> Result<TimerId> {
     if id.raw() < 0 {
         return Err(Errno::EINVAL);
     }
-    Ok(id.raw())
+    Ok(id)
 }
 
 fn find(inner: &Inner, cred: &Cred, id: TimerId) -> Result<Arc<Timer>> {
     inner
         .table
-        .lookup(cred.tgid, table_id(id)?)
+        .lookup(Tgid::new(cred.tgid), table_id(id)?)
         .ok_or(Errno::EINVAL)
 }
 
@@ -177,7 +177,7 @@ pub(crate) fn timer_gettime(inner: &Inner, cred: &Cred, id: TimerId) -> Result<I
 pub(crate) fn timer_getoverrun(inner: &Inner, cred: &Cred, id: TimerId) -> Result<i32> {
     inner
         .table
-        .read(cred.tgid, table_id(id)?, Timer::overrun_last)
+        .read(Tgid::new(cred.tgid), table_id(id)?, Timer::overrun_last)
         .flatten()
         .ok_or(Errno::EINVAL)
 }
@@ -214,8 +214,9 @@ pub(crate) fn timer_delete(inner: &Inner, cred: &Cred, id: TimerId) -> Result<()
     if !kill_timer(inner, &timer, false) {
         return Err(Errno::EINVAL);
     }
-    inner.table.remove(cred.tgid, id.raw());
-    if let Some(proc) = inner.procs.get(Tgid::new(cred.tgid)) {
+    let tgid = Tgid::new(cred.tgid);
+    inner.table.remove(tgid, id);
+    if let Some(proc) = inner.procs.get(tgid) {
         proc.forget(id);
     }
     Ok(())

@@ -67,9 +67,10 @@ impl ProcState {
         mask: u32,
     ) -> Result<TimerId> {
         for _ in 0..=mask as u64 {
-            let id = (self.next_id.fetch_add(1, Ordering::Relaxed) & mask) as i32;
+            let id =
+                TimerId::from_raw((self.next_id.fetch_add(1, Ordering::Relaxed) & mask) as i32);
             if table.try_reserve(tgid, id) {
-                return Ok(TimerId::from_raw(id));
+                return Ok(id);
             }
         }
         Err(Errno::EAGAIN)
@@ -82,7 +83,7 @@ impl ProcState {
         tgid: Tgid,
         id: TimerId,
     ) -> Result<TimerId> {
-        if !table.try_reserve(tgid, id.raw()) {
+        if !table.try_reserve(tgid, id) {
             return Err(Errno::EBUSY);
         }
         self.next_id

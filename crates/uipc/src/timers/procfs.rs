@@ -27,7 +27,7 @@ pub(crate) fn render(inner: &Inner, tgid: Tgid) -> String {
     let ids: Vec<TimerId> = super::lock(&proc.ids).ids.iter().copied().collect();
     let mut timers: Vec<_> = ids
         .into_iter()
-        .filter_map(|id| inner.table.lookup(tgid, id.raw()))
+        .filter_map(|id| inner.table.lookup(tgid, id))
         .filter(|t| !super::lock(&t.state).deleted)
         .collect();
     timers.sort_by_key(|t| std::cmp::Reverse(t.listing.created));

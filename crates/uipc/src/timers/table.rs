@@ -56,6 +56,7 @@
 
 use super::group_map::{group_hash, slot_index, GroupMap};
 use super::stripe_lock::StripeLock;
+use super::types::TimerId;
 use crate::sync::Arc;
 use crate::Tgid;
 
@@ -107,48 +108,48 @@ impl<T> TimerTable<T> {
 
     /// The stripe of `(owner, id)`'s group, the group's mixed key, and the id's index in it.
     /// The stripe comes from the top 24 bits of the key, the cell from its low bits.
-    fn locate(&self, owner: Tgid, id: i32) -> (&StripeLock<GroupMap<T>>, u64, u8) {
-        let hash = group_hash(owner.get(), id);
+    fn locate(&self, owner: Tgid, id: TimerId) -> (&StripeLock<GroupMap<T>>, u64, u8) {
+        let hash = group_hash(owner.get(), id.raw());
         let stripe = &self.stripes[(hash >> 40) as usize & self.mask];
-        (&stripe.groups, hash, slot_index(id))
+        (&stripe.groups, hash, slot_index(id.raw()))
     }
 
     /// Reserves `(owner, id)` if no slot holds it yet. Returns whether it did.
-    pub fn try_reserve(&self, owner: impl Into<Tgid>, id: i32) -> bool {
-        let (stripe, hash, index) = self.locate(owner.into(), id);
+    pub fn try_reserve(&self, owner: Tgid, id: TimerId) -> bool {
+        let (stripe, hash, index) = self.locate(owner, id);
         stripe.lock().reserve(hash, index)
     }
 
     /// Makes a reserved `(owner, id)` visible with `value`. Returns false if the reservation is
     /// gone (removed by a racing process exit) or already published.
-    pub fn publish(&self, owner: impl Into<Tgid>, id: i32, value: Arc<T>) -> bool {
-        let (stripe, hash, index) = self.locate(owner.into(), id);
+    pub fn publish(&self, owner: Tgid, id: TimerId, value: Arc<T>) -> bool {
+        let (stripe, hash, index) = self.locate(owner, id);
         stripe.lock().publish(hash, index, value)
     }
 
     /// The published value of `(owner, id)`, if any. Takes one stripe lock.
-    pub fn lookup(&self, owner: impl Into<Tgid>, id: i32) -> Option<Arc<T>> {
-        let (stripe, hash, index) = self.locate(owner.into(), id);
+    pub fn lookup(&self, owner: Tgid, id: TimerId) -> Option<Arc<T>> {
+        let (stripe, hash, index) = self.locate(owner, id);
         stripe.lock().get_with(hash, index, Arc::clone)
     }
 
     /// `f` of the published value of `(owner, id)`, if any, called under the stripe lock:
     /// a read that takes no count on the value, as Linux reads a timer found under RCU. `f`
     /// must not block or take a lock (the stripe lock is a leaf); reading atomics is its job.
-    pub fn read<R>(&self, owner: impl Into<Tgid>, id: i32, f: impl FnOnce(&T) -> R) -> Option<R> {
-        let (stripe, hash, index) = self.locate(owner.into(), id);
+    pub fn read<R>(&self, owner: Tgid, id: TimerId, f: impl FnOnce(&T) -> R) -> Option<R> {
+        let (stripe, hash, index) = self.locate(owner, id);
         stripe.lock().get_with(hash, index, |v| f(v))
     }
 
     /// Removes `(owner, id)`, reserved or published. Returns the published value, if any.
-    pub fn remove(&self, owner: impl Into<Tgid>, id: i32) -> Option<Arc<T>> {
-        let (stripe, hash, index) = self.locate(owner.into(), id);
+    pub fn remove(&self, owner: Tgid, id: TimerId) -> Option<Arc<T>> {
+        let (stripe, hash, index) = self.locate(owner, id);
         stripe.lock().remove(hash, index)
     }
 
     /// Whether `(owner, id)` holds a slot, reserved or published.
-    pub fn contains(&self, owner: impl Into<Tgid>, id: i32) -> bool {
-        let (stripe, hash, index) = self.locate(owner.into(), id);
+    pub fn contains(&self, owner: Tgid, id: TimerId) -> bool {
+        let (stripe, hash, index) = self.locate(owner, id);
         stripe.lock().holds(hash, index)
     }
 
@@ -186,25 +187,35 @@ impl<T> Default for TimerTable<T> {
 mod tests {
     use super::*;
 
+    fn id(n: i32) -> TimerId {
+        TimerId::from_raw(n)
+    }
+
     #[test]
     fn reserved_slots_block_the_id_but_stay_invisible_until_published() {
         let t: TimerTable<u32> = TimerTable::with_buckets(4);
-        assert!(t.try_reserve(10, 0));
-        assert!(!t.try_reserve(10, 0));
-        assert!(t.try_reserve(11, 0), "another process may use the same id");
-        assert_eq!(t.lookup(10, 0), None);
-        assert!(t.publish(10, 0, Arc::new(7)));
-        assert!(!t.publish(10, 0, Arc::new(9)), "published once");
-        assert_eq!(t.lookup(10, 0).as_deref(), Some(&7));
-        assert_eq!(t.lookup(11, 0), None);
-        assert_eq!(t.remove(10, 0).as_deref(), Some(&7));
-        assert_eq!(t.lookup(10, 0), None);
+        assert!(t.try_reserve(Tgid::new(10), id(0)));
+        assert!(!t.try_reserve(Tgid::new(10), id(0)));
         assert!(
-            !t.publish(10, 0, Arc::new(8)),
+            t.try_reserve(Tgid::new(11), id(0)),
+            "another process may use the same id"
+        );
+        assert_eq!(t.lookup(Tgid::new(10), id(0)), None);
+        assert!(t.publish(Tgid::new(10), id(0), Arc::new(7)));
+        assert!(
+            !t.publish(Tgid::new(10), id(0), Arc::new(9)),
+            "published once"
+        );
+        assert_eq!(t.lookup(Tgid::new(10), id(0)).as_deref(), Some(&7));
+        assert_eq!(t.lookup(Tgid::new(11), id(0)), None);
+        assert_eq!(t.remove(Tgid::new(10), id(0)).as_deref(), Some(&7));
+        assert_eq!(t.lookup(Tgid::new(10), id(0)), None);
+        assert!(
+            !t.publish(Tgid::new(10), id(0), Arc::new(8)),
             "publish needs a reservation"
         );
-        assert_eq!(t.remove(11, 0), None);
-        assert!(!t.contains(11, 0));
+        assert_eq!(t.remove(Tgid::new(11), id(0)), None);
+        assert!(!t.contains(Tgid::new(11), id(0)));
     }
 
     #[test]
@@ -218,8 +229,8 @@ mod tests {
     #[test]
     fn linear_ids_spread_over_the_stripes_eight_at_a_time() {
         let t: TimerTable<()> = TimerTable::with_buckets(1024);
-        for id in 0..20_000 {
-            assert!(t.try_reserve(1234, id));
+        for n in 0..20_000 {
+            assert!(t.try_reserve(Tgid::new(1234), id(n)));
         }
         let (fullest, total) = t.chain_stats();
         assert_eq!(total, 20_000);
@@ -231,7 +242,7 @@ mod tests {
     #[test]
     fn consecutive_ids_share_a_stripe_only_within_their_group_of_eight() {
         let t: TimerTable<()> = TimerTable::with_buckets(1 << 16);
-        let stripe = |id| t.locate(Tgid::new(9), id).0 as *const _;
+        let stripe = |n| t.locate(Tgid::new(9), id(n)).0 as *const _;
         assert!((0..8).all(|id| stripe(id) == stripe(0)));
         let distinct: std::collections::HashSet<_> = (0..64).map(|g| stripe(g * 8)).collect();
         assert!(
@@ -247,14 +258,17 @@ mod tests {
         let t: TimerTable<u64> = TimerTable::with_buckets(1024);
         let empty = t.memory_bytes();
         for n in 0..2048 {
-            assert!(t.try_reserve(1, n * 512) && t.publish(1, n * 512, Arc::new(0)));
+            assert!(
+                t.try_reserve(Tgid::new(1), id(n * 512))
+                    && t.publish(Tgid::new(1), id(n * 512), Arc::new(0))
+            );
         }
         let sparse = t.memory_bytes();
         assert_eq!(empty, 1024 * 32);
         // Inline singletons: about three 24-byte cells per stripe, no leaf.
         assert!(sparse < 150 << 10, "{sparse} bytes");
         for n in 0..2048 {
-            assert!(t.try_reserve(2, n));
+            assert!(t.try_reserve(Tgid::new(2), id(n)));
         }
         let dense = t.memory_bytes() - sparse;
         assert!(dense < 2048 * 16, "dense ids: {dense} bytes for 2048");
@@ -264,13 +278,13 @@ mod tests {
     fn memory_follows_live_timers_back_down_after_deletes() {
         let t: TimerTable<u32> = TimerTable::with_buckets(8);
         let empty = t.memory_bytes();
-        for id in 0..10_000 {
-            assert!(t.try_reserve(1, id * 512));
+        for n in 0..10_000 {
+            assert!(t.try_reserve(Tgid::new(1), id(n * 512)));
         }
         let full = t.memory_bytes();
         assert!(full > empty + 10_000 * 16);
-        for id in 0..10_000 {
-            t.remove(1, id * 512);
+        for n in 0..10_000 {
+            t.remove(Tgid::new(1), id(n * 512));
         }
         assert!(
             t.memory_bytes() < empty + 8 * 1024,

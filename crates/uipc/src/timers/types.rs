@@ -22,6 +22,12 @@ impl TimerId {
     }
 }
 
+impl From<i32> for TimerId {
+    fn from(raw: i32) -> TimerId {
+        TimerId(raw)
+    }
+}
+
 /// A user-space pointer argument, as the embedder found it when it copied the argument in.
 ///
 /// The engine takes values, not addresses, yet Linux checks pointer faults at fixed points of
