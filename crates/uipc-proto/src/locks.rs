@@ -36,6 +36,8 @@ pub enum LockRequest {
     /// numbers it) and the area's memfd, to map shared and writable; ENOSYS if the daemon has
     /// none.
     Leases,
+    /// The flock lease slots: answered as [`LockRequest::Leases`] is, with the slots' memfd.
+    FlockSlots,
 }
 
 /// How many bytes the lock hints have.
@@ -121,6 +123,7 @@ impl LockRequest {
             LockRequest::List => w.u8(tag::LIST),
             LockRequest::Hints => w.u8(tag::HINTS),
             LockRequest::Leases => w.u8(tag::LEASES),
+            LockRequest::FlockSlots => w.u8(tag::FLOCK_SLOTS),
         }
     }
 
@@ -136,6 +139,7 @@ impl LockRequest {
             tag::LIST => LockRequest::List,
             tag::HINTS => LockRequest::Hints,
             tag::LEASES => LockRequest::Leases,
+            tag::FLOCK_SLOTS => LockRequest::FlockSlots,
             t => return Err(DecodeError::UnknownTag(t)),
         })
     }
@@ -256,6 +260,7 @@ mod tests {
             LockRequest::List,
             LockRequest::Hints,
             LockRequest::Leases,
+            LockRequest::FlockSlots,
         ] {
             let req = Request::Lock(lr);
             let bytes = req.encode();

@@ -46,7 +46,7 @@ pub(crate) mod response {
     pub(crate) const TEXT: u8 = 60;
 }
 
-/// The byte after [`request::LOCK`] or [`response::LOCK`]: `FCNTL`..`LEASES` begin a
+/// The byte after [`request::LOCK`] or [`response::LOCK`]: `FCNTL`..`FLOCK_SLOTS` begin a
 /// [`LockRequest`](crate::LockRequest), `R_*` a [`LockResponse`](crate::LockResponse).
 pub(crate) mod locks {
     pub(crate) const FCNTL: u8 = 1;
@@ -55,6 +55,7 @@ pub(crate) mod locks {
     pub(crate) const LIST: u8 = 4;
     pub(crate) const HINTS: u8 = 5;
     pub(crate) const LEASES: u8 = 6;
+    pub(crate) const FLOCK_SLOTS: u8 = 7;
     pub(crate) const R_FLOCK: u8 = 1;
     pub(crate) const R_LIST: u8 = 2;
 }

@@ -135,6 +135,7 @@ fn request() -> impl Strategy<Value = Request> {
         Just(Request::Lock(LockRequest::List)),
         Just(Request::Lock(LockRequest::Hints)),
         Just(Request::Lock(LockRequest::Leases)),
+        Just(Request::Lock(LockRequest::FlockSlots)),
         any::<i32>().prop_map(|semid| Request::SemNsems { semid }),
         (any::<i32>(), any::<i32>()).prop_map(|(key, flag)| Request::Msgget { key, flag }),
         (any::<i32>(), any::<i64>(), any::<i64>(), any::<i32>()).prop_map(

@@ -14,7 +14,8 @@
 //!
 //! The file lock leases (ARCHITECTURE.md "File lock leases") live on a memfd of their own
 //! ([`new_leases`], `LockRequest::Leases`), one per daemon as the lock manager is, under the
-//! same conditions.
+//! same conditions; the flock leases (ARCHITECTURE.md "flock leases") on another
+//! ([`new_flock_slots`], `LockRequest::FlockSlots`).
 
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::sync::Arc;
@@ -22,6 +23,7 @@ use uipc::ipc::keytable::{writer::KeyTable, OFFSET};
 use uipc::ipc::msg::fast::owner::MsgArena;
 use uipc::ipc::msg::fast::MAPPING_BYTES;
 use uipc::ipc::sem::fast::{map_arena, owner::SemArena, ARENA_BYTES};
+use uipc::locks::flockfast::{map_flock_slots, FlockSlots, FLOCK_BYTES};
 use uipc::locks::lease::{map_leases, Leases, LEASE_BYTES};
 
 /// Whether `UIPC_FASTPATH` in the environment turns the fast path off ("0").
@@ -110,8 +112,25 @@ pub fn new_leases() -> Option<Leases> {
 
 /// The memfd behind a lease area made by [`new_leases`].
 pub fn leases_fd(leases: &Leases) -> Option<RawFd> {
-    leases
-        .keeper()
+    mapping_fd(leases.keeper())
+}
+
+/// A flock lease area (`uipc::locks::flockfast`) on a memfd of its own, or `None` if the
+/// memory cannot be had (flock then always takes the daemon path).
+pub fn new_flock_slots() -> Option<FlockSlots> {
+    let (keep, ptr) = mapped_memfd(c"uipc-flock-leases", FLOCK_BYTES, map_flock_slots)?;
+    // SAFETY: a fresh page-aligned mapping of FLOCK_BYTES zeroed bytes, kept mapped by `keep`
+    // for the area's life; clients use it only through atomics.
+    Some(unsafe { FlockSlots::from_raw(ptr.cast(), Box::new(keep)) })
+}
+
+/// The memfd behind a flock lease area made by [`new_flock_slots`].
+pub fn flock_slots_fd(slots: &FlockSlots) -> Option<RawFd> {
+    mapping_fd(slots.keeper())
+}
+
+fn mapping_fd(keeper: Option<&(dyn std::any::Any + Send + Sync)>) -> Option<RawFd> {
+    keeper
         .and_then(|k| k.downcast_ref::<Arc<Mapping>>())
         .map(|m| m.fd.as_raw_fd())
 }

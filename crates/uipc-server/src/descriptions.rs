@@ -221,6 +221,16 @@ impl Descriptions {
         }
     }
 
+    /// The number of the table's own descriptor of `ofd`, while the table keeps it (a flock
+    /// lease names the description by it: see `uipc::locks::flockfast`).
+    pub fn copy_of(&self, ofd: OfdId) -> Option<RawFd> {
+        let t = self.table();
+        t.entries
+            .iter()
+            .find(|e| e.ofd == ofd)
+            .map(|e| e.fd.as_raw_fd())
+    }
+
     /// Whether the table holds anything (a sweep has work only then).
     pub fn is_empty(&self) -> bool {
         self.table().entries.is_empty()

@@ -91,6 +91,7 @@ pub mod descriptions;
 pub mod dispatch;
 mod exits;
 pub mod fdscan;
+mod flocknames;
 pub mod hints;
 pub mod jobs;
 pub mod limits;
@@ -322,9 +323,15 @@ impl Server {
         };
         let shared = Arc::new(Shared {
             namespaces: namespaces::Namespaces::new(ns, backing.clone(), fast),
-            locks: match arena::new_leases().filter(|_| fast) {
-                Some(leases) => LockManager::new().with_leases(leases),
-                None => LockManager::new(),
+            locks: match (
+                arena::new_leases().filter(|_| fast),
+                arena::new_flock_slots().filter(|_| fast),
+            ) {
+                (Some(leases), Some(slots)) => LockManager::new()
+                    .with_leases(leases)
+                    .with_flock_slots(slots),
+                (Some(leases), None) => LockManager::new().with_leases(leases),
+                _ => LockManager::new(),
             },
             descriptions: descriptions::Descriptions::new(),
             hints: hints::LockHints::new(),

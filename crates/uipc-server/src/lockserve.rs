@@ -92,6 +92,7 @@ fn describe(
     };
     let ofd = cx.descriptions.acquire(fd, open.file, cx.cred.tgid)?;
     open.ofd = ofd;
+    crate::flocknames::name(cx.locks, cx.descriptions, ofd);
     Ok((Some(open), Some(ofd)))
 }
 
@@ -106,6 +107,7 @@ fn with_description(
         Ok((open, ofd)) => {
             let resp = call(open.as_ref());
             if let Some(ofd) = ofd {
+                crate::flocknames::unname(cx.locks, ofd);
                 cx.descriptions.release(ofd, cx.locks);
             }
             resp
@@ -128,6 +130,7 @@ fn finish_lock(
     r: Result<(), Errno>,
 ) -> Response {
     if let Some(ofd) = ofd {
+        crate::flocknames::unname(cx.0, ofd);
         cx.1.release(ofd, cx.0);
     }
     match r {
@@ -246,6 +249,9 @@ pub fn serve(cx: &LockCtx<'_>, req: LockRequest) -> (Response, Option<OwnedFd>) 
                 Some(_) => (err(Errno::ENOMEM), None),
                 None => (err(Errno::ENOSYS), None),
             };
+        }
+        LockRequest::FlockSlots => {
+            return crate::flocknames::area(cx.locks, cx.cred.tgid);
         }
         LockRequest::Hints => {
             return match cx.hints.map(LockHints::read_only_fd) {

@@ -68,6 +68,7 @@ crate::kernel::next_symbols! {
 pub fn prepare() {
     let _ = libc_fns();
     lease::prepare();
+    flockfast::prepare();
     if routing() {
         close::map_hints_now();
     }
@@ -83,6 +84,7 @@ macro_rules! real {
 
 mod by_syscall;
 mod close;
+mod flockfast;
 mod lease;
 
 pub use by_syscall::{is_lock_number, syscall_routed};
@@ -224,6 +226,9 @@ pub extern "C-unwind" fn flock(fd: c_int, operation: c_int) -> c_int {
             Some(f) => unsafe { f(fd, operation) },
             None => kernel_sys!(libc::SYS_flock, fd, operation) as c_int,
         };
+    }
+    if flockfast::flock(fd, operation).is_some() {
+        return 0;
     }
     let saved = crate::guard::errno_now();
     let result = lock_call(fd, LockRequest::Flock { cmd: operation }, false).and_then(ret_value);

@@ -58,6 +58,7 @@ mod fcntl;
 mod file;
 mod files;
 mod flock;
+pub mod flockfast;
 pub mod lease;
 #[cfg(all(test, loom))]
 mod loom_models;
@@ -105,6 +106,9 @@ pub struct LockManager {
     /// Leases of files to the one process that locks them (`lease`), if the embedder gave
     /// an area.
     leases: Option<lease::Leases>,
+    /// Leases of files to the one description that flocks them (`flockfast`), if the
+    /// embedder gave an area.
+    flock_slots: Option<flockfast::FlockSlots>,
 }
 
 impl Default for LockManager {
@@ -141,6 +145,7 @@ impl LockManager {
             files: FileMap::new((cpus * 16).max(64)),
             graph: deadlock::DeadlockGraph::new(config.deadlock),
             leases: None,
+            flock_slots: None,
         }
     }
 
@@ -170,10 +175,18 @@ impl LockManager {
         park: &ParkCtx,
     ) -> Progress<(), ParkedLock> {
         let (file, req) = (call.file, call.req);
+        let ofd = match req.owner {
+            Owner::Description(o) => Some(o),
+            Owner::Process(_) => None,
+        };
+        let retry = woken.is_some();
         self.lease_enter(file, req.pid, false);
+        self.flock_enter(file, ofd);
         let r = self.request_step_entered(call, wait, woken, park);
-        let granted = req.kind == LockKind::Posix && matches!(r, Progress::Done(Ok(())));
-        self.lease_leave(file, granted.then_some(req.pid));
+        let done = matches!(r, Progress::Done(Ok(())));
+        let flocked = req.kind == LockKind::Flock && done && !retry;
+        self.flock_leave(file, ofd.filter(|_| flocked).map(|o| (o, req.pid)));
+        self.lease_leave(file, (req.kind == LockKind::Posix && done).then_some(req.pid));
         r
     }
 
@@ -303,6 +316,7 @@ impl LockManager {
     /// Every held lock and blocked request, file by file (files in [`FileId`] order).
     pub fn list(&self) -> Vec<LockInfo> {
         self.leases_revoke_all();
+        self.flock_revoke_all();
         let mut files = self.files.all();
         files.sort_by_key(|(id, _)| *id);
         let mut out = Vec::new();
@@ -319,8 +333,10 @@ impl LockManager {
     pub fn list_file(&self, file: FileId) -> Vec<LockInfo> {
         let mut out = Vec::new();
         self.lease_enter(file, 0, false);
+        self.flock_enter(file, None);
         self.files
             .with(file, false, |_, st| procfs::list_file(file, &st, &mut out));
+        self.flock_leave(file, None);
         self.lease_leave(file, None);
         out
     }
@@ -328,6 +344,11 @@ impl LockManager {
     /// Whether `owner` holds a lock on `file` or has a request blocked there (what
     /// [`LockManager::list_file`] would show for it, without building the listing).
     pub fn owns_any(&self, file: FileId, owner: Owner) -> bool {
+        if let Owner::Description(o) = owner {
+            if self.flock_leased(file, o) {
+                return true;
+            }
+        }
         self.files
             .with(file, false, |_, st| {
                 st.posix.iter().any(|h| h.owner == owner)
@@ -349,6 +370,10 @@ impl LockManager {
         // A lease of another process stays: a close drops only the closer's POSIX locks, and
         // a leased file has no OFD or flock lock.
         self.lease_enter(file, tgid, true);
+        // A flock lease goes only with its description's last reference.
+        if last_reference {
+            self.flock_enter(file, Some(ofd));
+        }
         self.files.with(file, false, |_, mut st| {
             let mut changed = st.remove_posix_owner(Owner::Process(tgid));
             if last_reference {
@@ -360,6 +385,9 @@ impl LockManager {
             }
         });
         self.files.remove_if_idle(file);
+        if last_reference {
+            self.flock_leave(file, None);
+        }
         self.lease_leave(file, None);
     }
 

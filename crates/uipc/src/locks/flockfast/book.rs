@@ -1,0 +1,296 @@
+//! The daemon's side of the flock leases: which description is named by which token, which
+//! file is leased in which slot to which description, how many engine calls are inside each
+//! file, grants and revokes (ARCHITECTURE.md "flock leases").
+//!
+//! Everything here is the daemon's own memory; the shared slots are written (grant, revoke)
+//! and only `STATE` is read back (by the revoke's `fetch_or`), validated against the grant.
+//!
+//! Lock order: one shard's mutex (the shard of the file's slot group), then the names' mutex,
+//! or, inside the callbacks of [`FlockSlots::enter`] and [`FlockSlots::leave`], the engine's
+//! file-map shard and one file's state. No two shards are held together.
+
+use super::*;
+use crate::ipc::shared_words::SharedWords;
+use crate::locks::types::OfdId;
+use crate::sync::{lock, AtomicBool, Mutex, Ordering::Relaxed, Ordering::Release};
+use std::collections::HashMap;
+
+/// Shard mutexes.
+const SHARDS: usize = 64;
+/// Grant chances a file skips after its lease was taken back for another description.
+const COOLDOWN: u16 = 32;
+
+#[derive(Default)]
+struct FileBook {
+    /// Engine calls inside the file (entered, not yet left).
+    inside: u32,
+    /// The slot that leases it.
+    lease: Option<usize>,
+    /// Grant chances still to skip.
+    cooldown: u16,
+}
+
+impl FileBook {
+    fn idle(&self) -> bool {
+        self.inside == 0 && self.lease.is_none() && self.cooldown == 0
+    }
+}
+
+#[derive(Default)]
+struct SlotBook {
+    /// The epoch of the last grant.
+    epoch: u32,
+    /// The file and description while leased.
+    holder: Option<(FileId, OfdId)>,
+}
+
+#[derive(Default)]
+struct Shard {
+    files: HashMap<FileId, FileBook>,
+    slots: HashMap<usize, SlotBook>,
+}
+
+/// What a revoke hands back: the description, its flock lock (if any) and the pid that set it.
+pub(crate) type Taken = (OfdId, Option<crate::locks::LockType>, i32);
+
+/// A flock lease area and its books.
+pub struct FlockSlots {
+    mem: SharedWords,
+    shards: Box<[Mutex<Shard>]>,
+    /// The tokens of the descriptions whose calls are in flight (named by the embedder).
+    names: Mutex<HashMap<OfdId, (u64, u32)>>,
+    /// Some lease was ever granted (a listing with none looks at nothing).
+    granted: AtomicBool,
+}
+
+impl std::fmt::Debug for FlockSlots {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FlockSlots").finish_non_exhaustive()
+    }
+}
+
+fn lock_type(m: Mode) -> Option<crate::locks::LockType> {
+    match m {
+        Mode::Unlocked => None,
+        Mode::Shared => Some(crate::locks::LockType::Read),
+        Mode::Exclusive => Some(crate::locks::LockType::Write),
+    }
+}
+
+impl FlockSlots {
+    fn with_mem(mem: SharedWords) -> FlockSlots {
+        FlockSlots {
+            mem,
+            shards: (0..SHARDS).map(|_| Mutex::new(Shard::default())).collect(),
+            names: Mutex::new(HashMap::new()),
+            granted: AtomicBool::new(false),
+        }
+    }
+
+    /// An area in the process's own memory (tests, models).
+    pub fn owned() -> FlockSlots {
+        FlockSlots::owned_words(FLOCK_SLOTS * SLOT_WORDS)
+    }
+
+    /// An area of `len` words in the process's own memory: the models use one group's worth.
+    pub(crate) fn owned_words(len: usize) -> FlockSlots {
+        FlockSlots::with_mem(SharedWords::owned(len))
+    }
+
+    /// An area of [`FLOCK_BYTES`] at `ptr`, kept mapped by `keep`.
+    ///
+    /// # Safety
+    /// `ptr` must be 8-byte aligned, valid for reads and writes of [`FLOCK_BYTES`] for as long
+    /// as `keep` lives, zeroed at first, and used by others only as atomics.
+    #[cfg(not(loom))]
+    pub unsafe fn from_raw(ptr: *mut u8, keep: Box<dyn std::any::Any + Send + Sync>) -> FlockSlots {
+        // SAFETY: the caller's contract.
+        FlockSlots::with_mem(unsafe { SharedWords::mapped(ptr, FLOCK_SLOTS * SLOT_WORDS, keep) })
+    }
+
+    /// What the embedder kept with a mapping (its memfd).
+    pub fn keeper(&self) -> Option<&(dyn std::any::Any + Send + Sync)> {
+        self.mem.keeper()
+    }
+
+    /// The shared words (a caller's [`FlockView`] over them).
+    pub fn words(&self) -> &[AtomicU64] {
+        self.mem.words()
+    }
+
+    fn slot(&self, k: usize) -> Option<&[AtomicU64]> {
+        self.words().get(k * SLOT_WORDS..(k + 1) * SLOT_WORDS)
+    }
+
+    fn shard(&self, file: FileId) -> &Mutex<Shard> {
+        &self.shards[group_of(file) % SHARDS]
+    }
+
+    /// Names description `ofd` by `token` for the calls through it that follow, until as many
+    /// [`FlockSlots::unname`]s: only a named description can be granted a lease.
+    pub fn name(&self, ofd: OfdId, token: Token) {
+        let mut names = lock(&self.names);
+        let e = names.entry(ofd).or_insert((token.word(), 0));
+        e.0 = token.word();
+        e.1 += 1;
+    }
+
+    /// Ends one [`FlockSlots::name`].
+    pub fn unname(&self, ofd: OfdId) {
+        let mut names = lock(&self.names);
+        if let Some(e) = names.get_mut(&ofd) {
+            e.1 = e.1.saturating_sub(1);
+            if e.1 == 0 {
+                names.remove(&ofd);
+            }
+        }
+    }
+
+    /// Takes slot `k` back: its description and the lock it held, validated.
+    fn revoke(&self, sh: &mut Shard, k: usize) -> Option<Taken> {
+        let book = sh.slots.get_mut(&k)?;
+        let (_, ofd) = book.holder.take()?;
+        let slot = self.slot(k)?;
+        let v = slot[STATE].fetch_or(SLOW, AcqRel);
+        let grant = held_state(Mode::Unlocked, 0, book.epoch);
+        let pid = (v & PID_MASK) as i32;
+        match Mode::of(v) {
+            // Not the state the grant wrote: written by someone else; nothing to trust.
+            Some(m) if v & !(MODE_MASK | PID_MASK) == grant && pid > 0 => {
+                Some((ofd, lock_type(m), pid))
+            }
+            _ => Some((ofd, None, 0)),
+        }
+    }
+
+    /// A call on `file` through description `by` (if any) begins: the file's lease is taken
+    /// back first and its lock handed to `import`. No grant happens while a call is inside.
+    pub(crate) fn enter(&self, file: FileId, by: Option<OfdId>, import: impl FnOnce(Taken)) {
+        let mut sh = lock(self.shard(file));
+        let sh = &mut *sh;
+        let book = sh.files.entry(file).or_default();
+        book.inside += 1;
+        let Some(k) = book.lease.take() else { return };
+        let holder = sh.slots.get(&k).and_then(|b| b.holder).map(|(_, o)| o);
+        if by.is_none() || holder != by {
+            book.cooldown = COOLDOWN;
+        }
+        if let Some(taken) = self.revoke(sh, k) {
+            import(taken);
+        }
+    }
+
+    /// The call that [`FlockSlots::enter`]ed `file` ends. If it was the last one inside and
+    /// `grant` names the description and pid of a successful flock call, and the description
+    /// is named, the file may be leased to it: `take` is asked for the description's flock
+    /// lock, which it removes from the engine, and returns only if nothing else is on the
+    /// file (`Some(None)`: no lock).
+    #[allow(clippy::type_complexity)]
+    pub(crate) fn leave(
+        &self,
+        file: FileId,
+        grant: Option<(OfdId, i32)>,
+        take: impl FnOnce(OfdId) -> Option<Option<(crate::locks::LockType, i32)>>,
+    ) {
+        let mut sh = lock(self.shard(file));
+        let sh = &mut *sh;
+        let Some(book) = sh.files.get_mut(&file) else {
+            return;
+        };
+        book.inside = book.inside.saturating_sub(1);
+        if book.inside == 0 && book.lease.is_none() {
+            if let Some((ofd, pid)) = grant.filter(|&(_, p)| p > 0 && p as u64 <= PID_MASK) {
+                if book.cooldown > 0 {
+                    book.cooldown -= 1;
+                } else if let Some(token) = lock(&self.names).get(&ofd).map(|e| e.0) {
+                    if let Some(k) = self.free_slot(&sh.slots, file) {
+                        if let Some(held) = take(ofd) {
+                            let (mode, pid) = match held {
+                                Some((crate::locks::LockType::Write, p)) => (Mode::Exclusive, p),
+                                Some((_, p)) => (Mode::Shared, p),
+                                None => (Mode::Unlocked, pid),
+                            };
+                            self.grant(&mut sh.slots, k, (file, ofd), token, (mode, pid));
+                            book.lease = Some(k);
+                        }
+                    }
+                }
+            }
+        }
+        if book.idle() {
+            sh.files.remove(&file);
+        }
+    }
+
+    /// A slot of `file`'s group that no lease uses.
+    fn free_slot(&self, slots: &HashMap<usize, SlotBook>, file: FileId) -> Option<usize> {
+        (0..GROUP)
+            .map(|i| group_of(file) * GROUP + i)
+            .find(|&k| self.slot(k).is_some() && slots.get(&k).is_none_or(|b| b.holder.is_none()))
+    }
+
+    fn grant(
+        &self,
+        slots: &mut HashMap<usize, SlotBook>,
+        k: usize,
+        (file, ofd): (FileId, OfdId),
+        token: u64,
+        (mode, pid): (Mode, i32),
+    ) {
+        let book = slots.entry(k).or_default();
+        book.epoch = book.epoch.wrapping_add(1);
+        book.holder = Some((file, ofd));
+        let Some(slot) = self.slot(k) else { return };
+        slot[DEV].store(file.dev, Release);
+        slot[INO].store(file.ino, Release);
+        slot[TOKEN].store(token, Release);
+        slot[STATE].store(held_state(mode, pid, book.epoch), Release);
+        self.granted.store(true, Relaxed);
+    }
+
+    /// Whether description `ofd` holds `file`'s lease (the embedder keeps what names it).
+    pub fn holds(&self, file: FileId, ofd: OfdId) -> bool {
+        let sh = lock(self.shard(file));
+        let Some(k) = sh.files.get(&file).and_then(|b| b.lease) else {
+            return false;
+        };
+        sh.slots
+            .get(&k)
+            .and_then(|b| b.holder)
+            .is_some_and(|(_, o)| o == ofd)
+    }
+
+    /// Takes every lease back (a listing of all locks), handing each one's lock to `import`.
+    pub(crate) fn revoke_all(&self, mut import: impl FnMut(FileId, Taken)) {
+        if !self.granted.load(Relaxed) {
+            return;
+        }
+        for shard in self.shards.iter() {
+            let mut sh = lock(shard);
+            let sh = &mut *sh;
+            let leased: Vec<(FileId, usize)> = sh
+                .files
+                .iter()
+                .filter_map(|(&f, b)| b.lease.map(|k| (f, k)))
+                .collect();
+            for (f, k) in leased {
+                if let Some(b) = sh.files.get_mut(&f) {
+                    b.lease = None;
+                }
+                if let Some(taken) = self.revoke(sh, k) {
+                    import(f, taken);
+                }
+                if sh.files.get(&f).is_some_and(FileBook::idle) {
+                    sh.files.remove(&f);
+                }
+            }
+        }
+    }
+
+    /// The description holding `file`'s lease, if any (tests).
+    pub fn holder(&self, file: FileId) -> Option<OfdId> {
+        let sh = lock(self.shard(file));
+        let k = sh.files.get(&file)?.lease?;
+        sh.slots.get(&k)?.holder.map(|(_, o)| o)
+    }
+}

@@ -1,0 +1,89 @@
+//! The lock manager's calls into its flock leases: every engine call on a file enters it first
+//! (revoking its lease, whose lock comes back into the engine) and leaves it after (where a
+//! lease may be granted). See `book` and ARCHITECTURE.md "flock leases".
+
+use super::book::Taken;
+use super::FlockSlots;
+use crate::locks::file::Held;
+use crate::locks::types::{FileId, LockKind, OfdId, Owner, OFFSET_MAX};
+use crate::locks::LockManager;
+
+impl LockManager {
+    /// Gives the manager a flock lease area: from now on a description that alone locks a
+    /// file with flock may be granted its lease.
+    pub fn with_flock_slots(mut self, slots: FlockSlots) -> LockManager {
+        self.flock_slots = Some(slots);
+        self
+    }
+
+    /// The flock lease area, if any.
+    pub fn flock_slots(&self) -> Option<&FlockSlots> {
+        self.flock_slots.as_ref()
+    }
+
+    /// Puts a revoked lease's lock into the engine as its description's flock lock (nothing
+    /// else is on the file: nothing conflicts).
+    fn import_flock(&self, file: FileId, (ofd, ty, pid): Taken) {
+        let Some(ty) = ty else { return };
+        self.files.with(file, true, |_, mut st| {
+            let owner = Owner::Description(ofd);
+            if !st.flocks.iter().any(|h| h.owner == owner) {
+                st.flocks.push(Held {
+                    kind: LockKind::Flock,
+                    owner,
+                    pid,
+                    ty,
+                    start: 0,
+                    end: OFFSET_MAX,
+                });
+            }
+        });
+    }
+
+    /// A call on `file` through description `by` (an OFD or flock call) begins.
+    pub(crate) fn flock_enter(&self, file: FileId, by: Option<OfdId>) {
+        if let Some(l) = &self.flock_slots {
+            l.enter(file, by, |taken| self.import_flock(file, taken));
+        }
+    }
+
+    /// The call ends; `grant`: the description and pid of a successful flock call.
+    pub(crate) fn flock_leave(&self, file: FileId, grant: Option<(OfdId, i32)>) {
+        let Some(l) = &self.flock_slots else { return };
+        l.leave(file, grant, |ofd| {
+            let owner = Owner::Description(ofd);
+            let taken = self
+                .files
+                .with(file, false, |_, mut st| {
+                    let alone = st.posix.is_empty()
+                        && st.blocked.is_empty()
+                        && st.flocks.iter().all(|h| h.owner == owner);
+                    if !alone {
+                        return None;
+                    }
+                    let held = st.flocks.first().map(|h| (h.ty, h.pid));
+                    st.flocks.clear();
+                    Some(held)
+                })
+                // No context: no lock at all on the file.
+                .unwrap_or(Some(None));
+            if taken.is_some() {
+                self.files.remove_if_idle(file);
+            }
+            taken
+        });
+    }
+
+    /// Whether description `ofd` holds `file`'s flock lease (it then owns a lock as far as
+    /// its embedder's bookkeeping goes).
+    pub(crate) fn flock_leased(&self, file: FileId, ofd: OfdId) -> bool {
+        self.flock_slots.as_ref().is_some_and(|l| l.holds(file, ofd))
+    }
+
+    /// Takes every flock lease back into the engine (before a listing of all locks).
+    pub(crate) fn flock_revoke_all(&self) {
+        if let Some(l) = &self.flock_slots {
+            l.revoke_all(|file, taken| self.import_flock(file, taken));
+        }
+    }
+}

@@ -1,0 +1,142 @@
+//! flock leases inside a lock manager: grant after a named description's lone flock, the
+//! caller's operations through the view, revoke by another description's call (which then
+//! conflicts with the imported lock), the last close, listings, what is never leased.
+
+use super::*;
+use crate::locks::lease::Leases;
+use crate::locks::types::*;
+use crate::locks::LockManager;
+use crate::{Cred, Errno, WaitCtx};
+
+const F: FileId = FileId { dev: 7, ino: 43 };
+const TOKEN_1: Token = Token { pid: 99, fd: 11 };
+
+fn open(ofd: u64) -> OpenFile {
+    OpenFile {
+        file: F,
+        ofd: OfdId(ofd),
+        readable: true,
+        writable: true,
+        offset: 0,
+        size: 0,
+    }
+}
+
+fn manager() -> LockManager {
+    LockManager::new()
+        .with_leases(Leases::owned())
+        .with_flock_slots(FlockSlots::owned())
+}
+
+/// flock through the daemon path by description `ofd` of process `pid`, named for the call.
+fn flock(m: &LockManager, pid: i32, ofd: u64, cmd: i32) -> crate::Result<()> {
+    let slots = m.flock_slots().unwrap();
+    slots.name(OfdId(ofd), Token { pid: 99, fd: ofd as i32 + 10 });
+    let r = m.flock(&Cred::root(pid), Some(&open(ofd)), cmd, &WaitCtx::FOREVER);
+    slots.unname(OfdId(ofd));
+    r
+}
+
+/// The caller's operation by `pid` through description `ofd` (`same` compares tokens as the
+/// client's kcmp would).
+fn local(m: &LockManager, pid: i32, ofd: u64, cmd: i32) -> Flocked {
+    let view = FlockView::new(m.flock_slots().unwrap().words());
+    let want = Mode::of_cmd(cmd).unwrap();
+    let mine = Token { pid: 99, fd: ofd as i32 + 10 };
+    for k in view.candidates(F).collect::<Vec<_>>() {
+        if view.flock(k, pid, want, |t| t == mine) == Flocked::Done {
+            return Flocked::Done;
+        }
+    }
+    Flocked::Slow
+}
+
+fn lines(m: &LockManager) -> Vec<(LockKind, LockType, i32)> {
+    m.list().iter().map(|l| (l.kind, l.ty, l.pid)).collect()
+}
+
+#[test]
+fn a_lone_description_is_leased_and_flocks_in_place() {
+    let m = manager();
+    flock(&m, 100, 1, LOCK_EX).unwrap();
+    assert_eq!(m.flock_slots().unwrap().holder(F), Some(OfdId(1)));
+    assert!(m.owns_any(F, Owner::Description(OfdId(1))));
+    assert_eq!(local(&m, 100, 1, LOCK_UN), Flocked::Done);
+    assert_eq!(local(&m, 100, 1, LOCK_SH), Flocked::Done);
+    // A fork child shares the description: its own pid, the same lock.
+    assert_eq!(local(&m, 101, 1, LOCK_EX | LOCK_NB), Flocked::Done);
+    // Another description's token does not match.
+    assert_eq!(local(&m, 100, 2, LOCK_EX), Flocked::Slow);
+    // The listing takes the lease back: the child set the lock.
+    assert_eq!(lines(&m), vec![(LockKind::Flock, LockType::Write, 101)]);
+    assert_eq!(local(&m, 100, 1, LOCK_UN), Flocked::Slow);
+}
+
+#[test]
+fn another_description_revokes_and_conflicts_with_the_imported_lock() {
+    let m = manager();
+    flock(&m, 100, 1, LOCK_SH).unwrap();
+    assert_eq!(local(&m, 100, 1, LOCK_EX), Flocked::Done);
+    assert_eq!(flock(&m, 200, 2, LOCK_SH | LOCK_NB), Err(Errno::EAGAIN));
+    assert_eq!(m.flock_slots().unwrap().holder(F), None);
+    // Back on the daemon path: the first description unlocks there, the second gets it.
+    assert_eq!(local(&m, 100, 1, LOCK_UN), Flocked::Slow);
+    flock(&m, 100, 1, LOCK_UN).unwrap();
+    flock(&m, 200, 2, LOCK_SH | LOCK_NB).unwrap();
+    assert_eq!(lines(&m), vec![(LockKind::Flock, LockType::Read, 200)]);
+}
+
+#[test]
+fn a_contended_file_is_not_leased_again_at_once() {
+    let m = manager();
+    flock(&m, 100, 1, LOCK_EX).unwrap();
+    flock(&m, 200, 2, LOCK_EX | LOCK_NB).unwrap_err();
+    flock(&m, 100, 1, LOCK_UN).unwrap();
+    flock(&m, 200, 2, LOCK_EX).unwrap();
+    assert_eq!(m.flock_slots().unwrap().holder(F), None);
+}
+
+#[test]
+fn only_a_named_description_without_other_locks_is_leased() {
+    let m = manager();
+    m.flock(&Cred::root(100), Some(&open(1)), LOCK_EX, &WaitCtx::FOREVER)
+        .unwrap();
+    assert_eq!(m.flock_slots().unwrap().holder(F), None);
+    m.flock(&Cred::root(100), Some(&open(1)), LOCK_UN, &WaitCtx::FOREVER)
+        .unwrap();
+    // A POSIX lock on the file keeps flock with the daemon.
+    let mut fl = Flock {
+        l_type: F_RDLCK,
+        l_whence: SEEK_SET,
+        l_start: 0,
+        l_len: 1,
+        l_pid: 0,
+    };
+    m.fcntl(&Cred::root(300), Some(&open(3)), F_SETLK, &mut fl, &WaitCtx::FOREVER)
+        .unwrap();
+    flock(&m, 100, 1, LOCK_EX).unwrap();
+    assert_eq!(m.flock_slots().unwrap().holder(F), None);
+}
+
+#[test]
+fn the_last_close_drops_a_leased_lock_and_another_close_does_not() {
+    let m = manager();
+    flock(&m, 100, 1, LOCK_EX).unwrap();
+    m.close(100, F, OfdId(1), false);
+    assert_eq!(local(&m, 100, 1, LOCK_EX), Flocked::Done);
+    m.close(100, F, OfdId(1), true);
+    assert!(!m.owns_any(F, Owner::Description(OfdId(1))));
+    assert_eq!(lines(&m), vec![]);
+    flock(&m, 200, 2, LOCK_EX | LOCK_NB).unwrap();
+}
+
+#[test]
+fn a_stray_write_imports_nothing_invalid() {
+    let m = manager();
+    flock(&m, 100, 1, LOCK_EX).unwrap();
+    let view_words = m.flock_slots().unwrap().words();
+    let k = FlockView::new(view_words).candidates(F).next().unwrap();
+    view_words[k * SLOT_WORDS + STATE].fetch_or(MODE_MASK, AcqRel);
+    assert_eq!(lines(&m), vec![]);
+    assert_eq!(TOKEN_1.word() >> 32, 99);
+}
