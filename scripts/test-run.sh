@@ -78,6 +78,16 @@ grep -qx "uipc fastpath: 0000000000 calls" "$out/lease.err"
 timeout 120 "$out/posix_contend" 32 200
 timeout 300 "$uipc" run --locks -- "$out/posix_contend" 32 200
 UIPC_FASTPATH=0 timeout 300 "$uipc" run --locks -- "$out/posix_contend" 16 100
+# flock leases: flock of a description that alone locks a file, in the caller's process
+# (a SIGKILL storm of holders and waiters, a chaos run killing a lone holder); on the host,
+# under uipc run --locks (where the lease must have served calls) and with it switched off.
+timeout 120 "$out/flock_fast" 200
+UIPC_FASTPATH_STATS=1 timeout 300 "$uipc" run --locks -- "$out/flock_fast" 200 2> "$out/flockfast.err"
+served=$(awk '/^uipc fastpath: [0-9]+ calls$/ { n += $3 } END { print n + 0 }' "$out/flockfast.err")
+[ "${served:-0}" -ge 500 ] || { echo "flock leases served ${served:-0} calls" >&2; exit 1; }
+UIPC_FASTPATH=0 UIPC_FASTPATH_STATS=1 timeout 300 "$uipc" run --locks -- "$out/flock_fast" 50 \
+    2> "$out/flockfast.err"
+! grep -q "uipc fastpath: 0*[1-9]" "$out/flockfast.err"
 # Without --locks the library passes lock calls to the kernel.
 timeout 30 "$uipc" run -- "$out/locks_visible" kernel
 timeout 30 "$uipc" run --locks -- "$out/locks_visible" uipc \

@@ -100,14 +100,7 @@ fn view() -> Option<(FlockView<'static>, i32)> {
 /// Whether our `fd` refers to the description the daemon's `token` names. A refusal
 /// (EPERM: the daemon is not ours to inspect) turns the leases off in this image.
 fn same(pid: i32, fd: libc::c_int, token: Token) -> bool {
-    let r = kernel_sys!(
-        libc::SYS_kcmp,
-        pid,
-        token.pid,
-        KCMP_FILE,
-        fd,
-        token.fd
-    );
+    let r = kernel_sys!(libc::SYS_kcmp, pid, token.pid, KCMP_FILE, fd, token.fd);
     if r < 0 && crate::guard::errno_now() == libc::EPERM {
         OFF.store(true, Ordering::Relaxed);
     }

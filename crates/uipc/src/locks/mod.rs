@@ -186,7 +186,10 @@ impl LockManager {
         let done = matches!(r, Progress::Done(Ok(())));
         let flocked = req.kind == LockKind::Flock && done && !retry;
         self.flock_leave(file, ofd.filter(|_| flocked).map(|o| (o, req.pid)));
-        self.lease_leave(file, (req.kind == LockKind::Posix && done).then_some(req.pid));
+        self.lease_leave(
+            file,
+            (req.kind == LockKind::Posix && done).then_some(req.pid),
+        );
         r
     }
 

@@ -77,7 +77,9 @@ impl LockManager {
     /// Whether description `ofd` holds `file`'s flock lease (it then owns a lock as far as
     /// its embedder's bookkeeping goes).
     pub(crate) fn flock_leased(&self, file: FileId, ofd: OfdId) -> bool {
-        self.flock_slots.as_ref().is_some_and(|l| l.holds(file, ofd))
+        self.flock_slots
+            .as_ref()
+            .is_some_and(|l| l.holds(file, ofd))
     }
 
     /// Takes every flock lease back into the engine (before a listing of all locks).

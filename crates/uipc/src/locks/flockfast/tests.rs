@@ -31,7 +31,13 @@ fn manager() -> LockManager {
 /// flock through the daemon path by description `ofd` of process `pid`, named for the call.
 fn flock(m: &LockManager, pid: i32, ofd: u64, cmd: i32) -> crate::Result<()> {
     let slots = m.flock_slots().unwrap();
-    slots.name(OfdId(ofd), Token { pid: 99, fd: ofd as i32 + 10 });
+    slots.name(
+        OfdId(ofd),
+        Token {
+            pid: 99,
+            fd: ofd as i32 + 10,
+        },
+    );
     let r = m.flock(&Cred::root(pid), Some(&open(ofd)), cmd, &WaitCtx::FOREVER);
     slots.unname(OfdId(ofd));
     r
@@ -42,7 +48,10 @@ fn flock(m: &LockManager, pid: i32, ofd: u64, cmd: i32) -> crate::Result<()> {
 fn local(m: &LockManager, pid: i32, ofd: u64, cmd: i32) -> Flocked {
     let view = FlockView::new(m.flock_slots().unwrap().words());
     let want = Mode::of_cmd(cmd).unwrap();
-    let mine = Token { pid: 99, fd: ofd as i32 + 10 };
+    let mine = Token {
+        pid: 99,
+        fd: ofd as i32 + 10,
+    };
     for k in view.candidates(F).collect::<Vec<_>>() {
         if view.flock(k, pid, want, |t| t == mine) == Flocked::Done {
             return Flocked::Done;
@@ -112,8 +121,14 @@ fn only_a_named_description_without_other_locks_is_leased() {
         l_len: 1,
         l_pid: 0,
     };
-    m.fcntl(&Cred::root(300), Some(&open(3)), F_SETLK, &mut fl, &WaitCtx::FOREVER)
-        .unwrap();
+    m.fcntl(
+        &Cred::root(300),
+        Some(&open(3)),
+        F_SETLK,
+        &mut fl,
+        &WaitCtx::FOREVER,
+    )
+    .unwrap();
     flock(&m, 100, 1, LOCK_EX).unwrap();
     assert_eq!(m.flock_slots().unwrap().holder(F), None);
 }
