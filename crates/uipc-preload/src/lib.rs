@@ -89,8 +89,12 @@
 //!   F_SETLK, F_SETLKW and F_GETLK of a process holding the file's lease (`locks/lease.rs`):
 //!   a process alone locking a regular file, with at most 14 ranges there, after its first
 //!   call on the file (a file taken back for another process is leased again only 32 calls
-//!   later). OFD locks and flock always take the daemon path (their description may be
-//!   shared with processes the library cannot see), and so do F_OFD_* commands. A leased
+//!   later). OFD locks always take the daemon path (their description may be shared with
+//!   processes the library cannot see), and so do F_OFD_* commands. flock through a
+//!   description that alone locks its file completes in the caller's process after that
+//!   description's first daemon call (`locks/flockfast.rs`; a `kcmp` per call proves the
+//!   description); flock on a file two descriptions lock always takes the daemon path, and a
+//!   contended one parks there (no futex sleeping in shared memory for flock). A leased
 //!   F_SETLKW is not a cancellation point when it does not wait (glibc's fcntl is one).
 //! - File locks: a flock or OFD call that conflicts has the daemon check the file's
 //!   descriptions for ones nobody holds any more. A description seen held before costs one

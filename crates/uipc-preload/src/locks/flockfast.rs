@@ -125,7 +125,8 @@ pub(super) fn flock(fd: libc::c_int, cmd: libc::c_int) -> Option<()> {
     }
     let saved = crate::guard::errno_now();
     let r = flock_here(fd, want);
-    super::set_errno(saved);
+    // SAFETY: writes this thread's errno back.
+    unsafe { *libc::__errno_location() = saved };
     if r.is_some() {
         crate::semfast::served();
     }
