@@ -5,12 +5,24 @@
 //! Nothing here allocates (the structures are stack arrays).
 
 use crate::abi;
-use crate::conn::check;
+use crate::conn::{call, check};
+use crate::guard::guard;
 use crate::user::{copy_in_to, copy_out, u32_at};
-use libc::c_int;
+use libc::{c_int, c_void};
 use uipc::ipc::consts::IPC_SET;
 use uipc::Errno;
-use uipc_proto::Response;
+use uipc_proto::{Request, Response};
+
+/// msgctl and shmctl through the daemon: the request `request` makes of the IPC_SET structure
+/// ([`ipc_set_ds`], `N` bytes at `buf`), and its answer as [`reply`] gives it.
+pub fn call_ctl<const N: usize>(
+    cmd: c_int,
+    buf: *mut c_void,
+    request: impl FnOnce(Option<[u8; N]>) -> Request,
+) -> c_int {
+    let buf = buf as usize;
+    guard(move || reply(call(&request(ipc_set_ds::<N>(cmd, buf)))?.0, buf)) as c_int
+}
 
 /// The caller's `*id_ds` of `N` bytes at `buf` for IPC_SET; `None` for another command, or
 /// when `buf` cannot be read (the engine then answers IPC_SET with EFAULT, as Linux does).

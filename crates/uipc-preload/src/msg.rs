@@ -11,7 +11,7 @@
 //! the text back from the reply buffer.
 
 use crate::abi;
-use crate::conn::{call, call_with, enabled, ret_of, ret_view};
+use crate::conn::{call_with, enabled, ret_of, ret_view};
 use crate::ctl;
 use crate::guard::{guard, guard_blocking};
 use crate::user::{copy_in_to, copy_out_pair, u64_at};
@@ -122,9 +122,8 @@ pub extern "C-unwind" fn msgctl(msqid: c_int, cmd: c_int, buf: *mut c_void) -> c
         // SAFETY: the kernel's own call with the caller's arguments.
         return unsafe { libc::syscall(libc::SYS_msgctl, msqid, cmd, buf) } as c_int;
     }
-    let buf = buf as usize;
-    guard(move || {
-        let set = ctl::ipc_set_ds::<{ abi::MSQID_DS }>(cmd, buf).map(|ds| {
+    ctl::call_ctl::<{ abi::MSQID_DS }>(cmd, buf, |ds| {
+        let set = ds.map(|ds| {
             let (uid, gid, mode) = ctl::perm_set(&ds);
             let qbytes = u64_at(&ds, abi::MSG_QBYTES);
             MsqidSet {
@@ -134,6 +133,6 @@ pub extern "C-unwind" fn msgctl(msqid: c_int, cmd: c_int, buf: *mut c_void) -> c
                 qbytes,
             }
         });
-        ctl::reply(call(&Request::Msgctl { msqid, cmd, set })?.0, buf)
-    }) as c_int
+        Request::Msgctl { msqid, cmd, set }
+    })
 }

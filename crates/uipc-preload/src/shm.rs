@@ -181,12 +181,11 @@ pub extern "C-unwind" fn shmctl(shmid: c_int, cmd: c_int, buf: *mut c_void) -> c
         // SAFETY: the kernel's own call with the caller's arguments.
         return unsafe { libc::syscall(libc::SYS_shmctl, shmid, cmd, buf) } as c_int;
     }
-    let buf = buf as usize;
-    guard(move || {
-        let set = ctl::ipc_set_ds::<{ abi::SHMID_DS }>(cmd, buf).map(|ds| {
+    ctl::call_ctl::<{ abi::SHMID_DS }>(cmd, buf, |ds| {
+        let set = ds.map(|ds| {
             let (uid, gid, mode) = ctl::perm_set(&ds);
             ShmSet { uid, gid, mode }
         });
-        ctl::reply(call(&Request::Shmctl { shmid, cmd, set })?.0, buf)
-    }) as c_int
+        Request::Shmctl { shmid, cmd, set }
+    })
 }
