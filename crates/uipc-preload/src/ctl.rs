@@ -5,39 +5,51 @@
 //! Nothing here allocates (the structures are stack arrays).
 
 use crate::abi;
-use crate::conn::{call, check};
+use crate::conn::{call, check, enabled};
 use crate::guard::guard;
 use crate::user::{copy_in_to, copy_out, u32_at};
-use libc::{c_int, c_void};
+use libc::{c_int, c_long, c_void};
 use uipc::ipc::consts::IPC_SET;
 use uipc::Errno;
 use uipc_proto::{Request, Response};
 
-/// msgctl and shmctl through the daemon: the request `request` makes of the IPC_SET structure
-/// ([`ipc_set_ds`], `N` bytes at `buf`), and its answer as [`reply`] gives it.
+/// msgctl and shmctl (`sys`, for the kernel's own call while the library is off): through the
+/// daemon, the request `request` makes of the IPC_SET structure ([`ipc_set_ds`], `N` bytes at
+/// `buf`), and its answer as [`reply`] gives it.
 pub fn call_ctl<const N: usize>(
+    sys: c_long,
+    id: c_int,
     cmd: c_int,
     buf: *mut c_void,
-    request: impl FnOnce(Option<[u8; N]>) -> Request,
+    request: impl FnOnce(Option<SetDs<N>>) -> Request,
 ) -> c_int {
+    if !enabled() {
+        // SAFETY: the kernel's own call with the caller's arguments.
+        return unsafe { libc::syscall(sys, id, cmd, buf) } as c_int;
+    }
     let buf = buf as usize;
     guard(move || reply(call(&request(ipc_set_ds::<N>(cmd, buf)))?.0, buf)) as c_int
 }
 
-/// The caller's `*id_ds` of `N` bytes at `buf` for IPC_SET; `None` for another command, or
-/// when `buf` cannot be read (the engine then answers IPC_SET with EFAULT, as Linux does).
-pub fn ipc_set_ds<const N: usize>(cmd: c_int, buf: usize) -> Option<[u8; N]> {
-    let mut ds = [0u8; N];
-    (cmd == IPC_SET && copy_in_to(buf, &mut ds).is_ok()).then_some(ds)
+/// What IPC_SET reads from the caller's `*id_ds` of `N` bytes: the `ipc_perm` fields it
+/// changes, and the whole structure (msgctl takes `msg_qbytes` from it too).
+pub struct SetDs<const N: usize> {
+    pub uid: u32,
+    pub gid: u32,
+    pub mode: u32,
+    pub ds: [u8; N],
 }
 
-/// The `ipc_perm` fields IPC_SET changes, `(uid, gid, mode)`, from a copied `*id_ds`.
-pub fn perm_set(ds: &[u8]) -> (u32, u32, u32) {
-    (
-        u32_at(ds, abi::PERM_UID),
-        u32_at(ds, abi::PERM_GID),
-        u32_at(ds, abi::PERM_MODE),
-    )
+/// The caller's `*id_ds` at `buf` for IPC_SET; `None` for another command, or when `buf`
+/// cannot be read (the engine then answers IPC_SET with EFAULT, as Linux does).
+pub fn ipc_set_ds<const N: usize>(cmd: c_int, buf: usize) -> Option<SetDs<N>> {
+    let mut ds = [0u8; N];
+    (cmd == IPC_SET && copy_in_to(buf, &mut ds).is_ok()).then(|| SetDs {
+        uid: u32_at(&ds, abi::PERM_UID),
+        gid: u32_at(&ds, abi::PERM_GID),
+        mode: u32_at(&ds, abi::PERM_MODE),
+        ds,
+    })
 }
 
 /// A `*ctl` call's answer: its return value, with the structure a `*_STAT`, `*_INFO` or

@@ -118,21 +118,15 @@ pub extern "C-unwind" fn msgrcv(
 /// msgctl(2).
 #[no_mangle]
 pub extern "C-unwind" fn msgctl(msqid: c_int, cmd: c_int, buf: *mut c_void) -> c_int {
-    if !enabled() {
-        // SAFETY: the kernel's own call with the caller's arguments.
-        return unsafe { libc::syscall(libc::SYS_msgctl, msqid, cmd, buf) } as c_int;
-    }
-    ctl::call_ctl::<{ abi::MSQID_DS }>(cmd, buf, |ds| {
-        let set = ds.map(|ds| {
-            let (uid, gid, mode) = ctl::perm_set(&ds);
-            let qbytes = u64_at(&ds, abi::MSG_QBYTES);
-            MsqidSet {
-                uid,
-                gid,
-                mode,
-                qbytes,
-            }
-        });
-        Request::Msgctl { msqid, cmd, set }
+    let sys = libc::SYS_msgctl;
+    ctl::call_ctl::<{ abi::MSQID_DS }>(sys, msqid, cmd, buf, |set| Request::Msgctl {
+        msqid,
+        cmd,
+        set: set.map(|s| MsqidSet {
+            uid: s.uid,
+            gid: s.gid,
+            mode: s.mode,
+            qbytes: u64_at(&s.ds, abi::MSG_QBYTES),
+        }),
     })
 }

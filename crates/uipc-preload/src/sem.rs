@@ -149,10 +149,11 @@ fn semctl_uipc(semid: c_int, semnum: c_int, cmd: c_int, arg: usize) -> Result<i6
     let sem_arg = match cmd {
         SETVAL => SemArg::Val(arg as u32 as i32),
         IPC_SET => match ctl::ipc_set_ds::<{ abi::SEMID_DS }>(cmd, arg) {
-            Some(ds) => {
-                let (uid, gid, mode) = ctl::perm_set(&ds);
-                SemArg::Set { uid, gid, mode }
-            }
+            Some(s) => SemArg::Set {
+                uid: s.uid,
+                gid: s.gid,
+                mode: s.mode,
+            },
             None => SemArg::None,
         },
         SETALL => return setall(semid, semnum, arg),

@@ -177,15 +177,14 @@ pub extern "C-unwind" fn shmdt(shmaddr: *const c_void) -> c_int {
 /// shmctl(2).
 #[no_mangle]
 pub extern "C-unwind" fn shmctl(shmid: c_int, cmd: c_int, buf: *mut c_void) -> c_int {
-    if !enabled() {
-        // SAFETY: the kernel's own call with the caller's arguments.
-        return unsafe { libc::syscall(libc::SYS_shmctl, shmid, cmd, buf) } as c_int;
-    }
-    ctl::call_ctl::<{ abi::SHMID_DS }>(cmd, buf, |ds| {
-        let set = ds.map(|ds| {
-            let (uid, gid, mode) = ctl::perm_set(&ds);
-            ShmSet { uid, gid, mode }
-        });
-        Request::Shmctl { shmid, cmd, set }
+    let sys = libc::SYS_shmctl;
+    ctl::call_ctl::<{ abi::SHMID_DS }>(sys, shmid, cmd, buf, |set| Request::Shmctl {
+        shmid,
+        cmd,
+        set: set.map(|s| ShmSet {
+            uid: s.uid,
+            gid: s.gid,
+            mode: s.mode,
+        }),
     })
 }
