@@ -46,76 +46,61 @@ impl Default for NamespaceOptions {
     }
 }
 
-/// The per-namespace limits (`/proc/sys/kernel/{sem,msg*,shm*}`).
-#[derive(Debug)]
-pub struct Limits {
-    pub(crate) semmsl: AtomicI32,
-    pub(crate) semmns: AtomicI32,
-    pub(crate) semopm: AtomicI32,
-    pub(crate) semmni: AtomicI32,
-    pub(crate) msgmax: AtomicI32,
-    pub(crate) msgmnb: AtomicI32,
-    pub(crate) msgmni: AtomicI32,
-    pub(crate) shmmax: AtomicU64,
-    pub(crate) shmall: AtomicU64,
-    pub(crate) shmmni: AtomicI32,
-    pub(crate) shm_rmid_forced: AtomicBool,
-}
-
-impl Default for Limits {
-    fn default() -> Self {
-        let shm_default = u64::MAX - (1 << 24);
-        Limits {
-            semmsl: AtomicI32::new(32000),
-            semmns: AtomicI32::new(1_024_000_000),
-            semopm: AtomicI32::new(500),
-            semmni: AtomicI32::new(32000),
-            msgmax: AtomicI32::new(8192),
-            msgmnb: AtomicI32::new(16384),
-            msgmni: AtomicI32::new(32000),
-            shmmax: AtomicU64::new(shm_default),
-            shmall: AtomicU64::new(shm_default),
-            shmmni: AtomicI32::new(4096),
-            shm_rmid_forced: AtomicBool::new(false),
+/// Declares [`Limits`]: each limit's atomic field, its default (Linux's) and its getter.
+macro_rules! limits {
+    ($($(#[$doc:meta])* $name:ident: $atomic:ident -> $ty:ty = $default:expr;)*) => {
+        /// The per-namespace limits (`/proc/sys/kernel/{sem,msg*,shm*}`).
+        #[derive(Debug)]
+        pub struct Limits {
+            $(pub(crate) $name: $atomic,)*
         }
-    }
+
+        impl Default for Limits {
+            fn default() -> Self {
+                Limits {
+                    $($name: $atomic::new($default),)*
+                }
+            }
+        }
+
+        impl Limits {
+            $(
+                $(#[$doc])*
+                pub fn $name(&self) -> $ty {
+                    self.$name.load(Relaxed)
+                }
+            )*
+        }
+    };
 }
 
-#[allow(missing_docs)]
-impl Limits {
-    pub fn semmsl(&self) -> i32 {
-        self.semmsl.load(Relaxed)
-    }
-    pub fn semmns(&self) -> i32 {
-        self.semmns.load(Relaxed)
-    }
-    pub fn semopm(&self) -> i32 {
-        self.semopm.load(Relaxed)
-    }
-    pub fn semmni(&self) -> i32 {
-        self.semmni.load(Relaxed)
-    }
-    pub fn msgmax(&self) -> i32 {
-        self.msgmax.load(Relaxed)
-    }
-    pub fn msgmnb(&self) -> i32 {
-        self.msgmnb.load(Relaxed)
-    }
-    pub fn msgmni(&self) -> i32 {
-        self.msgmni.load(Relaxed)
-    }
-    pub fn shmmax(&self) -> u64 {
-        self.shmmax.load(Relaxed)
-    }
-    pub fn shmall(&self) -> u64 {
-        self.shmall.load(Relaxed)
-    }
-    pub fn shmmni(&self) -> i32 {
-        self.shmmni.load(Relaxed)
-    }
-    pub fn shm_rmid_forced(&self) -> bool {
-        self.shm_rmid_forced.load(Relaxed)
-    }
+/// Linux's default `shmmax` and `shmall`.
+const SHM_DEFAULT: u64 = u64::MAX - (1 << 24);
+
+limits! {
+    /// The most semaphores in a set (`kernel.sem`, first field).
+    semmsl: AtomicI32 -> i32 = 32000;
+    /// The most semaphores in the namespace (`kernel.sem`, second field).
+    semmns: AtomicI32 -> i32 = 1_024_000_000;
+    /// The most operations in one semop (`kernel.sem`, third field).
+    semopm: AtomicI32 -> i32 = 500;
+    /// The most semaphore sets (`kernel.sem`, fourth field).
+    semmni: AtomicI32 -> i32 = 32000;
+    /// The largest message, in bytes (`kernel.msgmax`).
+    msgmax: AtomicI32 -> i32 = 8192;
+    /// A new queue's `msg_qbytes` (`kernel.msgmnb`).
+    msgmnb: AtomicI32 -> i32 = 16384;
+    /// The most message queues (`kernel.msgmni`).
+    msgmni: AtomicI32 -> i32 = 32000;
+    /// The largest segment, in bytes (`kernel.shmmax`).
+    shmmax: AtomicU64 -> u64 = SHM_DEFAULT;
+    /// The most shared memory in the namespace, in pages (`kernel.shmall`).
+    shmall: AtomicU64 -> u64 = SHM_DEFAULT;
+    /// The most segments (`kernel.shmmni`).
+    shmmni: AtomicI32 -> i32 = 4096;
+    /// Whether every segment is destroyed once its creator is gone and nothing attaches it, as
+    /// if IPC_RMID had been called (`kernel.shm_rmid_forced`).
+    shm_rmid_forced: AtomicBool -> bool = false;
 }
 
 pub use uipc_abi::ipc::Sysctl;
@@ -397,22 +382,18 @@ mod tests {
         ns.sysctl_write(&root, Sysctl::Sem, "250 32000 32 128")
             .unwrap();
         assert_eq!(ns.limits().semopm(), 32);
-        assert_eq!(
-            ns.sysctl_write(&root, Sysctl::MsgMni, "32769"),
-            Err(Errno::EINVAL)
-        );
-        assert_eq!(
-            ns.sysctl_write(&root, Sysctl::MsgMax, "-1"),
-            Err(Errno::EINVAL)
-        );
-        assert_eq!(
-            ns.sysctl_write(&root, Sysctl::ShmRmidForced, "2"),
-            Err(Errno::EINVAL)
-        );
-        assert_eq!(
-            ns.sysctl_write(&root, Sysctl::SemNextId, "-1"),
-            Err(Errno::EINVAL)
-        );
+        for (which, text) in [
+            (Sysctl::MsgMni, "32769"),
+            (Sysctl::MsgMax, "-1"),
+            (Sysctl::ShmRmidForced, "2"),
+            (Sysctl::SemNextId, "-1"),
+        ] {
+            assert_eq!(
+                ns.sysctl_write(&root, which, text),
+                Err(Errno::EINVAL),
+                "{which:?} = {text}"
+            );
+        }
         assert_eq!(
             ns.sysctl_write(&Cred::user(2, 1000, 1000), Sysctl::SemNextId, "5"),
             Err(Errno::EACCES)
