@@ -20,7 +20,8 @@
 //! locks are taken inside it (order: timer state -> driver queue), never the reverse.
 
 use super::cpu::{bump, CpuClockKind, CpuTarget};
-use super::types::{ItimerSpec, Listing, SignalTarget, TimerId, Timespec};
+use super::procfs::Listing;
+use super::types::{ItimerSpec, SignalTarget, TimerId, Timespec};
 use crate::clock::{Clock, Nanos};
 use crate::sync::{Arc, AtomicI32, AtomicU64, Mutex, Ordering};
 use crate::Tgid;

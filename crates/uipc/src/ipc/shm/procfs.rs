@@ -13,22 +13,22 @@ use std::fmt::Write;
 pub const SHM_PROC_HEADER: &str = "       key      shmid perms                  size  cpid  lpid nattch   uid   gid  cuid  cgid      atime      dtime      ctime                   rss                  swap\n";
 
 /// The values of one row.
-pub(super) struct ShmRow {
-    pub(super) key: i32,
-    pub(super) id: i32,
-    pub(super) mode: u32,
-    pub(super) size: u64,
-    pub(super) cpid: i32,
-    pub(super) lpid: i32,
-    pub(super) nattch: u64,
-    pub(super) ids: [u32; 4],
-    pub(super) times: [i64; 3],
-    pub(super) rss_pages: u64,
-    pub(super) swap_pages: u64,
+struct ShmRow {
+    key: i32,
+    id: i32,
+    mode: u32,
+    size: u64,
+    cpid: i32,
+    lpid: i32,
+    nattch: u64,
+    ids: [u32; 4],
+    times: [i64; 3],
+    rss_pages: u64,
+    swap_pages: u64,
 }
 
 /// Formats one row exactly as the kernel does.
-pub(super) fn format_row(out: &mut String, r: &ShmRow) {
+fn format_row(out: &mut String, r: &ShmRow) {
     let [uid, gid, cuid, cgid] = r.ids;
     let [atime, dtime, ctime] = r.times;
     let _ = writeln!(
