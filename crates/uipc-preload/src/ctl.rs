@@ -7,11 +7,13 @@
 use crate::abi;
 use crate::conn::{call, check, enabled};
 use crate::guard::guard;
-use crate::user::{copy_in_to, copy_out, u32_at};
+use crate::user::{copy_in_to, copy_out, u32_at, u64_at};
 use libc::{c_int, c_long, c_void};
 use uipc::ipc::consts::IPC_SET;
+use uipc::ipc::msg::MsqidSet;
+use uipc::ipc::shm::ShmSet;
 use uipc::Errno;
-use uipc_proto::{Request, Response};
+use uipc_proto::{Request, Response, SemArg};
 
 /// msgctl and shmctl (`sys`, for the kernel's own call while the library is off): through the
 /// daemon, the request `request` makes of the IPC_SET structure ([`ipc_set_ds`], `N` bytes at
@@ -38,6 +40,36 @@ pub struct SetDs<const N: usize> {
     pub gid: u32,
     pub mode: u32,
     pub ds: [u8; N],
+}
+
+impl SetDs<{ abi::MSQID_DS }> {
+    /// msgctl's IPC_SET values.
+    pub fn msqid_set(self) -> MsqidSet {
+        let qbytes = u64_at(&self.ds, abi::MSG_QBYTES);
+        let (uid, gid, mode) = (self.uid, self.gid, self.mode);
+        MsqidSet {
+            uid,
+            gid,
+            mode,
+            qbytes,
+        }
+    }
+}
+
+impl SetDs<{ abi::SHMID_DS }> {
+    /// shmctl's IPC_SET values.
+    pub fn shm_set(self) -> ShmSet {
+        let (uid, gid, mode) = (self.uid, self.gid, self.mode);
+        ShmSet { uid, gid, mode }
+    }
+}
+
+impl SetDs<{ abi::SEMID_DS }> {
+    /// semctl's IPC_SET values.
+    pub fn sem_arg(self) -> SemArg {
+        let (uid, gid, mode) = (self.uid, self.gid, self.mode);
+        SemArg::Set { uid, gid, mode }
+    }
 }
 
 /// The caller's `*id_ds` at `buf` for IPC_SET; `None` for another command, or when `buf`

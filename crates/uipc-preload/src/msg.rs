@@ -10,14 +10,12 @@
 //! scratch space (a mapping of its own beyond 32 KiB) and encodes it from there; msgrcv writes
 //! the text back from the reply buffer.
 
-use crate::abi;
 use crate::conn::{call_with, enabled, ret_of, ret_view};
 use crate::ctl;
 use crate::guard::{guard, guard_blocking};
-use crate::user::{copy_in_to, copy_out_pair, u64_at};
+use crate::user::{copy_in_to, copy_out_pair};
 use libc::{c_int, c_long, c_void, size_t, ssize_t};
 use uipc::ipc::consts::*;
-use uipc::ipc::msg::MsqidSet;
 use uipc_proto::client::WaitMode;
 use uipc_proto::codec::Writer;
 use uipc_proto::request::put_msgsnd;
@@ -118,15 +116,8 @@ pub extern "C-unwind" fn msgrcv(
 /// msgctl(2).
 #[no_mangle]
 pub extern "C-unwind" fn msgctl(msqid: c_int, cmd: c_int, buf: *mut c_void) -> c_int {
-    let sys = libc::SYS_msgctl;
-    ctl::call_ctl::<{ abi::MSQID_DS }>(sys, msqid, cmd, buf, |set| Request::Msgctl {
-        msqid,
-        cmd,
-        set: set.map(|s| MsqidSet {
-            uid: s.uid,
-            gid: s.gid,
-            mode: s.mode,
-            qbytes: u64_at(&s.ds, abi::MSG_QBYTES),
-        }),
+    ctl::call_ctl(libc::SYS_msgctl, msqid, cmd, buf, |set| {
+        let set = set.map(ctl::SetDs::msqid_set);
+        Request::Msgctl { msqid, cmd, set }
     })
 }

@@ -148,14 +148,7 @@ pub extern "C-unwind" fn semctl(semid: c_int, semnum: c_int, cmd: c_int, arg: us
 fn semctl_uipc(semid: c_int, semnum: c_int, cmd: c_int, arg: usize) -> Result<i64, Errno> {
     let sem_arg = match cmd {
         SETVAL => SemArg::Val(arg as u32 as i32),
-        IPC_SET => match ctl::ipc_set_ds::<{ abi::SEMID_DS }>(cmd, arg) {
-            Some(s) => SemArg::Set {
-                uid: s.uid,
-                gid: s.gid,
-                mode: s.mode,
-            },
-            None => SemArg::None,
-        },
+        IPC_SET => ctl::ipc_set_ds(cmd, arg).map_or(SemArg::None, ctl::SetDs::sem_arg),
         SETALL => return setall(semid, semnum, arg),
         _ => SemArg::None,
     };

@@ -19,7 +19,6 @@
 //!
 //! Nothing here allocates (see `conn` and `attach`).
 
-use crate::abi;
 /// Re-exported for `fork`, which holds the table across the fork.
 pub use crate::attach::attached;
 use crate::conn::{call, check, enabled, ret_of};
@@ -28,7 +27,6 @@ use crate::guard::guard;
 use libc::{c_int, c_void, size_t};
 use std::os::fd::IntoRawFd;
 use uipc::ipc::consts::*;
-use uipc::ipc::shm::ShmSet;
 use uipc::Errno;
 use uipc_proto::{Request, Response};
 
@@ -177,14 +175,9 @@ pub extern "C-unwind" fn shmdt(shmaddr: *const c_void) -> c_int {
 /// shmctl(2).
 #[no_mangle]
 pub extern "C-unwind" fn shmctl(shmid: c_int, cmd: c_int, buf: *mut c_void) -> c_int {
-    let sys = libc::SYS_shmctl;
-    ctl::call_ctl::<{ abi::SHMID_DS }>(sys, shmid, cmd, buf, |set| Request::Shmctl {
+    ctl::call_ctl(libc::SYS_shmctl, shmid, cmd, buf, |set| Request::Shmctl {
         shmid,
         cmd,
-        set: set.map(|s| ShmSet {
-            uid: s.uid,
-            gid: s.gid,
-            mode: s.mode,
-        }),
+        set: set.map(ctl::SetDs::shm_set),
     })
 }
