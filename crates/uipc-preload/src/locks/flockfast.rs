@@ -3,12 +3,9 @@
 //! completes here, on the daemon's flock lease area (`uipc::locks::flockfast`;
 //! ARCHITECTURE.md "flock leases"); every other case, and every error, goes to the daemon.
 //!
-//! The area is asked for once per process (`LockRequest::FlockSlots`: its memfd, and our pid
-//! as the daemon numbers it) and mapped shared; a forked child keeps the mapping and asks
-//! again only to learn its pid; a new program image maps it again. It is off for good in the
-//! image when the daemon has none (ENOSYS, `uipc serve`, `UIPC_FASTPATH=0`), numbers our pid
-//! differently (a nested pid namespace) or refuses us `kcmp` on its descriptors; off for the
-//! call in a vforked child.
+//! The area is asked for once per process (`LockRequest::FlockSlots`) and mapped shared, as
+//! `area.rs` says; it is also off for good in the image when the daemon refuses us `kcmp` on
+//! its descriptors.
 //!
 //! Which slot: a cache of 64 words (descriptor number + 1 in the high half, the slot in the
 //! low) remembers where a descriptor was last served; a miss costs an `fstat` and a look at
@@ -16,19 +13,15 @@
 //! with the daemon's named in the slot. Nothing here allocates or takes a lock (the first
 //! call's daemon call and mmap aside), so flock stays async-signal-safe.
 
-use crate::conn::{call_passing, check};
+use super::area::Area;
 use crate::kernel::kernel_sys;
-use std::sync::atomic::{AtomicBool, AtomicI32, AtomicPtr, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use uipc::locks::flockfast::{map_flock_slots, FlockView, Flocked, Mode, Token, FLOCK_BYTES};
 use uipc::locks::FileId;
-use uipc_proto::{LockRequest, Request, Response};
+use uipc_proto::LockRequest;
 
-/// Leases are off in this program image.
-static OFF: AtomicBool = AtomicBool::new(false);
-/// The pid the area was granted to (0: not asked yet in this process).
-static SLOTS_PID: AtomicI32 = AtomicI32::new(0);
-/// The mapping (null before the first grant); never unmapped.
-static AREA: AtomicPtr<AtomicU64> = AtomicPtr::new(std::ptr::null_mut());
+/// The flock lease area ([`Area`]).
+static AREA: Area = Area::new(LockRequest::FlockSlots, FLOCK_BYTES, map_flock_slots);
 /// Descriptor -> slot where it was last served (see the module doc).
 static CACHE: [AtomicU64; 64] = [const { AtomicU64::new(0) }; 64];
 
@@ -37,63 +30,12 @@ const KCMP_FILE: libc::c_long = 0;
 
 /// Reads `UIPC_FASTPATH` (the library's constructor).
 pub fn prepare() {
-    if std::env::var_os("UIPC_FASTPATH").is_some_and(|v| v == "0") {
-        OFF.store(true, Ordering::Relaxed);
-    }
-}
-
-fn grant(pid: i32) -> Option<()> {
-    let req = Request::Lock(LockRequest::FlockSlots);
-    let (resp, fd) = crate::guard::guarded(|| call_passing(&req, None, false)).ok()?;
-    let fd = fd.map(|fd| crate::slots::ClosedQuietly(std::os::fd::IntoRawFd::into_raw_fd(fd)));
-    match check(resp) {
-        Ok(Response::Ret(p)) if p == i64::from(pid) => {}
-        Ok(Response::Ret(_)) => {
-            OFF.store(true, Ordering::Relaxed);
-            return None;
-        }
-        Err(e) if e.raw() == libc::ENOSYS => {
-            OFF.store(true, Ordering::Relaxed);
-            return None;
-        }
-        _ => return None,
-    }
-    let fd = fd?;
-    if AREA.load(Ordering::Acquire).is_null() {
-        let p = map_flock_slots(fd.0)?;
-        if AREA
-            .compare_exchange(
-                std::ptr::null_mut(),
-                p.as_ptr(),
-                Ordering::AcqRel,
-                Ordering::Acquire,
-            )
-            .is_err()
-        {
-            // SAFETY: our own mapping, never published.
-            unsafe { libc::munmap(p.as_ptr().cast(), FLOCK_BYTES) };
-        }
-    }
-    SLOTS_PID.store(pid, Ordering::Release);
-    Some(())
+    AREA.prepare();
 }
 
 /// The area and our pid, if flock leases may serve this call.
 fn view() -> Option<(FlockView<'static>, i32)> {
-    if OFF.load(Ordering::Relaxed) || crate::vfork::on_borrowed_memory() {
-        return None;
-    }
-    let pid = crate::vfork::pid();
-    if SLOTS_PID.load(Ordering::Acquire) != pid {
-        grant(pid)?;
-    }
-    let p = AREA.load(Ordering::Acquire);
-    if p.is_null() {
-        return None;
-    }
-    // SAFETY: `p` is a shared mapping of FLOCK_BYTES that is never unmapped, used only through
-    // atomics (by us, the daemon and the other clients).
-    let words = unsafe { std::slice::from_raw_parts(p, FLOCK_BYTES / 8) };
+    let (words, pid) = AREA.words()?;
     Some((FlockView::new(words), pid))
 }
 
@@ -102,7 +44,7 @@ fn view() -> Option<(FlockView<'static>, i32)> {
 fn same(pid: i32, fd: libc::c_int, token: Token) -> bool {
     let r = kernel_sys!(libc::SYS_kcmp, pid, token.pid, KCMP_FILE, fd, token.fd);
     if r < 0 && crate::guard::errno_now() == libc::EPERM {
-        OFF.store(true, Ordering::Relaxed);
+        AREA.turn_off();
     }
     r == 0
 }

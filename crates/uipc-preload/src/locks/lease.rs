@@ -3,91 +3,32 @@
 //! (`uipc::locks::lease`; ARCHITECTURE.md "File lock leases"); every other case, and every
 //! error, goes to the daemon as before.
 //!
-//! The area is asked for once per process (`LockRequest::Leases`: its memfd, and our pid as
-//! the daemon numbers it) and mapped shared; a forked child keeps the mapping and asks again
-//! only to learn its pid; a new program image maps it again. The area is off for good in the
-//! image when the daemon has none (ENOSYS, `uipc serve`, `UIPC_FASTPATH=0`) or numbers our
-//! pid differently (a nested pid namespace), and for the call in a vforked child.
+//! The area is asked for once per process (`LockRequest::Leases`) and mapped shared, as
+//! `area.rs` says.
 //!
 //! What the call needs of the descriptor comes from the kernel at each call, with raw system
 //! calls: `fstat` (the file; a regular file only), `F_GETFL` (the access mode; O_PATH goes to
 //! the daemon) and, for SEEK_CUR, `lseek`. Nothing here allocates or takes a lock (the
 //! first call's daemon call and mmap aside), so fcntl stays async-signal-safe.
 
-use crate::conn::{call_passing, check};
+use super::area::Area;
 use crate::kernel::kernel_sys;
-use std::sync::atomic::{AtomicBool, AtomicI32, AtomicPtr, AtomicU64, Ordering};
 use uipc::locks::lease::{map_leases, range_of, LeaseView, Leased, LEASE_BYTES};
 use uipc::locks::SEEK_CUR;
 use uipc::locks::{FileId, Flock, F_GETLK, F_RDLCK, F_SETLK, F_SETLKW, F_UNLCK, F_WRLCK};
-use uipc_proto::{LockRequest, Request, Response};
+use uipc_proto::LockRequest;
 
-/// Leases are off in this program image.
-static OFF: AtomicBool = AtomicBool::new(false);
-/// The pid the area was granted to (0: not asked yet in this process).
-static LEASE_PID: AtomicI32 = AtomicI32::new(0);
-/// The mapping (null before the first grant); never unmapped.
-static AREA: AtomicPtr<AtomicU64> = AtomicPtr::new(std::ptr::null_mut());
+/// The lease area ([`Area`]).
+static AREA: Area = Area::new(LockRequest::Leases, LEASE_BYTES, map_leases);
 
 /// Reads `UIPC_FASTPATH` (the library's constructor).
 pub fn prepare() {
-    if std::env::var_os("UIPC_FASTPATH").is_some_and(|v| v == "0") {
-        OFF.store(true, Ordering::Relaxed);
-    }
-}
-
-fn grant(pid: i32) -> Option<()> {
-    let req = Request::Lock(LockRequest::Leases);
-    let (resp, fd) = crate::guard::guarded(|| call_passing(&req, None, false)).ok()?;
-    let fd = fd.map(|fd| crate::slots::ClosedQuietly(std::os::fd::IntoRawFd::into_raw_fd(fd)));
-    match check(resp) {
-        Ok(Response::Ret(p)) if p == i64::from(pid) => {}
-        Ok(Response::Ret(_)) => {
-            OFF.store(true, Ordering::Relaxed);
-            return None;
-        }
-        Err(e) if e.raw() == libc::ENOSYS => {
-            OFF.store(true, Ordering::Relaxed);
-            return None;
-        }
-        _ => return None,
-    }
-    let fd = fd?;
-    if AREA.load(Ordering::Acquire).is_null() {
-        let p = map_leases(fd.0)?;
-        if AREA
-            .compare_exchange(
-                std::ptr::null_mut(),
-                p.as_ptr(),
-                Ordering::AcqRel,
-                Ordering::Acquire,
-            )
-            .is_err()
-        {
-            // SAFETY: our own mapping, never published.
-            unsafe { libc::munmap(p.as_ptr().cast(), LEASE_BYTES) };
-        }
-    }
-    LEASE_PID.store(pid, Ordering::Release);
-    Some(())
+    AREA.prepare();
 }
 
 /// The area and our pid, if leases may serve this call.
 fn view() -> Option<(LeaseView<'static>, i32)> {
-    if OFF.load(Ordering::Relaxed) || crate::vfork::on_borrowed_memory() {
-        return None;
-    }
-    let pid = crate::vfork::pid();
-    if LEASE_PID.load(Ordering::Acquire) != pid {
-        grant(pid)?;
-    }
-    let p = AREA.load(Ordering::Acquire);
-    if p.is_null() {
-        return None;
-    }
-    // SAFETY: `p` is a shared mapping of LEASE_BYTES that is never unmapped, used only through
-    // atomics (by us, the daemon and the other clients).
-    let words = unsafe { std::slice::from_raw_parts(p, LEASE_BYTES / 8) };
+    let (words, pid) = AREA.words()?;
     Some((LeaseView::new(words), pid))
 }
 

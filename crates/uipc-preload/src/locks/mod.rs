@@ -82,6 +82,7 @@ macro_rules! real {
     }};
 }
 
+mod area;
 mod by_syscall;
 mod close;
 mod flockfast;
