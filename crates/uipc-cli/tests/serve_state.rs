@@ -841,11 +841,10 @@ fn semval(c: &Connection, semid: i32, semnum: i32) -> i32 {
 /// the variable.
 #[test]
 fn undo_client_side() {
-    let Ok(args) = std::env::var("UIPC_UNDO_CLIENT") else {
+    let Some(args) = uipc_testkit::role_args("UIPC_UNDO_CLIENT") else {
         return;
     };
-    let args: Vec<&str> = args.split(' ').collect();
-    let socket = Path::new(args[0]);
+    let socket = Path::new(&args[0]);
     let (semid, semnum): (i32, u16) = (args[1].parse().unwrap(), args[2].parse().unwrap());
     let c = Connection::connect(socket, false).unwrap();
     let op = Request::Semtimedop {
@@ -935,14 +934,9 @@ fn sem_undo_adjustments_are_neither_applied_at_the_save_nor_kept_after_the_resto
     said(&mut control_out, "held");
     drop(control.0.stdin.take());
     assert!(control.0.wait().unwrap().success());
-    let t0 = Instant::now();
-    while semval(&c, s, 1) != 1 {
-        assert!(
-            t0.elapsed() < Duration::from_secs(10),
-            "an exit after the restore was never undone"
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    uipc_testkit::wait_until("the undo of an exit after the restore", || {
+        semval(&c, s, 1) == 1
+    });
     std::thread::sleep(Duration::from_millis(200));
     assert_eq!(
         semval(&c, s, 0),

@@ -69,11 +69,10 @@ fn push(s: &UnixStream, bytes: &[u8]) {
 /// The hostile user: does nothing unless started by the test.
 #[test]
 fn hostile_side() {
-    let Ok(scenario) = std::env::var("UIPC_NOBODY") else {
+    let Some(words) = uipc_testkit::role_args("UIPC_NOBODY") else {
         return;
     };
-    let words: Vec<&str> = scenario.split(' ').collect();
-    let path = Path::new(words[1]);
+    let path = Path::new(&words[1]);
     let connect = || UnixStream::connect(path).ok();
     let mut socks = Vec::new();
     // 250 greeted connections, each starting a 16 MiB frame and sending 256 KiB of it.

@@ -148,24 +148,17 @@ fn bad_descriptors_and_unreadable_structs_get_linuxs_errnos() {
 /// blocked behind one held flock lock, and the daemon has parked that one call; fails if
 /// anything else is listed (a request granted instead of blocked, or a second lock).
 fn until_blocked(shared: &uipc_server::Shared, ty: LockType) {
-    let t0 = std::time::Instant::now();
-    loop {
+    uipc_testkit::wait_until("a flock blocked and its call parked", || {
         let list = shared.locks.list();
         let held: Vec<_> = list.iter().filter(|l| l.blocked_behind.is_none()).collect();
         let blocked: Vec<_> = list.iter().filter(|l| l.blocked_behind.is_some()).collect();
         assert_eq!(held.len(), 1, "one lock held: {list:?}");
-        if let [b] = blocked[..] {
-            assert_eq!((b.kind, b.ty), (LockKind::Flock, ty), "{list:?}");
-            if shared.parked_calls() == 1 {
-                return;
-            }
-        }
-        assert!(
-            t0.elapsed() < Duration::from_secs(10),
-            "never blocked: {list:?}"
-        );
-        std::thread::sleep(Duration::from_millis(1));
-    }
+        let [b] = blocked[..] else {
+            return false;
+        };
+        assert_eq!((b.kind, b.ty), (LockKind::Flock, ty), "{list:?}");
+        shared.parked_calls() == 1
+    });
 }
 
 #[test]

@@ -39,10 +39,10 @@ fn daemon_side() {
 /// connections the daemon closed before that.
 #[test]
 fn flood_side() {
-    let Ok(socket) = std::env::var("UIPC_AS_FLOOD") else {
+    let Some(args) = uipc_testkit::role_args("UIPC_AS_FLOOD") else {
         return;
     };
-    let path = Path::new(&socket);
+    let path = Path::new(&args[0]);
     let mut socks: Vec<(UnixStream, usize)> = Vec::new();
     for _ in 0..CONNS {
         let s = Connection::connect(path, false).unwrap().into_stream();

@@ -5,7 +5,6 @@ use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
 use std::sync::{mpsc, Arc};
-use std::time::Duration;
 use uipc::ipc::consts::*;
 use uipc::ipc::sem::Sembuf;
 use uipc_proto::client::Connection;
@@ -126,11 +125,9 @@ fn a_signal_during_a_blocking_semop_cancels_it_with_eintr() {
         cmd: GETNCNT,
         arg: SemArg::None,
     };
-    let t0 = std::time::Instant::now();
-    while ret(&probe, ncnt.clone()) != Response::Ret(1) {
-        assert!(t0.elapsed() < Duration::from_secs(10), "never queued");
-        std::thread::sleep(Duration::from_millis(1));
-    }
+    uipc_testkit::wait_until("the semop queued", || {
+        ret(&probe, ncnt.clone()) == Response::Ret(1)
+    });
     // SAFETY: the thread is alive (it is blocked in the call) and has a handler installed.
     unsafe { libc::pthread_kill(thread, libc::SIGUSR1) };
     assert_eq!(t.join().unwrap(), Response::Error(libc::EINTR));

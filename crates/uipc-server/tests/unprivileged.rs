@@ -122,13 +122,12 @@ fn hints_fd(c: &Connection) -> OwnedFd {
 /// The unprivileged side: does nothing unless started by [`as_nobody`].
 #[test]
 fn nobody_side() {
-    let Ok(scenario) = std::env::var("UIPC_NOBODY") else {
+    let Some(words) = uipc_testkit::role_args("UIPC_NOBODY") else {
         return;
     };
-    let words: Vec<&str> = scenario.split(' ').collect();
-    let c = Connection::connect(Path::new(words[1]), false).expect("nobody may connect");
+    let c = Connection::connect(Path::new(&words[1]), false).expect("nobody may connect");
     let num = |i: usize| words[i].parse::<i64>().unwrap();
-    match words[0] {
+    match words[0].as_str() {
         "shm" => {
             let ro = shmat(&c, num(2), SHM_RDONLY);
             assert_eq!(reopen_rw(&ro), libc::EACCES, "reopen of a read-only attach");

@@ -4,7 +4,8 @@
 use super::*;
 use libc::{LOCK_EX, LOCK_NB, LOCK_SH, LOCK_UN};
 use std::sync::atomic::AtomicUsize;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+use uipc_testkit::wait_until;
 
 const FILE: FileKey = 1;
 const EOF: i64 = i64::MAX;
@@ -105,17 +106,6 @@ fn posix_bad_type_or_range_is_einval() {
     assert_eq!(t.posix(FILE, 1, 7, 0, 1, false), Err(Errno::EINVAL));
     assert_eq!(t.posix(FILE, 1, F_WRLCK, -1, 1, false), Err(Errno::EINVAL));
     assert_eq!(t.posix(FILE, 1, F_WRLCK, 5, 4, false), Err(Errno::EINVAL));
-}
-
-fn wait_until(what: &str, cond: impl Fn() -> bool) {
-    let t0 = Instant::now();
-    while !cond() {
-        assert!(
-            t0.elapsed() < Duration::from_secs(10),
-            "timed out waiting for {what}"
-        );
-        std::thread::sleep(Duration::from_millis(1));
-    }
 }
 
 #[test]
