@@ -1,7 +1,8 @@
 //! The words of memory the daemon shares with its clients: the semaphore arena and the key
 //! table after it ([`super::sem::fast::SemArena`], [`super::keytable::KeyTable`]). They are
 //! atomics in the process's own memory (tests, loom models, an engine with no clients) or in
-//! a mapping that an embedder keeps alive with the words.
+//! a mapping that an embedder keeps alive with the words. [`Slots`] cuts an area of them into
+//! equal slots, as the fast paths' views of their areas do.
 
 use crate::sync::AtomicU64;
 
@@ -65,6 +66,26 @@ impl SharedWords {
             #[cfg(not(loom))]
             SharedWords::Mapped { _keep, .. } => Some(&**_keep),
         }
+    }
+}
+
+/// An area of shared words cut into slots of `W` words each: slot `k` is words
+/// `k * W..(k + 1) * W`.
+#[derive(Clone, Copy)]
+pub(crate) struct Slots<'a, const W: usize> {
+    words: &'a [AtomicU64],
+}
+
+impl<'a, const W: usize> Slots<'a, W> {
+    /// The slots of `words` (a slot past their end is `None`).
+    pub(crate) fn new(words: &'a [AtomicU64]) -> Slots<'a, W> {
+        Slots { words }
+    }
+
+    /// Slot `k`'s words, `None` if the area ends before it does.
+    pub(crate) fn get(self, k: usize) -> Option<&'a [AtomicU64]> {
+        self.words
+            .get(k.checked_mul(W)?..k.checked_add(1)?.checked_mul(W)?)
     }
 }
 

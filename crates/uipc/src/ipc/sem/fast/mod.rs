@@ -40,6 +40,7 @@ mod tests_sleep;
 use super::Sembuf;
 use crate::errno::Errno;
 use crate::ipc::consts::{GETNCNT, GETPID, GETVAL, GETZCNT, IPC_NOWAIT, SEMVMX, SEM_UNDO};
+use crate::ipc::shared_words::Slots;
 use crate::sync::{
     AtomicU64, Ordering::AcqRel, Ordering::Acquire, Ordering::Relaxed, Ordering::Release,
 };
@@ -223,21 +224,21 @@ pub(crate) fn grants(
 
 /// A client's view of an arena: the words of every slot.
 pub struct ArenaView<'a> {
-    words: &'a [AtomicU64],
+    slots: Slots<'a, SLOT_WORDS>,
 }
 
 impl<'a> ArenaView<'a> {
     /// A view of `words` (a whole number of slots).
     pub fn new(words: &'a [AtomicU64]) -> ArenaView<'a> {
-        ArenaView { words }
+        ArenaView {
+            slots: Slots::new(words),
+        }
     }
 
+    /// The slot a set of id `id` is published in, if the arena reaches it.
     fn slot(&self, id: IpcId) -> Option<&'a [AtomicU64]> {
-        if id.get() < 0 {
-            return None;
-        }
-        let idx = id.get() as usize % SLOTS;
-        self.words.get(idx * SLOT_WORDS..(idx + 1) * SLOT_WORDS)
+        let id = usize::try_from(id.get()).ok()?;
+        self.slots.get(id % SLOTS)
     }
 
     /// Loads semaphore `k`'s word `cell` (again only while it is LOCKED, a few times) and

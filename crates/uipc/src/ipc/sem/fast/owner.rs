@@ -24,7 +24,7 @@ use crate::ipc::consts::SEMVMX;
 use crate::ipc::perm::IpcPerm;
 use crate::ipc::sem::undo::UndoEntry;
 use crate::ipc::sem::SemSet;
-use crate::ipc::shared_words::SharedWords;
+use crate::ipc::shared_words::{SharedWords, Slots};
 use crate::sync::{lock, AtomicU64, Mutex, Ordering::AcqRel, Ordering::Acquire, Ordering::Release};
 use std::sync::Arc;
 use std::sync::OnceLock;
@@ -146,7 +146,7 @@ impl SemArena {
         if i >= SLOTS {
             return None;
         }
-        let words = self.words().get(i * SLOT_WORDS..(i + 1) * SLOT_WORDS)?;
+        let words = Slots::<SLOT_WORDS>::new(self.words()).get(i)?;
         Some((words, self.states.get(i)?))
     }
 }
