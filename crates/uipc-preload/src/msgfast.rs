@@ -16,7 +16,9 @@
 //! waits a little, and asks the daemon, which takes the queue back without waiting for us.
 
 use crate::user::{copy_in_pieces, copy_in_to, copy_out_pieces};
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicU64, Ordering};
+use uipc::ipc::consts::IPC_NOWAIT;
+use uipc::ipc::msg::fast::{Cancel, Deliver, Got, MsgView, Recv, Ticket, Wait};
 use uipc::ipc::sem::fast::Fast;
 use uipc::Errno;
 
@@ -47,7 +49,8 @@ pub fn msgsnd(msqid: i32, msgp: usize, msgsz: usize, msgflg: i32) -> Option<Resu
     }
 }
 
-/// msgrcv on the fast path: `Some(result)` if served here.
+/// msgrcv on the fast path: `Some(result)` if served here, sleeping here (on a futex in the
+/// queue's slot) if nothing matches, IPC_NOWAIT is clear and the queue has no other sleeper.
 pub fn msgrcv(
     msqid: i32,
     msgp: usize,
@@ -62,15 +65,66 @@ pub fn msgrcv(
         let first = bytes_of(a, n);
         let second = bytes_of(b, n - first.1);
         let pieces = [(mtype.as_ptr().cast_mut(), 8), first, second];
-        // SAFETY: `mtype` on our stack and the message's ring words, which nobody writes while
-        // we hold the slot.
+        // SAFETY: `mtype` on our stack and the message's ring (or mailbox) words, which
+        // nobody writes while we hold the slot (or the record).
         unsafe { copy_out_pieces(msgp, &pieces) }
     };
-    match view.msgrcv(msqid, maxsize, msgtyp, msgflg, &me, &mut deliver) {
-        Fast::Done(r) => {
+    let tid =
+        (msgflg & IPC_NOWAIT == 0).then(|| crate::kernel::kernel_sys!(libc::SYS_gettid) as u32);
+    let args = (msgtyp, maxsize, msgflg);
+    let t = match view.msgrcv_sleep(msqid, args, &me, tid, &mut deliver) {
+        Recv::Done(r) => {
             crate::semfast::served();
-            Some(r.map(|n| n as i64))
+            return Some(r.map(|n| n as i64));
         }
-        Fast::Slow => None,
+        Recv::Slow => return None,
+        Recv::Armed(t) => t,
+    };
+    crate::semfast::served();
+    match sleep(&view, msqid, &t, &mut deliver) {
+        Got::Done(r) => Some(r.map(|n| n as i64)),
+        // Look again, on the daemon path.
+        Got::Again => None,
+    }
+}
+
+/// Sleeps as armed sleeper `t` until a result is ready or a signal handler runs (a cancel:
+/// EINTR, unless a result came first). The futex wait is timed: the kernel then ends it with
+/// EINTR after any handler, SA_RESTART or not, and resumes it after a stop and SIGCONT with no
+/// handler, as Linux's msgrcv (ERESTARTNOHAND).
+fn sleep(view: &MsgView<'_>, msqid: i32, t: &Ticket, deliver: &mut Deliver<'_>) -> Got {
+    let word = view.sleeper_word(t);
+    loop {
+        match view.wait_state(t) {
+            Wait::Ready => return view.collect(t, deliver),
+            Wait::Sleep(expect) => {
+                if crate::semfast::futex_wait(word, expect, 3600 * 1_000_000_000) {
+                    break;
+                }
+            }
+        }
+    }
+    // A second Retry or AskDaemon in a row waits a little for the record to change (the
+    // daemon adopting the receive, or answering the cancel it was asked for).
+    let mut again = false;
+    loop {
+        let step = view.cancel(t);
+        if again && matches!(step, Cancel::Retry | Cancel::AskDaemon) {
+            crate::semfast::futex_wait(word, word.load(Ordering::Acquire) as u32, 1_000_000);
+        }
+        match step {
+            Cancel::Cancelled => return Got::Done(Err(Errno::EINTR)),
+            Cancel::Ready => {
+                return match view.collect(t, deliver) {
+                    Got::Again => Got::Done(Err(Errno::EINTR)),
+                    got => got,
+                }
+            }
+            Cancel::Retry => again = true,
+            Cancel::AskDaemon => {
+                crate::msg::poke(msqid);
+                again = true;
+            }
+        }
     }
 }

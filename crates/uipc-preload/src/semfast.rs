@@ -198,7 +198,7 @@ fn mono_ns() -> i128 {
 /// FUTEX_WAIT on `word`'s low 32 bits while they are `expect`, at most `ns` nanoseconds (always
 /// timed: the kernel restarts an untimed wait after an SA_RESTART handler, semop must not):
 /// whether a signal handler ended it (EINTR).
-fn futex_wait(word: &AtomicU64, expect: u32, ns: i128) -> bool {
+pub(crate) fn futex_wait(word: &AtomicU64, expect: u32, ns: i128) -> bool {
     let ns = ns.clamp(0, 86_400 * 1_000_000_000);
     let ts = libc::timespec {
         tv_sec: (ns / 1_000_000_000) as libc::time_t,

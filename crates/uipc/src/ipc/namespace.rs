@@ -313,6 +313,7 @@ impl IpcNamespace {
     /// segments and applies the orphan rules, as Linux's `exit_sem` and `exit_shm`.
     pub fn process_exit(&self, tgid: i32) {
         self.msg_fast_holder_gone(tgid);
+        self.msg_fast_sleepers_gone(tgid);
         let tgid = Tgid::new(tgid);
         let _fast = self.sem_fast_exit(tgid);
         self.sem_process_exit(tgid);
@@ -337,6 +338,8 @@ impl IpcNamespace {
     /// Execve: SEM_UNDO is kept; attachments are detached.
     pub fn process_exec(&self, tgid: i32) {
         self.msg_fast_holder_gone(tgid);
+        // Its other threads ended: one asleep on the message fast path is withdrawn.
+        self.msg_fast_sleepers_gone(tgid);
         // The exec killed the process's other threads: one asleep on the semaphore fast path
         // has its operation withdrawn, as their exit does on Linux (the adjustments it holds
         // go into the engine, not applied: exec keeps them).

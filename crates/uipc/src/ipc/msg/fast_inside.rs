@@ -6,9 +6,7 @@
 //!
 //! Lock order: a slot's mutex, then the engine's locks (the registry, then the queue's).
 
-use super::fast::owner::{
-    clear_dead_holder, fits, held_by, publish, take_back, Published, Snapshot,
-};
+use super::fast::owner::{clear_dead_holder, fits, held_by, publish, Published, Snapshot};
 use super::fast::{LOCK, LOCKED, MSG_SLOTS};
 use crate::ipc::msg::store::Message;
 use crate::ipc::msg::MsgQueue;
@@ -65,16 +63,14 @@ impl IpcNamespace {
     }
 
     fn msg_fast_enter_at(&self, idx: u32, id: Option<i32>) -> MsgInside<'_> {
-        let Some(arena) = self.msg.arena.as_deref() else {
+        let Some(arena) = self.msg.arena.as_ref() else {
             return MsgInside { ns: self, at: None };
         };
-        let (slot, state) = arena.slot(idx);
+        let (_, state) = arena.slot(idx);
         let mut st = lock(state);
+        self.msg_fast_resolve(arena, idx, &mut st);
         if let Some(was) = st.published.take() {
-            let snap = take_back(slot);
-            if let Ok(q) = self.msg.registry.lookup(IpcId::new(was)) {
-                self.msg_fast_import(&q, snap);
-            }
+            self.msg_fast_take(arena, idx, &mut st, was);
         }
         st.inside += 1;
         MsgInside {
@@ -85,7 +81,7 @@ impl IpcNamespace {
 
     /// Puts what the region held back into the engine's queue (which holds no message while
     /// published). Nobody sleeps on a published queue, so nobody is woken.
-    fn msg_fast_import(&self, q: &MsgQueue, snap: Snapshot) {
+    pub(super) fn msg_fast_import(&self, q: &MsgQueue, snap: Snapshot) {
         let mut st = q.lock();
         if st.deleted {
             return;
@@ -108,7 +104,7 @@ impl IpcNamespace {
     /// Process `pid` will never write the region again (it exited, or a new image replaced
     /// it): a slot it held is taken back, let go, and published again if it can be.
     pub(crate) fn msg_fast_holder_gone(&self, pid: i32) {
-        let Some(arena) = self.msg.arena.as_deref() else {
+        let Some(arena) = self.msg.arena.as_ref() else {
             return;
         };
         for i in 0..MSG_SLOTS as u32 {
@@ -117,12 +113,10 @@ impl IpcNamespace {
                 continue;
             }
             let mut st = lock(state);
+            self.msg_fast_resolve(arena, i, &mut st);
             let was = st.published.take();
             if let Some(id) = was {
-                let snap = take_back(slot);
-                if let Ok(q) = self.msg.registry.lookup(IpcId::new(id)) {
-                    self.msg_fast_import(&q, snap);
-                }
+                self.msg_fast_take(arena, i, &mut st, id);
             }
             // SLOW now (taken back, or since an earlier takeover): no client takes the slot.
             if held_by(slot, pid) {
@@ -163,6 +157,7 @@ impl IpcNamespace {
             lrpid: st.lrpid,
             stime: st.stime,
             rtime: st.rtime,
+            armed: None,
         };
         let p = Published {
             id: q.header.id().get(),

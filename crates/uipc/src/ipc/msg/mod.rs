@@ -35,6 +35,7 @@
 pub mod ctl;
 pub mod fast;
 mod fast_inside;
+mod fast_sleep;
 pub mod ops;
 mod parked;
 pub(crate) mod store;
@@ -75,6 +76,9 @@ pub(crate) struct SleepingReceiver {
     pub(crate) max_size: i64,
     /// The receiver's thread id: a pipelined send records it as lrpid (`task_pid`).
     pub(crate) tid: i32,
+    /// The most bytes it can be handed (a receive adopted from the fast path: its mailbox);
+    /// a message it would take that is longer wakes it to look again instead.
+    pub(crate) cap: i64,
 }
 
 /// A sender asleep in msgsnd, waiting for room.

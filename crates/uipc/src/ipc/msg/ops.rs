@@ -176,6 +176,10 @@ impl IpcNamespace {
                 r.waiter.complete(RecvWake::Fail(Errno::E2BIG));
                 continue;
             }
+            if len.min(r.max_size) > r.cap {
+                r.waiter.complete(RecvWake::Retry);
+                continue;
+            }
             // A receiver that was aborted (interrupted) cannot take it: keep searching.
             if r.waiter
                 .complete(RecvWake::Message(msg.mtype, msg.text.clone()))
@@ -298,6 +302,7 @@ impl IpcNamespace {
             selector: args.selector,
             max_size: if noerror { i64::MAX } else { maxsize },
             tid: cred.tid,
+            cap: i64::MAX,
         });
         Ok(RecvStep::Queued(waiter))
     }

@@ -25,7 +25,9 @@
 
 pub mod owner;
 mod ring;
+pub(crate) mod sleep;
 pub use ring::DATA_WORDS;
+pub use sleep::{Cancel, Got, Recv, Ticket, Wait, WAITED, WHICH};
 
 #[cfg(all(test, loom))]
 mod loom_models;
@@ -40,6 +42,7 @@ use crate::sync::{AtomicU64, Ordering::AcqRel, Ordering::Acquire, Ordering::Rela
 use ring::select;
 pub(crate) use ring::{load_text, records, store_text, Meta};
 pub(crate) use ring::{pieces, record_words};
+use sleep::Offer;
 
 /// Slots of the region: a queue of index `i` may be published in slot `i % MSG_SLOTS`.
 #[cfg(not(loom))]
@@ -51,8 +54,8 @@ pub const MSG_SLOTS: usize = 1;
 pub const REGION_HEADER: usize = 8;
 /// Header and counter words of a slot.
 pub const SLOT_HEADER: usize = 32;
-/// Words of one slot.
-pub const SLOT_WORDS: usize = SLOT_HEADER + DATA_WORDS;
+/// Words of one slot: header and counters, ring, sleeper records.
+pub const SLOT_WORDS: usize = SLOT_HEADER + DATA_WORDS + sleep::RECORDS * sleep::RECORD_WORDS;
 /// Words of the whole region.
 pub const REGION_WORDS: usize = REGION_HEADER + MSG_SLOTS * SLOT_WORDS;
 /// Bytes of the whole region.
@@ -129,9 +132,15 @@ impl Held<'_> {
     /// Makes the spare counters `m` the queue's: `true` if committed; else the daemon took
     /// the queue back meanwhile, nothing happened, and the slot is let go.
     fn commit(self, m: &Meta) -> bool {
+        self.commit_clearing(m, 0)
+    }
+
+    /// [`Held::commit`] that also clears `clear` (the armed sleeper a hand-off served).
+    fn commit_clearing(self, m: &Meta, clear: u64) -> bool {
         m.store(self.slot, spare(self.before));
-        // AcqRel: the ring and the spare counters written before it are the commit's.
-        let next = self.before ^ CUR;
+        // AcqRel: the ring, the spare counters and a mailbox written before it are the
+        // commit's.
+        let next = (self.before ^ CUR) & !clear;
         if self.slot[LOCK]
             .compare_exchange(self.locked, next, AcqRel, Relaxed)
             .is_ok()
@@ -162,7 +171,7 @@ impl<'a> MsgView<'a> {
         MsgView { words }
     }
 
-    fn slot(&self, msqid: i32) -> Option<&'a [AtomicU64]> {
+    pub(crate) fn slot(&self, msqid: i32) -> Option<&'a [AtomicU64]> {
         if msqid < 0 {
             return None;
         }
@@ -257,6 +266,39 @@ impl<'a> MsgView<'a> {
                 Fast::Slow
             };
         }
+        let now = who.now().max(0) as u64;
+        let Some(offer) = sleep::offer(slot, held.before, mtype, len) else {
+            held.release();
+            return Fast::Slow;
+        };
+        if let Offer::Deliver { j, n, tid, pid } = offer {
+            // pipelined_send: straight to the sleeper, never queued. A sleeper that exited
+            // must not take it: the daemon applies its exit first.
+            if n > sleep::MBOX_BYTES || !who.alive(pid) {
+                held.release();
+                return Fast::Slow;
+            }
+            let mbox = &sleep::rec(slot, j)[sleep::R_CMBOX..sleep::R_DMBOX];
+            if !fill(&mbox[3..3 + n.div_ceil(8)], &[]) {
+                held.release();
+                return Fast::Slow;
+            }
+            mbox[0].store(0, Relaxed);
+            mbox[1].store(mtype as u64, Relaxed);
+            mbox[2].store(n as u64, Relaxed);
+            let next = Meta {
+                lspid: u64::from(who.pid()),
+                stime: now,
+                lrpid: tid.max(0) as u64,
+                rtime: now,
+                ..m
+            };
+            if !held.commit_clearing(&next, WAITED | WHICH) {
+                return Fast::Slow;
+            }
+            sleep::handed(slot, j, who);
+            return Fast::Done(Ok(()));
+        }
         let need = record_words(len);
         if (m.tail - m.head) as usize + need > DATA_WORDS {
             held.release();
@@ -274,7 +316,6 @@ impl<'a> MsgView<'a> {
             t.store(mtype as u64, Relaxed);
             l.store(len as u64, Relaxed);
         }
-        let now = who.now().max(0) as u64;
         let next = Meta {
             tail: m.tail + need as u64,
             qnum: m.qnum + 1,
@@ -283,11 +324,23 @@ impl<'a> MsgView<'a> {
             stime: now,
             ..m
         };
-        if held.commit(&next) {
-            Fast::Done(Ok(()))
-        } else {
-            Fast::Slow
+        // A sleeper whose buffer is too small is woken with E2BIG; the message is queued.
+        let clear = match offer {
+            Offer::TooBig(j) => {
+                let mbox = &sleep::rec(slot, j)[sleep::R_CMBOX..sleep::R_DMBOX];
+                mbox[0].store(Errno::E2BIG.raw() as u64, Relaxed);
+                Some(j)
+            }
+            _ => None,
+        };
+        let bits = if clear.is_some() { WAITED | WHICH } else { 0 };
+        if !held.commit_clearing(&next, bits) {
+            return Fast::Slow;
         }
+        if let Some(j) = clear {
+            sleep::handed(slot, j, who);
+        }
+        Fast::Done(Ok(()))
     }
 
     /// msgrcv(2): done here when the queue is published, the caller may read it and the
@@ -305,39 +358,62 @@ impl<'a> MsgView<'a> {
         who: &dyn Caller,
         deliver: &mut Deliver<'_>,
     ) -> Fast<usize> {
+        let args = (msgtyp, maxsize, flags);
+        match self.msgrcv_sleep(msqid, args, who, None, deliver) {
+            Recv::Done(r) => Fast::Done(r),
+            Recv::Slow | Recv::Armed(_) => Fast::Slow,
+        }
+    }
+
+    /// [`MsgView::msgrcv`] of (`msgtyp`, `maxsize`, `flags`) that, with `sleeper` (the
+    /// caller's thread id), arms a sleeper record when nothing matches and IPC_NOWAIT is clear
+    /// (`sleep`).
+    pub fn msgrcv_sleep(
+        &self,
+        msqid: i32,
+        (msgtyp, maxsize, flags): (i64, i64, i32),
+        who: &dyn Caller,
+        sleeper: Option<u32>,
+        deliver: &mut Deliver<'_>,
+    ) -> Recv {
         if maxsize < 0 || flags & MSG_COPY != 0 {
-            return Fast::Slow;
+            return Recv::Slow;
         }
         let sel = Selector::from_call(msgtyp, false, flags & MSG_EXCEPT != 0);
         let Some(held) = self.acquire(msqid, 4, who) else {
-            return Fast::Slow;
+            return Recv::Slow;
         };
         let slot = held.slot;
         let m = Meta::load(slot, (held.before & CUR) as usize);
         if !m.sane() {
             held.release();
-            return Fast::Slow;
+            return Recv::Slow;
         }
         let data = &slot[SLOT_HEADER..];
         let Some(pick) = select(data, &m, sel) else {
             held.release();
-            return Fast::Slow;
+            return Recv::Slow;
         };
         let Some(r) = pick else {
-            held.release();
-            return if flags & IPC_NOWAIT != 0 {
-                Fast::Done(Err(Errno::ENOMSG))
-            } else {
-                Fast::Slow
+            if flags & IPC_NOWAIT != 0 {
+                held.release();
+                return Recv::Done(Err(Errno::ENOMSG));
+            }
+            return match sleeper {
+                Some(tid) => sleep::arm(held, msqid, (msgtyp, maxsize, flags), who, tid),
+                None => {
+                    held.release();
+                    Recv::Slow
+                }
             };
         };
         if r.pos != m.head {
             held.release();
-            return Fast::Slow;
+            return Recv::Slow;
         }
         if maxsize < r.len as i64 && flags & MSG_NOERROR == 0 {
             held.release();
-            return Fast::Done(Err(Errno::E2BIG));
+            return Recv::Done(Err(Errno::E2BIG));
         }
         let n = r.len.min(usize::try_from(maxsize).unwrap_or(usize::MAX));
         let words = record_words(r.len);
@@ -353,8 +429,8 @@ impl<'a> MsgView<'a> {
             ..m
         };
         if !held.commit(&next) {
-            return Fast::Slow;
+            return Recv::Slow;
         }
-        Fast::Done(copied.map(|()| n))
+        Recv::Done(copied.map(|()| n))
     }
 }

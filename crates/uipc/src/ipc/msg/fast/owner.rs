@@ -21,6 +21,8 @@ use crate::sync::{
 /// What the daemon knows of one slot.
 #[derive(Default)]
 pub(crate) struct SlotState {
+    /// The receives adopted from the slot's sleeper records, until their sleepers read them.
+    pub(crate) adopted: [Option<crate::ipc::msg::fast_sleep::Adopted>; super::sleep::RECORDS],
     /// The published queue's id.
     pub(crate) published: Option<i32>,
     /// The epoch of the last publish.
@@ -33,6 +35,9 @@ pub(crate) struct SlotState {
 pub struct MsgArena {
     mem: SharedWords,
     pub(crate) states: Box<[Mutex<SlotState>]>,
+    /// Processes whose exit (or exec) the daemon is handling: their records are freed, never
+    /// adopted.
+    pub(crate) exiting: Mutex<std::collections::HashSet<i32>>,
 }
 
 impl MsgArena {
@@ -41,6 +46,7 @@ impl MsgArena {
         MsgArena {
             mem: SharedWords::owned(REGION_WORDS),
             states: (0..MSG_SLOTS).map(|_| Mutex::default()).collect(),
+            exiting: Mutex::default(),
         }
     }
 
@@ -56,6 +62,7 @@ impl MsgArena {
             // SAFETY: this function's contract.
             mem: unsafe { SharedWords::mapped(ptr, REGION_WORDS, keep) },
             states: (0..MSG_SLOTS).map(|_| Mutex::default()).collect(),
+            exiting: Mutex::default(),
         }
     }
 
@@ -90,6 +97,9 @@ pub(crate) struct Snapshot {
     pub(crate) lrpid: i32,
     pub(crate) stime: i64,
     pub(crate) rtime: i64,
+    /// The sleeper record armed at the takeover (`LOCK`'s WAITED and WHICH): the daemon adopts
+    /// it (no client can hand off to it or cancel it any more).
+    pub(crate) armed: Option<usize>,
 }
 
 /// Sets SLOW on a published slot and reads the queue out of it: the counters in force at the
@@ -105,6 +115,7 @@ pub(crate) fn take_back(slot: &[AtomicU64]) -> Snapshot {
         lrpid: pid(m.lrpid),
         stime: time(m.stime),
         rtime: time(m.rtime),
+        armed: super::sleep::armed(l),
         ..Snapshot::default()
     };
     if !m.sane() {

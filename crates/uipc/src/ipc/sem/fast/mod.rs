@@ -20,7 +20,7 @@
 //! wait a little for it. Nothing the client reads is trusted by the daemon: values it takes back are
 //! clamped to SEMVMX.
 
-mod adopt;
+pub(crate) mod adopt;
 mod inside;
 pub mod owner;
 mod sleep;
