@@ -43,7 +43,7 @@ tests=(msg_sem_exchange sem_undo_kill shm_share shm_remap shm_rdonly_segv semop_
     timer_ids_exec timer_overrun timer_ignored vfork_spawn unseen_children handler_ipc ipc_no_malloc handler_altstack
     timer_handler signal_kinds
     timer_no_malloc undo_after_reap "load 64 100" sem_fast "sem_fast_chaos 1500"
-    "sem_fast_chaos 2000 undo" key_fast sem_sleep msg_fast "msg_fast_chaos 1500")
+    "sem_fast_chaos 2000 undo" key_fast sem_sleep msg_fast "msg_fast_chaos 1500" msg_sleep)
 # Linux's process model (privilege drops, exec, orphans, /proc views, IPC and pid namespaces):
 # run under uipc run --locks --timers.
 process_tests=(priv_drop ident_per_call orphan_reap exec_env_keep proc_sysctl ipc_ns pid_ns)
@@ -167,6 +167,12 @@ if [ "$(id -u)" = 0 ]; then
         UIPC_FASTPATH_STATS=1 timeout 120 "$uipc" run -- "$out/msg_fast" 2> "$out/msgfast.err"
         served=$(awk "/^uipc fastpath: [0-9]+ calls\$/ { n += \$3 } END { print n + 0 }" "$out/msgfast.err")
         [ "${served:-0}" -ge 2000 ] || { echo "msg fast path served ${served:-0} calls" >&2; exit 1; }
+        # msgrcv sleeping on the message fast path: the ping-pong alone makes 40000 calls in the
+        # parent, which must nearly all be served there (its receives sleep there).
+        UIPC_FASTPATH=0 timeout 300 "$uipc" run -- "$out/msg_sleep"
+        UIPC_FASTPATH_STATS=1 timeout 300 "$uipc" run -- "$out/msg_sleep" 2> "$out/msgsleep.err"
+        served=$(awk "/^uipc fastpath: [0-9]+ calls\$/ { n += \$3 } END { print n + 0 }" "$out/msgsleep.err")
+        [ "${served:-0}" -ge 38000 ] || { echo "msg sleeping served ${served:-0} calls" >&2; exit 1; }
         for t in $PROCESS_TESTS; do timeout 60 "$uipc" run --locks --timers -- "$out/$t"; done
         # A root program whose children switch uid stay clients (su, setpriv) ...
         "$uipc" run -- sh -c "su nobody -s /bin/sh -c \"ipcmk -M 100\" &&

@@ -59,13 +59,20 @@
 //!   mode does not grant the access to everyone.
 //! - The message queue fast path (`msgfast.rs`, under `uipc run` only) serves msgsnd with room
 //!   and msgrcv of the queue's first message (any msgtyp mode, E2BIG, ENOMSG and EAGAIN with
-//!   IPC_NOWAIT included) on a queue nobody sleeps on, whose index's slot (index modulo 256)
-//!   is free and whose messages fit its 64 KiB ring. A call that would sleep, a typed receive
-//!   of a later message, MSG_COPY and every caller the mode grants only through groups or a
-//!   capability take the daemon path, and a queue with a sleeper stays there until a later
-//!   call finds it quiet: there is no sleeping on the fast path, so a message ping-pong
-//!   between two processes goes through the daemon. A killed holder's slot stays with the
-//!   daemon until its exit is applied.
+//!   IPC_NOWAIT included) on a queue no daemon call sleeps on, whose index's slot (index
+//!   modulo 256) is free and whose messages fit its 64 KiB ring. A msgrcv that must wait
+//!   sleeps there (a futex in the slot) when no other receiver is asleep on the fast path of
+//!   that queue, and a fast msgsnd hands it a matching message of at most 8192 bytes directly
+//!   (pipelined, as Linux). That sleep ends with EINTR after a signal handler and goes on after
+//!   a stop and SIGCONT, as on Linux, but it is not a pthread cancellation point; after
+//!   `kernel/msgmax` was raised above 8192, a longer message for a receiver the daemon took
+//!   over from the fast path is queued and the receiver looks again (not pipelined: another
+//!   receiver may take it first). A sender that must wait, a second receiver that must wait,
+//!   a typed receive of a later message, MSG_COPY and every caller the mode grants only
+//!   through groups or a capability take the daemon path, and a queue with a daemon-path
+//!   sleeper stays there until a later call finds it quiet. A killed holder's slot stays with
+//!   the daemon until its exit is applied. On the daemon path, msgsnd and msgrcv that wait
+//!   return EINTR after a stop signal and SIGCONT with no handler (Linux goes on waiting).
 //! - IPC namespaces: the daemon drops a namespace (and its objects) when the last process it
 //!   has seen calling there exits. unshare and setns call the daemon at once (`ipcns.rs`),
 //!   but a child made by `clone(CLONE_NEWIPC)` counts only from its first call: if it forks

@@ -69,10 +69,10 @@ pub fn msgrcv(
         // nobody writes while we hold the slot (or the record).
         unsafe { copy_out_pieces(msgp, &pieces) }
     };
-    let tid =
-        (msgflg & IPC_NOWAIT == 0).then(|| crate::kernel::kernel_sys!(libc::SYS_gettid) as u32);
+    let tid = || crate::kernel::kernel_sys!(libc::SYS_gettid) as u32;
+    let sleeper = (msgflg & IPC_NOWAIT == 0).then_some(&tid as &dyn Fn() -> u32);
     let args = (msgtyp, maxsize, msgflg);
-    let t = match view.msgrcv_sleep(msqid, args, &me, tid, &mut deliver) {
+    let t = match view.msgrcv_sleep(msqid, args, &me, sleeper, &mut deliver) {
         Recv::Done(r) => {
             crate::semfast::served();
             return Some(r.map(|n| n as i64));

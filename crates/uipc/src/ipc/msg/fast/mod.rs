@@ -31,8 +31,12 @@ pub use sleep::{Cancel, Got, Recv, Ticket, Wait, WAITED, WHICH};
 
 #[cfg(all(test, loom))]
 mod loom_models;
+#[cfg(all(test, loom))]
+mod loom_sleep;
 #[cfg(all(test, not(loom)))]
 mod tests;
+#[cfg(all(test, not(loom)))]
+mod tests_sleep;
 
 use super::store::Selector;
 use crate::errno::Errno;
@@ -365,15 +369,15 @@ impl<'a> MsgView<'a> {
         }
     }
 
-    /// [`MsgView::msgrcv`] of (`msgtyp`, `maxsize`, `flags`) that, with `sleeper` (the
-    /// caller's thread id), arms a sleeper record when nothing matches and IPC_NOWAIT is clear
-    /// (`sleep`).
+    /// [`MsgView::msgrcv`] of (`msgtyp`, `maxsize`, `flags`) that, with `sleeper` (which
+    /// gives the caller's thread id), arms a sleeper record when nothing matches and
+    /// IPC_NOWAIT is clear (`sleep`).
     pub fn msgrcv_sleep(
         &self,
         msqid: i32,
         (msgtyp, maxsize, flags): (i64, i64, i32),
         who: &dyn Caller,
-        sleeper: Option<u32>,
+        sleeper: Option<&dyn Fn() -> u32>,
         deliver: &mut Deliver<'_>,
     ) -> Recv {
         if maxsize < 0 || flags & MSG_COPY != 0 {
@@ -400,7 +404,7 @@ impl<'a> MsgView<'a> {
                 return Recv::Done(Err(Errno::ENOMSG));
             }
             return match sleeper {
-                Some(tid) => sleep::arm(held, msqid, (msgtyp, maxsize, flags), who, tid),
+                Some(tid) => sleep::arm(held, msqid, (msgtyp, maxsize, flags), who, tid()),
                 None => {
                     held.release();
                     Recv::Slow
