@@ -117,7 +117,7 @@ pub extern "C-unwind" fn msgrcv(
 /// withdraws a fast-path sleeper's adopted receive that asked to be cancelled.
 pub(crate) fn poke(msqid: c_int) {
     let _ = crate::guard::guarded(|| {
-        call(&Request::Msgctl {
+        crate::conn::call(&Request::Msgctl {
             msqid,
             cmd: IPC_STAT,
             set: None,
