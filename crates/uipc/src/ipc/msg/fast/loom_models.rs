@@ -15,7 +15,7 @@ use crate::sync::{AtomicU64, Ordering::Relaxed};
 use loom::sync::Arc;
 
 /// A region with queue 0 published holding `messages`.
-fn region(messages: Vec<(i64, Vec<u8>)>) -> Arc<MsgArena> {
+pub(super) fn region(messages: Vec<(i64, Vec<u8>)>) -> Arc<MsgArena> {
     let a = Arc::new(MsgArena::owned());
     a.set_msgmax(8192);
     let perm = IpcPerm {

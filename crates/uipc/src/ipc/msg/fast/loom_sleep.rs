@@ -11,34 +11,23 @@
 //! cancelled and the message neither delivered nor queued; with the arming a plain store, the
 //! second finds an armed sleeper the takeover did not see.
 
-use super::owner::{publish, take_back, MsgArena, Published, Snapshot};
+use super::loom_models::region;
+use super::owner::{take_back, MsgArena};
 use super::sleep::{rec, state_of, FREE, RECORDS, R_WORD, WAITING};
 use super::{load_text, store_text, Cancel, Got, MsgView, Recv, Ticket, Wait};
-use crate::ipc::perm::IpcPerm;
 use crate::ipc::sem::fast::{Fast, TestCaller as Who};
 use crate::sync::{AtomicU64, Ordering::Acquire};
 use loom::sync::Arc;
 
-/// A region with queue 0 published, empty.
-fn region() -> Arc<MsgArena> {
-    let a = Arc::new(MsgArena::owned());
-    a.set_msgmax(8192);
-    let perm = IpcPerm {
-        uid: 0,
-        gid: 0,
-        cuid: 0,
-        cgid: 0,
-        mode: 0o600,
+/// An empty published queue with process 9 armed on it, and process 7 sending it "hi" on
+/// another thread.
+fn armed_and_sending() -> (Arc<MsgArena>, Ticket, loom::thread::JoinHandle<bool>) {
+    let a = region(Vec::new());
+    let Recv::Armed(t) = arm(&a.view()) else {
+        panic!("arms on an empty queue");
     };
-    let snap = Snapshot::default();
-    let p = Published {
-        id: 0,
-        perm: &perm,
-        qbytes: 100,
-        snap: &snap,
-    };
-    assert!(publish(a.slot(0).0, &p, 1));
-    a
+    let c = a.clone();
+    (a, t, loom::thread::spawn(move || send(&c.view(), b"hi")))
 }
 
 fn send(v: &MsgView<'_>, text: &[u8]) -> bool {
@@ -85,12 +74,7 @@ fn records_free(a: &MsgArena) -> bool {
 #[test]
 fn a_cancel_and_a_hand_off_keep_the_message_exactly_once() {
     loom::model(|| {
-        let a = region();
-        let Recv::Armed(t) = arm(&a.view()) else {
-            panic!("arms on an empty queue");
-        };
-        let c = a.clone();
-        let th = loom::thread::spawn(move || send(&c.view(), b"hi"));
+        let (a, t, th) = armed_and_sending();
         let v = a.view();
         let delivered = match cancel(&v, &t) {
             Cancel::Cancelled => None,
@@ -113,7 +97,7 @@ fn a_cancel_and_a_hand_off_keep_the_message_exactly_once() {
 #[test]
 fn a_takeover_sees_a_sleeper_armed_exactly_when_it_armed() {
     loom::model(|| {
-        let a = region();
+        let a = region(Vec::new());
         let c = a.clone();
         let th = loom::thread::spawn(move || arm(&c.view()));
         let snap = take_back(a.slot(0).0);
@@ -136,12 +120,7 @@ fn a_takeover_sees_a_sleeper_armed_exactly_when_it_armed() {
 #[test]
 fn a_hand_off_against_a_takeover_is_done_or_left_for_adoption() {
     loom::model(|| {
-        let a = region();
-        let Recv::Armed(t) = arm(&a.view()) else {
-            panic!("arms on an empty queue");
-        };
-        let c = a.clone();
-        let th = loom::thread::spawn(move || send(&c.view(), b"hi"));
+        let (a, t, th) = armed_and_sending();
         let snap = take_back(a.slot(0).0);
         let sent = th.join().unwrap();
         assert!(snap.messages.is_empty());

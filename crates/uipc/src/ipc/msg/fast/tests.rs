@@ -12,7 +12,7 @@ use crate::sync::{AtomicU64, Ordering::Relaxed};
 use crate::{Cred, Errno, WaitCtx};
 use std::sync::Arc;
 
-fn setup() -> (Arc<IpcNamespace>, Arc<MsgArena>, i32) {
+pub(super) fn setup() -> (Arc<IpcNamespace>, Arc<MsgArena>, i32) {
     let arena = Arc::new(MsgArena::owned());
     let ns = IpcNamespace::with_options(NamespaceOptions {
         msg_arena: Some(arena.clone()),
@@ -24,7 +24,7 @@ fn setup() -> (Arc<IpcNamespace>, Arc<MsgArena>, i32) {
     (Arc::new(ns), arena, id)
 }
 
-fn stat(ns: &IpcNamespace, id: i32) -> MsqidDs {
+pub(super) fn stat(ns: &IpcNamespace, id: i32) -> MsqidDs {
     match ns.msgctl(&Cred::root(1), id, IPC_STAT, MsgctlArg::None) {
         Ok(MsgctlOut::Stat { ds, .. }) => ds,
         other => panic!("IPC_STAT: {other:?}"),

@@ -3,34 +3,13 @@
 //! sleeper first in line (a daemon send, a second receiver, IPC_RMID), a cancel of an adopted
 //! receive, and an exiting sleeper whose record is freed.
 
-use super::owner::MsgArena;
+use super::tests::{setup, stat};
 use super::{load_text, store_text, Cancel, Got, MsgView, Recv, Ticket, Wait};
 use crate::ipc::consts::*;
-use crate::ipc::msg::{MsgctlArg, MsgctlOut, MsqidDs};
+use crate::ipc::msg::MsgctlArg;
 use crate::ipc::sem::fast::{Fast, TestCaller as Who};
-use crate::ipc::{IpcNamespace, NamespaceOptions};
 use crate::sync::AtomicU64;
 use crate::{Cred, Errno, WaitCtx};
-use std::sync::Arc;
-
-fn setup() -> (Arc<IpcNamespace>, Arc<MsgArena>, i32) {
-    let arena = Arc::new(MsgArena::owned());
-    arena.set_msgmax(8192);
-    let ns = IpcNamespace::with_options(NamespaceOptions {
-        msg_arena: Some(arena.clone()),
-        ..Default::default()
-    });
-    let id = ns.msgget(&Cred::root(1), IPC_PRIVATE, 0o600).unwrap();
-    stat(&ns, id);
-    (Arc::new(ns), arena, id)
-}
-
-fn stat(ns: &IpcNamespace, id: i32) -> MsqidDs {
-    match ns.msgctl(&Cred::root(1), id, IPC_STAT, MsgctlArg::None) {
-        Ok(MsgctlOut::Stat { ds, .. }) => ds,
-        other => panic!("IPC_STAT: {other:?}"),
-    }
-}
 
 fn send(v: &MsgView<'_>, id: i32, mtype: i64, text: &[u8], pid: u32) -> Fast<()> {
     let mut fill = |a: &[AtomicU64], b: &[AtomicU64]| {
