@@ -63,11 +63,14 @@ impl Clock for SystemClock {
     fn tai(&self) -> Nanos {
         read_host_clock(libc::CLOCK_TAI)
     }
-    /// The seconds of `CLOCK_REALTIME_COARSE`: the kernel stamps IPC times with
-    /// `ktime_get_real_seconds`, the timekeeper's last tick, which is what the coarse clock
-    /// reads (and it is cheaper, which `*get` creating 31900 keys notices).
+    /// `time(2)`: the kernel stamps IPC times with `ktime_get_real_seconds`, the
+    /// timekeeper's seconds at its last tick, which is what `time` returns (the vDSO's `time`
+    /// reads that one word; the seconds of `CLOCK_REALTIME_COARSE` are the same value, read
+    /// under the vDSO's sequence count). Every create reads it, and it is the cheapest of the
+    /// three (BENCHMARKS.md, "ipc-keys", measures them).
     fn now_secs(&self) -> i64 {
-        read_host_clock(libc::CLOCK_REALTIME_COARSE).div_euclid(NSEC_PER_SEC)
+        // SAFETY: a null pointer asks time(2) to only return the value; it cannot fail.
+        unsafe { libc::time(std::ptr::null_mut()) }
     }
 }
 
@@ -132,5 +135,16 @@ mod tests {
         let b = c.monotonic();
         assert!(b >= a);
         assert!(c.now_secs() > 1_700_000_000);
+    }
+
+    #[test]
+    fn system_now_secs_is_the_coarse_realtime_clocks_seconds() {
+        let c = SystemClock;
+        for _ in 0..1000 {
+            let before = read_host_clock(libc::CLOCK_REALTIME_COARSE).div_euclid(NSEC_PER_SEC);
+            let now = c.now_secs();
+            let after = read_host_clock(libc::CLOCK_REALTIME_COARSE).div_euclid(NSEC_PER_SEC);
+            assert!(before <= now && now <= after, "{before} {now} {after}");
+        }
     }
 }

@@ -8,6 +8,8 @@
 pub mod cyclic;
 pub mod direct;
 pub mod hash;
+#[cfg(all(test, loom))]
+mod loom_models;
 
 pub use cyclic::{CyclicIdAllocator, IdLayout};
 pub use direct::DirectMap;
