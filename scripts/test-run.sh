@@ -76,7 +76,10 @@ grep -qx "uipc fastpath: 0000000000 calls" "$out/lease.err"
 # EDEADLK, a delayed deadlock, EINTR and SA_RESTART, a SIGKILL storm, fork, close and exec:
 # on the host, under uipc run --locks, and with the fast paths switched off.
 timeout 120 "$out/posix_contend" 32 200
-timeout 300 "$uipc" run --locks -- "$out/posix_contend" 32 200
+UIPC_FASTPATH_STATS=1 timeout 300 "$uipc" run --locks -- "$out/posix_contend" 32 200 \
+    2> "$out/contend.err"
+served=$(awk '/^uipc fastpath: [0-9]+ calls$/ { n += $3 } END { print n + 0 }' "$out/contend.err")
+[ "${served:-0}" -ge 500 ] || { echo "shared mode served ${served:-0} lock calls" >&2; exit 1; }
 UIPC_FASTPATH=0 timeout 300 "$uipc" run --locks -- "$out/posix_contend" 16 100
 # flock leases: flock of a description that alone locks a file, in the caller's process
 # (a SIGKILL storm of holders and waiters, a chaos run killing a lone holder); on the host,

@@ -210,7 +210,7 @@ static void kid_heard(struct kid *k) {
 static void kid_end(struct kid *k) {
     expect_clean_exit(k->pid);
     forget_kid(k->pid);
-    close(k->go[0]), close(k->go[1]), close(k->done[0]), close(k->done[1]);
+    close(k->go[1]), close(k->done[0]);
 }
 
 #define KID(k, ...)                                                                       \
@@ -223,6 +223,8 @@ static void kid_end(struct kid *k) {
             _exit(0);                                                                     \
         }                                                                                 \
         remember_kid((k)->pid);                                                           \
+        close((k)->go[0]);                                                                \
+        close((k)->done[1]);                                                              \
     } while (0)
 
 /* Gives a process time to fall asleep in a call. */
@@ -523,7 +525,7 @@ int main(int argc, char **argv) {
     }
     struct sigaction sa = {.sa_handler = on_watchdog};
     CHECK(sigaction(SIGALRM, &sa, NULL) == 0);
-    alarm(240);
+    alarm(150);
     contend(path, nproc, rounds);
     getlk_names_holder();
     deadlock_two_files();

@@ -96,13 +96,22 @@
 //!   F_SETLK, F_SETLKW and F_GETLK of a process holding the file's lease (`locks/lease.rs`):
 //!   a process alone locking a regular file, with at most 14 ranges there, after its first
 //!   call on the file (a file taken back for another process is leased again only 32 calls
-//!   later). OFD locks always take the daemon path (their description may be shared with
+//!   later), and whole-file write locks, unlocks and F_GETLK of any process on a contended
+//!   file in shared mode (`locks/shared.rs`). OFD locks always take the daemon path (their description may be shared with
 //!   processes the library cannot see), and so do F_OFD_* commands. flock through a
 //!   description that alone locks its file completes in the caller's process after that
 //!   description's first daemon call (`locks/flockfast.rs`; a `kcmp` per call proves the
 //!   description); flock on a file two descriptions lock always takes the daemon path, and a
 //!   contended one parks there (no futex sleeping in shared memory for flock). A leased
-//!   F_SETLKW is not a cancellation point when it does not wait (glibc's fcntl is one).
+//!   F_SETLKW is not a cancellation point when it does not wait, and an F_SETLKW asleep in
+//!   shared mode is not one either (glibc's fcntl is one).
+//! - File locks in shared mode (ARCHITECTURE.md "Shared mode"): deadlock detection runs in
+//!   the library and the daemon without Linux's global lock, so two calls closing one cycle at
+//!   the same moment may both get EDEADLK, and a sleeper not woken by a release (an unlock
+//!   wakes one) is not checked again against the next owner (a cycle then needs that owner to
+//!   have a thread already waiting). A process whose pid the daemon numbers otherwise (a
+//!   nested pid namespace) can be sent back and forth between the daemon's queue and shared
+//!   mode, and so wait longer.
 //! - File locks: a flock or OFD call that conflicts has the daemon check the file's
 //!   descriptions for ones nobody holds any more. A description seen held before costs one
 //!   `kcmp` per conflict; one whose holders are gone costs a read of every process's

@@ -96,7 +96,7 @@ std::thread_local! {
 
 /// Whether process `pid` has not exited: its pidfd is not readable (an exited process's is,
 /// zombie or reaped; a pid that is gone has none). Without pidfds, whether it can be signalled.
-fn alive(pid: i32) -> bool {
+pub(crate) fn alive(pid: i32) -> bool {
     if PIDFD_BUSY.with(|b| b.replace(true)) {
         return match pidfd(pid) {
             Ok(fd) => {

@@ -237,6 +237,9 @@ pub fn serve(cx: &LockCtx<'_>, req: LockRequest) -> (Response, Option<OwnedFd>) 
             cx.locks.list().iter().map(line).collect(),
         )),
         LockRequest::Leases => {
+            if let Some(l) = cx.locks.leases() {
+                l.asked(cx.cred.tgid);
+            }
             let fd = cx.locks.leases().and_then(crate::arena::leases_fd);
             // SAFETY: duplicates the area's memfd, which lives as long as the daemon.
             let dup = fd.map(|fd| unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 0) });

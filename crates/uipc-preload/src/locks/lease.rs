@@ -64,9 +64,14 @@ fn describe(fd: libc::c_int) -> Option<Desc> {
     })
 }
 
-/// fcntl's `cmd` on `fd` with `fl`, if this process holds the file's lease and the call
-/// succeeds here: `Some(())` done (F_GETLK's answer written into `fl`), `None` for the daemon.
-pub(super) fn fcntl(fd: libc::c_int, cmd: libc::c_int, fl: &mut Flock) -> Option<()> {
+/// fcntl's `cmd` on `fd` with `fl`, if this process holds the file's lease, or the file is in
+/// shared mode, and the call is served here: `Some` with its result (F_GETLK's answer written
+/// into `fl`), `None` for the daemon.
+pub(super) fn fcntl(
+    fd: libc::c_int,
+    cmd: libc::c_int,
+    fl: &mut Flock,
+) -> Option<Result<(), uipc::Errno>> {
     if !matches!(cmd, F_SETLK | F_SETLKW | F_GETLK) {
         return None;
     }
@@ -88,6 +93,10 @@ pub(super) fn fcntl(fd: libc::c_int, cmd: libc::c_int, fl: &mut Flock) -> Option
         F_UNLCK if cmd != F_GETLK => None,
         _ => return None,
     };
+    if let Some(r) = super::shared::fcntl(&view, pid, d.file, cmd, fl, (start, end), write) {
+        crate::semfast::served();
+        return Some(r);
+    }
     if cmd == F_GETLK {
         // Only our own locks are on the file: nothing conflicts.
         if !view.holds(d.file, pid) {
@@ -98,7 +107,7 @@ pub(super) fn fcntl(fd: libc::c_int, cmd: libc::c_int, fl: &mut Flock) -> Option
         return None;
     }
     crate::semfast::served();
-    Some(())
+    Some(Ok(()))
 }
 
 /// Before a close of a descriptor of `file`: drops our locks on it here if we hold its lease
@@ -111,5 +120,5 @@ pub(super) fn close(file: (u64, u64)) -> bool {
         dev: file.0,
         ino: file.1,
     };
-    view.clear(file, pid) == Leased::Done
+    view.clear(file, pid) == Leased::Done || super::shared::close(&view, pid, file)
 }

@@ -87,6 +87,7 @@ mod by_syscall;
 mod close;
 mod flockfast;
 mod lease;
+mod shared;
 
 pub use by_syscall::{is_lock_number, syscall_routed};
 
@@ -155,11 +156,23 @@ fn fcntl_lock(
     fl: Option<Flock>,
     cancel_point: bool,
 ) -> Result<Option<Flock>, Errno> {
-    let resp = lock_call(fd, LockRequest::Fcntl { cmd, flock: fl }, cancel_point)?;
-    match check(resp)? {
-        Response::Ret(_) => Ok(None),
-        Response::Lock(LockResponse::Flock(f)) => Ok(Some(f)),
-        _ => Err(Errno::from_raw(libc::EIO)),
+    loop {
+        let resp = lock_call(fd, LockRequest::Fcntl { cmd, flock: fl }, cancel_point)?;
+        return match check(resp) {
+            Ok(Response::Ret(_)) => Ok(None),
+            Ok(Response::Lock(LockResponse::Flock(f))) => Ok(Some(f)),
+            Ok(_) => Err(Errno::from_raw(libc::EIO)),
+            // A parked F_SETLKW whose file went into shared mode: again, on the slot (or, if
+            // that cannot serve it, through the daemon, which then keeps it in its engine).
+            Err(e) if e.raw() == uipc::locks::lease::shared::RETRY_LOCAL => {
+                let mut local = fl.ok_or(e)?;
+                match lease::fcntl(fd, cmd, &mut local) {
+                    Some(r) => r.map(|()| None),
+                    None => continue,
+                }
+            }
+            Err(e) => Err(e),
+        };
     }
 }
 
@@ -173,7 +186,8 @@ fn fcntl_routed(fd: c_int, cmd: c_int, arg: usize, cancel_point: bool) -> i64 {
     let result = readable.and_then(|readable| {
         let mut fl = readable.then(|| flock_from(&bytes));
         if let Some(f) = fl.as_mut() {
-            if lease::fcntl(fd, cmd, f).is_some() {
+            if let Some(r) = lease::fcntl(fd, cmd, f) {
+                r?;
                 if cmd == F_GETLK {
                     let mut b = bytes;
                     flock_into(&mut b, f);
@@ -248,7 +262,8 @@ fn lockf_routed(fd: c_int, cmd: c_int, len: i64) -> Result<i64, Errno> {
         F_TEST => {
             fl.l_type = F_RDLCK;
             let mut local = fl;
-            let got = if lease::fcntl(fd, F_GETLK, &mut local).is_some() {
+            let got = if let Some(r) = lease::fcntl(fd, F_GETLK, &mut local) {
+                r?;
                 local
             } else {
                 fcntl_lock(fd, F_GETLK, Some(fl), true)?.unwrap_or(fl)
@@ -269,8 +284,8 @@ fn lockf_routed(fd: c_int, cmd: c_int, len: i64) -> Result<i64, Errno> {
         F_TLOCK => F_SETLK,
         _ => return Err(Errno::EINVAL),
     };
-    if lease::fcntl(fd, setlk, &mut fl).is_some() {
-        return Ok(0);
+    if let Some(r) = lease::fcntl(fd, setlk, &mut fl) {
+        return r.map(|()| 0);
     }
     fcntl_lock(fd, setlk, Some(fl), true).map(|_| 0)
 }

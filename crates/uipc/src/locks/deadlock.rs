@@ -60,6 +60,9 @@ struct Graph {
 pub(crate) struct DeadlockGraph {
     mode: DeadlockMode,
     inner: Mutex<Graph>,
+    /// The lease area, whose shared-mode sleepers are edges of the graph too
+    /// (`lease::shared`): a process with no request here may sleep on a slot.
+    leases: std::sync::OnceLock<std::sync::Arc<super::lease::Leases>>,
 }
 
 impl DeadlockGraph {
@@ -67,6 +70,19 @@ impl DeadlockGraph {
         DeadlockGraph {
             mode,
             inner: Mutex::new(Graph::default()),
+            leases: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// Makes the shared-mode sleepers of `leases` part of the graph.
+    pub fn set_leases(&self, leases: std::sync::Arc<super::lease::Leases>) {
+        let _ = self.leases.set(leases);
+    }
+
+    /// Publishes (`up`) or withdraws a recorded request of `owner` for the libraries' walks.
+    fn publish(&self, owner: Owner, up: bool) {
+        if let (Some(l), Owner::Process(pid)) = (self.leases.get(), owner) {
+            l.engine_sleeper(pid, up);
         }
     }
 
@@ -90,7 +106,14 @@ impl DeadlockGraph {
         record: bool,
     ) -> Result<Option<u64>> {
         let mut g = lock(&self.inner);
-        if check && g.closes_cycle(self.mode, owner, blockers) {
+        // Published before the walk, as a library marks its sleep before its own walk.
+        if record {
+            self.publish(owner, true);
+        }
+        if check && g.closes_cycle(self.mode, owner, blockers, self.leases.get()) {
+            if record {
+                self.publish(owner, false);
+            }
             return Err(Errno::EDEADLK);
         }
         if !record {
@@ -122,7 +145,7 @@ impl DeadlockGraph {
         check: bool,
     ) -> Result<()> {
         let mut g = lock(&self.inner);
-        if check && g.closes_cycle(self.mode, owner, blockers) {
+        if check && g.closes_cycle(self.mode, owner, blockers, self.leases.get()) {
             return Err(Errno::EDEADLK);
         }
         if let Some(r) = id.and_then(|id| g.requests.get_mut(&id)) {
@@ -148,6 +171,7 @@ impl DeadlockGraph {
         let Some((owner, _)) = g.requests.remove(&id) else {
             return;
         };
+        self.publish(owner, false);
         if let Some(ids) = g.by_owner.get_mut(&owner) {
             ids.retain(|&i| i != id);
             if ids.is_empty() {
@@ -165,21 +189,37 @@ impl DeadlockGraph {
 
 impl Graph {
     /// Whether `owner` waiting behind `blockers` closes a cycle, as `mode` searches for one.
-    fn closes_cycle(&self, mode: DeadlockMode, owner: Owner, blockers: &[Owner]) -> bool {
+    /// `leases`: the shared-mode sleepers, followed where an owner has no request here.
+    fn closes_cycle(
+        &self,
+        mode: DeadlockMode,
+        owner: Owner,
+        blockers: &[Owner],
+        leases: Option<&std::sync::Arc<super::lease::Leases>>,
+    ) -> bool {
+        let slept = |o: Owner| match (o, leases) {
+            (Owner::Process(pid), Some(l)) => l.sleeps_behind(pid).map(Owner::Process),
+            _ => None,
+        };
         match mode {
-            DeadlockMode::Linux => self.linux_walk(owner, blockers),
-            DeadlockMode::Full => self.full_search(owner, blockers),
+            DeadlockMode::Linux => self.linux_walk(owner, blockers, slept),
+            DeadlockMode::Full => self.full_search(owner, blockers, slept),
         }
     }
 
     /// Linux's `posix_locks_deadlock`: one chain, newest request of each owner, first blocker.
-    fn linux_walk(&self, caller: Owner, blockers: &[Owner]) -> bool {
+    fn linux_walk(
+        &self,
+        caller: Owner,
+        blockers: &[Owner],
+        slept: impl Fn(Owner) -> Option<Owner>,
+    ) -> bool {
         let Some(&first) = blockers.first() else {
             return false;
         };
         let mut current = first;
         let mut steps = 0;
-        while let Some(next) = self.waiting_for(current) {
+        while let Some(next) = self.waiting_for(current).or_else(|| slept(current)) {
             if steps > LINUX_MAX_STEPS {
                 return false;
             }
@@ -199,7 +239,12 @@ impl Graph {
     }
 
     /// Whether `caller` is reachable from `blockers` through any waiting owner.
-    fn full_search(&self, caller: Owner, blockers: &[Owner]) -> bool {
+    fn full_search(
+        &self,
+        caller: Owner,
+        blockers: &[Owner],
+        slept: impl Fn(Owner) -> Option<Owner>,
+    ) -> bool {
         let mut seen: HashSet<Owner, FixedState> = HashSet::default();
         let mut queue: VecDeque<Owner> = blockers.iter().copied().collect();
         while let Some(o) = queue.pop_front() {
@@ -214,6 +259,7 @@ impl Graph {
                     queue.extend(next.iter().copied());
                 }
             }
+            queue.extend(slept(o));
         }
         false
     }

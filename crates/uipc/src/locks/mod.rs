@@ -105,7 +105,7 @@ pub struct LockManager {
     graph: deadlock::DeadlockGraph,
     /// Leases of files to the one process that locks them (`lease`), if the embedder gave
     /// an area.
-    leases: Option<lease::Leases>,
+    leases: Option<std::sync::Arc<lease::Leases>>,
     /// Leases of files to the one description that flocks them (`flockfast`), if the
     /// embedder gave an area.
     flock_slots: Option<flockfast::FlockSlots>,
@@ -175,6 +175,9 @@ impl LockManager {
         park: &ParkCtx,
     ) -> Progress<(), ParkedLock> {
         let (file, req) = (call.file, call.req);
+        if let Some(r) = self.shared_step(&call, wait, woken.as_ref()) {
+            return Progress::Done(r);
+        }
         let ofd = match req.owner {
             Owner::Description(o) => Some(o),
             Owner::Process(_) => None,

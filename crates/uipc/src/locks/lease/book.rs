@@ -19,13 +19,13 @@ const SHARDS: usize = 64;
 const COOLDOWN: u16 = 32;
 
 #[derive(Default)]
-struct FileBook {
+pub(super) struct FileBook {
     /// Engine calls inside the file (entered, not yet left).
-    inside: u32,
+    pub(super) inside: u32,
     /// The slot that leases it.
-    lease: Option<usize>,
-    /// Grant opportunities still to skip.
-    cooldown: u16,
+    pub(super) lease: Option<usize>,
+    /// Grant opportunities still to skip (a contended file: shared mode may be granted).
+    pub(super) cooldown: u16,
 }
 
 impl FileBook {
@@ -34,28 +34,30 @@ impl FileBook {
     }
 }
 
-struct SlotBook {
+pub(super) struct SlotBook {
     /// The epoch of the last grant.
-    epoch: u32,
-    /// The file and holder while leased.
-    holder: Option<(FileId, i32)>,
+    pub(super) epoch: u32,
+    /// The file and holder while leased (holder 0: in shared mode).
+    pub(super) holder: Option<(FileId, i32)>,
     /// Revoked while BUSY: the holder that may still write the slot until BUSY clears or it
     /// exits.
-    busy_by: Option<i32>,
+    pub(super) busy_by: Option<i32>,
 }
 
 #[derive(Default)]
-struct Shard {
-    files: HashMap<FileId, FileBook>,
-    slots: HashMap<usize, SlotBook>,
+pub(super) struct Shard {
+    pub(super) files: HashMap<FileId, FileBook>,
+    pub(super) slots: HashMap<usize, SlotBook>,
 }
 
 /// A lease area and its books.
 pub struct Leases {
     mem: SharedWords,
-    shards: Box<[Mutex<Shard>]>,
+    pub(super) shards: Box<[Mutex<Shard>]>,
     /// Some lease was ever granted (an exit with none looks at nothing).
-    granted: AtomicBool,
+    pub(super) granted: AtomicBool,
+    /// Processes that asked for the area (whose parked calls may be sent to shared mode).
+    pub(super) askers: Mutex<std::collections::HashSet<i32>>,
 }
 
 impl std::fmt::Debug for Leases {
@@ -70,12 +72,13 @@ impl Leases {
             mem,
             shards: (0..SHARDS).map(|_| Mutex::new(Shard::default())).collect(),
             granted: AtomicBool::new(false),
+            askers: Mutex::new(Default::default()),
         }
     }
 
     /// An area in the process's own memory (tests, models).
     pub fn owned() -> Leases {
-        Leases::owned_words(LEASE_SLOTS * SLOT_WORDS)
+        Leases::owned_words(LEASE_BYTES / 8)
     }
 
     /// An area of `len` words in the process's own memory: the models use one group's worth
@@ -92,7 +95,7 @@ impl Leases {
     #[cfg(not(loom))]
     pub unsafe fn from_raw(ptr: *mut u8, keep: Box<dyn std::any::Any + Send + Sync>) -> Leases {
         // SAFETY: the caller's contract.
-        Leases::with_mem(unsafe { SharedWords::mapped(ptr, LEASE_SLOTS * SLOT_WORDS, keep) })
+        Leases::with_mem(unsafe { SharedWords::mapped(ptr, LEASE_BYTES / 8, keep) })
     }
 
     /// What the embedder kept with a mapping (its memfd).
@@ -105,11 +108,11 @@ impl Leases {
         self.mem.words()
     }
 
-    fn slot(&self, k: usize) -> Option<&[AtomicU64]> {
+    pub(super) fn slot(&self, k: usize) -> Option<&[AtomicU64]> {
         self.words().get(k * SLOT_WORDS..(k + 1) * SLOT_WORDS)
     }
 
-    fn shard(&self, file: FileId) -> &Mutex<Shard> {
+    pub(super) fn shard(&self, file: FileId) -> &Mutex<Shard> {
         &self.shards[group_of(file) % SHARDS]
     }
 
@@ -118,6 +121,9 @@ impl Leases {
         let book = sh.slots.get_mut(&k)?;
         let (_, pid) = book.holder.take()?;
         let slot = self.slot(k)?;
+        if pid == 0 {
+            return Some(self.revoke_shared(slot, book.epoch));
+        }
         let v = slot[STATE].fetch_or(REVOKED, AcqRel);
         if v & BUSY != 0 {
             book.busy_by = Some(pid);
@@ -146,6 +152,10 @@ impl Leases {
         book.inside += 1;
         let Some(k) = book.lease else { return };
         let holder = sh.slots.get(&k).and_then(|b| b.holder).map(|(_, p)| p);
+        if keep_others && holder == Some(0) {
+            self.release_shared(k, by);
+            return;
+        }
         if keep_others && holder != Some(by) {
             return;
         }
@@ -162,11 +172,15 @@ impl Leases {
     /// `grant` names the process of a successful POSIX set command, the file may be leased
     /// to it: `take` is asked for that process's locks, which it removes from the engine, and
     /// returns only if nothing else is on the file and they fit a slot.
+    /// A contended file (in cooldown) is put in shared mode instead when `take_shared` finds
+    /// the engine's locks fit it: it returns the owner of the file's one whole-file write lock
+    /// (0: none), which it removes from the engine.
     pub(crate) fn leave(
         &self,
         file: FileId,
         grant: Option<i32>,
         take: impl FnOnce(i32) -> Option<Vec<Piece>>,
+        take_shared: impl FnOnce() -> Option<i32>,
     ) {
         let mut sh = lock(self.shard(file));
         let sh = &mut *sh;
@@ -177,7 +191,13 @@ impl Leases {
         if book.inside == 0 && book.lease.is_none() {
             if let Some(pid) = grant.filter(|&p| p > 0 && p as u64 <= PID_MASK) {
                 if book.cooldown > 0 {
-                    book.cooldown -= 1;
+                    if let Some(k) = self.free_slot(&mut sh.slots, file) {
+                        if let Some(owner) = take_shared() {
+                            self.grant_shared(&mut sh.slots, k, file, owner);
+                            book.lease = Some(k);
+                        }
+                    }
+                    book.cooldown -= u16::from(book.lease.is_none());
                 } else if let Some(k) = self.free_slot(&mut sh.slots, file) {
                     if let Some(pieces) = take(pid) {
                         self.grant(&mut sh.slots, k, file, pid, &pieces);
@@ -214,7 +234,7 @@ impl Leases {
         })
     }
 
-    fn grant(
+    pub(super) fn grant(
         &self,
         slots: &mut HashMap<usize, SlotBook>,
         k: usize,
@@ -240,6 +260,7 @@ impl Leases {
     /// Process `pid` is gone: its leases end and their locks with them (Linux drops a dead
     /// process's POSIX locks); slots it may have left BUSY are free again.
     pub fn exit(&self, pid: i32) {
+        self.forget_process(pid);
         if !self.granted.load(Relaxed) {
             return;
         }
@@ -268,6 +289,7 @@ impl Leases {
                     b.busy_by = None;
                 }
             }
+            self.exit_shared(sh, pid);
         }
     }
 
@@ -299,10 +321,10 @@ impl Leases {
         }
     }
 
-    /// The holder of `file`'s lease, if any (tests).
+    /// The holder of `file`'s lease, if any (tests; a slot in shared mode has none).
     pub fn holder(&self, file: FileId) -> Option<i32> {
         let sh = lock(self.shard(file));
         let k = sh.files.get(&file)?.lease?;
-        sh.slots.get(&k)?.holder.map(|(_, p)| p)
+        sh.slots.get(&k)?.holder.map(|(_, p)| p).filter(|&p| p > 0)
     }
 }

@@ -24,7 +24,7 @@ const BEFORE: Piece = Piece {
 fn leased() -> Arc<Leases> {
     let l = Leases::owned_words(GROUP * SLOT_WORDS);
     l.enter(file(), 100, false, |_, _| {});
-    l.leave(file(), Some(100), |_| Some(vec![BEFORE]));
+    l.leave(file(), Some(100), |_| Some(vec![BEFORE]), || None);
     Arc::new(l)
 }
 
@@ -64,9 +64,9 @@ fn a_holder_killed_after_any_step_leaves_the_locks_before_its_call() {
             assert_eq!(imported, Some(vec![BEFORE]));
             // The holder is dead: its slot is free again, and a new grant is seen whole.
             l.exit(100);
-            l.leave(file(), None, |_| None);
+            l.leave(file(), None, |_| None, || None);
             l.enter(file(), 300, false, |_, _| {});
-            l.leave(file(), Some(300), |_| Some(vec![]));
+            l.leave(file(), Some(300), |_| Some(vec![]), || None);
         });
     }
 }

@@ -20,9 +20,15 @@
 mod book;
 mod hooks;
 mod ranges;
+pub mod shared;
+mod shared_book;
 
 #[cfg(all(test, loom))]
 mod loom_models;
+#[cfg(all(test, loom))]
+mod loom_shared;
+#[cfg(all(test, not(loom)))]
+mod shared_tests;
 #[cfg(all(test, not(loom)))]
 mod tests;
 
@@ -39,8 +45,8 @@ pub const LEASE_SLOTS: usize = 4096;
 pub const GROUP: usize = 4;
 /// Words of one slot.
 pub const SLOT_WORDS: usize = 64;
-/// Bytes of a whole area.
-pub const LEASE_BYTES: usize = LEASE_SLOTS * SLOT_WORDS * 8;
+/// Bytes of a whole area: the slots, then one word per process ([`shared::PROC_WORDS`]).
+pub const LEASE_BYTES: usize = (LEASE_SLOTS * SLOT_WORDS + shared::PROC_WORDS) * 8;
 /// Locks one lease holds; one more and the lease goes back to the daemon.
 pub const LEASE_RANGES: usize = 14;
 
@@ -141,7 +147,7 @@ pub enum Leased {
 
 /// The holder's side of a lease area.
 pub struct LeaseView<'a> {
-    words: &'a [AtomicU64],
+    pub(crate) words: &'a [AtomicU64],
 }
 
 impl<'a> LeaseView<'a> {
