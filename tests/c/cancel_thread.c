@@ -1,5 +1,7 @@
 /* pthread_cancel of a thread asleep in msgrcv (a cancellation point): the thread goes, its
- * receive is withdrawn, and the process goes on using the queue. */
+ * receive is withdrawn, and the process goes on using the queue. Twice: on a new queue, and
+ * on one a msgctl has been made on (under `uipc run` the receiver then sleeps on the message
+ * fast path). */
 #include "check.h"
 #include <pthread.h>
 
@@ -17,9 +19,12 @@ static void *receiver(void *arg) {
     return (void *)1;
 }
 
-int main(void) {
+static void once(int touched) {
     q = msgget(IPC_PRIVATE, 0600);
     CHECK(q >= 0);
+    struct msqid_ds ds;
+    if (touched)
+        CHECK(msgctl(q, IPC_STAT, &ds) == 0);
     pthread_t t;
     CHECK(pthread_create(&t, NULL, receiver, NULL) == 0);
     usleep(200000);
@@ -29,10 +34,15 @@ int main(void) {
     CHECK(ret == PTHREAD_CANCELED);
     struct msg m = {1, 42};
     CHECK(msgsnd(q, &m, sizeof m.v, 0) == 0);
-    struct msqid_ds ds;
     CHECK(msgctl(q, IPC_STAT, &ds) == 0 && ds.msg_qnum == 1); /* nobody took it */
     CHECK(msgrcv(q, &m, sizeof m.v, 1, IPC_NOWAIT) == sizeof m.v && m.v == 42);
     CHECK(msgctl(q, IPC_RMID, NULL) == 0);
+}
+
+int main(void) {
+    alarm(60);
+    once(0);
+    once(1);
     puts("cancel_thread: ok");
     return 0;
 }

@@ -64,7 +64,9 @@
 //!   sleeps there (a futex in the slot) when no other receiver is asleep on the fast path of
 //!   that queue, and a fast msgsnd hands it a matching message of at most 8192 bytes directly
 //!   (pipelined, as Linux). That sleep ends with EINTR after a signal handler and goes on after
-//!   a stop and SIGCONT, as on Linux, but it is not a pthread cancellation point; after
+//!   a stop and SIGCONT, as on Linux; a deferred pthread_cancel takes effect within 200 ms
+//!   (the sleeper looks for it between futex waits), and a message handed to the thread in
+//!   that moment is lost with it; after
 //!   `kernel/msgmax` was raised above 8192, a longer message for a receiver the daemon took
 //!   over from the fast path is queued and the receiver looks again (not pipelined: another
 //!   receiver may take it first). A sender that must wait, a second receiver that must wait,

@@ -89,9 +89,16 @@ pub extern "C-unwind" fn msgrcv(
             as ssize_t;
     }
     let msgp = msgp as usize;
+    let saved = crate::guard::errno_now();
     let fast = || Ok(crate::msgfast::msgrcv(msqid, msgp, msgsz, msgtyp, msgflg));
-    if let Some(r) = crate::guard::guarded(fast).ok().flatten() {
-        return crate::guard::finish(r, crate::guard::errno_now()) as ssize_t;
+    let served = match crate::guard::guarded(fast).ok().flatten() {
+        Some(crate::msgfast::Step::Done(r)) => Some(r),
+        // The sleep keeps the caller's cancelability (msgrcv is a cancellation point).
+        Some(crate::msgfast::Step::Sleep(view, t)) => crate::msgfast::sleep(view, msqid, msgp, t),
+        None => None,
+    };
+    if let Some(r) = served {
+        return crate::guard::finish(r, saved) as ssize_t;
     }
     let req = Request::Msgrcv {
         msqid,
