@@ -2,9 +2,9 @@
 //! pick (dashmap and scc, the best-maintained ones today), on the two lookups the seeds are
 //! about:
 //! - id lookup: every operation (semop, msgsnd, shmat) first finds its object by id. uipc's
-//!   column is the engine's [`Registry::lookup`] (no registry lock; its index -> object map is
-//!   a dashmap, plus the id's sequence check); dashmap takes a shard read lock; scc's
-//!   `HashIndex` reads lock-free.
+//!   column is the engine's [`Registry::lookup`] (no registry lock: a read lock of the index's
+//!   own slot in a direct table, plus the id's sequence check); dashmap takes a shard read
+//!   lock; scc's `HashIndex` reads lock-free.
 //! - key lookup: `*get` finds a key. uipc's column is the engine's own [`Registry`]: its key
 //!   hash map under the registry lock, taken for reading when the key exists (Linux takes its
 //!   rwsem for writing); the peers are concurrent maps.
