@@ -11,7 +11,12 @@
 //!   3.9 MiB of semaphore sets. The permissions are interned (a 4-byte reference into a
 //!   `PermTable` of the distinct values), so an entry is 16 bytes (24 for segments). IPC_SET,
 //!   the only call that changes them, updates the entry under the writer lock
-//!   ([`Registry::set_key_perm`]).
+//!   ([`Registry::set_key_perm`]). Why not a concurrent map: a creation needs the writer lock
+//!   anyway (the key and the id allocation are one step), and on the seed's loop
+//!   (`uipc-bench`'s `keymap_loop`) a dashmap behind that lock opened keys 2.5 times slower
+//!   and created them slower too; dashmap or scc alone opened 1.3-1.9 times slower on one
+//!   thread. Opens from every core contend on the lock's word instead (`bench peers`, key
+//!   lookups; both measurements in BENCHMARKS.md, "ipc-keys").
 //! - Objects are found by id in a [`DirectMap`] from index to object without any registry
 //!   lock (a slot per index, in chunks made on first use; one slot read lock): the cost is the
 //!   same for every index, and consecutive indices, which the cyclic allocator hands out in
