@@ -23,13 +23,7 @@ const BASE: i32 = 0x1000_0000;
 
 /// This thread's CPU time in nanoseconds.
 fn cpu_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a valid timespec for clock_gettime to fill.
-    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+    uipc_bench::kernel::clock_ns(libc::CLOCK_THREAD_CPUTIME_ID)
 }
 
 /// A key map as the loop uses it: enter `key` unless present, and look it up.
@@ -57,19 +51,24 @@ impl KeyMap for Registry {
     }
 }
 
+/// Enters `key` in `m` unless present.
+fn dash_create(m: &dashmap::DashMap<i32, Entry>, key: i32, e: Entry) -> bool {
+    match m.entry(key) {
+        dashmap::Entry::Occupied(_) => false,
+        dashmap::Entry::Vacant(v) => {
+            v.insert(e);
+            true
+        }
+    }
+}
+
 #[derive(Default)]
 struct DashBehindLock(RwLock<()>, dashmap::DashMap<i32, Entry>);
 
 impl KeyMap for DashBehindLock {
     fn create(&self, key: i32, e: Entry) -> bool {
         let _reg = self.0.write().unwrap();
-        match self.1.entry(key) {
-            dashmap::Entry::Occupied(_) => false,
-            dashmap::Entry::Vacant(v) => {
-                v.insert(e);
-                true
-            }
-        }
+        dash_create(&self.1, key, e)
     }
     fn open(&self, key: i32) -> Option<Entry> {
         let _reg = self.0.write().unwrap();
@@ -82,13 +81,7 @@ struct Dash(dashmap::DashMap<i32, Entry>);
 
 impl KeyMap for Dash {
     fn create(&self, key: i32, e: Entry) -> bool {
-        match self.0.entry(key) {
-            dashmap::Entry::Occupied(_) => false,
-            dashmap::Entry::Vacant(v) => {
-                v.insert(e);
-                true
-            }
-        }
+        dash_create(&self.0, key, e)
     }
     fn open(&self, key: i32) -> Option<Entry> {
         self.0.get(&key).map(|e| *e)
