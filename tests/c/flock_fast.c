@@ -252,11 +252,15 @@ static void contend(long rounds) {
         sh->owner = 0;
         CHECK(flock(fd, LOCK_UN) == 0);
     }
-    _exit(0);
+    exit(0);
 }
 
+/* Processes contending on one file, each through its own description, the file first locked
+ * alone by the parent (under uipc its flock lease: the others join it, and sleep on it). */
 static void counter(int procs, long rounds) {
     memset((void *)sh, 0, sizeof *sh);
+    int a = open_rw();
+    warm(a);
     pid_t pids[64];
     for (int i = 0; i < procs; i++)
         if ((pids[i] = checked_fork()) == 0)
@@ -265,6 +269,8 @@ static void counter(int procs, long rounds) {
         expect_clean_exit(pids[i]);
     CHECK(sh->conflicts == 0);
     CHECK(sh->counter == procs * rounds);
+    CHECK(free_ex());
+    close(a);
 }
 
 static void storm(int kills) {

@@ -101,10 +101,12 @@
 //!   later), and whole-file write locks, unlocks and F_GETLK of any process on a contended
 //!   file in shared mode (`locks/shared.rs`). OFD locks always take the daemon path (their description may be shared with
 //!   processes the library cannot see), and so do F_OFD_* commands. flock through a
-//!   description that alone locks its file completes in the caller's process after that
-//!   description's first daemon call (`locks/flockfast.rs`; a `kcmp` per call proves the
-//!   description); flock on a file two descriptions lock always takes the daemon path, and a
-//!   contended one parks there (no futex sleeping in shared memory for flock). A leased
+//!   member of its file's flock lease completes in the caller's process, a blocked LOCK_EX
+//!   sleeping on a futex there (`locks/flockfast.rs`; a `kcmp` per call proves the
+//!   description); a description becomes a member by one daemon call while the file is
+//!   leased. LOCK_SH of two or more descriptions, and a file whose contended flock calls are
+//!   parked in the daemon (as when many processes start on it at once), stay on the daemon
+//!   path (`uipc bench lockperf`'s daemon table). A leased
 //!   F_SETLKW is not a cancellation point when it does not wait, and an F_SETLKW asleep in
 //!   shared mode is not one either (glibc's fcntl is one).
 //! - File locks in shared mode (ARCHITECTURE.md "Shared mode"): deadlock detection runs in

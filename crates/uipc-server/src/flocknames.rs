@@ -8,7 +8,6 @@
 //! it; a granted lease keeps the entry (the engine's `owns_any` counts it).
 
 use std::os::fd::FromRawFd;
-use uipc::locks::flockfast::Token;
 use uipc::locks::{LockManager, OfdId};
 use uipc::Errno;
 use uipc_proto::Response;
@@ -21,11 +20,7 @@ pub fn name(locks: &LockManager, descriptions: &Descriptions, ofd: OfdId) {
         return;
     };
     if let Some(fd) = descriptions.copy_of(ofd) {
-        let token = Token {
-            pid: std::process::id() as i32,
-            fd,
-        };
-        slots.name(ofd, token);
+        slots.name(ofd, fd);
     }
 }
 

@@ -16,8 +16,12 @@
 use super::area::Area;
 use crate::kernel::kernel_sys;
 use std::sync::atomic::{AtomicU64, Ordering};
-use uipc::locks::flockfast::{map_flock_slots, FlockView, Flocked, Mode, Token, FLOCK_BYTES};
+use uipc::locks::flockfast::{
+    map_flock_slots, FlockView, Flocked, Futex, Mode, Token, FLOCK_BYTES,
+};
+pub(super) use uipc::locks::flockfast::{FLOCK_MAY_REDO, REDO};
 use uipc::locks::FileId;
+use uipc::locks::LOCK_NB;
 use uipc_proto::LockRequest;
 
 /// The flock lease area ([`Area`]).
@@ -58,37 +62,91 @@ fn file_of(fd: libc::c_int) -> Option<FileId> {
     })
 }
 
-/// flock(`fd`, `cmd`) here, if `fd`'s description holds its file's flock lease: `Some(())`
-/// done, `None` for the daemon. Keeps errno.
-pub(super) fn flock(fd: libc::c_int, cmd: libc::c_int) -> Option<()> {
+/// The library's futex calls for a sleeping flock: an untimed FUTEX_WAIT (the kernel restarts
+/// it after a handler with SA_RESTART and ends it with EINTR without, which is flock's own
+/// rule) and FUTEX_WAKE of one sleeper.
+struct Sleeper;
+
+impl Futex for Sleeper {
+    fn wait(&self, word: &AtomicU64, expect: u32) -> bool {
+        let rc = kernel_sys!(
+            libc::SYS_futex,
+            word.as_ptr(),
+            libc::FUTEX_WAIT,
+            expect,
+            0,
+            0,
+            0
+        );
+        rc < 0 && crate::guard::errno_now() == libc::EINTR
+    }
+
+    fn wake_one(&self, word: &AtomicU64) {
+        kernel_sys!(libc::SYS_futex, word.as_ptr(), libc::FUTEX_WAKE, 1);
+    }
+}
+
+fn set_errno(e: libc::c_int) {
+    // SAFETY: writes this thread's errno.
+    unsafe { *libc::__errno_location() = e };
+}
+
+/// flock(`fd`, `cmd`) here, if `fd`'s description is a member of its file's slot: `Some(0)`
+/// done (errno kept), `Some(-1)` with errno EWOULDBLOCK or EINTR, `None` for the daemon (errno
+/// kept).
+pub(super) fn flock(fd: libc::c_int, cmd: libc::c_int) -> Option<libc::c_int> {
     let want = Mode::of_cmd(cmd)?;
     if fd < 0 {
         return None;
     }
     let saved = crate::guard::errno_now();
-    let r = flock_here(fd, want);
-    // SAFETY: writes this thread's errno back.
-    unsafe { *libc::__errno_location() = saved };
-    if r.is_some() {
-        crate::semfast::served();
-    }
-    r
+    let r = flock_here(fd, want, cmd & LOCK_NB != 0);
+    set_errno(saved);
+    let ret = match r? {
+        Flocked::Done => 0,
+        Flocked::WouldBlock => {
+            set_errno(libc::EWOULDBLOCK);
+            -1
+        }
+        Flocked::Interrupted => {
+            set_errno(libc::EINTR);
+            return Some(-1);
+        }
+        Flocked::Slow => return None,
+    };
+    crate::semfast::served();
+    Some(ret)
 }
 
-fn flock_here(fd: libc::c_int, want: Mode) -> Option<()> {
+/// Whether the daemon may answer this flock with `REDO` (the call can be redone here).
+pub(super) fn may_redo(cmd: libc::c_int) -> bool {
+    Mode::of_cmd(cmd).is_some() && AREA.words().is_some()
+}
+
+fn flock_here(fd: libc::c_int, want: Mode, nb: bool) -> Option<Flocked> {
     let (view, pid) = view()?;
     let entry = &CACHE[fd as usize % CACHE.len()];
     let c = entry.load(Ordering::Relaxed);
-    if c >> 32 == fd as u64 + 1
-        && view.flock(c as u32 as usize, pid, want, |t| same(pid, fd, t)) == Flocked::Done
-    {
-        return Some(());
+    if c >> 32 == fd as u64 + 1 {
+        let (k, i) = ((c as u32 >> 8) as usize, (c & 0xff) as usize);
+        if let Some(e) = view.prove(k, i, pid, |t| same(pid, fd, t)) {
+            let r = view.flock((k, i, e), pid, want, nb, &Sleeper);
+            if r != Flocked::Slow {
+                return Some(r);
+            }
+        }
     }
     let file = file_of(fd)?;
     for k in view.candidates(file) {
-        if view.flock(k, pid, want, |t| same(pid, fd, t)) == Flocked::Done {
-            entry.store(((fd as u64 + 1) << 32) | k as u64, Ordering::Relaxed);
-            return Some(());
+        if let Some((i, e)) = view.find(k, pid, |t| same(pid, fd, t)) {
+            entry.store(
+                ((fd as u64 + 1) << 32) | ((k as u64) << 8) | i as u64,
+                Ordering::Relaxed,
+            );
+            let r = view.flock((k, i, e), pid, want, nb, &Sleeper);
+            if r != Flocked::Slow {
+                return Some(r);
+            }
         }
     }
     None

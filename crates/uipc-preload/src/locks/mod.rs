@@ -242,11 +242,34 @@ pub extern "C-unwind" fn flock(fd: c_int, operation: c_int) -> c_int {
             None => kernel_sys!(libc::SYS_flock, fd, operation) as c_int,
         };
     }
-    if flockfast::flock(fd, operation).is_some() {
-        return 0;
+    if let Some(r) = flockfast::flock(fd, operation) {
+        return r;
     }
     let saved = crate::guard::errno_now();
-    let result = lock_call(fd, LockRequest::Flock { cmd: operation }, false).and_then(ret_value);
+    // The bit the library adds is never in a valid cmd: a caller's cmd with it stays invalid.
+    let mut cmd = if operation & flockfast::FLOCK_MAY_REDO != 0 {
+        (operation & !flockfast::FLOCK_MAY_REDO) | LOCK_SH | LOCK_EX
+    } else {
+        operation
+    };
+    if flockfast::may_redo(operation) {
+        cmd |= flockfast::FLOCK_MAY_REDO;
+    }
+    let mut redone = 0;
+    let result = loop {
+        let r = lock_call(fd, LockRequest::Flock { cmd }, false).and_then(ret_value);
+        if r != Err(flockfast::REDO) {
+            break r;
+        }
+        // A member of the file's slot now: the call is redone there.
+        if let Some(r) = flockfast::flock(fd, operation) {
+            return r;
+        }
+        redone += 1;
+        if redone >= 3 {
+            cmd &= !flockfast::FLOCK_MAY_REDO;
+        }
+    };
     finish(result.map(|_| 0), saved) as c_int
 }
 

@@ -34,7 +34,9 @@ impl LockManager {
 
     /// [`LockManager::flock`] without sleeping: a request that must wait is queued and
     /// returned as a [`ParkedLock`], whose waiter runs `park`'s notifier when a release wakes
-    /// it to retry (or `park`'s interrupt is raised).
+    /// it to retry (or `park`'s interrupt is raised). With `flockfast::FLOCK_MAY_REDO` in
+    /// `cmd`, a description that can use its file's flock lease slot is made a member of it and
+    /// answered `flockfast::REDO` (ARCHITECTURE.md "flock leases").
     #[inline]
     pub fn flock_start(
         &self,
@@ -43,8 +45,21 @@ impl LockManager {
         cmd: i32,
         park: &ParkCtx,
     ) -> Progress<(), ParkedLock> {
+        let may_redo = cmd & super::flockfast::FLOCK_MAY_REDO != 0;
+        let cmd = cmd & !super::flockfast::FLOCK_MAY_REDO;
         match Self::flock_call(cred, fd, cmd) {
-            Ok(Some(call)) => self.request_step(call, cmd & LOCK_NB == 0, None, park),
+            Ok(Some(call)) => {
+                if let (true, Owner::Description(o), Some(want)) = (
+                    may_redo,
+                    call.req.owner,
+                    super::flockfast::Mode::of_cmd(cmd),
+                ) {
+                    if self.flock_register(call.file, o, call.req.pid, want) {
+                        return Progress::Done(Err(super::flockfast::REDO));
+                    }
+                }
+                self.request_step(call, cmd & LOCK_NB == 0, None, park)
+            }
             Ok(None) => Progress::Done(Ok(())),
             Err(e) => Progress::Done(Err(e)),
         }

@@ -403,6 +403,7 @@ impl LockManager {
         if let Some(l) = &self.leases {
             l.exit(tgid);
         }
+        self.flock_exit();
         for (id, _) in self.files.all() {
             self.files.with(id, false, |_, mut st| {
                 if st.remove_posix_owner(Owner::Process(tgid)) {

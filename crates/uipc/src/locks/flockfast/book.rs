@@ -39,9 +39,11 @@ impl FileBook {
 #[derive(Default)]
 struct SlotBook {
     /// The epoch of the last grant.
-    epoch: u32,
-    /// The file and description while leased.
-    holder: Option<(FileId, OfdId)>,
+    epoch: u64,
+    /// The file while leased.
+    file: Option<FileId>,
+    /// The member descriptions, by index (the first is the one the grant went to).
+    members: Vec<OfdId>,
 }
 
 #[derive(Default)]
@@ -66,14 +68,6 @@ pub struct FlockSlots {
 impl std::fmt::Debug for FlockSlots {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("FlockSlots").finish_non_exhaustive()
-    }
-}
-
-fn lock_type(m: Mode) -> Option<crate::locks::LockType> {
-    match m {
-        Mode::Unlocked => None,
-        Mode::Shared => Some(crate::locks::LockType::Read),
-        Mode::Exclusive => Some(crate::locks::LockType::Write),
     }
 }
 
@@ -126,12 +120,13 @@ impl FlockSlots {
         &self.shards[group_of(file) % SHARDS]
     }
 
-    /// Names description `ofd` by `token` for the calls through it that follow, until as many
-    /// [`FlockSlots::unname`]s: only a named description can be granted a lease.
-    pub fn name(&self, ofd: OfdId, token: Token) {
+    /// Names description `ofd` by `fd`, the number of the daemon's own descriptor of it, for
+    /// the calls through it that follow, until as many [`FlockSlots::unname`]s: only a named
+    /// description can be granted a lease or become a member.
+    pub fn name(&self, ofd: OfdId, fd: i32) {
         let mut names = lock(&self.names);
-        let e = names.entry(ofd).or_insert((token.word(), 0));
-        e.0 = token.word();
+        let e = names.entry(ofd).or_insert((fd as u32 as u64, 0));
+        e.0 = fd as u32 as u64;
         e.1 += 1;
     }
 
@@ -146,21 +141,32 @@ impl FlockSlots {
         }
     }
 
-    /// Takes slot `k` back: its description and the lock it held, validated.
-    fn revoke(&self, sh: &mut Shard, k: usize) -> Option<Taken> {
+    /// Takes slot `k` back: the lock it held (its description, type and setter), validated,
+    /// and its sleepers woken (they go to the daemon). `None` if it was not leased.
+    fn revoke(&self, sh: &mut Shard, k: usize) -> Option<Option<Taken>> {
         let book = sh.slots.get_mut(&k)?;
-        let (_, ofd) = book.holder.take()?;
+        book.file.take()?;
+        let members = std::mem::take(&mut book.members);
         let slot = self.slot(k)?;
         let v = slot[STATE].fetch_or(SLOW, AcqRel);
-        let grant = held_state(Mode::Unlocked, 0, book.epoch);
-        let pid = (v & PID_MASK) as i32;
-        match Mode::of(v) {
-            // Not the state the grant wrote: written by someone else; nothing to trust.
-            Some(m) if v & !(MODE_MASK | PID_MASK) == grant && pid > 0 => {
-                Some((ofd, lock_type(m), pid))
-            }
-            _ => Some((ofd, None, 0)),
+        if v & WAITERS_MASK != 0 {
+            crate::ipc::sem::fast::futex_wake_all(&slot[STATE]);
         }
+        // Not the epoch the grant wrote: written by someone else; nothing to trust.
+        if v & HELD == 0 || epoch_of(v) != book.epoch & (u64::MAX >> EPOCH_SHIFT) {
+            return Some(None);
+        }
+        let owner = (v & OWNER_MASK) as usize;
+        let Some(&ofd) = owner.checked_sub(1).and_then(|i| members.get(i)) else {
+            return Some(None);
+        };
+        let pid = (slot[SETTER].load(Acquire) & PID_MASK) as i32;
+        let ty = if v & SH != 0 {
+            crate::locks::LockType::Read
+        } else {
+            crate::locks::LockType::Write
+        };
+        Some((pid > 0).then_some((ofd, Some(ty), pid)))
     }
 
     /// A call on `file` through description `by` (if any) begins: the file's lease is taken
@@ -171,11 +177,14 @@ impl FlockSlots {
         let book = sh.files.entry(file).or_default();
         book.inside += 1;
         let Some(k) = book.lease.take() else { return };
-        let holder = sh.slots.get(&k).and_then(|b| b.holder).map(|(_, o)| o);
-        if by.is_none() || holder != by {
+        let member = sh
+            .slots
+            .get(&k)
+            .is_some_and(|b| by.is_some_and(|o| b.members.contains(&o)));
+        if !member {
             book.cooldown = COOLDOWN;
         }
-        if let Some(taken) = self.revoke(sh, k) {
+        if let Some(Some(taken)) = self.revoke(sh, k) {
             import(taken);
         }
     }
@@ -202,15 +211,17 @@ impl FlockSlots {
             if let Some((ofd, pid)) = grant.filter(|&(_, p)| p > 0 && p as u64 <= PID_MASK) {
                 if book.cooldown > 0 {
                     book.cooldown -= 1;
-                } else if let Some(token) = lock(&self.names).get(&ofd).map(|e| e.0) {
+                } else if let Some(token) = lock(&self.names).get(&ofd).map(|e| e.0 as i32) {
                     if let Some(k) = self.free_slot(&sh.slots, file) {
                         if let Some(held) = take(ofd) {
-                            let (mode, pid) = match held {
+                            let (mode, setter) = match held {
                                 Some((crate::locks::LockType::Write, p)) => (Mode::Exclusive, p),
                                 Some((_, p)) => (Mode::Shared, p),
                                 None => (Mode::Unlocked, pid),
                             };
-                            self.grant(&mut sh.slots, k, (file, ofd), token, (mode, pid));
+                            let grant = pid;
+                            let pid = setter;
+                            self.grant(&mut sh.slots, k, (file, ofd), token, (mode, pid, grant));
                             book.lease = Some(k);
                         }
                     }
@@ -226,26 +237,101 @@ impl FlockSlots {
     fn free_slot(&self, slots: &HashMap<usize, SlotBook>, file: FileId) -> Option<usize> {
         (0..GROUP)
             .map(|i| group_of(file) * GROUP + i)
-            .find(|&k| self.slot(k).is_some() && slots.get(&k).is_none_or(|b| b.holder.is_none()))
+            .find(|&k| self.slot(k).is_some() && slots.get(&k).is_none_or(|b| b.file.is_none()))
     }
 
+    /// Leases slot `k` to description `ofd` (named `fd` in the daemon) of process `caller`,
+    /// holding `mode` set by `pid`.
     fn grant(
         &self,
         slots: &mut HashMap<usize, SlotBook>,
         k: usize,
         (file, ofd): (FileId, OfdId),
-        token: u64,
-        (mode, pid): (Mode, i32),
+        fd: i32,
+        (mode, pid, caller): (Mode, i32, i32),
     ) {
         let book = slots.entry(k).or_default();
         book.epoch = book.epoch.wrapping_add(1);
-        book.holder = Some((file, ofd));
+        book.file = Some(file);
+        book.members = vec![ofd];
         let Some(slot) = self.slot(k) else { return };
+        for w in &slot[TOKEN0..] {
+            w.store(0, Release);
+        }
         slot[DEV].store(file.dev, Release);
         slot[INO].store(file.ino, Release);
-        slot[TOKEN].store(token, Release);
-        slot[STATE].store(held_state(mode, pid, book.epoch), Release);
+        slot[DPID].store(u64::from(std::process::id()), Release);
+        slot[SETTER].store(pid as u64 & PID_MASK, Release);
+        slot[TOKEN0].store(token_word(caller, fd), Release);
+        let lock = match mode {
+            Mode::Unlocked => 0,
+            Mode::Shared => 1 | SH,
+            Mode::Exclusive => 1,
+        };
+        slot[STATE].store((book.epoch << EPOCH_SHIFT) | HELD | lock, Release);
         self.granted.store(true, Relaxed);
+    }
+
+    /// A call of description `ofd` (process `pid`, asking for `want`) on `file` whose slot it
+    /// can use: if the file is leased and `ofd` is named, it becomes (or stays) a member of the
+    /// slot, named with `pid`, and the call is the caller's to redo there. LOCK_SH makes no
+    /// second member (the slot serves LOCK_SH only to a lone member).
+    pub(crate) fn register(&self, file: FileId, ofd: OfdId, pid: i32, want: Mode) -> bool {
+        let Some(fd) = lock(&self.names).get(&ofd).map(|e| e.0 as i32) else {
+            return false;
+        };
+        if pid <= 0 || pid as u64 > PID_MASK {
+            return false;
+        }
+        let mut sh = lock(self.shard(file));
+        let sh = &mut *sh;
+        let Some(k) = sh.files.get(&file).and_then(|b| b.lease) else {
+            return false;
+        };
+        let (Some(book), Some(slot)) = (sh.slots.get_mut(&k), self.slot(k)) else {
+            return false;
+        };
+        if let Some(i) = book.members.iter().position(|&o| o == ofd) {
+            slot[TOKEN0 + i].store(token_word(pid, fd), Release);
+            return true;
+        }
+        if want == Mode::Shared || book.members.len() >= MEMBERS {
+            return false;
+        }
+        let i = book.members.len();
+        slot[TOKEN0 + i].store(token_word(pid, fd), Release);
+        let mut v = slot[STATE].load(Acquire);
+        loop {
+            if v & (HELD | SLOW | SH) != HELD {
+                slot[TOKEN0 + i].store(0, Release);
+                return false;
+            }
+            match slot[STATE].compare_exchange(v, v | MULTI, AcqRel, Acquire) {
+                Ok(_) => break,
+                Err(now) => v = now,
+            }
+        }
+        book.members.push(ofd);
+        true
+    }
+
+    /// After an exit: wakes every slot's sleepers (one woken by an unlock may have died
+    /// before taking the lock, leaving the others asleep on a free lock).
+    pub(crate) fn wake_all(&self) {
+        if !self.granted.load(Relaxed) {
+            return;
+        }
+        for shard in self.shards.iter() {
+            let sh = lock(shard);
+            for (&k, b) in sh.slots.iter() {
+                let Some(slot) = self.slot(k).filter(|_| b.file.is_some()) else {
+                    continue;
+                };
+                if slot[STATE].load(Acquire) & WAITERS_MASK != 0 {
+                    crate::ipc::sem::fast::futex_wake_all(&slot[STATE]);
+                }
+            }
+        }
     }
 
     /// Whether description `ofd` holds `file`'s lease (the embedder keeps what names it).
@@ -254,10 +340,7 @@ impl FlockSlots {
         let Some(k) = sh.files.get(&file).and_then(|b| b.lease) else {
             return false;
         };
-        sh.slots
-            .get(&k)
-            .and_then(|b| b.holder)
-            .is_some_and(|(_, o)| o == ofd)
+        sh.slots.get(&k).is_some_and(|b| b.members.contains(&ofd))
     }
 
     /// Takes every lease back (a listing of all locks), handing each one's lock to `import`.
@@ -277,7 +360,7 @@ impl FlockSlots {
                 if let Some(b) = sh.files.get_mut(&f) {
                     b.lease = None;
                 }
-                if let Some(taken) = self.revoke(sh, k) {
+                if let Some(Some(taken)) = self.revoke(sh, k) {
                     import(f, taken);
                 }
                 if sh.files.get(&f).is_some_and(FileBook::idle) {
@@ -287,10 +370,10 @@ impl FlockSlots {
         }
     }
 
-    /// The description holding `file`'s lease, if any (tests).
+    /// The description `file`'s lease was granted to, if any (tests).
     pub fn holder(&self, file: FileId) -> Option<OfdId> {
         let sh = lock(self.shard(file));
         let k = sh.files.get(&file)?.lease?;
-        sh.slots.get(&k)?.holder.map(|(_, o)| o)
+        sh.slots.get(&k)?.members.first().copied()
     }
 }

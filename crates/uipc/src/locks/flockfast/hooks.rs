@@ -3,7 +3,7 @@
 //! lease may be granted). See `book` and ARCHITECTURE.md "flock leases".
 
 use super::book::Taken;
-use super::FlockSlots;
+use super::{FlockSlots, Mode};
 use crate::locks::file::Held;
 use crate::locks::types::{FileId, LockKind, OfdId, Owner, OFFSET_MAX};
 use crate::locks::LockManager;
@@ -72,6 +72,22 @@ impl LockManager {
             }
             taken
         });
+    }
+
+    /// A flock of description `ofd` (process `pid`, asking for `want`) by a client that can
+    /// redo it on the file's slot: whether the description is a member of the slot now, and
+    /// the call the client's to redo there.
+    pub(crate) fn flock_register(&self, file: FileId, ofd: OfdId, pid: i32, want: Mode) -> bool {
+        self.flock_slots
+            .as_ref()
+            .is_some_and(|l| l.register(file, ofd, pid, want))
+    }
+
+    /// After a process exit: wakes the slots' sleepers (see [`FlockSlots::wake_all`]).
+    pub(crate) fn flock_exit(&self) {
+        if let Some(l) = &self.flock_slots {
+            l.wake_all();
+        }
     }
 
     /// Whether description `ofd` holds `file`'s flock lease (it then owns a lock as far as

@@ -1,20 +1,24 @@
-//! flock leases: the flock state of an open file description that alone locks a file, kept in
-//! memory the daemon shares with its clients, so that flock through that description (in any
-//! process that holds it) completes without asking the daemon.
+//! flock leases: a file's flock state kept in memory the daemon shares with its clients, with
+//! the descriptions that may act on it there (its members), so that flock through a member
+//! (in any process that holds it) completes, or sleeps on a futex, without asking the daemon.
 //!
 //! ARCHITECTURE.md ("flock leases") has the design and the ordering argument; this module is
 //! the layout and the caller's operation ([`FlockView`]), `book` the daemon's side (names,
-//! grant, revoke) that [`super::LockManager`] runs around its own calls (`hooks`).
+//! grant, registration, revoke) that [`super::LockManager`] runs around its own calls
+//! (`hooks`).
 //!
-//! Layout: [`FLOCK_SLOTS`] slots of [`SLOT_WORDS`] `AtomicU64`s: `STATE` (setter pid in bits
-//! 0-21, mode in bits 22-23, [`HELD`], [`SLOW`], epoch in bits 32-63), `DEV`, `INO`, `TOKEN`
-//! (the daemon's pid in bits 32-63 and the number of its descriptor of the description in bits
-//! 0-31). A file's slots are the [`GROUP`] slots of [`group_of`]'s group.
+//! Layout: [`FLOCK_SLOTS`] slots of [`SLOT_WORDS`] `AtomicU64`s: `STATE` (owner member + 1 in
+//! bits 0-7, [`SH`], [`MULTI`], [`HELD`], [`SLOW`], waiter count in bits 12-23, epoch in bits
+//! 24-63; its low 32 bits are the futex), `DEV`, `INO`, `DPID` (the daemon's pid), `SETTER`,
+//! then a token per member (the pid it was named with in bits 32-53, the daemon's descriptor
+//! number in bits 0-31; 0 past the last). A file's slots are the [`GROUP`] slots of
+//! [`group_of`]'s group.
 //!
-//! Invariants the caller relies on (kept by `book`): `DEV`, `INO` and `TOKEN` change only
-//! while the slot is not HELD, and a slot becomes HELD only by a Release store with a new
-//! epoch; a caller's only write is one CAS that changes the mode and pid bits of a HELD word
-//! without SLOW. Nothing a caller writes is trusted by the daemon.
+//! Invariants the caller relies on (kept by `book`): `DEV`, `INO`, `DPID` and the tokens are
+//! written before the Release store of a grant's `STATE` (a new epoch); within an epoch a token
+//! only goes from 0 to a member, or to another pid of the same description; a member's only
+//! writes are CASes of owner, `SH` and the waiter count on a HELD word without SLOW of its
+//! epoch, and `SETTER` (listings only). Nothing a caller writes is trusted by the daemon.
 
 mod book;
 mod hooks;
@@ -27,33 +31,55 @@ mod tests;
 pub use book::FlockSlots;
 
 use super::types::FileId;
-use crate::sync::{AtomicU64, Ordering::AcqRel, Ordering::Acquire};
+use crate::sync::{AtomicU64, Ordering::AcqRel, Ordering::Acquire, Ordering::Relaxed};
 
 /// Slots of a flock lease area.
 pub const FLOCK_SLOTS: usize = 4096;
 /// Slots a file may use (one group).
 pub const GROUP: usize = 4;
-/// Words of one slot (one cache line).
-pub const SLOT_WORDS: usize = 8;
+/// Words of one slot.
+pub const SLOT_WORDS: usize = 144;
+/// Descriptions one slot names (its members).
+pub const MEMBERS: usize = SLOT_WORDS - TOKEN0;
 /// Bytes of a whole area.
 pub const FLOCK_BYTES: usize = FLOCK_SLOTS * SLOT_WORDS * 8;
 
 pub(crate) const STATE: usize = 0;
 pub(crate) const DEV: usize = 1;
 pub(crate) const INO: usize = 2;
-pub(crate) const TOKEN: usize = 3;
+/// The daemon's pid (the process whose descriptors the members' tokens number).
+pub(crate) const DPID: usize = 3;
+/// The pid that set the current lock (listings only).
+pub(crate) const SETTER: usize = 4;
+/// Member `i`'s token is word `TOKEN0 + i`: the pid that was named with it (bits 32-53) and
+/// the daemon's descriptor number (bits 0-31); 0 past the last member.
+pub(crate) const TOKEN0: usize = 5;
 
-pub(crate) const PID_MASK: u64 = (1 << 22) - 1;
-const MODE_SHIFT: u32 = 22;
-const MODE_MASK: u64 = 3 << MODE_SHIFT;
+/// The member holding the lock, plus one (0: nobody).
+pub(crate) const OWNER_MASK: u64 = 0xff;
+/// The owner holds LOCK_SH (only while not [`MULTI`]).
+pub const SH: u64 = 1 << 8;
+/// The slot has more than one member: LOCK_SH is the daemon's.
+pub const MULTI: u64 = 1 << 9;
 /// A lease is granted here.
-pub const HELD: u64 = 1 << 24;
+pub const HELD: u64 = 1 << 10;
 /// The daemon took the lease back.
-pub const SLOW: u64 = 1 << 25;
-pub(crate) const EPOCH_SHIFT: u32 = 32;
+pub const SLOW: u64 = 1 << 11;
+/// One sleeper, in the waiter count (bits 12-23).
+pub(crate) const WAITER: u64 = 1 << 12;
+pub(crate) const WAITERS_MASK: u64 = 0xfff << 12;
+pub(crate) const EPOCH_SHIFT: u32 = 24;
+pub(crate) const PID_MASK: u64 = (1 << 22) - 1;
+
+/// The bit a client adds to flock's `cmd` when it can redo the call on the slot: the daemon
+/// may then name its description in the file's slot and answer [`REDO`] instead of serving it.
+pub const FLOCK_MAY_REDO: i32 = 1 << 30;
+/// The daemon's answer "your description is a member now: redo the call on the slot" (never
+/// one of flock's errnos).
+pub const REDO: crate::Errno = crate::Errno::from_raw(libc::EINPROGRESS);
 
 /// CAS attempts before the daemon.
-const CAS_TRIES: u32 = 8;
+const CAS_TRIES: u32 = 16;
 
 /// A description's flock state.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -67,16 +93,6 @@ pub enum Mode {
 }
 
 impl Mode {
-    /// The mode of a `STATE` word (`None`: an invalid value, which only a stray write makes).
-    pub(crate) fn of(s: u64) -> Option<Mode> {
-        match (s & MODE_MASK) >> MODE_SHIFT {
-            0 => Some(Mode::Unlocked),
-            1 => Some(Mode::Shared),
-            2 => Some(Mode::Exclusive),
-            _ => None,
-        }
-    }
-
     /// The mode flock's `cmd` asks for: LOCK_SH, LOCK_EX or LOCK_UN, with or without
     /// LOCK_NB; `None` for anything else (LOCK_MAND, EINVAL: the daemon's).
     pub fn of_cmd(cmd: i32) -> Option<Mode> {
@@ -89,7 +105,7 @@ impl Mode {
     }
 }
 
-/// Where the daemon keeps its descriptor of a leased description: `kcmp` against it tells a
+/// Where the daemon keeps its descriptor of a member description: `kcmp` against it tells a
 /// caller whether its own descriptor refers to the same description.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Token {
@@ -99,17 +115,13 @@ pub struct Token {
     pub fd: i32,
 }
 
-impl Token {
-    pub(crate) fn word(self) -> u64 {
-        (u64::from(self.pid as u32) << 32) | u64::from(self.fd as u32)
-    }
-
-    fn of(w: u64) -> Token {
-        Token {
-            pid: (w >> 32) as u32 as i32,
-            fd: w as u32 as i32,
-        }
-    }
+/// The futex calls a sleeping caller makes (the library's; the models' stand-ins).
+pub trait Futex {
+    /// FUTEX_WAIT, untimed, on `word`'s low 32 bits while they are `expect`: whether a signal
+    /// handler without SA_RESTART ended it (EINTR).
+    fn wait(&self, word: &AtomicU64, expect: u32) -> bool;
+    /// FUTEX_WAKE of one sleeper on `word`.
+    fn wake_one(&self, word: &AtomicU64);
 }
 
 /// Maps a flock lease area's memfd `fd` whole, shared and writable; `None` if the kernel
@@ -126,12 +138,14 @@ pub fn group_of(file: FileId) -> usize {
     (h >> 40) as usize % (FLOCK_SLOTS / GROUP)
 }
 
-/// A slot's `STATE` for a lease at `epoch` holding `mode` set by `pid`.
-pub(crate) fn held_state(mode: Mode, pid: i32, epoch: u32) -> u64 {
-    (u64::from(epoch) << EPOCH_SHIFT)
-        | HELD
-        | ((mode as u64) << MODE_SHIFT)
-        | (pid as u64 & PID_MASK)
+/// The epoch of a `STATE` word.
+pub(crate) fn epoch_of(s: u64) -> u64 {
+    s >> EPOCH_SHIFT
+}
+
+/// A member's token word.
+pub(crate) fn token_word(pid: i32, fd: i32) -> u64 {
+    ((pid as u64 & PID_MASK) << 32) | u64::from(fd as u32)
 }
 
 /// The result of a caller's operation.
@@ -139,8 +153,12 @@ pub(crate) fn held_state(mode: Mode, pid: i32, epoch: u32) -> u64 {
 pub enum Flocked {
     /// Done here.
     Done,
-    /// Not this description's lease (or given up): the daemon must serve the call.
+    /// Not this description's slot (or given up): the daemon must serve the call.
     Slow,
+    /// LOCK_NB and another description holds the lock: EWOULDBLOCK.
+    WouldBlock,
+    /// A signal handler without SA_RESTART ended the wait: EINTR.
+    Interrupted,
 }
 
 /// The caller's side of a flock lease area.
@@ -175,68 +193,143 @@ impl<'a> FlockView<'a> {
             })
     }
 
-    /// flock to `want` through a descriptor that `same` says refers to the description named by
-    /// a token (a `kcmp`), by process `pid`, on slot `k`: `Done` if the slot leases that
-    /// description now and the call completed here.
-    pub fn flock(
+    /// Proves that the caller (`pid`, whose descriptor `same` compares with a token) is
+    /// member `i` of slot `k` now: the epoch it is that member in.
+    pub fn prove(
         &self,
         k: usize,
+        i: usize,
         pid: i32,
-        want: Mode,
-        same: impl FnOnce(Token) -> bool,
-    ) -> Flocked {
-        self.flock_steps(k, pid, want, same, usize::MAX)
+        mut same: impl FnMut(Token) -> bool,
+    ) -> Option<u64> {
+        let slot = self.slot(k)?;
+        let s = slot[STATE].load(Acquire);
+        if s & (HELD | SLOW) != HELD || i >= MEMBERS {
+            return None;
+        }
+        let t = slot[TOKEN0 + i].load(Acquire);
+        if t == 0 || (t >> 32) & PID_MASK != pid as u64 & PID_MASK {
+            return None;
+        }
+        let token = Token {
+            pid: slot[DPID].load(Acquire) as i32,
+            fd: t as u32 as i32,
+        };
+        same(token).then_some(epoch_of(s))
     }
 
-    /// [`FlockView::flock`] stopped before step `stop` of ARCHITECTURE.md's four (the loom
-    /// models' kill; `usize::MAX` runs it whole). A stopped call returns `Slow`.
-    pub(crate) fn flock_steps(
+    /// The member the caller is in slot `k` (the members named with its pid, compared by
+    /// `same`), with the epoch.
+    pub fn find(
         &self,
         k: usize,
         pid: i32,
+        mut same: impl FnMut(Token) -> bool,
+    ) -> Option<(usize, u64)> {
+        let slot = self.slot(k)?;
+        for i in 0..MEMBERS {
+            let t = slot[TOKEN0 + i].load(Acquire);
+            if t == 0 {
+                return None;
+            }
+            if (t >> 32) & PID_MASK == pid as u64 & PID_MASK {
+                if let Some(e) = self.prove(k, i, pid, &mut same) {
+                    return Some((i, e));
+                }
+            }
+        }
+        None
+    }
+
+    /// flock to `want` (LOCK_NB: `nb`) by process `pid` as member `i` of slot `k`, proven in
+    /// `epoch`; a conflicting LOCK_EX without LOCK_NB sleeps on the slot through `futex`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn flock(
+        &self,
+        (k, i, epoch): (usize, usize, u64),
+        pid: i32,
         want: Mode,
-        same: impl FnOnce(Token) -> bool,
-        stop: usize,
+        nb: bool,
+        futex: &impl Futex,
     ) -> Flocked {
         let Some(slot) = self.slot(k) else {
             return Flocked::Slow;
         };
-        if pid <= 0 || pid as u64 > PID_MASK {
+        if pid <= 0 || pid as u64 > PID_MASK || i >= MEMBERS {
             return Flocked::Slow;
         }
-        // (1)
-        let mut s = slot[STATE].load(Acquire);
-        if s & (HELD | SLOW) != HELD {
-            return Flocked::Slow;
-        }
-        let token = Token::of(slot[TOKEN].load(Acquire));
-        // (2)
-        if stop < 2 || !same(token) {
-            return Flocked::Slow;
-        }
-        for _ in 0..CAS_TRIES {
-            // (3)
-            let held = Mode::of(s);
-            if held == Some(want) {
-                return Flocked::Done;
-            }
-            if held.is_none() || stop < 4 {
+        let me = i as u64 + 1;
+        let word = &slot[STATE];
+        let mut tries = 0;
+        loop {
+            let s = word.load(Acquire);
+            if s & (HELD | SLOW) != HELD || epoch_of(s) != epoch {
                 return Flocked::Slow;
             }
-            // (4)
-            let new = (s & !(MODE_MASK | PID_MASK)) | ((want as u64) << MODE_SHIFT) | pid as u64;
-            match slot[STATE].compare_exchange(s, new, AcqRel, Acquire) {
-                Ok(_) => return Flocked::Done,
-                Err(v) => {
-                    // Another process of the description moved it (same epoch: the same
-                    // lease, the same token), or the daemon took it back.
-                    if v & (HELD | SLOW) != HELD || v >> EPOCH_SHIFT != s >> EPOCH_SHIFT {
+            let owner = s & OWNER_MASK;
+            let shared = s & SH != 0;
+            let next = match want {
+                Mode::Unlocked if owner != me => return Flocked::Done,
+                Mode::Unlocked => s & !(OWNER_MASK | SH),
+                Mode::Shared if s & MULTI != 0 => return Flocked::Slow,
+                Mode::Shared if owner == me && shared => return Flocked::Done,
+                Mode::Shared if owner == 0 || owner == me => (s & !OWNER_MASK) | me | SH,
+                Mode::Shared => return Flocked::Slow,
+                Mode::Exclusive if owner == me && !shared => return Flocked::Done,
+                Mode::Exclusive if owner == 0 || owner == me => (s & !(OWNER_MASK | SH)) | me,
+                Mode::Exclusive if nb => return Flocked::WouldBlock,
+                Mode::Exclusive => match self.sleep(word, s, epoch, futex) {
+                    Some(r) => return r,
+                    None => continue,
+                },
+            };
+            match word.compare_exchange(s, next, AcqRel, Acquire) {
+                Ok(_) => {
+                    if want != Mode::Unlocked {
+                        slot[SETTER].store(pid as u64, Relaxed);
+                    } else if s & WAITERS_MASK != 0 {
+                        futex.wake_one(word);
+                    }
+                    return Flocked::Done;
+                }
+                Err(_) => {
+                    tries += 1;
+                    if tries > CAS_TRIES {
                         return Flocked::Slow;
                     }
-                    s = v;
                 }
             }
         }
-        Flocked::Slow
+    }
+
+    /// One sleep of a blocked LOCK_EX on `word` seen as `s`: counts itself a waiter, waits for
+    /// the word to change, and leaves the count. `None`: look again; else the call's result.
+    fn sleep(&self, word: &AtomicU64, s: u64, epoch: u64, futex: &impl Futex) -> Option<Flocked> {
+        if s & WAITERS_MASK == WAITERS_MASK {
+            return Some(Flocked::Slow);
+        }
+        let armed = s + WAITER;
+        if word.compare_exchange(s, armed, AcqRel, Acquire).is_err() {
+            return None;
+        }
+        let interrupted = futex.wait(word, armed as u32);
+        loop {
+            let v = word.load(Acquire);
+            if v & (HELD | SLOW) != HELD || epoch_of(v) != epoch {
+                // Taken back: the daemon serves the call (or it ends with EINTR).
+                return Some(if interrupted {
+                    Flocked::Interrupted
+                } else {
+                    Flocked::Slow
+                });
+            }
+            if word
+                .compare_exchange(v, v - WAITER, AcqRel, Acquire)
+                .is_ok()
+            {
+                break;
+            }
+        }
+        interrupted.then_some(Flocked::Interrupted)
     }
 }

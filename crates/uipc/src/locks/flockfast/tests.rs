@@ -6,10 +6,10 @@ use super::*;
 use crate::locks::lease::Leases;
 use crate::locks::types::*;
 use crate::locks::LockManager;
+use crate::sync::AtomicU64;
 use crate::{Cred, Errno, WaitCtx};
 
 const F: FileId = FileId { dev: 7, ino: 43 };
-const TOKEN_1: Token = Token { pid: 99, fd: 11 };
 
 fn open(ofd: u64) -> OpenFile {
     OpenFile {
@@ -31,16 +31,19 @@ fn manager() -> LockManager {
 /// flock through the daemon path by description `ofd` of process `pid`, named for the call.
 fn flock(m: &LockManager, pid: i32, ofd: u64, cmd: i32) -> crate::Result<()> {
     let slots = m.flock_slots().unwrap();
-    slots.name(
-        OfdId(ofd),
-        Token {
-            pid: 99,
-            fd: ofd as i32 + 10,
-        },
-    );
+    slots.name(OfdId(ofd), ofd as i32 + 10);
     let r = m.flock(&Cred::root(pid), Some(&open(ofd)), cmd, &WaitCtx::FOREVER);
     slots.unname(OfdId(ofd));
     r
+}
+
+/// Futex calls that return at once (the tests never block).
+struct NoSleep;
+impl Futex for NoSleep {
+    fn wait(&self, _: &AtomicU64, _: u32) -> bool {
+        false
+    }
+    fn wake_one(&self, _: &AtomicU64) {}
 }
 
 /// The caller's operation by `pid` through description `ofd` (`same` compares tokens as the
@@ -49,12 +52,12 @@ fn local(m: &LockManager, pid: i32, ofd: u64, cmd: i32) -> Flocked {
     let view = FlockView::new(m.flock_slots().unwrap().words());
     let want = Mode::of_cmd(cmd).unwrap();
     let mine = Token {
-        pid: 99,
+        pid: std::process::id() as i32,
         fd: ofd as i32 + 10,
     };
     for k in view.candidates(F).collect::<Vec<_>>() {
-        if view.flock(k, pid, want, |t| t == mine) == Flocked::Done {
-            return Flocked::Done;
+        if let Some((i, e)) = view.find(k, pid, |t| t == mine) {
+            return view.flock((k, i, e), pid, want, cmd & LOCK_NB != 0, &NoSleep);
         }
     }
     Flocked::Slow
@@ -72,7 +75,13 @@ fn a_lone_description_is_leased_and_flocks_in_place() {
     assert!(m.owns_any(F, Owner::Description(OfdId(1))));
     assert_eq!(local(&m, 100, 1, LOCK_UN), Flocked::Done);
     assert_eq!(local(&m, 100, 1, LOCK_SH), Flocked::Done);
-    // A fork child shares the description: its own pid, the same lock.
+    // A fork child shares the description: named with its own pid by one daemon call, it
+    // then acts on the same lock.
+    assert_eq!(local(&m, 101, 1, LOCK_EX | LOCK_NB), Flocked::Slow);
+    assert_eq!(
+        flock(&m, 101, 1, LOCK_EX | LOCK_NB | FLOCK_MAY_REDO),
+        Err(REDO)
+    );
     assert_eq!(local(&m, 101, 1, LOCK_EX | LOCK_NB), Flocked::Done);
     // Another description's token does not match.
     assert_eq!(local(&m, 100, 2, LOCK_EX), Flocked::Slow);
@@ -151,7 +160,34 @@ fn a_stray_write_imports_nothing_invalid() {
     flock(&m, 100, 1, LOCK_EX).unwrap();
     let view_words = m.flock_slots().unwrap().words();
     let k = FlockView::new(view_words).candidates(F).next().unwrap();
-    view_words[k * SLOT_WORDS + STATE].fetch_or(MODE_MASK, AcqRel);
+    view_words[k * SLOT_WORDS + STATE].fetch_add(1 << EPOCH_SHIFT, AcqRel);
     assert_eq!(lines(&m), vec![]);
-    assert_eq!(TOKEN_1.word() >> 32, 99);
+}
+
+#[test]
+fn a_second_description_becomes_a_member_and_they_exclude_each_other() {
+    let m = manager();
+    flock(&m, 100, 1, LOCK_EX).unwrap();
+    // With the client's bit the daemon makes description 2 a member (the lease stays) and
+    // answers REDO.
+    assert_eq!(
+        flock(&m, 200, 2, LOCK_EX | LOCK_NB | FLOCK_MAY_REDO),
+        Err(REDO)
+    );
+    assert_eq!(m.flock_slots().unwrap().holder(F), Some(OfdId(1)));
+    assert_eq!(local(&m, 200, 2, LOCK_EX | LOCK_NB), Flocked::WouldBlock);
+    assert_eq!(local(&m, 200, 2, LOCK_UN), Flocked::Done);
+    assert_eq!(local(&m, 100, 1, LOCK_UN), Flocked::Done);
+    assert_eq!(local(&m, 200, 2, LOCK_EX | LOCK_NB), Flocked::Done);
+    assert_eq!(local(&m, 100, 1, LOCK_EX | LOCK_NB), Flocked::WouldBlock);
+    // Two members: LOCK_SH is the daemon's, and a shared request makes no member.
+    assert_eq!(local(&m, 100, 1, LOCK_SH | LOCK_NB), Flocked::Slow);
+    assert_eq!(
+        flock(&m, 300, 3, LOCK_SH | LOCK_NB | FLOCK_MAY_REDO),
+        Err(Errno::EAGAIN)
+    );
+    assert!(m.owns_any(F, Owner::Description(OfdId(2))));
+    // That call took the lease back: description 2's lock is in the engine.
+    assert_eq!(lines(&m), vec![(LockKind::Flock, LockType::Write, 200)]);
+    assert!(!m.owns_any(F, Owner::Description(OfdId(1))));
 }

@@ -26,6 +26,7 @@ pub mod owner;
 mod sleep;
 mod undo;
 
+pub(crate) use adopt::wake as futex_wake_all;
 pub use sleep::{Cancel, Sleep, Ticket, Wait};
 
 #[cfg(all(test, loom))]
