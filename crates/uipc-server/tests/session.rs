@@ -22,19 +22,23 @@ fn ret(c: &Connection, req: Request) -> Response {
     c.call(&req, false).unwrap().0
 }
 
+/// The value `req` returns; panics on any other answer.
+fn value(c: &Connection, req: Request) -> i64 {
+    match ret(c, req.clone()) {
+        Response::Ret(v) => v,
+        other => panic!("{req:?}: {other:?}"),
+    }
+}
+
 #[test]
 fn semaphores_round_trip_through_the_daemon() {
     let (_, _, c) = common::start_connected("server", true);
-    let Response::Ret(id) = ret(
-        &c,
-        Request::Semget {
-            key: 0x5eed,
-            nsems: 2,
-            flag: IPC_CREAT | 0o600,
-        },
-    ) else {
-        panic!("semget")
+    let semget = Request::Semget {
+        key: 0x5eed,
+        nsems: 2,
+        flag: IPC_CREAT | 0o600,
     };
+    let id = value(&c, semget);
     let id = id as i32;
     let up = Request::Semtimedop {
         semid: id,
@@ -186,16 +190,12 @@ fn malformed_frames_get_an_error_and_a_closed_connection() {
 #[test]
 fn shmat_sends_a_memfd_that_two_mappings_share() {
     let (_, shared, c) = common::start_connected("server", true);
-    let Response::Ret(id) = ret(
-        &c,
-        Request::Shmget {
-            key: IPC_PRIVATE,
-            size: 100,
-            flag: 0o600,
-        },
-    ) else {
-        panic!("shmget")
+    let shmget = Request::Shmget {
+        key: IPC_PRIVATE,
+        size: 100,
+        flag: 0o600,
     };
+    let id = value(&c, shmget);
     let attach = || {
         let (resp, fd) = c
             .call(

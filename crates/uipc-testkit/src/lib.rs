@@ -9,8 +9,9 @@
 
 use std::time::{Duration, Instant};
 
-/// How long [`wait_until`] waits: far longer than any state change takes on a loaded machine.
-pub const WAIT_LIMIT: Duration = Duration::from_secs(10);
+/// How long [`wait_until`] waits: far longer than any state change takes on a loaded machine
+/// (a daemon with thousands of parked calls included).
+pub const WAIT_LIMIT: Duration = Duration::from_secs(30);
 
 /// Polls `cond` every millisecond until it returns true; panics naming `what` if it has not
 /// within [`WAIT_LIMIT`]. `cond` may assert on what it sees on the way.

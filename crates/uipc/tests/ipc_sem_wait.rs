@@ -7,6 +7,7 @@ use uipc::ipc::consts::*;
 use uipc::ipc::sem::{Sembuf, SemctlArg, Timespec};
 use uipc::ipc::IpcNamespace;
 use uipc::{Cred, Errno, Interrupt, WaitCtx};
+use uipc_testkit::wait_until as until;
 
 fn root() -> Cred {
     Cred::root(100)
@@ -41,15 +42,6 @@ fn sleeper(
         )
     });
     (t, irq)
-}
-
-/// Waits until `cond` holds (a sleeper got queued), for at most 5 s.
-fn until(what: &str, mut cond: impl FnMut() -> bool) {
-    let end = Instant::now() + Duration::from_secs(5);
-    while !cond() {
-        assert!(Instant::now() < end, "timed out waiting for {what}");
-        thread::sleep(Duration::from_millis(1));
-    }
 }
 
 /// A fresh namespace and a private set of `n` semaphores in it.

@@ -5,12 +5,14 @@
 use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixStream;
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use uipc::ipc::consts::IPC_PRIVATE;
 use uipc::ipc::sem::{Sembuf, Timespec};
 use uipc_proto::client::Connection;
 use uipc_proto::transport::{recv_frame, send_frame};
 use uipc_proto::{Request, Response, SemArg};
+/// Polls until a condition holds (the workspace's one [`uipc_testkit::wait_until`]).
+pub use uipc_testkit::wait_until as until;
 
 pub fn call(c: &Connection, req: Request) -> Response {
     c.call(&req, false).unwrap().0
@@ -50,14 +52,6 @@ pub fn sem_count(c: &Connection, semid: i32, cmd: i32) -> Response {
             arg: SemArg::None,
         },
     )
-}
-
-pub fn until(what: &str, mut ok: impl FnMut() -> bool) {
-    let t0 = Instant::now();
-    while !ok() {
-        assert!(t0.elapsed() < Duration::from_secs(30), "never: {what}");
-        std::thread::sleep(Duration::from_millis(5));
-    }
 }
 
 /// A private message queue.

@@ -3,7 +3,7 @@
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use uipc::ipc::consts::IPC_SET;
 use uipc::ipc::msg::{MsgctlArg, MsqidSet};
 use uipc::ipc::{IpcNamespace, NamespaceOptions};
@@ -129,16 +129,9 @@ impl LockFile {
             .count()
     }
 
-    /// Waits (at most ten seconds) until `n` requests wait on the file.
+    /// Waits ([`uipc_testkit::wait_until`]) until `n` requests wait on the file.
     pub fn wait_blocked(self, m: &LockManager, n: usize) {
-        let t0 = Instant::now();
-        while self.blocked(m) != n {
-            assert!(
-                t0.elapsed() < Duration::from_secs(10),
-                "never saw {n} blocked requests"
-            );
-            std::thread::sleep(Duration::from_millis(2));
-        }
+        uipc_testkit::wait_until("the blocked requests", || self.blocked(m) == n);
     }
 }
 
