@@ -31,6 +31,7 @@ mod tests;
 pub use book::FlockSlots;
 
 use super::types::FileId;
+use crate::ipc::shared_words::Slots;
 use crate::sync::{AtomicU64, Ordering::AcqRel, Ordering::Acquire, Ordering::Relaxed};
 
 /// Slots of a flock lease area.
@@ -174,17 +175,17 @@ impl<'a> FlockView<'a> {
     }
 
     fn slot(&self, k: usize) -> Option<&'a [AtomicU64]> {
-        self.words.get(k * SLOT_WORDS..(k + 1) * SLOT_WORDS)
+        Slots::<SLOT_WORDS>::new(self.words).get(k)
     }
 
     /// The slots that lease `file` now (at most one, but a caller cannot know which a grant
     /// racing the search used).
     pub fn candidates(&self, file: FileId) -> impl Iterator<Item = usize> + 'a {
-        let words = self.words;
+        let slots = Slots::<SLOT_WORDS>::new(self.words);
         (0..GROUP)
             .map(move |i| group_of(file) * GROUP + i)
             .filter(move |&k| {
-                let Some(slot) = words.get(k * SLOT_WORDS..(k + 1) * SLOT_WORDS) else {
+                let Some(slot) = slots.get(k) else {
                     return false;
                 };
                 slot[STATE].load(Acquire) & (HELD | SLOW) == HELD

@@ -9,7 +9,7 @@
 //! file's state. No two shards are held together.
 
 use super::*;
-use crate::ipc::shared_words::SharedWords;
+use crate::ipc::shared_words::{SharedWords, Slots};
 use crate::sync::{lock, AtomicBool, Mutex};
 use std::collections::HashMap;
 
@@ -109,7 +109,7 @@ impl Leases {
     }
 
     pub(super) fn slot(&self, k: usize) -> Option<&[AtomicU64]> {
-        self.words().get(k * SLOT_WORDS..(k + 1) * SLOT_WORDS)
+        Slots::<SLOT_WORDS>::new(self.words()).get(k)
     }
 
     pub(super) fn shard(&self, file: FileId) -> &Mutex<Shard> {

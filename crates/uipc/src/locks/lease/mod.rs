@@ -36,6 +36,7 @@ pub use book::Leases;
 pub use ranges::{Piece, Pieces};
 
 use super::types::FileId;
+use crate::ipc::shared_words::Slots;
 use crate::sync::Ordering::Release;
 use crate::sync::{AtomicU64, Ordering::AcqRel, Ordering::Acquire, Ordering::Relaxed};
 
@@ -158,7 +159,7 @@ impl<'a> LeaseView<'a> {
     }
 
     fn slot(&self, k: usize) -> Option<&'a [AtomicU64]> {
-        self.words.get(k * SLOT_WORDS..(k + 1) * SLOT_WORDS)
+        Slots::<SLOT_WORDS>::new(self.words).get(k)
     }
 
     /// The slot `pid` holds `file`'s lease in, with the state read (not BUSY), waiting a little

@@ -16,6 +16,7 @@
 //! that close a cycle at once at least one sees the other.
 
 use super::*;
+use crate::ipc::shared_words::Slots;
 use crate::sync::Ordering::SeqCst;
 
 /// `STATE`: the slot is in shared mode.
@@ -68,7 +69,7 @@ pub(crate) fn set_mark(w: &AtomicU64, mark: u64) {
 
 /// The slot `k` in shared mode and its `STATE`, if it is.
 fn shared_state(words: &[AtomicU64], k: usize) -> Option<(&[AtomicU64], u64)> {
-    let slot = words.get(k * SLOT_WORDS..(k + 1) * SLOT_WORDS)?;
+    let slot = Slots::<SLOT_WORDS>::new(words).get(k)?;
     let s = slot[STATE].load(SeqCst);
     (s & (HELD | SHARED | REVOKED) == HELD | SHARED).then_some((slot, s))
 }
