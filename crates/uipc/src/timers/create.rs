@@ -22,7 +22,7 @@
 
 use super::cpu::{self, CpuClockId, CpuClockKind, CpuTarget};
 use super::engine::Inner;
-use super::procfs::Listing;
+use super::listing::Listing;
 use super::timer::{Notify, Timer, TimerClock};
 use super::types::*;
 use crate::cred::{Cap, Cred};

@@ -70,6 +70,7 @@ mod create;
 mod driver;
 mod engine;
 mod group_map;
+mod listing;
 mod ops;
 mod process;
 mod procfs;

@@ -20,7 +20,7 @@
 //! locks are taken inside it (order: timer state -> driver queue), never the reverse.
 
 use super::cpu::{bump, CpuClockKind, CpuTarget};
-use super::procfs::Listing;
+use super::listing::Listing;
 use super::types::{ItimerSpec, SignalTarget, TimerId, Timespec};
 use crate::clock::{Clock, Nanos};
 use crate::sync::{Arc, AtomicI32, AtomicU64, Mutex, Ordering};
