@@ -24,12 +24,14 @@ import sys
 # joins two files of one of these sets is named; a component found by the scan passes when
 # its edges that are not named form no circle (every circle in it takes a named edge).
 ALLOWED = [
-    # The namespace holds each type's ids (and the semaphore fast path's arena owner); each
-    # type's calls are the namespace's methods, written in the type's files.
+    # The namespace holds each type's ids (and the fast paths' arena owners); each type's calls
+    # are the namespace's methods, written in the type's files, and an arena owner keeps the
+    # sleepers its adopter (`sem/fast/adopt.rs`, `msg/fast_sleep.rs`) took into the engine.
     {"uipc/src/ipc/namespace.rs", "uipc/src/ipc/msg/mod.rs", "uipc/src/ipc/shm/mod.rs",
      "uipc/src/ipc/sem/mod.rs", "uipc/src/ipc/sem/op.rs", "uipc/src/ipc/sem/undo.rs",
      "uipc/src/ipc/sem/lock.rs", "uipc/src/ipc/sem/fast/owner.rs",
-     "uipc/src/ipc/sem/fast/adopt.rs"},
+     "uipc/src/ipc/sem/fast/adopt.rs", "uipc/src/ipc/msg/fast/owner.rs",
+     "uipc/src/ipc/msg/fast_sleep.rs"},
     # semop, the wake-up scan, the lock modes, undo, parked calls and the fast path's arena
     # owner (which adopts sets and undo entries into the slow path and hands them back) are
     # one algorithm.
@@ -54,6 +56,7 @@ ALLOWED = [
     {"uipc-proto/src/reader.rs", "uipc-proto/src/transport.rs"},
     # Files split from one module for length.
     {"uipc/src/ipc/sem/fast/mod.rs", "uipc/src/ipc/sem/fast/sleep.rs"},
+    {"uipc/src/ipc/msg/fast/mod.rs", "uipc/src/ipc/msg/fast/sleep.rs"},
     {"uipc/src/locks/lease/mod.rs", "uipc/src/locks/lease/ranges.rs"},
     {"uipc-proto/src/request.rs", "uipc-proto/src/request/put.rs"},
     {"uipc-preload/src/locks/mod.rs", "uipc-preload/src/locks/close.rs"},

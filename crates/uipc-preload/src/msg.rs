@@ -120,18 +120,6 @@ pub extern "C-unwind" fn msgrcv(
     guard_blocking(move || call_with(0, None, encode, decode)) as ssize_t
 }
 
-/// A daemon call on queue `msqid` whose answer is ignored: its entry into the queue's slot
-/// withdraws a fast-path sleeper's adopted receive that asked to be cancelled.
-pub(crate) fn poke(msqid: c_int) {
-    let _ = crate::guard::guarded(|| {
-        crate::conn::call(&Request::Msgctl {
-            msqid,
-            cmd: IPC_STAT,
-            set: None,
-        })
-    });
-}
-
 /// msgctl(2).
 #[no_mangle]
 pub extern "C-unwind" fn msgctl(msqid: c_int, cmd: c_int, buf: *mut c_void) -> c_int {

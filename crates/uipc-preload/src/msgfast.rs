@@ -22,10 +22,11 @@
 
 use crate::user::{copy_in_pieces, copy_in_to, copy_out_pieces};
 use std::sync::atomic::{AtomicU64, Ordering};
-use uipc::ipc::consts::IPC_NOWAIT;
+use uipc::ipc::consts::{IPC_NOWAIT, IPC_STAT};
 use uipc::ipc::msg::fast::{Cancel, Deliver, Got, MsgView, Recv, Ticket, Wait};
 use uipc::ipc::sem::fast::Fast;
 use uipc::Errno;
+use uipc_proto::Request;
 
 /// The bytes of ring words `w` (the first `max` of them).
 fn bytes_of(w: &[AtomicU64], max: usize) -> (*mut u8, usize) {
@@ -197,9 +198,21 @@ fn withdraw(view: &MsgView<'_>, msqid: i32, t: &Ticket, deliver: &mut Deliver<'_
             }
             Cancel::Retry => again = true,
             Cancel::AskDaemon => {
-                crate::msg::poke(msqid);
+                poke(msqid);
                 again = true;
             }
         }
     }
+}
+
+/// A daemon call on queue `msqid` whose answer is ignored: its entry into the queue's slot
+/// withdraws a fast-path sleeper's adopted receive that asked to be cancelled.
+pub(crate) fn poke(msqid: i32) {
+    let _ = crate::guard::guarded(|| {
+        crate::conn::call(&Request::Msgctl {
+            msqid,
+            cmd: IPC_STAT,
+            set: None,
+        })
+    });
 }

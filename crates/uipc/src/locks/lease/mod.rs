@@ -46,8 +46,10 @@ pub const LEASE_SLOTS: usize = 4096;
 pub const GROUP: usize = 4;
 /// Words of one slot.
 pub const SLOT_WORDS: usize = 64;
-/// Bytes of a whole area: the slots, then one word per process ([`shared::PROC_WORDS`]).
-pub const LEASE_BYTES: usize = (LEASE_SLOTS * SLOT_WORDS + shared::PROC_WORDS) * 8;
+/// Words per process after the slots (pids below 2^22; their use is `shared`'s).
+pub const PROC_WORDS: usize = 1 << 22;
+/// Bytes of a whole area: the slots, then one word per process ([`PROC_WORDS`]).
+pub const LEASE_BYTES: usize = (LEASE_SLOTS * SLOT_WORDS + PROC_WORDS) * 8;
 /// Locks one lease holds; one more and the lease goes back to the daemon.
 pub const LEASE_RANGES: usize = 14;
 

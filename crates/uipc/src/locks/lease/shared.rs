@@ -5,8 +5,8 @@
 //! Layout in shared mode: `STATE` is {pid bits 0, [`HELD`], [`SHARED`], epoch}; word [`OWNER`]
 //! is the owner's pid (bits 0-21, 0: free), [`WAITERS`] (22: a process may sleep on it),
 //! [`CLOSED`] (23: the daemon took the file back) and the grant's epoch (bits 32-63); its low
-//! 32 bits are the futex. After the slots, one word per pid ([`proc_word`]): bits 0-31 the slot
-//! the process sleeps on ([`sleep_mark`], written by the process), bits 32-63 how many of its
+//! 32 bits are the futex. After the slots, one word per pid (`proc_word`): bits 0-31 the slot
+//! the process sleeps on (`sleep_mark`, written by the process), bits 32-63 how many of its
 //! requests sleep in the daemon's engine (written by the daemon).
 //!
 //! Deadlock detection (Linux's walk, `deadlock`): before each sleep a process publishes its
@@ -27,8 +27,6 @@ pub const OWNER: usize = BUF;
 pub const WAITERS: u64 = 1 << 22;
 /// Owner word: the daemon took the file back; no CAS on the word succeeds any more.
 pub const CLOSED: u64 = 1 << 23;
-/// Words per process after the slots (pids below 2^22).
-pub const PROC_WORDS: usize = 1 << 22;
 /// Where the per-process words start.
 #[cfg(not(loom))]
 pub const PROC_BASE: usize = LEASE_SLOTS * SLOT_WORDS;
@@ -99,7 +97,7 @@ pub enum Walk {
 }
 
 /// Linux's walk from `first` (the owner blocking `pid`), through processes sleeping on slots in
-/// shared mode; at most [`MAX_STEPS`] steps past the first, as `deadlock::linux_walk`.
+/// shared mode; at most `MAX_STEPS` steps past the first, as `deadlock::linux_walk`.
 pub fn walk(words: &[AtomicU64], pid: i32, first: i32) -> Walk {
     let mut current = first;
     let mut steps = 0;
