@@ -39,6 +39,20 @@ static inline pid_t checked_fork(void) {
     return pid;
 }
 
+/* Waits for the child `pid`, which must exit, and returns its exit status. */
+static inline int status_of(pid_t pid) {
+    int st;
+    CHECK(waitpid(pid, &st, 0) == pid && WIFEXITED(st));
+    return WEXITSTATUS(st);
+}
+
+/* The IPC_STAT of message queue `q`, checked. */
+static inline struct msqid_ds stat_of(int q) {
+    struct msqid_ds ds;
+    CHECK(msgctl(q, IPC_STAT, &ds) == 0);
+    return ds;
+}
+
 /* A SIGEV_SIGNAL notification: signal `signo` carrying `value`. */
 static inline struct sigevent signal_event(int signo, int value) {
     struct sigevent ev = {.sigev_notify = SIGEV_SIGNAL, .sigev_signo = signo};

@@ -33,12 +33,6 @@ static ssize_t rcv(int q, size_t max, long typ, int flg, long *type, char *text)
     return n;
 }
 
-static struct msqid_ds stat_of(int q) {
-    struct msqid_ds ds;
-    CHECK(msgctl(q, IPC_STAT, &ds) == 0);
-    return ds;
-}
-
 static void basic(void) {
     int q = msgget(IPC_PRIVATE, 0600);
     CHECK(q >= 0);

@@ -30,12 +30,6 @@ static int snd(int q, long type, const char *text, size_t len) {
     return msgsnd(q, &m, len, 0);
 }
 
-static struct msqid_ds stat_of(int q) {
-    struct msqid_ds ds;
-    CHECK(msgctl(q, IPC_STAT, &ds) == 0);
-    return ds;
-}
-
 /* Waits until `pid` sleeps (state S twice, 5 ms apart, after it said it is about to call). */
 static void wait_asleep(pid_t pid) {
     char path[64], buf[512];
@@ -84,12 +78,6 @@ static pid_t receiver(int q, size_t size, long typ, int flags, long want_type, c
     close(p[1]);
     wait_asleep(pid);
     return pid;
-}
-
-static int status_of(pid_t pid) {
-    int st;
-    CHECK(waitpid(pid, &st, 0) == pid && WIFEXITED(st));
-    return WEXITSTATUS(st);
 }
 
 static void still_asleep(pid_t pid) {

@@ -24,12 +24,6 @@ static pid_t sleeper(int id, unsigned short n, short op) {
     return pid;
 }
 
-static int status_of(pid_t pid) {
-    int st;
-    CHECK(waitpid(pid, &st, 0) == pid && WIFEXITED(st));
-    return WEXITSTATUS(st);
-}
-
 static void handoff(void) {
     int id = new_set(2);
     pid_t c = sleeper(id, 0, -1);

@@ -42,6 +42,7 @@ use super::store::Selector;
 use crate::errno::Errno;
 use crate::ipc::consts::{IPC_NOWAIT, MSG_COPY, MSG_EXCEPT, MSG_NOERROR};
 use crate::ipc::sem::fast::{grants, Caller, Fast};
+use crate::ipc::shared_words::Slots;
 use crate::sync::{AtomicU64, Ordering::AcqRel, Ordering::Acquire, Ordering::Relaxed};
 use ring::select;
 pub(crate) use ring::{load_text, records, store_text, Meta};
@@ -156,6 +157,11 @@ impl Held<'_> {
     }
 }
 
+/// Slot `i`'s words in the region `words`, `None` if the region ends before it does.
+pub(crate) fn slot_words(words: &[AtomicU64], i: usize) -> Option<&[AtomicU64]> {
+    Slots::<SLOT_WORDS>::new(words.get(REGION_HEADER..)?).get(i)
+}
+
 /// The copy of the counters not in force under `LOCK` value `l`.
 fn spare(l: u64) -> usize {
     ((l & CUR) ^ 1) as usize
@@ -181,9 +187,7 @@ impl<'a> MsgView<'a> {
         }
         // The queue's index is its id's low 15 bits (the layout without ipcmni_extend; an
         // extended id lands in a slot whose IDENT names another id, and goes to the daemon).
-        let idx = (msqid as usize & 0x7fff) % MSG_SLOTS;
-        let start = REGION_HEADER + idx * SLOT_WORDS;
-        self.words.get(start..start + SLOT_WORDS)
+        slot_words(self.words, (msqid as usize & 0x7fff) % MSG_SLOTS)
     }
 
     /// Takes `msqid`'s slot if the queue is published there and `perm` (4 read, 2 write) is

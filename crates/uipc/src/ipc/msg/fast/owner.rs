@@ -8,9 +8,9 @@
 //! no client holds the slot. The engine calls around them are in `inside`.
 
 use super::{
-    load_text, pieces, record_words, records, store_text, Meta, CUID_CGID, CUR, DATA_WORDS,
-    EPOCH_SHIFT, IDENT, LOCK, LOCKED, MODE, MSGMAX, MSG_SLOTS, PUBLISHED, QBYTES, REGION_HEADER,
-    REGION_WORDS, SLOT_HEADER, SLOT_WORDS, SLOW, UID_GID,
+    load_text, pieces, record_words, records, slot_words, store_text, Meta, CUID_CGID, CUR,
+    DATA_WORDS, EPOCH_SHIFT, IDENT, LOCK, LOCKED, MODE, MSGMAX, MSG_SLOTS, PUBLISHED, QBYTES,
+    REGION_WORDS, SLOT_HEADER, SLOW, UID_GID,
 };
 use crate::ipc::perm::IpcPerm;
 use crate::ipc::shared_words::SharedWords;
@@ -84,8 +84,8 @@ impl MsgArena {
     /// The slot of queue index `idx`: its words and the daemon's state of it.
     pub(crate) fn slot(&self, idx: u32) -> (&[AtomicU64], &Mutex<SlotState>) {
         let i = idx as usize % MSG_SLOTS;
-        let start = REGION_HEADER + i * SLOT_WORDS;
-        (&self.words()[start..start + SLOT_WORDS], &self.states[i])
+        let words = slot_words(self.words(), i).expect("the region holds MSG_SLOTS slots");
+        (words, &self.states[i])
     }
 }
 
