@@ -46,6 +46,13 @@ static inline int status_of(pid_t pid) {
     return WEXITSTATUS(st);
 }
 
+/* A new private message queue (mode 0600), checked. */
+static inline int new_queue(void) {
+    int q = msgget(IPC_PRIVATE, 0600);
+    CHECK(q >= 0);
+    return q;
+}
+
 /* The IPC_STAT of message queue `q`, checked. */
 static inline struct msqid_ds stat_of(int q) {
     struct msqid_ds ds;

@@ -34,8 +34,7 @@ static ssize_t rcv(int q, size_t max, long typ, int flg, long *type, char *text)
 }
 
 static void basic(void) {
-    int q = msgget(IPC_PRIVATE, 0600);
-    CHECK(q >= 0);
+    int q = new_queue();
     struct msqid_ds ds = stat_of(q);
     CHECK(ds.msg_qnum == 0 && ds.msg_stime == 0 && ds.msg_rtime == 0 && ds.msg_lspid == 0);
     time_t t0 = time(NULL);
@@ -74,8 +73,7 @@ static void basic(void) {
 }
 
 static void modes(void) {
-    int q = msgget(IPC_PRIVATE, 0600);
-    CHECK(q >= 0);
+    int q = new_queue();
     long type;
     char text[256];
     CHECK(snd(q, 5, "a", 1, 0) == 0);
@@ -106,8 +104,7 @@ static void modes(void) {
 }
 
 static void errnos(void) {
-    int q = msgget(IPC_PRIVATE, 0600);
-    CHECK(q >= 0);
+    int q = new_queue();
     long type;
     char text[256];
     struct msg m = {.mtype = 0};
@@ -156,8 +153,7 @@ static void errnos(void) {
 }
 
 static void limits(void) {
-    int q = msgget(IPC_PRIVATE, 0600);
-    CHECK(q >= 0);
+    int q = new_queue();
     long type;
     char text[256];
     struct msqid_ds ds = stat_of(q);
@@ -202,8 +198,7 @@ static void limits(void) {
 }
 
 static void perms(void) {
-    int q = msgget(IPC_PRIVATE, 0600);
-    CHECK(q >= 0);
+    int q = new_queue();
     long type;
     char text[256];
     CHECK(snd(q, 1, "x", 1, 0) == 0);
@@ -337,8 +332,7 @@ static void handler(void) {
 }
 
 static void processes(void) {
-    int q = msgget(IPC_PRIVATE, 0600);
-    CHECK(q >= 0);
+    int q = new_queue();
     enum { PROCS = 4, EACH = 1000 };
     pid_t pids[PROCS];
     for (int p = 0; p < PROCS; p++) {

@@ -18,12 +18,6 @@ struct msg {
     char text[64];
 };
 
-static int new_queue(void) {
-    int q = msgget(IPC_PRIVATE, 0600);
-    CHECK(q >= 0);
-    return q;
-}
-
 static int snd(int q, long type, const char *text, size_t len) {
     struct msg m = {.mtype = type};
     memcpy(m.text, text, len);

@@ -99,22 +99,28 @@ static void forget_kid(pid_t p) {
             sh->kids[i] = 0;
 }
 
+/* Starts a worker: a child that runs `k` critical sections on `p`, then exits; returns its
+ * pid, recorded as a kid. */
+static pid_t worker(const char *p, int k) {
+    pid_t pid = checked_fork();
+    if (pid == 0) {
+        alarm(120);
+        int fd = open_path(p);
+        for (int j = 0; j < k; j++)
+            critical(fd);
+        _exit(0);
+    }
+    remember_kid(pid);
+    return pid;
+}
+
 /* `n` processes run `k` critical sections each on `p` while this process probes with F_GETLK:
  * every answer is F_UNLCK or a whole-file write lock of one of them. */
 static void contend(const char *p, int n, int k) {
     long before = sh->counter;
     pid_t pids[MAX_KIDS];
-    for (int i = 0; i < n; i++) {
-        pids[i] = checked_fork();
-        if (pids[i] == 0) {
-            alarm(120);
-            int fd = open_path(p);
-            for (int j = 0; j < k; j++)
-                critical(fd);
-            _exit(0);
-        }
-        remember_kid(pids[i]);
-    }
+    for (int i = 0; i < n; i++)
+        pids[i] = worker(p, k);
     int fd = open_path(p);
     long seen = 0;
     for (int j = 0; j < 200; j++) {
@@ -383,17 +389,8 @@ static void kill_storm(int workers, int kills) {
     pid_t live[MAX_KIDS];
     int n = 0;
     unsigned seed = (unsigned)getpid();
-    for (; n < workers; n++) {
-        live[n] = checked_fork();
-        if (live[n] == 0) {
-            alarm(120);
-            int fd = open_path(path);
-            for (int j = 0; j < k; j++)
-                critical(fd);
-            _exit(0);
-        }
-        remember_kid(live[n]);
-    }
+    for (; n < workers; n++)
+        live[n] = worker(path, k);
     for (int i = 0; i < kills; i++) {
         usleep(rand_r(&seed) % 3000);
         int v = rand_r(&seed) % n;
@@ -404,15 +401,7 @@ static void kill_storm(int workers, int kills) {
         int st;
         CHECK(waitpid(p, &st, 0) == p);
         forget_kid(p);
-        live[v] = checked_fork();
-        if (live[v] == 0) {
-            alarm(120);
-            int fd = open_path(path);
-            for (int j = 0; j < k; j++)
-                critical(fd);
-            _exit(0);
-        }
-        remember_kid(live[v]);
+        live[v] = worker(path, k);
     }
     for (int i = 0; i < n; i++) {
         expect_clean_exit(live[i]);
