@@ -125,6 +125,35 @@ pub(crate) fn spin_wait(round: &mut u32) {
     }
 }
 
+/// Loads `word` (Acquire) again while `busy` holds of the value, at most `max` more times,
+/// pausing before each load: a CPU hint, and a thread yield every `yield_every`th pause (never
+/// if 0); loom models yield at every pause. The last value loaded.
+pub(crate) fn load_while(
+    word: &AtomicU64,
+    busy: impl Fn(u64) -> bool,
+    max: usize,
+    yield_every: usize,
+) -> u64 {
+    let mut w = word.load(Ordering::Acquire);
+    let mut spins = 0;
+    while busy(w) && spins < max {
+        spins += 1;
+        #[cfg(loom)]
+        {
+            let _ = yield_every;
+            loom::thread::yield_now();
+        }
+        #[cfg(not(loom))]
+        if yield_every != 0 && spins % yield_every == 0 {
+            std::thread::yield_now();
+        } else {
+            std::hint::spin_loop();
+        }
+        w = word.load(Ordering::Acquire);
+    }
+    w
+}
+
 /// Runs a loom model with a preemption bound (3 unless `LOOM_MAX_PREEMPTIONS` sets one), so
 /// that the engine-level models (a semaphore set, a lock manager) finish in seconds: bugs of
 /// the kind they look for need one or two preemptions.

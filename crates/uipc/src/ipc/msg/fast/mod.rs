@@ -43,7 +43,7 @@ use crate::errno::Errno;
 use crate::ipc::consts::{IPC_NOWAIT, MSG_COPY, MSG_EXCEPT, MSG_NOERROR};
 use crate::ipc::sem::fast::{grants, Caller, Fast};
 use crate::ipc::shared_words::Slots;
-use crate::sync::{AtomicU64, Ordering::AcqRel, Ordering::Acquire, Ordering::Relaxed};
+use crate::sync::{load_while, AtomicU64, Ordering::AcqRel, Ordering::Acquire, Ordering::Relaxed};
 use ring::select;
 pub(crate) use ring::{load_text, records, store_text, Meta};
 pub(crate) use ring::{pieces, record_words};
@@ -195,20 +195,8 @@ impl<'a> MsgView<'a> {
     fn acquire(&self, msqid: i32, perm: u32, who: &dyn Caller) -> Option<Held<'a>> {
         let slot = self.slot(msqid)?;
         for _ in 0..RETRIES {
-            let mut l = slot[LOCK].load(Acquire);
-            let mut spins = 0;
-            while l & LOCKED != 0 && l & SLOW == 0 && spins < LOCKED_SPINS {
-                spins += 1;
-                #[cfg(loom)]
-                loom::thread::yield_now();
-                #[cfg(not(loom))]
-                if spins % 16 == 0 {
-                    std::thread::yield_now();
-                } else {
-                    std::hint::spin_loop();
-                }
-                l = slot[LOCK].load(Acquire);
-            }
+            let busy = |l: u64| l & LOCKED != 0 && l & SLOW == 0;
+            let l = load_while(&slot[LOCK], busy, LOCKED_SPINS, 16);
             if l & (SLOW | LOCKED) != 0 {
                 return None;
             }

@@ -43,7 +43,8 @@ use crate::errno::Errno;
 use crate::ipc::consts::{GETNCNT, GETPID, GETVAL, GETZCNT, IPC_NOWAIT, SEMVMX, SEM_UNDO};
 use crate::ipc::shared_words::Slots;
 use crate::sync::{
-    AtomicU64, Ordering::AcqRel, Ordering::Acquire, Ordering::Relaxed, Ordering::Release,
+    load_while, AtomicU64, Ordering::AcqRel, Ordering::Acquire, Ordering::Relaxed,
+    Ordering::Release,
 };
 use crate::IpcId;
 
@@ -255,16 +256,7 @@ impl<'a> ArenaView<'a> {
         perm: u32,
         who: &dyn Caller,
     ) -> Option<u64> {
-        let mut w = cell.load(Acquire);
-        let mut spins = 0;
-        while w & LOCKED != 0 && w & SLOW == 0 && spins < LOCKED_SPINS {
-            spins += 1;
-            #[cfg(loom)]
-            loom::thread::yield_now();
-            #[cfg(not(loom))]
-            std::hint::spin_loop();
-            w = cell.load(Acquire);
-        }
+        let w = load_while(cell, |w| w & LOCKED != 0 && w & SLOW == 0, LOCKED_SPINS, 0);
         if w & (SLOW | LOCKED) != 0 {
             return None;
         }
