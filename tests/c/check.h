@@ -60,6 +60,12 @@ static inline struct msqid_ds stat_of(int q) {
     return ds;
 }
 
+/* Installs `fn` as the handler of `sig` with `flags` and an empty mask, checked. */
+static inline void handle_signal(int sig, void (*fn)(int), int flags) {
+    struct sigaction sa = {.sa_handler = fn, .sa_flags = flags};
+    CHECK(sigaction(sig, &sa, NULL) == 0);
+}
+
 /* A SIGEV_SIGNAL notification: signal `signo` carrying `value`. */
 static inline struct sigevent signal_event(int signo, int value) {
     struct sigevent ev = {.sigev_notify = SIGEV_SIGNAL, .sigev_signo = signo};

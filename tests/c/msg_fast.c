@@ -276,8 +276,7 @@ static void *receiver(void *arg) {
 }
 
 static void threads(void) {
-    tq = msgget(IPC_PRIVATE, 0600);
-    CHECK(tq >= 0);
+    tq = new_queue();
     pthread_t th[2 * THREADS];
     for (long t = 0; t < THREADS; t++) {
         CHECK(pthread_create(&th[t], NULL, sender, (void *)t) == 0);
@@ -311,10 +310,8 @@ static void on_alarm(int sig) {
 }
 
 static void handler(void) {
-    hq = msgget(IPC_PRIVATE, 0600);
-    CHECK(hq >= 0);
-    struct sigaction sa = {.sa_handler = on_alarm, .sa_flags = SA_RESTART};
-    CHECK(sigaction(SIGALRM, &sa, NULL) == 0);
+    hq = new_queue();
+    handle_signal(SIGALRM, on_alarm, SA_RESTART);
     struct itimerval it = {{0, 200}, {0, 200}};
     CHECK(setitimer(ITIMER_REAL, &it, NULL) == 0);
     long type;

@@ -161,11 +161,7 @@ static void on_usr1(int sig) {
 static void signals(void) {
     int q = new_queue();
     /* A handler with SA_RESTART: msgrcv still fails with EINTR. */
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_usr1;
-    sa.sa_flags = SA_RESTART;
-    CHECK(sigaction(SIGUSR1, &sa, NULL) == 0);
+    handle_signal(SIGUSR1, on_usr1, SA_RESTART);
     pid_t c = receiver(q, 64, 1, 0, 1, "", 0);
     CHECK(kill(c, SIGUSR1) == 0);
     CHECK(status_of(c) == 10 + EINTR);
@@ -281,10 +277,7 @@ static void cancel_race(int posts) {
     int q = new_queue();
     pid_t c = checked_fork();
     if (c == 0) {
-        struct sigaction sa;
-        memset(&sa, 0, sizeof sa);
-        sa.sa_handler = on_alarm;
-        CHECK(sigaction(SIGALRM, &sa, NULL) == 0);
+        handle_signal(SIGALRM, on_alarm, 0);
         struct itimerval it = {{0, 1000}, {0, 1000}};
         CHECK(setitimer(ITIMER_REAL, &it, NULL) == 0);
         int got = 0;

@@ -348,13 +348,11 @@ static void eintr_of_sleeper(void) {
     kid_heard(&h);
     KID(&s, {
         int f = open_path(path);
-        struct sigaction act = {.sa_handler = on_usr1};
-        CHECK(sigaction(SIGUSR1, &act, NULL) == 0);
+        handle_signal(SIGUSR1, on_usr1, 0);
         errno = 0;
         CHECK(whole(f, F_SETLKW, F_WRLCK) == -1 && errno == EINTR && handled > 0);
         kid_say(&s);
-        act.sa_flags = SA_RESTART;
-        CHECK(sigaction(SIGUSR1, &act, NULL) == 0);
+        handle_signal(SIGUSR1, on_usr1, SA_RESTART);
         handled = 0;
         kid_say(&s);
         CHECK(whole(f, F_SETLKW, F_WRLCK) == 0 && handled > 0);
@@ -512,8 +510,7 @@ int main(int argc, char **argv) {
         int fd = open(i ? path2 : path, O_RDWR | O_CREAT | O_TRUNC, 0600);
         CHECK(fd >= 0 && close(fd) == 0);
     }
-    struct sigaction sa = {.sa_handler = on_watchdog};
-    CHECK(sigaction(SIGALRM, &sa, NULL) == 0);
+    handle_signal(SIGALRM, on_watchdog, 0);
     alarm(150);
     contend(path, nproc, rounds);
     getlk_names_holder();

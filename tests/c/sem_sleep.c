@@ -65,11 +65,7 @@ static void eintr_and_timeout(void) {
     int id = new_set(1);
     pid_t c = checked_fork();
     if (c == 0) {
-        struct sigaction sa;
-        memset(&sa, 0, sizeof sa);
-        sa.sa_handler = on_usr1;
-        sa.sa_flags = SA_RESTART;
-        CHECK(sigaction(SIGUSR1, &sa, NULL) == 0);
+        handle_signal(SIGUSR1, on_usr1, SA_RESTART);
         int r = sop(id, 0, -1, 0);
         _exit(r == -1 && errno == EINTR ? 0 : 1);
     }
