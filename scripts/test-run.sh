@@ -17,6 +17,34 @@ for src in tests/c/*.c; do
     cc -O1 -Wall -Wextra -Werror -pthread -o "$out/$(basename "$src" .c)" "$src"
 done
 
+# How many calls the fast paths served in one run: the sum of the "uipc fastpath: N calls"
+# lines its processes printed (UIPC_FASTPATH_STATS=1) into FILE; -1 if none printed one.
+fast_calls() {
+    awk '/^uipc fastpath: [0-9]+ calls$/ { n += $3; seen = 1 } END { print seen ? n : -1 }' "$1"
+}
+# `expect_served MIN WHAT CMD...`: runs CMD with the statistics on; fails unless the fast
+# paths served at least MIN calls.
+expect_served() {
+    local min=$1 what=$2 err n
+    shift 2
+    err=$(mktemp)
+    UIPC_FASTPATH_STATS=1 "$@" 2> "$err"
+    n=$(fast_calls "$err")
+    rm -f "$err"
+    [ "$n" -ge "$min" ] || { echo "$what: the fast paths served $n calls, not $min" >&2; return 1; }
+}
+# `expect_none CMD...`: runs CMD with the statistics on; fails unless its processes reported
+# and the fast paths served nothing (switched off by UIPC_FASTPATH=0 or by the daemon).
+expect_none() {
+    local err n
+    err=$(mktemp)
+    UIPC_FASTPATH_STATS=1 "$@" 2> "$err"
+    n=$(fast_calls "$err")
+    rm -f "$err"
+    [ "$n" -eq 0 ] || { echo "$*: the fast paths served $n calls, none expected" >&2; return 1; }
+}
+export -f fast_calls expect_served expect_none
+
 # Two programs under two `uipc run --socket S` meet through keys on one `uipc serve` daemon.
 shared_daemon() {
     local uipc=$1 out=$2 dir
@@ -29,9 +57,7 @@ shared_daemon() {
     timeout 60 "$uipc" run --socket "$dir/socket" -- "$out/key_peer" post
     wait "$waiter"
     # A `uipc serve` daemon keeps every semaphore on the daemon path (no fast path).
-    UIPC_FASTPATH_STATS=1 timeout 60 "$uipc" run --socket "$dir/socket" -- "$out/sem_fast" \
-        2> "$dir/fastpath.err"
-    grep -qx "uipc fastpath: 0000000000 calls" "$dir/fastpath.err"
+    expect_none timeout 60 "$uipc" run --socket "$dir/socket" -- "$out/sem_fast"
     kill "$daemon"
     wait "$daemon" || true
     rm -rf "$dir"
@@ -66,31 +92,20 @@ for t in "${lock_tests[@]}"; do timeout 120 "$uipc" run --locks -- "$out/$t"; do
 # stop and kill holders inside their calls); on the host, under uipc run --locks (where the
 # lease path must have served calls) and with it switched off.
 timeout 120 "$out/locks_lease" 300
-UIPC_FASTPATH_STATS=1 timeout 300 "$uipc" run --locks -- "$out/locks_lease" 1000 2> "$out/lease.err"
-served=$(awk '/^uipc fastpath: [0-9]+ calls$/ { n += $3 } END { print n + 0 }' "$out/lease.err")
-[ "${served:-0}" -ge 500 ] || { echo "leases served ${served:-0} lock calls" >&2; exit 1; }
-UIPC_FASTPATH=0 UIPC_FASTPATH_STATS=1 timeout 300 "$uipc" run --locks -- "$out/locks_lease" 100 \
-    2> "$out/lease.err"
-grep -qx "uipc fastpath: 0000000000 calls" "$out/lease.err"
+expect_served 500 leases timeout 300 "$uipc" run --locks -- "$out/locks_lease" 1000
+UIPC_FASTPATH=0 expect_none timeout 300 "$uipc" run --locks -- "$out/locks_lease" 100
 # Whole-file write locks of many processes on one file (lockperf's posix01), with F_GETLK,
 # EDEADLK, a delayed deadlock, EINTR and SA_RESTART, a SIGKILL storm, fork, close and exec:
 # on the host, under uipc run --locks, and with the fast paths switched off.
 timeout 120 "$out/posix_contend" 32 200
-UIPC_FASTPATH_STATS=1 timeout 300 "$uipc" run --locks -- "$out/posix_contend" 32 200 \
-    2> "$out/contend.err"
-served=$(awk '/^uipc fastpath: [0-9]+ calls$/ { n += $3 } END { print n + 0 }' "$out/contend.err")
-[ "${served:-0}" -ge 500 ] || { echo "shared mode served ${served:-0} lock calls" >&2; exit 1; }
+expect_served 500 "shared mode" timeout 300 "$uipc" run --locks -- "$out/posix_contend" 32 200
 UIPC_FASTPATH=0 timeout 300 "$uipc" run --locks -- "$out/posix_contend" 16 100
 # flock leases: flock of a description that alone locks a file, in the caller's process
 # (a SIGKILL storm of holders and waiters, a chaos run killing a lone holder); on the host,
 # under uipc run --locks (where the lease must have served calls) and with it switched off.
 timeout 120 "$out/flock_fast" 200
-UIPC_FASTPATH_STATS=1 timeout 300 "$uipc" run --locks -- "$out/flock_fast" 200 2> "$out/flockfast.err"
-served=$(awk '/^uipc fastpath: [0-9]+ calls$/ { n += $3 } END { print n + 0 }' "$out/flockfast.err")
-[ "${served:-0}" -ge 5000 ] || { echo "flock leases served ${served:-0} calls" >&2; exit 1; }
-UIPC_FASTPATH=0 UIPC_FASTPATH_STATS=1 timeout 300 "$uipc" run --locks -- "$out/flock_fast" 50 \
-    2> "$out/flockfast.err"
-! grep -q "uipc fastpath: 0*[1-9]" "$out/flockfast.err"
+expect_served 5000 "flock leases" timeout 300 "$uipc" run --locks -- "$out/flock_fast" 200
+UIPC_FASTPATH=0 expect_none timeout 300 "$uipc" run --locks -- "$out/flock_fast" 50
 # Without --locks the library passes lock calls to the kernel.
 timeout 30 "$uipc" run -- "$out/locks_visible" kernel
 timeout 30 "$uipc" run --locks -- "$out/locks_visible" uipc \
@@ -154,28 +169,19 @@ if [ "$(id -u)" = 0 ]; then
         UIPC_FASTPATH=0 timeout 120 "$uipc" run -- "$out/sem_fast_chaos" 500
         UIPC_FASTPATH=0 timeout 120 "$uipc" run -- "$out/sem_fast_chaos" 500 undo
         UIPC_FASTPATH=0 timeout 120 "$uipc" run -- "$out/sem_sleep"
-        UIPC_FASTPATH_STATS=1 timeout 60 "$uipc" run -- "$out/sem_fast" 2> "$out/fastpath.err"
-        served=$(awk "/^uipc fastpath: [0-9]+ calls\$/ { n += \$3 } END { print n + 0 }" "$out/fastpath.err")
-        [ "${served:-0}" -ge 2000 ] || { echo "fast path served ${served:-0} calls" >&2; exit 1; }
-        UIPC_FASTPATH=0 UIPC_FASTPATH_STATS=1 timeout 60 "$uipc" run -- "$out/sem_fast" 2> "$out/fastpath.err"
-        grep -qx "uipc fastpath: 0000000000 calls" "$out/fastpath.err"
+        expect_served 2000 sem_fast timeout 60 "$uipc" run -- "$out/sem_fast"
+        UIPC_FASTPATH=0 expect_none timeout 60 "$uipc" run -- "$out/sem_fast"
         # Opens of existing keys answered from the key table (3000 in the loops of key_fast).
-        UIPC_FASTPATH_STATS=1 timeout 60 "$uipc" run -- "$out/key_fast" 2> "$out/keyfast.err"
-        served=$(awk "/^uipc fastpath: [0-9]+ calls\$/ { n += \$3 } END { print n + 0 }" "$out/keyfast.err")
-        [ "${served:-0}" -ge 3000 ] || { echo "key table served ${served:-0} opens" >&2; exit 1; }
+        expect_served 3000 "key table" timeout 60 "$uipc" run -- "$out/key_fast"
         UIPC_FASTPATH=0 timeout 60 "$uipc" run -- "$out/key_fast"
         # Message queue calls served in the process (msg_fast makes over 2000 in its loops).
         UIPC_FASTPATH=0 timeout 120 "$uipc" run -- "$out/msg_fast"
         UIPC_FASTPATH=0 timeout 120 "$uipc" run -- "$out/msg_fast_chaos" 300
-        UIPC_FASTPATH_STATS=1 timeout 120 "$uipc" run -- "$out/msg_fast" 2> "$out/msgfast.err"
-        served=$(awk "/^uipc fastpath: [0-9]+ calls\$/ { n += \$3 } END { print n + 0 }" "$out/msgfast.err")
-        [ "${served:-0}" -ge 2000 ] || { echo "msg fast path served ${served:-0} calls" >&2; exit 1; }
+        expect_served 2000 msg_fast timeout 120 "$uipc" run -- "$out/msg_fast"
         # msgrcv sleeping on the message fast path: the ping-pong alone makes 40000 calls in the
         # parent, which must nearly all be served there (its receives sleep there).
         UIPC_FASTPATH=0 timeout 300 "$uipc" run -- "$out/msg_sleep"
-        UIPC_FASTPATH_STATS=1 timeout 300 "$uipc" run -- "$out/msg_sleep" 2> "$out/msgsleep.err"
-        served=$(awk "/^uipc fastpath: [0-9]+ calls\$/ { n += \$3 } END { print n + 0 }" "$out/msgsleep.err")
-        [ "${served:-0}" -ge 38000 ] || { echo "msg sleeping served ${served:-0} calls" >&2; exit 1; }
+        expect_served 38000 msg_sleep timeout 300 "$uipc" run -- "$out/msg_sleep"
         for t in $PROCESS_TESTS; do timeout 60 "$uipc" run --locks --timers -- "$out/$t"; done
         # A root program whose children switch uid stay clients (su, setpriv) ...
         "$uipc" run -- sh -c "su nobody -s /bin/sh -c \"ipcmk -M 100\" &&
