@@ -20,6 +20,7 @@
 
 use crate::exec_check::{warn_if_unpreloadable, warn_if_unpreloadable_in_path};
 use crate::exec_env::CarriedEnv;
+use crate::guard::set_errno;
 use crate::kernel::kernel_sys;
 use crate::timer::next_to_carry;
 use libc::{c_char, c_int, c_long};
@@ -43,11 +44,6 @@ pub fn prepare() {
     let _ = crate::timer::routed();
     crate::exec_env::take_inherited();
     crate::exec_env::keep_own_vars();
-}
-
-fn set_errno(e: c_int) {
-    // SAFETY: writes this thread's errno.
-    unsafe { *libc::__errno_location() = e };
 }
 
 /// Runs `exec` with the environment the new image gets: `envp` with the timer id counter in

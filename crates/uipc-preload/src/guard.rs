@@ -52,6 +52,12 @@ pub(crate) fn errno_now() -> libc::c_int {
     unsafe { *errno_slot() }
 }
 
+/// Sets this thread's `errno` to `e`.
+pub(crate) fn set_errno(e: libc::c_int) {
+    // SAFETY: writes this thread's errno.
+    unsafe { *errno_slot() = e };
+}
+
 /// An export's result: the value, or -1 with errno set; on success errno is `saved`.
 pub(crate) fn finish(result: Result<i64, Errno>, saved: libc::c_int) -> i64 {
     let (value, errno) = match result {

@@ -30,6 +30,7 @@
 //! before the trampoline is installed and read by it: nothing here allocates or locks, and
 //! the trampoline calls only timer_getoverrun's async-signal-safe path.
 
+use crate::guard::set_errno;
 use crate::timer_abi::{siginfo_code_and_timer, SIGINFO};
 use crate::timer_signals::action_ignores;
 use libc::{c_int, c_void, sighandler_t};
@@ -124,11 +125,6 @@ fn fix_overrun(info: &mut [u8; SIGINFO]) {
     }
     // SAFETY: restores this thread's errno.
     unsafe { *libc::__errno_location() = saved };
-}
-
-fn set_errno(e: c_int) {
-    // SAFETY: writes this thread's errno.
-    unsafe { *libc::__errno_location() = e };
 }
 
 /// sigaction(2).

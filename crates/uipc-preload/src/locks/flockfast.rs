@@ -14,6 +14,7 @@
 //! call's daemon call and mmap aside), so flock stays async-signal-safe.
 
 use super::area::Area;
+use crate::guard::set_errno;
 use crate::kernel::kernel_sys;
 use std::sync::atomic::{AtomicU64, Ordering};
 use uipc::locks::flockfast::{
@@ -84,11 +85,6 @@ impl Futex for Sleeper {
     fn wake_one(&self, word: &AtomicU64) {
         kernel_sys!(libc::SYS_futex, word.as_ptr(), libc::FUTEX_WAKE, 1);
     }
-}
-
-fn set_errno(e: libc::c_int) {
-    // SAFETY: writes this thread's errno.
-    unsafe { *libc::__errno_location() = e };
 }
 
 /// flock(`fd`, `cmd`) here, if `fd`'s description is a member of its file's slot: `Some(0)`

@@ -26,7 +26,7 @@
 //! lock and fails with EACCES if another process holds a conflicting lock.
 
 use crate::conn::{call_passing, check, ret_value};
-use crate::guard::{finish, guarded};
+use crate::guard::{finish, guarded, set_errno};
 use crate::kernel::kernel_sys;
 use crate::user::{copy_in_to, copy_out};
 use libc::c_int;
@@ -92,11 +92,6 @@ mod shared;
 pub use by_syscall::{is_lock_number, syscall_routed};
 
 type FcntlFn = unsafe extern "C" fn(c_int, c_int, ...) -> c_int;
-
-fn set_errno(e: c_int) {
-    // SAFETY: writes this thread's errno.
-    unsafe { *libc::__errno_location() = e };
-}
 
 fn is_lock_cmd(cmd: c_int) -> bool {
     matches!(
