@@ -1,6 +1,7 @@
 //! A call parked on the daemon still ends as a sleeping one did: on the client's Cancel, on
 //! its hang-up, at semtimedop's deadline (`parking_scale.rs` shows it costs no thread).
 
+use std::os::unix::net::UnixStream;
 use std::time::{Duration, Instant};
 use uipc::ipc::consts::*;
 use uipc::ipc::sem::Timespec;
@@ -12,18 +13,22 @@ mod common;
 mod parked_client;
 use parked_client::*;
 
+/// Sends a semop -1 on session `s` (with `timeout`) and waits until the daemon has it queued
+/// on set `semid` (seen through `c`).
+fn park_down(s: &UnixStream, c: &Connection, semid: i32, timeout: Option<Timespec>) {
+    send(s, &semop(semid, -1, timeout));
+    until("the semop queued", || sem_count(c, semid, GETNCNT) == 1);
+}
+
 #[test]
 fn cancel_ends_a_parked_semop_and_msgrcv_with_eintr() {
     let (path, shared, c, semid) = common::with_sem("parking");
     let msqid = new_queue(&c);
     let s = session(&path);
-    send(&s, &semop(semid, -1, None));
-    until("queued", || {
-        sem_count(&c, semid, GETNCNT) == Response::Ret(1)
-    });
+    park_down(&s, &c, semid, None);
     send(&s, &Request::Cancel);
     assert_eq!(reply(&s), Response::Error(libc::EINTR));
-    assert_eq!(sem_count(&c, semid, GETNCNT), Response::Ret(0));
+    assert_eq!(sem_count(&c, semid, GETNCNT), 0);
     let rcv = Request::Msgrcv {
         msqid,
         maxsize: 10,
@@ -68,24 +73,15 @@ fn cancel_ends_a_parked_semop_and_msgrcv_with_eintr() {
 fn a_hang_up_withdraws_the_parked_call() {
     let (path, shared, c, semid) = common::with_sem("parking");
     let s = session(&path);
-    send(&s, &semop(semid, -1, None));
-    until("queued", || {
-        sem_count(&c, semid, GETNCNT) == Response::Ret(1)
-    });
+    park_down(&s, &c, semid, None);
     let open = shared.reactor.connections();
     drop(s);
-    until("withdrawn", || {
-        sem_count(&c, semid, GETNCNT) == Response::Ret(0)
-    });
+    until("withdrawn", || sem_count(&c, semid, GETNCNT) == 0);
     until("connection gone", || {
         shared.reactor.connections() == open - 1
     });
     assert_eq!(call(&c, semop(semid, 1, None)), Response::Ret(0));
-    assert_eq!(
-        sem_count(&c, semid, GETVAL),
-        Response::Ret(1),
-        "nothing consumed it"
-    );
+    assert_eq!(sem_count(&c, semid, GETVAL), 1, "nothing consumed it");
 }
 
 #[test]
@@ -102,23 +98,14 @@ fn semtimedops_timeout_ends_a_parked_call_with_eagain() {
     let took = t0.elapsed();
     assert!(took >= Duration::from_millis(80), "answered after {took:?}");
     assert!(took < Duration::from_secs(5), "answered after {took:?}");
-    assert_eq!(sem_count(&c, semid, GETNCNT), Response::Ret(0));
+    assert_eq!(sem_count(&c, semid, GETNCNT), 0);
     // A nearer deadline queued after a farther one fires first.
     let far = session(&path);
-    send(
-        &far,
-        &semop(
-            semid,
-            -1,
-            Some(Timespec {
-                tv_sec: 10,
-                tv_nsec: 0,
-            }),
-        ),
-    );
-    until("far queued", || {
-        sem_count(&c, semid, GETNCNT) == Response::Ret(1)
-    });
+    let ten_seconds = Timespec {
+        tv_sec: 10,
+        tv_nsec: 0,
+    };
+    park_down(&far, &c, semid, Some(ten_seconds));
     let t0 = Instant::now();
     send(&s, &semop(semid, -1, Some(t)));
     assert_eq!(reply(&s), Response::Error(libc::EAGAIN));
@@ -230,10 +217,10 @@ fn cancels_racing_completions_never_lose_or_repeat_an_operation() {
     poster.join().unwrap();
     let posted = posted.load(std::sync::atomic::Ordering::SeqCst);
     until("nothing parked", || shared.parked_calls() == 0);
-    assert_eq!(sem_count(&c, semid, GETNCNT), Response::Ret(0));
+    assert_eq!(sem_count(&c, semid, GETNCNT), 0);
     assert_eq!(
         sem_count(&c, semid, GETVAL),
-        Response::Ret(posted - took),
+        posted - took,
         "{posted} posted, {took} taken"
     );
     assert!(took > 0);

@@ -20,15 +20,7 @@ fn getval(c: &Connection, semid: i32, semnum: i32, cmd: i32) -> Response {
 #[test]
 fn a_killed_clients_undo_is_applied_before_the_reaper_asks() {
     let (socket, _, c) = common::start_connected("exit", true);
-    let create = Request::Semget {
-        key: IPC_PRIVATE,
-        nsems: 2,
-        flag: 0o600,
-    };
-    let Response::Ret(id) = c.call(&create, false).unwrap().0 else {
-        panic!("semget")
-    };
-    let id = id as i32;
+    let id = common::new_sem(&c, 2);
     // SAFETY: the child only makes system calls and allocations (glibc's malloc is fork-safe)
     // and leaves with _exit.
     let (child, ready) = unsafe { common::fork_with_pipe() };

@@ -94,10 +94,27 @@ fn o_path_descriptors_are_not_lockable() {
     assert!(of.readable && of.writable);
 }
 
+/// Checks that `other`, holding description `id` of `file` as its descriptor `fd`, is its
+/// last reference beside `mine`: excepting that descriptor too (its close) leaves none, and
+/// so does `other`'s death (this kills and reaps it).
+fn last_reference_is(
+    d: &Descriptions,
+    (id, file): (OfdId, FileId),
+    mine: (i32, RawFd),
+    other: &mut std::process::Child,
+    fd: RawFd,
+) {
+    let pid = other.id() as i32;
+    let none = vec![(id, file, false)];
+    assert_eq!(d.referenced(Scope::All, &[mine, (pid, fd)]), none);
+    other.kill().unwrap();
+    other.wait().unwrap();
+    assert_eq!(d.referenced(Scope::All, &[mine]), none);
+}
+
 #[test]
 fn another_process_holding_the_description_counts_as_a_reference() {
     let _serial = serial();
-    let locks = LockManager::new();
     let d = Descriptions::new();
     let (f, file) = temp_and_id();
     let id = d
@@ -117,18 +134,10 @@ fn another_process_holding_the_description_counts_as_a_reference() {
         ))
         .spawn()
         .unwrap();
-    let pid = child.id() as i32;
     assert_eq!(d.referenced(Scope::All, &mine), vec![(id, file, true)]);
-    assert_eq!(
-        d.referenced(Scope::All, &[mine[0], (pid, 0)]),
-        vec![(id, file, false)]
-    );
-    child.kill().unwrap();
-    child.wait().unwrap();
-    assert_eq!(d.referenced(Scope::All, &mine), vec![(id, file, false)]);
+    last_reference_is(&d, (id, file), mine[0], &mut child, 0);
     d.forget(id);
     assert_eq!(d.len(), 0);
-    drop(locks);
 }
 
 /// `sh` holding `f` as its descriptor 4; each line on its stdin runs the next command of
@@ -201,14 +210,8 @@ fn a_witness_is_checked_again_at_each_use_and_never_decides_alone() {
     let by = bystander.id() as i32;
     assert_eq!(d.referenced(Scope::All, &mine), vec![(id, file, true)]);
     assert_eq!(d.witness_for_test(id), Some((by, 4)));
-    // Excepting the witness's descriptor (its close) leaves none.
-    assert_eq!(
-        d.referenced(Scope::All, &[mine[0], (by, 4)]),
-        vec![(id, file, false)]
-    );
-    bystander.kill().unwrap();
-    bystander.wait().unwrap();
-    assert_eq!(d.referenced(Scope::All, &mine), vec![(id, file, false)]);
+    // Its close (excepting its descriptor) or its exit leaves no reference.
+    last_reference_is(&d, (id, file), mine[0], &mut bystander, 4);
     caller.kill().unwrap();
     caller.wait().unwrap();
 }

@@ -41,7 +41,7 @@ pub fn start_connected(tag: &str, new_image: bool) -> (PathBuf, Arc<Shared>, Con
 #[allow(dead_code)] // not every test binary makes a set
 pub fn with_sem(tag: &str) -> (PathBuf, Arc<Shared>, Connection, i32) {
     let (path, shared, c) = start_connected(tag, false);
-    let semid = new_sem(&c);
+    let semid = new_sem(&c, 1);
     (path, shared, c, semid)
 }
 
@@ -234,12 +234,12 @@ pub fn read_byte(fd: i32) -> u8 {
     byte
 }
 
-/// A private one-semaphore set made through `c`: its id.
+/// A private set of `nsems` semaphores made through `c`: its id.
 #[allow(dead_code)] // not every test binary makes a set
-pub fn new_sem(c: &uipc_proto::client::Connection) -> i32 {
+pub fn new_sem(c: &uipc_proto::client::Connection, nsems: i32) -> i32 {
     let req = uipc_proto::Request::Semget {
         key: uipc::ipc::consts::IPC_PRIVATE,
-        nsems: 1,
+        nsems,
         flag: 0o600,
     };
     let uipc_proto::Response::Ret(id) = c.call(&req, false).unwrap().0 else {

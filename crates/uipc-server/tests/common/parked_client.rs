@@ -42,16 +42,19 @@ pub fn semop(semid: i32, op: i16, timeout: Option<Timespec>) -> Request {
     }
 }
 
-pub fn sem_count(c: &Connection, semid: i32, cmd: i32) -> Response {
-    call(
-        c,
-        Request::Semctl {
-            semid,
-            semnum: 0,
-            cmd,
-            arg: SemArg::None,
-        },
-    )
+/// The daemon's answer to semctl(`cmd`) (GETVAL, GETNCNT, ...) on semaphore 0 of `semid`;
+/// panics on an answer that is not a value.
+pub fn sem_count(c: &Connection, semid: i32, cmd: i32) -> i64 {
+    let req = Request::Semctl {
+        semid,
+        semnum: 0,
+        cmd,
+        arg: SemArg::None,
+    };
+    match call(c, req) {
+        Response::Ret(v) => v,
+        other => panic!("semctl {cmd}: {other:?}"),
+    }
 }
 
 /// A private message queue.
