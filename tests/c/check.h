@@ -86,6 +86,22 @@ static inline void start_timer(timer_t *t, clockid_t clock, struct sigevent *ev,
     CHECK(timer_settime(*t, 0, &its, NULL) == 0);
 }
 
+/* Opens the existing file `path` read-write (a new open file description), checked. */
+static inline int open_rw(const char *path) {
+    int fd = open(path, O_RDWR);
+    CHECK(fd >= 0);
+    return fd;
+}
+
+/* Whether `pid` is one of the first `n` of `pids` (a list kept in memory shared between
+ * processes, hence volatile). */
+static inline int pid_among(const volatile pid_t *pids, int n, pid_t pid) {
+    for (int i = 0; i < n; i++)
+        if (pids[i] == pid)
+            return 1;
+    return 0;
+}
+
 /* A POSIX/OFD lock request for `len` bytes from `start` (SEEK_SET). */
 static inline struct flock range(short type, off_t start, off_t len) {
     struct flock fl = {0};

@@ -16,12 +16,6 @@
 
 static char path[64];
 
-static int open_rw(void) {
-    int fd = open(path, O_RDWR);
-    CHECK(fd >= 0);
-    return fd;
-}
-
 /* Many pairs first: under uipc the lease is granted after a daemon call, and one taken back
  * for another description comes back only later. */
 static void warm(int fd) {
@@ -33,7 +27,7 @@ static void warm(int fd) {
 
 /* Whether a new description can take `how` at once (it is dropped again). */
 static int free_for(int how) {
-    int fd = open_rw();
+    int fd = open_rw(path);
     int r = flock(fd, how | LOCK_NB);
     CHECK(r == 0 || errno == EWOULDBLOCK);
     close(fd);
@@ -54,7 +48,7 @@ static int becomes_free(void) {
 }
 
 static void two_descriptions(void) {
-    int a = open_rw(), b = open_rw();
+    int a = open_rw(path), b = open_rw(path);
     warm(a);
     CHECK(flock(a, LOCK_EX) == 0);
     CHECK(flock(b, LOCK_EX | LOCK_NB) == -1 && errno == EWOULDBLOCK);
@@ -72,7 +66,7 @@ static void two_descriptions(void) {
 }
 
 static void dups_share(void) {
-    int a = open_rw();
+    int a = open_rw(path);
     warm(a);
     CHECK(flock(a, LOCK_EX) == 0);
     int d = dup(a);
@@ -88,7 +82,7 @@ static void dups_share(void) {
 }
 
 static void fork_child_unlocks(void) {
-    int a = open_rw();
+    int a = open_rw(path);
     warm(a);
     CHECK(flock(a, LOCK_EX) == 0);
     pid_t pid = checked_fork();
@@ -117,7 +111,7 @@ static void exit_with_child_keeping(void) {
     CHECK(pipe(ready) == 0 && pipe(done) == 0);
     pid_t holder = checked_fork();
     if (holder == 0) {
-        int a = open_rw();
+        int a = open_rw(path);
         warm(a);
         CHECK(flock(a, LOCK_EX) == 0);
         pid_t keeper = checked_fork();
@@ -139,7 +133,7 @@ static void exit_with_child_keeping(void) {
 }
 
 static void conversion_and_errors(void) {
-    int a = open_rw(), b = open_rw();
+    int a = open_rw(path), b = open_rw(path);
     warm(a);
     /* Alone: SH -> EX -> SH in place. */
     CHECK(flock(a, LOCK_SH) == 0);
@@ -182,7 +176,7 @@ static void on_usr1(int sig) {
 /* A flock blocked behind another description, hit by a signal: EINTR without SA_RESTART;
  * with it the wait goes on and ends when the holder unlocks. */
 static void eintr(int restart) {
-    int a = open_rw();
+    int a = open_rw(path);
     warm(a);
     CHECK(flock(a, LOCK_EX) == 0);
     int ready[2];
@@ -193,7 +187,7 @@ static void eintr(int restart) {
         sa.sa_handler = on_usr1;
         sa.sa_flags = restart ? SA_RESTART : 0;
         CHECK(sigaction(SIGUSR1, &sa, NULL) == 0);
-        int b = open_rw();
+        int b = open_rw(path);
         CHECK(write(ready[1], "r", 1) == 1);
         int r = flock(b, LOCK_EX);
         if (restart)
@@ -219,28 +213,21 @@ struct shared {
     volatile int stop;
     volatile int state, intent;
     volatile int ndead;
-    volatile int dead[4096];
+    volatile pid_t dead[4096];
 };
 static struct shared *sh;
-
-static int is_dead(int pid) {
-    for (int i = 0; i < sh->ndead; i++)
-        if (sh->dead[i] == pid)
-            return 1;
-    return 0;
-}
 
 /* One contender: own description, lock, check that nobody else is inside (a killed holder's
  * mark is stale), count without atomics, unlock. */
 static void contend(long rounds) {
-    int fd = open_rw();
+    int fd = open_rw(path);
     int me = getpid();
     for (long i = 0; rounds < 0 || i < rounds; i++) {
         if (rounds < 0 && sh->stop)
             break;
         CHECK(flock(fd, LOCK_EX) == 0);
         int o = sh->owner;
-        if (o != 0 && !is_dead(o))
+        if (o != 0 && !pid_among(sh->dead, sh->ndead, o))
             __atomic_fetch_add(&sh->conflicts, 1, __ATOMIC_SEQ_CST);
         sh->owner = me;
         long v = sh->counter;
@@ -259,7 +246,7 @@ static void contend(long rounds) {
  * alone by the parent (under uipc its flock lease: the others join it, and sleep on it). */
 static void counter(int procs, long rounds) {
     memset((void *)sh, 0, sizeof *sh);
-    int a = open_rw();
+    int a = open_rw(path);
     warm(a);
     pid_t pids[64];
     for (int i = 0; i < procs; i++)
@@ -306,7 +293,7 @@ static void chaos(int rounds) {
         sh->state = sh->intent = LOCK_UN;
         int ready[2];
         CHECK(pipe(ready) == 0);
-        int a = open_rw();
+        int a = open_rw(path);
         pid_t keeper = checked_fork();
         if (keeper == 0) {
             close(ready[1]);

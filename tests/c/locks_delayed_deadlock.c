@@ -17,12 +17,6 @@ static int lk(int fd, int cmd, short type, off_t start, off_t len) {
     return fcntl(fd, cmd, &fl);
 }
 
-static int reopen(void) {
-    int fd = open(path, O_RDWR);
-    CHECK(fd >= 0);
-    return fd;
-}
-
 static volatile pid_t kids[2];
 
 static void on_watchdog(int sig) {
@@ -39,7 +33,7 @@ static void on_watchdog(int sig) {
 /* In a child: a new description with a write lock on 5 bytes from `start`, said on `say`;
  * returns the descriptor once a byte comes on `go`. */
 static int lock_then_wait(off_t start, int say, int go) {
-    int fd = reopen();
+    int fd = open_rw(path);
     CHECK(lk(fd, F_SETLK, F_WRLCK, start, 5) == 0);
     CHECK(write(say, "x", 1) == 1);
     char c;
@@ -49,7 +43,7 @@ static int lock_then_wait(off_t start, int say, int go) {
 
 /* One round; returns after both children exited cleanly. */
 static void round_once(void) {
-    int fd = reopen();
+    int fd = open_rw(path);
     CHECK(lk(fd, F_SETLK, F_WRLCK, 2, 5) == 0);
     int to_b[2], to_c[2], from[2];
     CHECK(pipe(to_b) == 0 && pipe(to_c) == 0 && pipe(from) == 0);

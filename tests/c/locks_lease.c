@@ -12,12 +12,6 @@
 
 static char path[64];
 
-static int open_rw(void) {
-    int fd = open(path, O_RDWR);
-    CHECK(fd >= 0);
-    return fd;
-}
-
 static void set(int fd, short type, off_t start, off_t len) {
     struct flock fl = range(type, start, len);
     CHECK(fcntl(fd, F_SETLK, &fl) == 0);
@@ -31,7 +25,7 @@ static struct flock probe(off_t start, off_t len) {
     CHECK(out != MAP_FAILED);
     pid_t pid = checked_fork();
     if (pid == 0) {
-        int fd = open_rw();
+        int fd = open_rw(path);
         struct flock fl = range(F_WRLCK, start, len);
         CHECK(fcntl(fd, F_GETLK, &fl) == 0);
         *out = fl;
@@ -55,7 +49,7 @@ static void expect_lock(off_t at, short type, off_t start, off_t len, pid_t pid)
 }
 
 static void ranges_and_getlk(void) {
-    int fd = open_rw();
+    int fd = open_rw(path);
     pid_t me = getpid();
     /* Many calls first: a lease taken back for another process comes back only later. */
     for (int i = 0; i < 100; i++) {
@@ -92,7 +86,7 @@ static void ranges_and_getlk(void) {
         set(fd, F_UNLCK, 0, 10);
     }
     set(fd, F_WRLCK, 0, 10);
-    int other = open_rw();
+    int other = open_rw(path);
     CHECK(close(other) == 0);
     expect_lock(0, F_UNLCK, 0, 0, 0);
     /* lockf over the same locks. */
@@ -111,7 +105,7 @@ static void ranges_and_getlk(void) {
 /* Another process: EAGAIN right after the holder's local calls, and a waiter woken when the
  * holder unlocks. */
 static void conflicts_and_waiters(void) {
-    int fd = open_rw();
+    int fd = open_rw(path);
     for (int i = 0; i < 60; i++) {
         set(fd, F_WRLCK, 0, 10);
         set(fd, F_UNLCK, 0, 10);
@@ -121,7 +115,7 @@ static void conflicts_and_waiters(void) {
     CHECK(pipe(ready) == 0 && pipe(done) == 0);
     pid_t pid = checked_fork();
     if (pid == 0) {
-        int cfd = open_rw();
+        int cfd = open_rw(path);
         struct flock fl = range(F_WRLCK, 5, 1);
         CHECK(fcntl(cfd, F_SETLK, &fl) == -1 && (errno == EAGAIN || errno == EACCES));
         CHECK(write(ready[1], "r", 1) == 1);
@@ -145,7 +139,7 @@ static void conflicts_and_waiters(void) {
 /* A fork child has none of its parent's locks; the parent's stay through the child's calls
  * and closes. */
 static void fork_child(void) {
-    int fd = open_rw();
+    int fd = open_rw(path);
     for (int i = 0; i < 60; i++) {
         set(fd, F_WRLCK, 0, 10);
         set(fd, F_UNLCK, 0, 10);
@@ -171,7 +165,7 @@ static void holder_exit(int kill9) {
     CHECK(pipe(ready) == 0);
     pid_t pid = checked_fork();
     if (pid == 0) {
-        int fd = open_rw();
+        int fd = open_rw(path);
         for (int i = 0; i < 60; i++) {
             set(fd, F_WRLCK, 0, 10);
             set(fd, F_UNLCK, 0, 10);
@@ -195,7 +189,7 @@ static void holder_exit(int kill9) {
         expect_clean_exit(pid);
     }
     CHECK(probe(0, 0).l_type == F_UNLCK);
-    int fd = open_rw();
+    int fd = open_rw(path);
     set(fd, F_WRLCK, 0, 0);
     CHECK(close(fd) == 0);
     close(ready[0]), close(ready[1]);
@@ -211,7 +205,7 @@ static void chaos(int rounds) {
         *done = -1;
         pid_t pid = checked_fork();
         if (pid == 0) {
-            int fd = open_rw();
+            int fd = open_rw(path);
             /* Call k locks [0, k % 7 + 1) for even k, unlocks everything for odd k. */
             for (long k = 0;; k++) {
                 if (k % 2 == 0)

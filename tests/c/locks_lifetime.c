@@ -10,12 +10,6 @@
 
 static char path[64];
 
-static int reopen(void) {
-    int fd = open(path, O_RDWR);
-    CHECK(fd >= 0);
-    return fd;
-}
-
 static void lock_both(int fd) {
     struct flock fl = range(F_WRLCK, 0, 10);
     CHECK(flock(fd, LOCK_EX | LOCK_NB) == 0);
@@ -25,7 +19,7 @@ static void lock_both(int fd) {
 /* Whether a new description gets the flock lock and the OFD lock without waiting; both
  * answers must agree (the two locks belong to one description). */
 static int free_now(void) {
-    int fd = reopen();
+    int fd = open_rw(path);
     struct flock fl = range(F_WRLCK, 0, 10);
     int f = flock(fd, LOCK_EX | LOCK_NB);
     int fe = errno;
@@ -89,7 +83,7 @@ static void through_fork_and_exit(void) {
     CHECK(pipe(p) == 0 && pipe(q) == 0);
     pid_t child = checked_fork();
     if (child == 0) {
-        int fd = reopen();
+        int fd = open_rw(path);
         lock_both(fd);
         pid_t grandchild = checked_fork();
         if (grandchild == 0) {
@@ -141,7 +135,7 @@ static void through_scm_rights(void) {
     CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0);
     pid_t child = checked_fork();
     if (child == 0) {
-        int fd = reopen();
+        int fd = open_rw(path);
         lock_both(fd);
         struct fd_msg f;
         fd_msg_init(&f);

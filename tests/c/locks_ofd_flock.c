@@ -9,12 +9,6 @@
 
 static char path[64];
 
-static int reopen(void) {
-    int fd = open(path, O_RDWR);
-    CHECK(fd >= 0);
-    return fd;
-}
-
 static int ofd(int fd, int cmd, short type, off_t start, off_t len) {
     struct flock fl = {.l_type = type, .l_whence = SEEK_SET, .l_start = start, .l_len = len};
     return fcntl(fd, cmd, &fl);
@@ -22,7 +16,7 @@ static int ofd(int fd, int cmd, short type, off_t start, off_t len) {
 
 /* A new description cannot take a whole-file flock lock without waiting. */
 static int flock_free(void) {
-    int fd = reopen();
+    int fd = open_rw(path);
     int r = flock(fd, LOCK_EX | LOCK_NB);
     int e = errno;
     close(fd);
@@ -32,7 +26,7 @@ static int flock_free(void) {
 }
 
 static int ofd_free(void) {
-    int fd = reopen();
+    int fd = open_rw(path);
     int r = ofd(fd, F_OFD_SETLK, F_WRLCK, 0, 10);
     int e = errno;
     close(fd);
@@ -54,7 +48,7 @@ int main(void) {
     pid_t pid = checked_fork();
     if (pid == 0) {
         CHECK(ofd(fd, F_OFD_SETLK, F_WRLCK, 2, 3) == 0); /* same description, same owner */
-        int other = reopen();
+        int other = open_rw(path);
         errno = 0;
         CHECK(ofd(other, F_OFD_SETLK, F_RDLCK, 5, 1) == -1 && errno == EAGAIN);
         struct flock fl = {.l_type = F_RDLCK, .l_whence = SEEK_SET, .l_start = 5, .l_len = 1};
@@ -79,11 +73,11 @@ int main(void) {
     expect_freed_at_last_close(fd, 0, ofd_free);
 
     /* flock: contention between processes, and a blocked request granted at unlock. */
-    fd = reopen();
+    fd = open_rw(path);
     CHECK(flock(fd, LOCK_SH) == 0);
     pid = checked_fork();
     if (pid == 0) {
-        int other = reopen();
+        int other = open_rw(path);
         CHECK(flock(other, LOCK_SH | LOCK_NB) == 0);
         errno = 0;
         CHECK(flock(other, LOCK_EX | LOCK_NB) == -1 && errno == EWOULDBLOCK);
@@ -119,14 +113,14 @@ int main(void) {
 
     /* Signals: F_OFD_SETLKW and flock end with EINTR after a handler without SA_RESTART,
      * and wait on after one with it. */
-    fd = reopen();
+    fd = open_rw(path);
     CHECK(ofd(fd, F_OFD_SETLK, F_WRLCK, 0, 0) == 0);
     CHECK(flock(fd, LOCK_EX) == 0);
     struct sigaction sa = {.sa_handler = on_alarm};
     CHECK(sigaction(SIGALRM, &sa, NULL) == 0);
     pid = checked_fork();
     if (pid == 0) {
-        int other = reopen();
+        int other = open_rw(path);
         arm(100000);
         errno = 0;
         CHECK(ofd(other, F_OFD_SETLKW, F_RDLCK, 0, 1) == -1 && errno == EINTR);
@@ -154,7 +148,7 @@ int main(void) {
     CHECK(close(fd) == 0);
 
     /* flock's errors. */
-    fd = reopen();
+    fd = open_rw(path);
     errno = 0;
     CHECK(flock(fd, LOCK_SH | LOCK_EX) == -1 && errno == EINVAL);
     errno = 0;

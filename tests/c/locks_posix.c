@@ -15,12 +15,6 @@ static int lk(int fd, int cmd, short type, off_t start, off_t len) {
     return fcntl(fd, cmd, &fl);
 }
 
-static int reopen(void) {
-    int fd = open(path, O_RDWR);
-    CHECK(fd >= 0);
-    return fd;
-}
-
 static void sync_read(int p) {
     char c;
     CHECK(read(p, &c, 1) == 1);
@@ -31,7 +25,7 @@ static void sync_write(int p) {
 }
 
 static void child_sees_parents_lock(void) {
-    int fd = reopen();
+    int fd = open_rw(path);
     errno = 0;
     CHECK(lk(fd, F_SETLK, F_RDLCK, 5, 1) == -1 && errno == EAGAIN);
     struct flock fl = {.l_type = F_RDLCK, .l_whence = SEEK_SET, .l_start = 5, .l_len = 1};
@@ -41,21 +35,21 @@ static void child_sees_parents_lock(void) {
 }
 
 static void child_sees_no_lock(void) {
-    int fd = reopen();
+    int fd = open_rw(path);
     struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
     CHECK(fcntl(fd, F_GETLK, &fl) == 0);
     CHECK(fl.l_type == F_UNLCK);
 }
 
 static void child_sees_parents_whole_file_lock(void) {
-    int fd = reopen();
+    int fd = open_rw(path);
     struct flock fl = {.l_type = F_RDLCK, .l_whence = SEEK_SET};
     CHECK(fcntl(fd, F_GETLK, &fl) == 0);
     CHECK(fl.l_type == F_WRLCK && fl.l_pid == getppid() && fl.l_len == 0);
 }
 
 static void child_lockf(void) {
-    int fd = reopen();
+    int fd = open_rw(path);
     errno = 0;
     CHECK(lockf(fd, F_TEST, 10) == -1 && errno == EACCES);
     errno = 0;
@@ -68,7 +62,7 @@ static void child_lockf(void) {
 /* In a child: a new description of the file, on which it takes a write lock of `len` bytes
  * from `start` with `cmd`, then says so on `p`. The descriptor. */
 static int lock_and_say(int cmd, off_t start, off_t len, int p) {
-    int fd = reopen();
+    int fd = open_rw(path);
     CHECK(lk(fd, cmd, F_WRLCK, start, len) == 0);
     sync_write(p);
     return fd;
@@ -173,11 +167,11 @@ int main(void) {
     CHECK(lockf(fd, 99, 10) == -1 && errno == EINVAL);
 
     /* Closing any descriptor of the file drops the process's locks on it. */
-    int other = reopen();
+    int other = open_rw(path);
     CHECK(lk(fd, F_SETLK, F_WRLCK, 0, 0) == 0);
     CHECK(close(other) == 0);
     in_child(child_sees_no_lock);
-    other = reopen();
+    other = open_rw(path);
     int spare = open("/dev/null", O_RDONLY);
     CHECK(spare >= 0);
     CHECK(lk(fd, F_SETLK, F_WRLCK, 0, 0) == 0);
@@ -190,12 +184,12 @@ int main(void) {
     in_child(child_sees_no_lock);
 
     /* closefrom and close_range close descriptors too. */
-    other = reopen();
+    other = open_rw(path);
     CHECK(dup2(other, 900) == 900 && close(other) == 0);
     CHECK(lk(fd, F_SETLK, F_WRLCK, 0, 0) == 0);
     closefrom(900);
     in_child(child_sees_no_lock);
-    other = reopen();
+    other = open_rw(path);
     CHECK(dup2(other, 800) == 800 && close(other) == 0);
     CHECK(lk(fd, F_SETLK, F_WRLCK, 0, 0) == 0);
     CHECK(close_range(800, 800, CLOSE_RANGE_CLOEXEC) == 0); /* marks only */

@@ -44,12 +44,6 @@ static void on_watchdog(int sig) {
     _exit(3);
 }
 
-static int open_path(const char *p) {
-    int fd = open(p, O_RDWR);
-    CHECK(fd >= 0);
-    return fd;
-}
-
 static int whole(int fd, int cmd, short type) {
     struct flock fl = range(type, 0, 0);
     return fcntl(fd, cmd, &fl);
@@ -62,19 +56,12 @@ static struct flock probe(int fd) {
     return fl;
 }
 
-static int was_killed(pid_t p) {
-    for (int i = 0; i < sh->killed_n; i++)
-        if (sh->killed[i] == p)
-            return 1;
-    return 0;
-}
-
 /* One critical section: the lock, a check that nobody alive holds it, a counter bump that a
  * second holder would break, the unlock. */
 static void critical(int fd) {
     CHECK(whole(fd, F_SETLKW, F_WRLCK) == 0);
     pid_t h = sh->holder;
-    if (h != 0 && !was_killed(h))
+    if (h != 0 && !pid_among(sh->killed, sh->killed_n, h))
         __atomic_fetch_add(&sh->conflicts, 1, __ATOMIC_SEQ_CST);
     sh->holder = getpid();
     long c = sh->counter;
@@ -105,7 +92,7 @@ static pid_t worker(const char *p, int k) {
     pid_t pid = checked_fork();
     if (pid == 0) {
         alarm(120);
-        int fd = open_path(p);
+        int fd = open_rw(p);
         for (int j = 0; j < k; j++)
             critical(fd);
         _exit(0);
@@ -121,7 +108,7 @@ static void contend(const char *p, int n, int k) {
     pid_t pids[MAX_KIDS];
     for (int i = 0; i < n; i++)
         pids[i] = worker(p, k);
-    int fd = open_path(p);
+    int fd = open_rw(p);
     long seen = 0;
     for (int j = 0; j < 200; j++) {
         struct flock g = probe(fd);
@@ -150,7 +137,7 @@ static pid_t holder_child(const char *p, int ready[2], int go[2]) {
     pid_t pid = checked_fork();
     if (pid == 0) {
         alarm(60);
-        int fd = open_path(p);
+        int fd = open_rw(p);
         CHECK(whole(fd, F_SETLKW, F_WRLCK) == 0);
         CHECK(write(ready[1], "r", 1) == 1);
         char c;
@@ -169,7 +156,7 @@ static void getlk_names_holder(void) {
     int ready[2], go[2];
     CHECK(pipe(ready) == 0 && pipe(go) == 0);
     pid_t h = holder_child(path, ready, go);
-    int fd = open_path(path);
+    int fd = open_rw(path);
     struct flock g = probe(fd);
     CHECK(g.l_type == F_WRLCK && g.l_pid == h && g.l_start == 0 && g.l_len == 0);
     errno = 0;
@@ -245,7 +232,7 @@ static void deadlock_two_files(void) {
     contend(path2, 8, 50);
     struct kid a, b;
     KID(&a, {
-        int f1 = open_path(path), f2 = open_path(path2);
+        int f1 = open_rw(path), f2 = open_rw(path2);
         CHECK(whole(f1, F_SETLKW, F_WRLCK) == 0);
         kid_say(&a);
         kid_wait_go(&a);
@@ -253,7 +240,7 @@ static void deadlock_two_files(void) {
         kid_say(&a);
     });
     KID(&b, {
-        int f1 = open_path(path), f2 = open_path(path2);
+        int f1 = open_rw(path), f2 = open_rw(path2);
         CHECK(whole(f2, F_SETLKW, F_WRLCK) == 0);
         kid_say(&b);
         kid_wait_go(&b);
@@ -283,7 +270,7 @@ static void delayed_deadlock(void) {
     contend(path, 8, 50);
     struct kid o, x, z;
     KID(&o, {
-        int f = open_path(path);
+        int f = open_rw(path);
         struct flock fl = range(F_WRLCK, 0, 10);
         CHECK(fcntl(f, F_SETLK, &fl) == 0);
         kid_say(&o);
@@ -291,7 +278,7 @@ static void delayed_deadlock(void) {
         CHECK(whole(f, F_SETLK, F_UNLCK) == 0);
     });
     KID(&x, {
-        int f = open_path(path), g = open_path(path2);
+        int f = open_rw(path), g = open_rw(path2);
         CHECK(whole(g, F_SETLK, F_WRLCK) == 0);
         kid_say(&x);
         kid_wait_go(&x);
@@ -304,7 +291,7 @@ static void delayed_deadlock(void) {
         CHECK(whole(g, F_SETLK, F_UNLCK) == 0);
     });
     KID(&z, {
-        int f = open_path(path), g = open_path(path2);
+        int f = open_rw(path), g = open_rw(path2);
         kid_wait_go(&z);
         struct flock fl = range(F_RDLCK, 20, 10);
         CHECK(fcntl(f, F_SETLK, &fl) == 0);
@@ -339,7 +326,7 @@ static void eintr_of_sleeper(void) {
     contend(path, 8, 50);
     struct kid h, s;
     KID(&h, {
-        int f = open_path(path);
+        int f = open_rw(path);
         CHECK(whole(f, F_SETLKW, F_WRLCK) == 0);
         kid_say(&h);
         kid_wait_go(&h);
@@ -347,7 +334,7 @@ static void eintr_of_sleeper(void) {
     });
     kid_heard(&h);
     KID(&s, {
-        int f = open_path(path);
+        int f = open_rw(path);
         handle_signal(SIGUSR1, on_usr1, 0);
         errno = 0;
         CHECK(whole(f, F_SETLKW, F_WRLCK) == -1 && errno == EINTR && handled > 0);
@@ -407,7 +394,7 @@ static void kill_storm(int workers, int kills) {
     }
     CHECK(sh->conflicts == 0);
     CHECK(sh->counter - before >= (long)n * k);
-    int fd = open_path(path);
+    int fd = open_rw(path);
     CHECK(whole(fd, F_SETLK, F_WRLCK) == 0);
     CHECK(whole(fd, F_SETLK, F_UNLCK) == 0);
     CHECK(close(fd) == 0);
@@ -419,7 +406,7 @@ static void fork_child_owns_nothing(void) {
     contend(path, 8, 50);
     struct kid p;
     KID(&p, {
-        int f = open_path(path);
+        int f = open_rw(path);
         CHECK(whole(f, F_SETLKW, F_WRLCK) == 0);
         pid_t c = checked_fork();
         if (c == 0) {
@@ -428,25 +415,25 @@ static void fork_child_owns_nothing(void) {
             errno = 0;
             CHECK(whole(f, F_SETLK, F_WRLCK) == -1 && (errno == EAGAIN || errno == EACCES));
             CHECK(whole(f, F_SETLK, F_UNLCK) == 0);
-            int f2 = open_path(path);
+            int f2 = open_rw(path);
             CHECK(close(f2) == 0 && close(f) == 0);
             _exit(0);
         }
         expect_clean_exit(c);
         c = checked_fork();
         if (c == 0) {
-            int f3 = open_path(path);
+            int f3 = open_rw(path);
             struct flock g = probe(f3);
             CHECK(g.l_type == F_WRLCK && g.l_pid == getppid());
             _exit(0);
         }
         expect_clean_exit(c);
         /* A close of another descriptor of the file drops P's lock. */
-        int f4 = open_path(path);
+        int f4 = open_rw(path);
         CHECK(close(f4) == 0);
         c = checked_fork();
         if (c == 0) {
-            int f5 = open_path(path);
+            int f5 = open_rw(path);
             CHECK(probe(f5).l_type == F_UNLCK);
             CHECK(whole(f5, F_SETLK, F_WRLCK) == 0);
             _exit(0);
@@ -460,7 +447,7 @@ static void fork_child_owns_nothing(void) {
 static int exec_holder(int fd) {
     pid_t c = checked_fork();
     if (c == 0) {
-        int f = open_path(path);
+        int f = open_rw(path);
         struct flock g = probe(f);
         CHECK(g.l_type == F_WRLCK && g.l_pid == getppid() && g.l_len == 0);
         _exit(0);
@@ -471,7 +458,7 @@ static int exec_holder(int fd) {
     CHECK(whole(fd, F_SETLK, F_UNLCK) == 0);
     c = checked_fork();
     if (c == 0) {
-        CHECK(probe(open_path(path)).l_type == F_UNLCK);
+        CHECK(probe(open_rw(path)).l_type == F_UNLCK);
         _exit(0);
     }
     expect_clean_exit(c);
@@ -482,7 +469,7 @@ static void exec_keeps_locks(const char *self) {
     contend(path, 8, 50);
     pid_t e = checked_fork();
     if (e == 0) {
-        int f = open_path(path);
+        int f = open_rw(path);
         CHECK(whole(f, F_SETLKW, F_WRLCK) == 0);
         char fdarg[16];
         snprintf(fdarg, sizeof fdarg, "%d", f);
