@@ -126,8 +126,7 @@ static void waiters(void) {
     /* Removal with sleepers: EIDRM. */
     pid_t kids[3];
     for (int i = 0; i < 3; i++) {
-        kids[i] = fork();
-        CHECK(kids[i] >= 0);
+        kids[i] = checked_fork();
         if (kids[i] == 0) {
             int r = sop(id, i == 2, i == 2 ? 0 : -1, 0);
             _exit(r == -1 && errno == EIDRM ? 0 : 3);
@@ -185,8 +184,7 @@ static void hammer(void) {
     CHECK(semctl(id, 0, SETVAL, 4) == 0);
     pid_t kids[PROCS];
     for (int p = 0; p < PROCS; p++) {
-        kids[p] = fork();
-        CHECK(kids[p] >= 0);
+        kids[p] = checked_fork();
         if (kids[p] == 0) {
             for (int i = 0; i < ROUNDS; i++) {
                 CHECK(sop(id, 0, -1, 0) == 0);
@@ -217,8 +215,7 @@ static void hammer(void) {
  * `ready`, and exits when the parent writes to `go`. */
 static pid_t undo_child(int id, const struct sembuf *ops, int n, int fds[2][2]) {
     CHECK(pipe(fds[0]) == 0 && pipe(fds[1]) == 0);
-    pid_t c = fork();
-    CHECK(c >= 0);
+    pid_t c = checked_fork();
     if (c == 0) {
         for (int i = 0; i < n; i++)
             CHECK(semop(id, (struct sembuf *)&ops[i], 1) == 0);
@@ -245,6 +242,47 @@ static void *thread_up(void *arg) {
     int id = *(int *)arg;
     CHECK(sop(id, 0, 2, SEM_UNDO) == 0);
     return NULL;
+}
+
+/* Runs `child(id)` in a forked child, which must exit 0. */
+static void in_child_on(int id, void (*child)(int id)) {
+    pid_t c = checked_fork();
+    if (c == 0) {
+        child(id);
+        _exit(0);
+    }
+    expect_clean_exit(c);
+}
+
+/* A child's adjustment is not its fork child's (whose exit leaves the value), is shared with
+ * its threads and is kept across its exec (of /bin/true, which exits 0). */
+static void undo_through_fork_threads_exec(int id) {
+    CHECK(sop(id, 0, 1, SEM_UNDO) == 0);
+    pid_t g = checked_fork();
+    if (g == 0)
+        _exit(0);
+    expect_clean_exit(g);
+    CHECK(semctl(id, 0, GETVAL) == 1);
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, thread_up, &id) == 0);
+    CHECK(pthread_join(t, NULL) == 0);
+    CHECK(semctl(id, 0, GETVAL) == 3);
+    execl("/bin/true", "true", (char *)NULL);
+    _exit(3);
+}
+
+/* An adjustment down to -32768, ERANGE past it with the value unchanged, and at last an
+ * adjustment of -32767 against a value of 3, which the exit clamps to 0. */
+static void undo_out_of_range(int id) {
+    CHECK(sop(id, 0, 32767, SEM_UNDO) == 0);
+    CHECK(sop(id, 0, -32767, 0) == 0);
+    CHECK(sop(id, 0, 1, SEM_UNDO) == 0);
+    CHECK(sop(id, 0, -1, 0) == 0);
+    CHECK(sop(id, 0, 1, SEM_UNDO) == -1 && errno == ERANGE);
+    CHECK(semctl(id, 0, GETVAL) == 0);
+    CHECK(sop(id, 0, 1, 0) == 0);
+    CHECK(sop(id, 0, -1, SEM_UNDO) == 0);
+    CHECK(sop(id, 0, 3, 0) == 0);
 }
 
 static void undo(void) {
@@ -279,24 +317,7 @@ static void undo(void) {
     CHECK(semctl(id, 0, GETVAL) == 1 && semctl(id, 1, GETVAL) == 2);
     /* A forked child starts with no adjustments; exec keeps them; threads share them. */
     CHECK(semctl(id, 0, SETVAL, 0) == 0);
-    c = fork();
-    CHECK(c >= 0);
-    if (c == 0) {
-        CHECK(sop(id, 0, 1, SEM_UNDO) == 0);
-        pid_t g = fork();
-        CHECK(g >= 0);
-        if (g == 0)
-            _exit(0);
-        expect_clean_exit(g);
-        CHECK(semctl(id, 0, GETVAL) == 1);
-        pthread_t t;
-        CHECK(pthread_create(&t, NULL, thread_up, &id) == 0);
-        CHECK(pthread_join(t, NULL) == 0);
-        CHECK(semctl(id, 0, GETVAL) == 3);
-        execl("/bin/true", "true", (char *)NULL);
-        _exit(3);
-    }
-    expect_clean_exit(c);
+    in_child_on(id, undo_through_fork_threads_exec);
     CHECK(semctl(id, 0, GETVAL) == 0);
     /* Clamping at exit: to 0 below, to SEMVMX above. */
     struct sembuf up5[] = {{0, 5, SEM_UNDO}, {1, -2, SEM_UNDO}};
@@ -308,21 +329,7 @@ static void undo(void) {
     CHECK(semctl(id, 0, GETVAL) == 0 && semctl(id, 1, GETVAL) == 32767);
     /* An adjustment stays within [-32768, 32767]: ERANGE beyond, with nothing changed. */
     CHECK(semctl(id, 0, SETVAL, 0) == 0);
-    c = fork();
-    CHECK(c >= 0);
-    if (c == 0) {
-        CHECK(sop(id, 0, 32767, SEM_UNDO) == 0);
-        CHECK(sop(id, 0, -32767, 0) == 0);
-        CHECK(sop(id, 0, 1, SEM_UNDO) == 0);
-        CHECK(sop(id, 0, -1, 0) == 0);
-        CHECK(sop(id, 0, 1, SEM_UNDO) == -1 && errno == ERANGE);
-        CHECK(semctl(id, 0, GETVAL) == 0);
-        CHECK(sop(id, 0, 1, 0) == 0);
-        CHECK(sop(id, 0, -1, SEM_UNDO) == 0);
-        CHECK(sop(id, 0, 3, 0) == 0);
-        _exit(0);
-    }
-    expect_clean_exit(c);
+    in_child_on(id, undo_out_of_range);
     CHECK(semctl(id, 0, GETVAL) == 0); /* 3 - 32767 clamped */
     /* IPC_RMID drops the adjustments: a new set is not touched by the old set's. */
     struct sembuf d[] = {{0, 2, SEM_UNDO}};
