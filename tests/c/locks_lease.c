@@ -17,6 +17,15 @@ static void set(int fd, short type, off_t start, off_t len) {
     CHECK(fcntl(fd, F_SETLK, &fl) == 0);
 }
 
+/* `pairs` lock and unlock calls of [0, 10) on `fd`: under uipc the lease is granted after a
+ * daemon call, and one taken back for another process comes back only later. */
+static void warm(int fd, int pairs) {
+    for (int i = 0; i < pairs; i++) {
+        set(fd, F_WRLCK, 0, 10);
+        set(fd, F_UNLCK, 0, 10);
+    }
+}
+
 /* F_GETLK of a write lock over [start, start+len) from a new process: the first conflicting
  * lock as (type, start, len, pid), or type F_UNLCK. */
 static struct flock probe(off_t start, off_t len) {
@@ -81,10 +90,7 @@ static void ranges_and_getlk(void) {
     /* Closing another descriptor of the file drops every lock of the process on it. */
     CHECK(close(ro) == 0);
     expect_lock(0, F_UNLCK, 0, 0, 0);
-    for (int i = 0; i < 50; i++) {
-        set(fd, F_WRLCK, 0, 10);
-        set(fd, F_UNLCK, 0, 10);
-    }
+    warm(fd, 50);
     set(fd, F_WRLCK, 0, 10);
     int other = open_rw(path);
     CHECK(close(other) == 0);
@@ -106,10 +112,7 @@ static void ranges_and_getlk(void) {
  * holder unlocks. */
 static void conflicts_and_waiters(void) {
     int fd = open_rw(path);
-    for (int i = 0; i < 60; i++) {
-        set(fd, F_WRLCK, 0, 10);
-        set(fd, F_UNLCK, 0, 10);
-    }
+    warm(fd, 60);
     set(fd, F_WRLCK, 0, 10);
     int ready[2], done[2];
     CHECK(pipe(ready) == 0 && pipe(done) == 0);
@@ -140,10 +143,7 @@ static void conflicts_and_waiters(void) {
  * and closes. */
 static void fork_child(void) {
     int fd = open_rw(path);
-    for (int i = 0; i < 60; i++) {
-        set(fd, F_WRLCK, 0, 10);
-        set(fd, F_UNLCK, 0, 10);
-    }
+    warm(fd, 60);
     set(fd, F_WRLCK, 0, 10);
     pid_t pid = checked_fork();
     if (pid == 0) {
@@ -166,10 +166,7 @@ static void holder_exit(int kill9) {
     pid_t pid = checked_fork();
     if (pid == 0) {
         int fd = open_rw(path);
-        for (int i = 0; i < 60; i++) {
-            set(fd, F_WRLCK, 0, 10);
-            set(fd, F_UNLCK, 0, 10);
-        }
+        warm(fd, 60);
         set(fd, F_WRLCK, 100, 10);
         CHECK(write(ready[1], "r", 1) == 1);
         if (!kill9) _exit(0);
