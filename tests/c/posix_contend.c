@@ -189,6 +189,13 @@ static void kid_say(struct kid *k) {
     CHECK(write(k->done[1], "d", 1) == 1);
 }
 
+/* Kid: waits for a whole-file write lock on `fd`, says it holds it, and waits for the go. */
+static void kid_hold(struct kid *k, int fd) {
+    CHECK(whole(fd, F_SETLKW, F_WRLCK) == 0);
+    kid_say(k);
+    kid_wait_go(k);
+}
+
 /* Parent: lets the kid take its next step. */
 static void kid_go(struct kid *k) {
     CHECK(write(k->go[1], "g", 1) == 1);
@@ -233,17 +240,13 @@ static void deadlock_two_files(void) {
     struct kid a, b;
     KID(&a, {
         int f1 = open_rw(path), f2 = open_rw(path2);
-        CHECK(whole(f1, F_SETLKW, F_WRLCK) == 0);
-        kid_say(&a);
-        kid_wait_go(&a);
+        kid_hold(&a, f1);
         CHECK(whole(f2, F_SETLKW, F_WRLCK) == 0);
         kid_say(&a);
     });
     KID(&b, {
         int f1 = open_rw(path), f2 = open_rw(path2);
-        CHECK(whole(f2, F_SETLKW, F_WRLCK) == 0);
-        kid_say(&b);
-        kid_wait_go(&b);
+        kid_hold(&b, f2);
         errno = 0;
         CHECK(whole(f1, F_SETLKW, F_WRLCK) == -1 && errno == EDEADLK);
         errno = 0;
@@ -327,9 +330,7 @@ static void eintr_of_sleeper(void) {
     struct kid h, s;
     KID(&h, {
         int f = open_rw(path);
-        CHECK(whole(f, F_SETLKW, F_WRLCK) == 0);
-        kid_say(&h);
-        kid_wait_go(&h);
+        kid_hold(&h, f);
         CHECK(whole(f, F_SETLK, F_UNLCK) == 0);
     });
     kid_heard(&h);
