@@ -24,10 +24,17 @@ static pid_t sleeper(int id, unsigned short n, short op) {
     return pid;
 }
 
+/* A sleeper (above) that semaphore `n` counts: the `waiting`th in its semncnt, or in its
+ * semzcnt for a wait for zero. */
+static pid_t asleep(int id, unsigned short n, short op, int waiting) {
+    pid_t pid = sleeper(id, n, op);
+    wait_count(id, n, op == 0 ? GETZCNT : GETNCNT, waiting);
+    return pid;
+}
+
 static void handoff(void) {
     int id = new_set(2);
-    pid_t c = sleeper(id, 0, -1);
-    wait_count(id, 0, GETNCNT, 1);
+    pid_t c = asleep(id, 0, -1, 1);
     CHECK(semctl(id, 0, GETZCNT) == 0 && semctl(id, 1, GETNCNT) == 0);
     CHECK(sop(id, 0, 1, 0) == 0);
     /* Performed before our +1 returned: nothing left for anyone else. */
@@ -38,15 +45,13 @@ static void handoff(void) {
     CHECK(status_of(c) == 0);
     /* A wait for zero, completed by a -1. */
     CHECK(semctl(id, 1, SETVAL, 1) == 0);
-    c = sleeper(id, 1, 0);
-    wait_count(id, 1, GETZCNT, 1);
+    c = asleep(id, 1, 0, 1);
     CHECK(semctl(id, 1, GETNCNT) == 0);
     CHECK(sop(id, 1, -1, 0) == 0);
     CHECK(status_of(c) == 0);
     CHECK(semctl(id, 1, GETZCNT) == 0 && semctl(id, 1, GETVAL) == 0);
     /* A +2 for a -3 sleeper leaves it asleep; a further +1 wakes it. */
-    c = sleeper(id, 0, -3);
-    wait_count(id, 0, GETNCNT, 1);
+    c = asleep(id, 0, -3, 1);
     CHECK(sop(id, 0, 2, 0) == 0);
     CHECK(semctl(id, 0, GETVAL) == 2 && semctl(id, 0, GETPID) == getpid());
     CHECK(semctl(id, 0, GETNCNT) == 1);
@@ -94,20 +99,17 @@ static void eintr_and_timeout(void) {
 static void daemon_calls(void) {
     /* IPC_RMID wakes a sleeper with EIDRM. */
     int id = new_set(1);
-    pid_t c = sleeper(id, 0, -1);
-    wait_count(id, 0, GETNCNT, 1);
+    pid_t c = asleep(id, 0, -1, 1);
     CHECK(semctl(id, 0, IPC_RMID) == 0);
     CHECK(status_of(c) == 10 + EIDRM);
     /* SETVAL performs the sleeper's operation before it returns. */
     id = new_set(1);
-    c = sleeper(id, 0, -1);
-    wait_count(id, 0, GETNCNT, 1);
+    c = asleep(id, 0, -1, 1);
     CHECK(semctl(id, 0, SETVAL, 1) == 0);
     CHECK(semctl(id, 0, GETVAL) == 0 && semctl(id, 0, GETPID) == c);
     CHECK(status_of(c) == 0);
     /* SETALL too; IPC_SET leaves a sleeper asleep. */
-    c = sleeper(id, 0, -2);
-    wait_count(id, 0, GETNCNT, 1);
+    c = asleep(id, 0, -2, 1);
     struct semid_ds ds;
     union semun arg = {.buf = &ds};
     CHECK(semctl(id, 0, IPC_STAT, arg) == 0);
@@ -125,10 +127,8 @@ static void daemon_calls(void) {
 
 static void fifo_and_kill(void) {
     int id = new_set(1);
-    pid_t a = sleeper(id, 0, -1);
-    wait_count(id, 0, GETNCNT, 1);
-    pid_t b = sleeper(id, 0, -1);
-    wait_count(id, 0, GETNCNT, 2);
+    pid_t a = asleep(id, 0, -1, 1);
+    pid_t b = asleep(id, 0, -1, 2);
     CHECK(sop(id, 0, 1, 0) == 0);
     CHECK(semctl(id, 0, GETPID) == a);
     CHECK(status_of(a) == 0);
@@ -138,8 +138,7 @@ static void fifo_and_kill(void) {
     CHECK(sop(id, 0, 1, 0) == 0);
     CHECK(status_of(b) == 0);
     /* A sleeper killed: a later +1 stays. */
-    pid_t k = sleeper(id, 0, -1);
-    wait_count(id, 0, GETNCNT, 1);
+    pid_t k = asleep(id, 0, -1, 1);
     CHECK(kill(k, SIGKILL) == 0);
     CHECK(waitpid(k, &st, 0) == k && WIFSIGNALED(st));
     CHECK(sop(id, 0, 1, 0) == 0);
@@ -147,10 +146,8 @@ static void fifo_and_kill(void) {
     CHECK(semctl(id, 0, GETNCNT) == 0);
     /* Killed while the set is with the daemon (a second waiter queued behind it). */
     CHECK(semctl(id, 0, SETVAL, 0) == 0);
-    k = sleeper(id, 0, -1);
-    wait_count(id, 0, GETNCNT, 1);
-    b = sleeper(id, 0, -1);
-    wait_count(id, 0, GETNCNT, 2);
+    k = asleep(id, 0, -1, 1);
+    b = asleep(id, 0, -1, 2);
     CHECK(kill(k, SIGKILL) == 0);
     CHECK(waitpid(k, &st, 0) == k && WIFSIGNALED(st));
     wait_count(id, 0, GETNCNT, 1);
