@@ -174,6 +174,10 @@ impl LockManager {
         woken: Option<Arc<Waiter<()>>>,
         park: &ParkCtx,
     ) -> Progress<(), ParkedLock> {
+        if self.leases.is_none() && self.flock_slots.is_none() {
+            // No slot areas (an embedder's engine): none of the hooks below has work.
+            return self.request_step_entered(call, wait, woken, park);
+        }
         let (file, req) = (call.file, call.req);
         if let Some(r) = self.shared_step(&call, wait, woken.as_ref()) {
             return Progress::Done(r);
