@@ -53,6 +53,15 @@ static inline int new_queue(void) {
     return q;
 }
 
+/* Runs the test part `part` on a new private queue, removes the queue (checked) and prints
+ * `passed`. */
+static inline void on_new_queue(void (*part)(int q), const char *passed) {
+    int q = new_queue();
+    part(q);
+    CHECK(msgctl(q, IPC_RMID, NULL) == 0);
+    puts(passed);
+}
+
 /* The IPC_STAT of message queue `q`, checked. */
 static inline struct msqid_ds stat_of(int q) {
     struct msqid_ds ds;

@@ -80,8 +80,7 @@ static void still_asleep(pid_t pid) {
     CHECK(waitpid(pid, &st, WNOHANG) == 0);
 }
 
-static void handoff(void) {
-    int q = new_queue();
+static void handoff(int q) {
     time_t t0 = time(NULL);
     pid_t c = receiver(q, 64, 1, 0, 1, "hello", 5);
     CHECK(snd(q, 1, "hello", 5) == 0);
@@ -98,12 +97,9 @@ static void handoff(void) {
     CHECK(snd(q, 7, "", 0) == 0);
     CHECK(stat_of(q).msg_qnum == 0);
     CHECK(status_of(c) == 0);
-    CHECK(msgctl(q, IPC_RMID, NULL) == 0);
-    printf("handoff: ok\n");
 }
 
-static void modes(void) {
-    int q = new_queue();
+static void modes(int q) {
     /* msgtyp > 0: another type is queued, the sleeper sleeps on. */
     pid_t c = receiver(q, 64, 2, 0, 2, "two", 3);
     CHECK(snd(q, 1, "one", 3) == 0);
@@ -130,12 +126,9 @@ static void modes(void) {
     CHECK(status_of(c) == 0);
     ds = stat_of(q);
     CHECK(ds.msg_qnum == 1 && ds.__msg_cbytes == 5);
-    CHECK(msgctl(q, IPC_RMID, NULL) == 0);
-    printf("msgtyp modes: ok\n");
 }
 
-static void too_big(void) {
-    int q = new_queue();
+static void too_big(int q) {
     /* Too small a buffer: E2BIG for the sleeper, the message queued. */
     pid_t c = receiver(q, 4, 0, 0, 0, "", 0);
     CHECK(snd(q, 1, "0123456789abcdef", 16) == 0);
@@ -150,16 +143,13 @@ static void too_big(void) {
     ds = stat_of(q);
     CHECK(ds.msg_qnum == 0 && ds.__msg_cbytes == 0 && ds.msg_lrpid == c);
     CHECK(status_of(c) == 0);
-    CHECK(msgctl(q, IPC_RMID, NULL) == 0);
-    printf("e2big and msg_noerror: ok\n");
 }
 
 static void on_usr1(int sig) {
     (void)sig;
 }
 
-static void signals(void) {
-    int q = new_queue();
+static void signals(int q) {
     /* A handler with SA_RESTART: msgrcv still fails with EINTR. */
     handle_signal(SIGUSR1, on_usr1, SA_RESTART);
     pid_t c = receiver(q, 64, 1, 0, 1, "", 0);
@@ -175,8 +165,7 @@ static void signals(void) {
     const char *fast = getenv("UIPC_FASTPATH");
     if (fast && strcmp(fast, "0") == 0) {
         signal(SIGUSR1, SIG_DFL);
-        CHECK(msgctl(q, IPC_RMID, NULL) == 0);
-        printf("eintr: ok\n");
+        printf("(stop and continue skipped: UIPC_FASTPATH=0)\n");
         return;
     }
     c = receiver(q, 64, 1, 0, 1, "cont", 4);
@@ -189,18 +178,15 @@ static void signals(void) {
     CHECK(status_of(c) == 0);
     CHECK(stat_of(q).msg_qnum == 0);
     signal(SIGUSR1, SIG_DFL);
-    CHECK(msgctl(q, IPC_RMID, NULL) == 0);
-    printf("eintr and stop: ok\n");
 }
 
-static void daemon_calls(void) {
+static void daemon_calls(int q) {
     /* IPC_RMID wakes a sleeper with EIDRM. */
-    int q = new_queue();
-    pid_t c = receiver(q, 64, 0, 0, 0, "", 0);
-    CHECK(msgctl(q, IPC_RMID, NULL) == 0);
+    int gone = new_queue();
+    pid_t c = receiver(gone, 64, 0, 0, 0, "", 0);
+    CHECK(msgctl(gone, IPC_RMID, NULL) == 0);
     CHECK(status_of(c) == 10 + EIDRM);
     /* IPC_SET leaves a sleeper asleep; then a message reaches it. */
-    q = new_queue();
     c = receiver(q, 64, 0, 0, 4, "four", 4);
     struct msqid_ds ds = stat_of(q);
     ds.msg_perm.mode = 0660;
@@ -227,8 +213,6 @@ static void daemon_calls(void) {
     still_asleep(a);
     CHECK(snd(q, 5, "five", 4) == 0);
     CHECK(status_of(a) == 0);
-    CHECK(msgctl(q, IPC_RMID, NULL) == 0);
-    printf("rmid, ipc_set, fifo: ok\n");
 }
 
 /* A sleeper killed: a later message stays; sleepers SIGKILLed at random points of their
@@ -340,11 +324,11 @@ int main(int argc, char **argv) {
     int storm = argc > 1 ? atoi(argv[1]) : 300;
     alarm(240);
     setvbuf(stdout, NULL, _IONBF, 0);
-    handoff();
-    modes();
-    too_big();
-    signals();
-    daemon_calls();
+    on_new_queue(handoff, "handoff: ok");
+    on_new_queue(modes, "msgtyp modes: ok");
+    on_new_queue(too_big, "e2big and msg_noerror: ok");
+    on_new_queue(signals, "eintr and stop: ok");
+    on_new_queue(daemon_calls, "rmid, ipc_set, fifo: ok");
     kill_storm(storm);
     cancel_race(3000);
     pingpong(20000);
