@@ -1,19 +1,18 @@
 //! flock(2): commands, errnos in Linux's order, non-atomic conversion, and independence from
 //! POSIX locks (reference §6.9).
 
+mod common;
+
 use uipc::locks::*;
 use uipc::{Cred, Errno, WaitCtx};
 
 const FILE: FileId = FileId { dev: 8, ino: 1 };
 
+/// Description `ofd` of the file, open for reading only (flock needs no mode).
 fn fd(ofd: u64) -> OpenFile {
     OpenFile {
-        file: FILE,
-        ofd: OfdId(ofd),
-        readable: true,
         writable: false,
-        offset: 0,
-        size: 0,
+        ..common::rw_open(FILE, ofd, 0)
     }
 }
 
@@ -30,6 +29,11 @@ fn held(m: &LockManager) -> Vec<(OfdId, LockType)> {
             Owner::Process(_) => unreachable!("flock owners are descriptions"),
         })
         .collect()
+}
+
+/// The shared locks of descriptions `ofds`, in that order.
+fn shared(ofds: &[u64]) -> Vec<(OfdId, LockType)> {
+    ofds.iter().map(|&d| (OfdId(d), LockType::Read)).collect()
 }
 
 #[test]
@@ -74,7 +78,7 @@ fn a_failed_nonblocking_upgrade_leaves_no_lock() {
         flock(&m, 1, Some(&fd(1)), LOCK_EX | LOCK_NB),
         Err(Errno::EAGAIN)
     );
-    assert_eq!(held(&m), vec![(OfdId(2), LockType::Read)]);
+    assert_eq!(held(&m), shared(&[2]));
 }
 
 #[test]
@@ -83,7 +87,7 @@ fn one_description_is_one_owner_across_processes() {
     flock(&m, 1, Some(&fd(1)), LOCK_EX).unwrap();
     // A forked child sharing the description converts and unlocks the parent's lock.
     flock(&m, 2, Some(&fd(1)), LOCK_SH).unwrap();
-    assert_eq!(held(&m), vec![(OfdId(1), LockType::Read)]);
+    assert_eq!(held(&m), shared(&[1]));
     flock(&m, 2, Some(&fd(1)), LOCK_UN).unwrap();
     assert!(held(&m).is_empty());
 }
@@ -166,7 +170,7 @@ fn the_record_limit_applies_to_flock_and_a_conversion_frees_its_record_first() {
     assert_eq!(held(&m), vec![(OfdId(1), LockType::Write)]);
     flock(&m, 1, Some(&fd(1)), LOCK_UN).unwrap();
     flock(&m, 2, Some(&fd(2)), LOCK_SH).unwrap();
-    assert_eq!(held(&m), vec![(OfdId(2), LockType::Read)]);
+    assert_eq!(held(&m), shared(&[2]));
 }
 
 #[test]
@@ -178,21 +182,10 @@ fn a_conversion_appends_the_new_lock_after_the_others() {
     flock(&m, 1, Some(&fd(1)), LOCK_SH).unwrap();
     assert_eq!(
         held(&m),
-        vec![
-            (OfdId(1), LockType::Read),
-            (OfdId(2), LockType::Read),
-            (OfdId(3), LockType::Read)
-        ],
+        shared(&[1, 2, 3]),
         "asking for the type held changes nothing"
     );
     flock(&m, 1, Some(&fd(1)), LOCK_UN).unwrap();
     flock(&m, 1, Some(&fd(1)), LOCK_SH).unwrap();
-    assert_eq!(
-        held(&m),
-        vec![
-            (OfdId(2), LockType::Read),
-            (OfdId(3), LockType::Read),
-            (OfdId(1), LockType::Read)
-        ]
-    );
+    assert_eq!(held(&m), shared(&[2, 3, 1]));
 }

@@ -41,6 +41,32 @@ fn blocked(m: &LockManager) -> usize {
     LF.blocked(m)
 }
 
+type Waiter = (ParkedLock, Arc<AtomicUsize>);
+
+/// A manager in which pids 2 and 3 parked in that order behind pid 1's lock, which pid 1 then
+/// released: the first is woken, the one behind it is not.
+fn two_parked_and_a_release() -> (LockManager, Waiter, Waiter) {
+    let m = held();
+    let (p2, told2) = parked(&m, 2, None);
+    let (p3, told3) = parked(&m, 3, None);
+    set(&m, 1, F_UNLCK).unwrap();
+    assert_eq!(told2.load(Ordering::SeqCst), 1, "the first waiter is woken");
+    assert_eq!(told3.load(Ordering::SeqCst), 0, "the one behind it is not");
+    (m, (p2, told2), (p3, told3))
+}
+
+/// Pid 3, woken by the last release (`why`) while the re-queued pid 2 was not, is granted on
+/// poll; its unlock wakes pid 2, which is granted too; then nobody waits.
+fn three_then_two_granted(m: &LockManager, (p3, told3): Waiter, (p2, told2): Waiter, why: &str) {
+    assert_eq!(told3.load(Ordering::SeqCst), 1, "{why}");
+    assert_eq!(told2.load(Ordering::SeqCst), 1);
+    assert!(matches!(p3.poll(m), Progress::Done(Ok(()))));
+    set(m, 3, F_UNLCK).unwrap();
+    assert_eq!(told2.load(Ordering::SeqCst), 2);
+    assert!(matches!(p2.poll(m), Progress::Done(Ok(()))));
+    assert_eq!(blocked(m), 0);
+}
+
 #[test]
 fn a_parked_setlkw_is_woken_by_the_unlock_and_granted_on_poll() {
     let m = held();
@@ -127,11 +153,7 @@ fn a_parked_flock_is_granted_after_the_holders_unlock() {
 
 #[test]
 fn releases_while_a_woken_waiter_has_not_retried_wake_no_one_else_and_a_requeue_wakes_the_next() {
-    let m = held();
-    let (p2, told2) = parked(&m, 2, None);
-    let (p3, told3) = parked(&m, 3, None);
-    set(&m, 1, F_UNLCK).unwrap();
-    assert_eq!(told2.load(Ordering::SeqCst), 1);
+    let (m, (p2, told2), w3) = two_parked_and_a_release();
     // The running owner takes the range back and releases it again and again before 2 retries:
     // 3 waits behind 2, so nobody else is woken.
     for _ in 0..3 {
@@ -140,25 +162,12 @@ fn releases_while_a_woken_waiter_has_not_retried_wake_no_one_else_and_a_requeue_
     }
     set(&m, 1, F_WRLCK).unwrap();
     assert_eq!(told2.load(Ordering::SeqCst), 1);
-    assert_eq!(told3.load(Ordering::SeqCst), 0);
+    assert_eq!(w3.1.load(Ordering::SeqCst), 0);
     // 2 retries while 1 holds the range: it waits again, now after 3.
-    let p2 = match p2.poll(&m) {
-        Progress::Parked(p) => p,
-        Progress::Done(r) => panic!("granted over pid 1's lock: {r:?}"),
-    };
+    let p2 = common::parked(p2.poll(&m), "a retry over pid 1's lock");
     assert_eq!(blocked(&m), 2);
     set(&m, 1, F_UNLCK).unwrap();
-    assert_eq!(
-        told3.load(Ordering::SeqCst),
-        1,
-        "the oldest sleeper is woken"
-    );
-    assert_eq!(told2.load(Ordering::SeqCst), 1);
-    assert!(matches!(p3.poll(&m), Progress::Done(Ok(()))));
-    set(&m, 3, F_UNLCK).unwrap();
-    assert_eq!(told2.load(Ordering::SeqCst), 2);
-    assert!(matches!(p2.poll(&m), Progress::Done(Ok(()))));
-    assert_eq!(blocked(&m), 0);
+    three_then_two_granted(&m, w3, (p2, told2), "the oldest sleeper is woken");
 }
 
 /// While a woken waiter has not retried, tasks lock and unlock past it (the file is "quiet":
@@ -166,31 +175,17 @@ fn releases_while_a_woken_waiter_has_not_retried_wake_no_one_else_and_a_requeue_
 /// release wakes again.
 #[test]
 fn tasks_lock_past_a_woken_waiter_without_waking_the_sleeper_behind_it() {
-    let m = held();
-    let (p2, told2) = parked(&m, 2, None);
-    let (p3, told3) = parked(&m, 3, None);
-    set(&m, 1, F_UNLCK).unwrap();
-    assert_eq!(told2.load(Ordering::SeqCst), 1, "the first waiter is woken");
-    assert_eq!(told3.load(Ordering::SeqCst), 0, "the one behind it is not");
+    let (m, (p2, told2), w3) = two_parked_and_a_release();
     for _ in 0..3 {
         set(&m, 4, F_WRLCK).unwrap();
         assert_eq!(set(&m, 5, F_RDLCK), Err(Errno::EAGAIN));
         set(&m, 4, F_UNLCK).unwrap();
     }
     assert_eq!(told2.load(Ordering::SeqCst), 1);
-    assert_eq!(told3.load(Ordering::SeqCst), 0);
+    assert_eq!(w3.1.load(Ordering::SeqCst), 0);
     set(&m, 4, F_WRLCK).unwrap();
-    let p2 = match p2.poll(&m) {
-        Progress::Parked(p) => p,
-        Progress::Done(r) => panic!("granted over pid 4's lock: {r:?}"),
-    };
+    let p2 = common::parked(p2.poll(&m), "a retry over pid 4's lock");
     set(&m, 4, F_UNLCK).unwrap();
     // Re-queued, pid 2 is now behind pid 3 in arrival order: the release wakes pid 3 only.
-    assert_eq!(told3.load(Ordering::SeqCst), 1, "a release wakes again");
-    assert_eq!(told2.load(Ordering::SeqCst), 1);
-    assert!(matches!(p3.poll(&m), Progress::Done(Ok(()))));
-    set(&m, 3, F_UNLCK).unwrap();
-    assert_eq!(told2.load(Ordering::SeqCst), 2);
-    assert!(matches!(p2.poll(&m), Progress::Done(Ok(()))));
-    assert_eq!(blocked(&m), 0);
+    three_then_two_granted(&m, w3, (p2, told2), "a release wakes again");
 }

@@ -34,19 +34,26 @@ fn set(
     )
 }
 
-fn getlk(
-    m: &LockManager,
-    pid: i32,
-    f: &OpenFile,
-    cmd: i32,
-    ty: i16,
-    start: i64,
-    len: i64,
-) -> Flock {
-    let mut fl = Flock::new(ty, start, len);
+/// The answer to `cmd` (F_GETLK or F_OFD_GETLK) by `pid` through `f`, asking for `ty` over the
+/// whole file.
+fn getlk(m: &LockManager, pid: i32, f: &OpenFile, cmd: i32, ty: i16) -> Flock {
+    let mut fl = Flock::new(ty, 0, 0);
     m.fcntl(&Cred::root(pid), Some(f), cmd, &mut fl, &WaitCtx::FOREVER)
         .unwrap();
     fl
+}
+
+/// Asserts that each request (pid, description, command, type, start, len) fails with `err`.
+fn refused(m: &LockManager, err: Errno, requests: &[(i32, &OpenFile, i32, i16, i64, i64)]) {
+    for &(pid, f, cmd, ty, start, len) in requests {
+        let got = set(m, pid, f, cmd, ty, start, len);
+        assert_eq!(
+            got,
+            Err(err),
+            "pid {pid} ofd {:?} cmd {cmd} type {ty} {start}+{len}",
+            f.ofd
+        );
+    }
 }
 
 /// (type, start, end) of each lock of the file, in list order.
@@ -109,7 +116,7 @@ fn getlk_reports_the_first_conflict_with_pid_and_eof_length() {
     let m = LockManager::new();
     let f = fd(1);
     set(&m, 10, &f, F_SETLK, F_WRLCK, 100, 0).unwrap();
-    let fl = getlk(&m, 11, &f, F_GETLK, F_RDLCK, 0, 0);
+    let fl = getlk(&m, 11, &f, F_GETLK, F_RDLCK);
     assert_eq!(
         (fl.l_type, fl.l_whence, fl.l_start, fl.l_len, fl.l_pid),
         (F_WRLCK, SEEK_SET, 100, 0, 10)
@@ -129,7 +136,7 @@ fn getlk_reports_the_first_conflict_with_pid_and_eof_length() {
         (F_UNLCK, 0, 50, 77),
         "untouched but l_type"
     );
-    let own = getlk(&m, 10, &f, F_GETLK, F_WRLCK, 0, 0);
+    let own = getlk(&m, 10, &f, F_GETLK, F_WRLCK);
     assert_eq!(own.l_type, F_UNLCK, "an owner's own locks never conflict");
 }
 
@@ -138,30 +145,23 @@ fn ofd_locks_conflict_with_posix_locks_and_report_pid_minus_one() {
     let m = LockManager::new();
     let (a, b) = (fd(1), fd(2));
     set(&m, 10, &a, F_OFD_SETLK, F_WRLCK, 5, 10).unwrap();
-    assert_eq!(
-        set(&m, 10, &a, F_SETLK, F_RDLCK, 0, 6),
-        Err(Errno::EAGAIN),
-        "POSIX vs OFD of the same process"
-    );
-    assert_eq!(
-        set(&m, 10, &b, F_OFD_SETLK, F_RDLCK, 0, 6),
-        Err(Errno::EAGAIN)
-    );
-    let fl = getlk(&m, 10, &b, F_GETLK, F_RDLCK, 0, 0);
+    let requests = [
+        (10, &a, F_SETLK, F_RDLCK, 0, 6), // POSIX against OFD of the same process
+        (10, &b, F_OFD_SETLK, F_RDLCK, 0, 6),
+    ];
+    refused(&m, Errno::EAGAIN, &requests);
+    let fl = getlk(&m, 10, &b, F_GETLK, F_RDLCK);
     assert_eq!(
         (fl.l_type, fl.l_start, fl.l_len, fl.l_pid),
         (F_WRLCK, 5, 10, -1)
     );
     // F_OFD_GETLK with F_UNLCK reports the description's own overlapping lock.
-    let fl = getlk(&m, 10, &a, F_OFD_GETLK, F_UNLCK, 0, 0);
+    let fl = getlk(&m, 10, &a, F_OFD_GETLK, F_UNLCK);
     assert_eq!(
         (fl.l_type, fl.l_start, fl.l_len, fl.l_pid),
         (F_WRLCK, 5, 10, -1)
     );
-    assert_eq!(
-        getlk(&m, 10, &b, F_OFD_GETLK, F_UNLCK, 0, 0).l_type,
-        F_UNLCK
-    );
+    assert_eq!(getlk(&m, 10, &b, F_OFD_GETLK, F_UNLCK).l_type, F_UNLCK);
 }
 
 #[test]
@@ -171,45 +171,13 @@ fn errnos_come_in_linux_order() {
     let w = &WaitCtx::FOREVER;
     let run = |f: Option<&OpenFile>, cmd: i32, mut fl: Flock| m.fcntl(&me, f, cmd, &mut fl, w);
     let f = fd(1);
-    let bad = |ty: i16, whence: i16, start: i64, len: i64, pid: i32| Flock {
+    let fl = |ty: i16, whence: i16, start: i64, len: i64, pid: i32| Flock {
         l_type: ty,
         l_whence: whence,
         l_start: start,
         l_len: len,
         l_pid: pid,
     };
-    assert_eq!(
-        run(None, 99, bad(9, 9, -1, 0, 0)),
-        Err(Errno::EBADF),
-        "bad fd first"
-    );
-    assert_eq!(
-        run(Some(&f), 99, Flock::default()),
-        Err(Errno::EINVAL),
-        "unknown command"
-    );
-    assert_eq!(
-        run(Some(&f), F_SETLK, bad(9, SEEK_SET, OFFSET_MAX, 2, 0)),
-        Err(Errno::EOVERFLOW),
-        "range before type"
-    );
-    assert_eq!(
-        run(Some(&f), F_SETLK, bad(9, SEEK_SET, 0, 1, 0)),
-        Err(Errno::EINVAL)
-    );
-    assert_eq!(
-        run(Some(&f), F_GETLK, bad(F_UNLCK, SEEK_SET, OFFSET_MAX, 2, 0)),
-        Err(Errno::EINVAL),
-        "GETLK checks type first"
-    );
-    assert_eq!(
-        run(Some(&f), F_SETLK, bad(F_RDLCK, 7, 0, 1, 0)),
-        Err(Errno::EINVAL)
-    );
-    assert_eq!(
-        run(Some(&f), F_SETLK, bad(F_RDLCK, SEEK_SET, -1, 1, 0)),
-        Err(Errno::EINVAL)
-    );
     let ro = OpenFile {
         writable: false,
         ..f
@@ -218,41 +186,34 @@ fn errnos_come_in_linux_order() {
         readable: false,
         ..f
     };
-    assert_eq!(
-        run(Some(&ro), F_SETLK, Flock::new(F_WRLCK, 0, 1)),
-        Err(Errno::EBADF)
-    );
-    assert_eq!(
-        run(Some(&wo), F_SETLK, Flock::new(F_RDLCK, 0, 1)),
-        Err(Errno::EBADF)
-    );
-    assert_eq!(
-        run(Some(&ro), F_SETLK, Flock::new(F_UNLCK, 0, 1)),
-        Ok(()),
-        "unlock needs no mode"
-    );
-    assert_eq!(
-        run(Some(&ro), F_GETLK, Flock::new(F_WRLCK, 0, 1)),
-        Ok(()),
-        "GETLK needs no mode"
-    );
-    assert_eq!(
-        run(Some(&ro), F_OFD_SETLK, bad(F_WRLCK, 0, 0, 1, 5)),
-        Err(Errno::EBADF),
-        "mode before l_pid"
-    );
-    assert_eq!(
-        run(Some(&f), F_OFD_SETLK, bad(F_WRLCK, 0, 0, 1, 5)),
-        Err(Errno::EINVAL)
-    );
-    assert_eq!(
-        run(Some(&f), F_OFD_GETLK, bad(F_WRLCK, 0, 0, 1, -1)),
-        Err(Errno::EINVAL)
-    );
-    assert_eq!(
-        run(Some(&f), F_OFD_GETLK, bad(3, 0, 0, 1, 0)),
-        Err(Errno::EINVAL)
-    );
+    let (rw, ro, wo) = (Some(&f), Some(&ro), Some(&wo));
+    let (ebadf, einval) = (Err(Errno::EBADF), Err(Errno::EINVAL));
+    let eoverflow = Err(Errno::EOVERFLOW);
+    // (description, command, request, result), in the order Linux checks them.
+    let cases = [
+        // The descriptor first, then the command.
+        (None, 99, fl(9, 9, -1, 0, 0), ebadf),
+        (rw, 99, Flock::default(), einval),
+        // The range before the type, except for GETLK.
+        (rw, F_SETLK, fl(9, SEEK_SET, OFFSET_MAX, 2, 0), eoverflow),
+        (rw, F_SETLK, fl(9, SEEK_SET, 0, 1, 0), einval),
+        (rw, F_GETLK, fl(F_UNLCK, SEEK_SET, OFFSET_MAX, 2, 0), einval),
+        (rw, F_SETLK, fl(F_RDLCK, 7, 0, 1, 0), einval),
+        (rw, F_SETLK, fl(F_RDLCK, SEEK_SET, -1, 1, 0), einval),
+        // The open mode, which an unlock and GETLK do not need.
+        (ro, F_SETLK, Flock::new(F_WRLCK, 0, 1), ebadf),
+        (wo, F_SETLK, Flock::new(F_RDLCK, 0, 1), ebadf),
+        (ro, F_SETLK, Flock::new(F_UNLCK, 0, 1), Ok(())),
+        (ro, F_GETLK, Flock::new(F_WRLCK, 0, 1), Ok(())),
+        // The mode before an OFD command's l_pid, which must be 0.
+        (ro, F_OFD_SETLK, fl(F_WRLCK, 0, 0, 1, 5), ebadf),
+        (rw, F_OFD_SETLK, fl(F_WRLCK, 0, 0, 1, 5), einval),
+        (rw, F_OFD_GETLK, fl(F_WRLCK, 0, 0, 1, -1), einval),
+        (rw, F_OFD_GETLK, fl(3, 0, 0, 1, 0), einval),
+    ];
+    for (i, (file, cmd, req, want)) in cases.into_iter().enumerate() {
+        assert_eq!(run(file, cmd, req), want, "case {i}: cmd {cmd} {req:?}");
+    }
 }
 
 #[test]
@@ -264,15 +225,11 @@ fn enolck_when_the_per_file_limit_is_reached_and_nothing_is_lost() {
     let f = fd(1);
     set(&m, 10, &f, F_SETLK, F_WRLCK, 0, 100).unwrap();
     set(&m, 11, &f, F_SETLK, F_WRLCK, 200, 100).unwrap();
-    assert_eq!(
-        set(&m, 10, &f, F_SETLK, F_UNLCK, 40, 10),
-        Err(Errno::ENOLCK),
-        "a split needs a record"
-    );
-    assert_eq!(
-        set(&m, 12, &f, F_SETLK, F_WRLCK, 500, 1),
-        Err(Errno::ENOLCK)
-    );
+    let requests = [
+        (10, &f, F_SETLK, F_UNLCK, 40, 10), // a split needs a record
+        (12, &f, F_SETLK, F_WRLCK, 500, 1),
+    ];
+    refused(&m, Errno::ENOLCK, &requests);
     assert_eq!(ranges(&m), vec![(W, 0, 99), (W, 200, 299)]);
     set(&m, 10, &f, F_SETLK, F_WRLCK, 100, 50).unwrap();
     assert_eq!(
@@ -326,30 +283,15 @@ fn seek_cur_and_seek_end_use_the_callers_offset_and_size() {
         size: 1000,
         ..fd(1)
     };
-    let mut fl = Flock {
-        l_whence: SEEK_CUR,
-        ..Flock::new(F_WRLCK, -100, 10)
-    };
-    m.fcntl(
-        &Cred::root(1),
-        Some(&f),
-        F_SETLK,
-        &mut fl,
-        &WaitCtx::FOREVER,
-    )
-    .unwrap();
-    let mut fl = Flock {
-        l_whence: SEEK_END,
-        ..Flock::new(F_WRLCK, 0, -10)
-    };
-    m.fcntl(
-        &Cred::root(1),
-        Some(&f),
-        F_SETLK,
-        &mut fl,
-        &WaitCtx::FOREVER,
-    )
-    .unwrap();
+    for (whence, start, len) in [(SEEK_CUR, -100, 10), (SEEK_END, 0, -10)] {
+        let mut fl = Flock {
+            l_whence: whence,
+            ..Flock::new(F_WRLCK, start, len)
+        };
+        let me = Cred::root(1);
+        m.fcntl(&me, Some(&f), F_SETLK, &mut fl, &WaitCtx::FOREVER)
+            .unwrap();
+    }
     assert_eq!(ranges(&m), vec![(W, 200, 209), (W, 990, 999)]);
 }
 
