@@ -21,30 +21,22 @@ static int snd(int q, long type, const char *text, size_t len, int flg) {
     return msgsnd(q, &m, len, flg);
 }
 
-/* Receives into a buffer filled with '#', returns the length; the type in *type. */
-static ssize_t rcv(int q, size_t max, long typ, int flg, long *type, char *text) {
-    struct msg m;
-    memset(&m, '#', sizeof m);
-    ssize_t n = msgrcv(q, &m, max, typ, flg);
-    if (n >= 0) {
-        *type = m.mtype;
-        memcpy(text, m.text, sizeof m.text);
-    }
-    return n;
+/* Receives into `got`, filled with '#' first; returns the length. */
+static ssize_t rcv(int q, size_t max, long typ, int flg, struct msg *got) {
+    memset(got, '#', sizeof *got);
+    return msgrcv(q, got, max, typ, flg);
 }
 
-static void basic(void) {
-    int q = new_queue();
+static void basic(int q) {
     struct msqid_ds ds = stat_of(q);
     CHECK(ds.msg_qnum == 0 && ds.msg_stime == 0 && ds.msg_rtime == 0 && ds.msg_lspid == 0);
     time_t t0 = time(NULL);
-    long type;
-    char text[256];
+    struct msg got;
     for (int i = 0; i < 1000; i++) {
         CHECK(snd(q, 1 + i % 3, "0123456789abcdef", 1 + i % 16, 0) == 0);
-        CHECK(rcv(q, 64, 0, 0, &type, text) == 1 + i % 16);
-        CHECK(type == 1 + i % 3 && memcmp(text, "0123456789abcdef", 1 + i % 16) == 0);
-        CHECK(text[1 + i % 16] == '#');
+        CHECK(rcv(q, 64, 0, 0, &got) == 1 + i % 16);
+        CHECK(got.mtype == 1 + i % 3 && memcmp(got.text, "0123456789abcdef", 1 + i % 16) == 0);
+        CHECK(got.text[1 + i % 16] == '#');
     }
     CHECK(snd(q, 9, "hello", 5, 0) == 0);
     CHECK(snd(q, 8, "", 0, IPC_NOWAIT) == 0);
@@ -53,9 +45,9 @@ static void basic(void) {
     CHECK(ds.msg_lspid == getpid() && ds.msg_lrpid == getpid());
     CHECK(ds.msg_stime >= t0 - 1 && ds.msg_stime <= time(NULL) + 1);
     CHECK(ds.msg_rtime >= t0 - 1 && ds.msg_rtime <= time(NULL) + 1);
-    CHECK(rcv(q, 64, 0, IPC_NOWAIT, &type, text) == 5 && type == 9);
-    CHECK(rcv(q, 0, 0, IPC_NOWAIT, &type, text) == 0 && type == 8);
-    CHECK(rcv(q, 64, 0, IPC_NOWAIT, &type, text) == -1 && errno == ENOMSG);
+    CHECK(rcv(q, 64, 0, IPC_NOWAIT, &got) == 5 && got.mtype == 9);
+    CHECK(rcv(q, 0, 0, IPC_NOWAIT, &got) == 0 && got.mtype == 8);
+    CHECK(rcv(q, 64, 0, IPC_NOWAIT, &got) == -1 && errno == ENOMSG);
     ds = stat_of(q);
     CHECK(ds.msg_qnum == 0 && ds.__msg_cbytes == 0);
     /* A message queued through the daemon (after IPC_STAT) and taken by the fast path, and
@@ -64,49 +56,42 @@ static void basic(void) {
         CHECK(snd(q, 1, "a", 1, 0) == 0);
         stat_of(q);
         CHECK(snd(q, 1, "b", 1, 0) == 0);
-        CHECK(rcv(q, 64, 0, 0, &type, text) == 1 && text[0] == 'a');
+        CHECK(rcv(q, 64, 0, 0, &got) == 1 && got.text[0] == 'a');
         stat_of(q);
-        CHECK(rcv(q, 64, 0, 0, &type, text) == 1 && text[0] == 'b');
+        CHECK(rcv(q, 64, 0, 0, &got) == 1 && got.text[0] == 'b');
     }
-    CHECK(msgctl(q, IPC_RMID, NULL) == 0);
-    puts("basic: messages, qnum, cbytes, pids and times");
 }
 
-static void modes(void) {
-    int q = new_queue();
-    long type;
-    char text[256];
+static void modes(int q) {
+    struct msg got;
     CHECK(snd(q, 5, "a", 1, 0) == 0);
     CHECK(snd(q, 2, "b", 1, 0) == 0);
     CHECK(snd(q, 7, "c", 1, 0) == 0);
     CHECK(snd(q, 2, "d", 1, 0) == 0);
-    CHECK(rcv(q, 64, 9, IPC_NOWAIT, &type, text) == -1 && errno == ENOMSG);
-    CHECK(rcv(q, 64, -1, IPC_NOWAIT, &type, text) == -1 && errno == ENOMSG);
-    CHECK(rcv(q, 64, 5, MSG_EXCEPT, &type, text) == 1 && type == 2 && text[0] == 'b');
-    CHECK(rcv(q, 64, -6, 0, &type, text) == 1 && type == 2 && text[0] == 'd');
-    CHECK(rcv(q, 64, 7, 0, &type, text) == 1 && type == 7);
-    CHECK(rcv(q, 64, 5, 0, &type, text) == 1 && type == 5);
+    CHECK(rcv(q, 64, 9, IPC_NOWAIT, &got) == -1 && errno == ENOMSG);
+    CHECK(rcv(q, 64, -1, IPC_NOWAIT, &got) == -1 && errno == ENOMSG);
+    CHECK(rcv(q, 64, 5, MSG_EXCEPT, &got) == 1 && got.mtype == 2 && got.text[0] == 'b');
+    CHECK(rcv(q, 64, -6, 0, &got) == 1 && got.mtype == 2 && got.text[0] == 'd');
+    CHECK(rcv(q, 64, 7, 0, &got) == 1 && got.mtype == 7);
+    CHECK(rcv(q, 64, 5, 0, &got) == 1 && got.mtype == 5);
     char big[200];
     memset(big, 'x', sizeof big);
     CHECK(snd(q, 3, big, 200, 0) == 0);
-    CHECK(rcv(q, 199, 0, IPC_NOWAIT, &type, text) == -1 && errno == E2BIG);
+    CHECK(rcv(q, 199, 0, IPC_NOWAIT, &got) == -1 && errno == E2BIG);
     CHECK(stat_of(q).msg_qnum == 1);
-    CHECK(rcv(q, 10, 0, MSG_NOERROR, &type, text) == 10 && type == 3);
-    CHECK(text[9] == 'x' && text[10] == '#');
+    CHECK(rcv(q, 10, 0, MSG_NOERROR, &got) == 10 && got.mtype == 3);
+    CHECK(got.text[9] == 'x' && got.text[10] == '#');
     CHECK(stat_of(q).msg_qnum == 0 && stat_of(q).__msg_cbytes == 0);
     /* MSG_EXCEPT with 0 and negative types: as msgtyp alone. */
     CHECK(snd(q, 4, "e", 1, 0) == 0);
-    CHECK(rcv(q, 64, 0, MSG_EXCEPT, &type, text) == 1 && type == 4);
+    CHECK(rcv(q, 64, 0, MSG_EXCEPT, &got) == 1 && got.mtype == 4);
     CHECK(snd(q, 4, "f", 1, 0) == 0);
-    CHECK(rcv(q, 64, -4, MSG_EXCEPT, &type, text) == 1 && type == 4);
-    CHECK(msgctl(q, IPC_RMID, NULL) == 0);
-    puts("modes: msgtyp 0, > 0, < 0, MSG_EXCEPT, MSG_NOERROR, E2BIG, ENOMSG");
+    CHECK(rcv(q, 64, -4, MSG_EXCEPT, &got) == 1 && got.mtype == 4);
 }
 
 static void errnos(void) {
     int q = new_queue();
-    long type;
-    char text[256];
+    struct msg got;
     struct msg m = {.mtype = 0};
     CHECK(msgsnd(q, &m, 1, 0) == -1 && errno == EINVAL);
     m.mtype = -5;
@@ -145,17 +130,15 @@ static void errnos(void) {
     memset(h, 0, sizeof *h);
     CHECK(msgrcv(q, h, 100, 0, 0) == 100 && h->mtype == 6 && h->text[99] == 'h');
     free(h);
-    CHECK(rcv(q, 8, 0, IPC_NOWAIT, &type, text) == -1 && errno == ENOMSG);
+    CHECK(rcv(q, 8, 0, IPC_NOWAIT, &got) == -1 && errno == ENOMSG);
     CHECK(msgctl(q, IPC_RMID, NULL) == 0);
     CHECK(snd(q, 1, "x", 1, 0) == -1 && (errno == EINVAL || errno == EIDRM));
-    CHECK(rcv(q, 8, 0, IPC_NOWAIT, &type, text) == -1 && (errno == EINVAL || errno == EIDRM));
+    CHECK(rcv(q, 8, 0, IPC_NOWAIT, &got) == -1 && (errno == EINVAL || errno == EIDRM));
     puts("errnos: EINVAL, EFAULT (send and receive), after removal");
 }
 
-static void limits(void) {
-    int q = new_queue();
-    long type;
-    char text[256];
+static void limits(int q) {
+    struct msg got;
     struct msqid_ds ds = stat_of(q);
     ds.msg_qbytes = 100;
     CHECK(msgctl(q, IPC_SET, &ds) == 0);
@@ -173,18 +156,18 @@ static void limits(void) {
         _exit(0);
     }
     usleep(50000);
-    CHECK(rcv(q, 64, 0, 0, &type, text) == 64);
+    CHECK(rcv(q, 64, 0, 0, &got) == 64);
     int st;
     CHECK(waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0);
     ds = stat_of(q);
     CHECK(ds.msg_qnum == 3 && ds.__msg_cbytes == 86 && ds.msg_lspid == pid);
-    CHECK(rcv(q, 64, 0, 0, &type, text) == 36);
-    CHECK(rcv(q, 64, 0, 0, &type, text) == 0);
-    CHECK(rcv(q, 64, 0, 0, &type, text) == 50 && type == 2);
+    CHECK(rcv(q, 64, 0, 0, &got) == 36);
+    CHECK(rcv(q, 64, 0, 0, &got) == 0);
+    CHECK(rcv(q, 64, 0, 0, &got) == 50 && got.mtype == 2);
     /* A receiver parked for a message, woken by a send. */
     pid = checked_fork();
     if (pid == 0) {
-        CHECK(rcv(q, 64, 3, 0, &type, text) == 5 && type == 3);
+        CHECK(rcv(q, 64, 3, 0, &got) == 5 && got.mtype == 3);
         _exit(0);
     }
     usleep(50000);
@@ -193,36 +176,30 @@ static void limits(void) {
     CHECK(waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0);
     ds = stat_of(q);
     CHECK(ds.msg_qnum == 1 && ds.msg_lrpid == pid);
-    CHECK(msgctl(q, IPC_RMID, NULL) == 0);
-    puts("limits: qbytes, EAGAIN, parked sender and receiver woken");
 }
 
-static void perms(void) {
-    int q = new_queue();
-    long type;
-    char text[256];
+static void perms(int q) {
+    struct msg got;
     CHECK(snd(q, 1, "x", 1, 0) == 0);
     CHECK(seteuid(65534) == 0);
     CHECK(snd(q, 1, "x", 1, IPC_NOWAIT) == -1 && errno == EACCES);
-    CHECK(rcv(q, 8, 0, IPC_NOWAIT, &type, text) == -1 && errno == EACCES);
+    CHECK(rcv(q, 8, 0, IPC_NOWAIT, &got) == -1 && errno == EACCES);
     CHECK(seteuid(0) == 0);
     struct msqid_ds ds = stat_of(q);
     ds.msg_perm.mode = 0622;
     CHECK(msgctl(q, IPC_SET, &ds) == 0);
     CHECK(seteuid(65534) == 0);
     CHECK(snd(q, 1, "y", 1, IPC_NOWAIT) == 0);
-    CHECK(rcv(q, 8, 0, IPC_NOWAIT, &type, text) == -1 && errno == EACCES);
+    CHECK(rcv(q, 8, 0, IPC_NOWAIT, &got) == -1 && errno == EACCES);
     CHECK(seteuid(0) == 0);
     ds.msg_perm.mode = 0644;
     CHECK(msgctl(q, IPC_SET, &ds) == 0);
     CHECK(seteuid(65534) == 0);
     CHECK(snd(q, 1, "z", 1, IPC_NOWAIT) == -1 && errno == EACCES);
-    CHECK(rcv(q, 8, 0, IPC_NOWAIT, &type, text) == 1 && text[0] == 'x');
+    CHECK(rcv(q, 8, 0, IPC_NOWAIT, &got) == 1 && got.text[0] == 'x');
     CHECK(seteuid(0) == 0);
     ds = stat_of(q);
     CHECK(ds.msg_qnum == 1 && ds.msg_lspid == getpid() && ds.msg_lrpid == getpid());
-    CHECK(msgctl(q, IPC_RMID, NULL) == 0);
-    puts("perms: owner, others, IPC_SET applies to the next call");
 }
 
 static void removal(void) {
@@ -231,12 +208,11 @@ static void removal(void) {
         CHECK(q >= 0);
         pid_t pid = checked_fork();
         if (pid == 0) {
-            long type;
-            char text[256];
+            struct msg got;
             for (;;) {
                 if (snd(q, 1, "r", 1, 0) != 0)
                     _exit(errno == EIDRM || errno == EINVAL ? 0 : 1);
-                if (rcv(q, 8, 0, 0, &type, text) != 1)
+                if (rcv(q, 8, 0, 0, &got) != 1)
                     _exit(errno == EIDRM || errno == EINVAL ? 0 : 2);
             }
         }
@@ -263,20 +239,19 @@ static void *sender(void *arg) {
 
 static void *receiver(void *arg) {
     (void)arg;
-    long type;
-    char text[256];
+    struct msg got;
     for (int i = 0; i < PER_THREAD; i++) {
-        CHECK(rcv(tq, 64, 0, 0, &type, text) == 4);
+        CHECK(rcv(tq, 64, 0, 0, &got) == 4);
         int v;
-        memcpy(&v, text, 4);
+        memcpy(&v, got.text, 4);
         CHECK(v >= 0 && v < THREADS * PER_THREAD);
         CHECK(__atomic_fetch_add(&seen[v], 1, __ATOMIC_RELAXED) == 0);
     }
     return NULL;
 }
 
-static void threads(void) {
-    tq = new_queue();
+static void threads(int q) {
+    tq = q;
     pthread_t th[2 * THREADS];
     for (long t = 0; t < THREADS; t++) {
         CHECK(pthread_create(&th[t], NULL, sender, (void *)t) == 0);
@@ -292,8 +267,6 @@ static void threads(void) {
         CHECK(seen[v] == 1);
     struct msqid_ds ds = stat_of(tq);
     CHECK(ds.msg_qnum == 0 && ds.__msg_cbytes == 0);
-    CHECK(msgctl(tq, IPC_RMID, NULL) == 0);
-    puts("threads: 4 senders, 4 receivers, every message once");
 }
 
 static int hq;
@@ -309,37 +282,32 @@ static void on_alarm(int sig) {
     errno = saved;
 }
 
-static void handler(void) {
-    hq = new_queue();
+static void handler(int q) {
+    hq = q;
     handle_signal(SIGALRM, on_alarm, SA_RESTART);
     struct itimerval it = {{0, 200}, {0, 200}};
     CHECK(setitimer(ITIMER_REAL, &it, NULL) == 0);
-    long type;
-    char text[256];
+    struct msg got;
     for (int i = 0; i < 20000 && handled < 200; i++) {
         CHECK(snd(hq, 1, "main", 4, 0) == 0);
-        CHECK(rcv(hq, 64, 1, 0, &type, text) == 4 && type == 1);
+        CHECK(rcv(hq, 64, 1, 0, &got) == 4 && got.mtype == 1);
     }
     struct itimerval off = {{0, 0}, {0, 0}};
     CHECK(setitimer(ITIMER_REAL, &off, NULL) == 0);
     CHECK(!handler_failed && handled > 0);
     CHECK(stat_of(hq).msg_qnum == 0);
-    CHECK(msgctl(hq, IPC_RMID, NULL) == 0);
-    puts("handler: a signal handler's calls on the queue the interrupted code uses");
 }
 
-static void processes(void) {
-    int q = new_queue();
+static void processes(int q) {
     enum { PROCS = 4, EACH = 1000 };
     pid_t pids[PROCS];
     for (int p = 0; p < PROCS; p++) {
         pids[p] = checked_fork();
         if (pids[p] == 0) {
-            long type;
-            char text[256];
+            struct msg got;
             for (int i = 0; i < EACH; i++) {
                 CHECK(snd(q, 1 + p, "p", 1, 0) == 0);
-                CHECK(rcv(q, 8, 0, 0, &type, text) == 1);
+                CHECK(rcv(q, 8, 0, 0, &got) == 1);
             }
             _exit(0);
         }
@@ -356,19 +324,18 @@ static void processes(void) {
     CHECK(found);
     struct msginfo info;
     CHECK(msgctl(0, MSG_INFO, (struct msqid_ds *)&info) >= 0);
-    CHECK(msgctl(q, IPC_RMID, NULL) == 0);
-    puts("processes: 4 processes sending and receiving on one queue");
 }
 
 int main(void) {
-    basic();
-    modes();
+    on_new_queue(basic, "basic: messages, qnum, cbytes, pids and times");
+    on_new_queue(modes, "modes: msgtyp 0, > 0, < 0, MSG_EXCEPT, MSG_NOERROR, E2BIG, ENOMSG");
     errnos();
-    limits();
-    perms();
+    on_new_queue(limits, "limits: qbytes, EAGAIN, parked sender and receiver woken");
+    on_new_queue(perms, "perms: owner, others, IPC_SET applies to the next call");
     removal();
-    threads();
-    handler();
-    processes();
+    on_new_queue(threads, "threads: 4 senders, 4 receivers, every message once");
+    on_new_queue(handler,
+                 "handler: a signal handler's calls on the queue the interrupted code uses");
+    on_new_queue(processes, "processes: 4 processes sending and receiving on one queue");
     return 0;
 }
