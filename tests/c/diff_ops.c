@@ -22,6 +22,14 @@ static void remember(int *pool, int id) {
         pool[rnd(POOL)] = id;
 }
 
+/* Keeps the new attachment `p` in a random slot, detaching the one it replaces. */
+static void keep_attachment(void *p) {
+    unsigned slot = rnd(POOL);
+    if (atts[slot] && atts[slot] != p)
+        shmdt(atts[slot]);
+    atts[slot] = p;
+}
+
 static int pick(const int *pool) {
     switch (rnd(8)) {
     case 0: return -1;
@@ -48,7 +56,8 @@ int main(int argc, char **argv) {
     for (int i = 0; i < n; i++) {
         long r;
         errno = 0;
-        switch (rnd(26)) {
+        unsigned what = rnd(26);
+        switch (what) {
         case 0: {
             int ns = (int)rnd(5), k = key(), f = cflags();
             r = semget(k, ns, f);
@@ -155,10 +164,15 @@ int main(int argc, char **argv) {
                        ds.msg_qbytes, ds.msg_lspid == me, ds.msg_lrpid == me);
             break;
         }
-        case 10: {
-            int id = pick(msgs);
-            r = msgctl(id, rnd(4) == 0 ? 77 : IPC_RMID, NULL);
-            OUT("msgctl(%d, RMID)", id);
+        case 10:
+        case 15: {
+            /* IPC_RMID of a queue or a segment, now and then an unknown command. */
+            int shm = what == 15, id = pick(shm ? shms : msgs), bogus = rnd(4) == 0;
+            if (shm)
+                r = shmctl(id, bogus ? 99 : IPC_RMID, NULL);
+            else
+                r = msgctl(id, bogus ? 77 : IPC_RMID, NULL);
+            OUT("%s(%d, %s)", shm ? "shmctl" : "msgctl", id, shm ? "IPC_RMID" : "RMID");
             break;
         }
         case 11: {
@@ -175,12 +189,8 @@ int main(int argc, char **argv) {
             void *p = shmat(id, NULL, flags);
             r = p == (void *)-1 ? -1 : 0;
             OUT("shmat(%d, %o)", id, flags);
-            if (p != (void *)-1) {
-                unsigned slot = rnd(POOL);
-                if (atts[slot])
-                    shmdt(atts[slot]);
-                atts[slot] = p;
-            }
+            if (p != (void *)-1)
+                keep_attachment(p);
             break;
         }
         case 13: {
@@ -202,12 +212,6 @@ int main(int argc, char **argv) {
                 printf("  key %x mode %o size %zu nattch %lu cpid %d lpid %d\n",
                        ds.shm_perm.__key, ds.shm_perm.mode, ds.shm_segsz, ds.shm_nattch,
                        ds.shm_cpid == me, ds.shm_lpid == me);
-            break;
-        }
-        case 15: {
-            int id = pick(shms);
-            r = shmctl(id, rnd(4) == 0 ? 99 : IPC_RMID, NULL);
-            OUT("shmctl(%d, IPC_RMID)", id);
             break;
         }
         case 16: {
@@ -300,12 +304,8 @@ int main(int argc, char **argv) {
             void *p = shmat(id, want, flags);
             r = p == (void *)-1 ? -1 : (long)((char *)p - base);
             OUT("shmat(%d, base+%ld, %o)", id, (long)(want - base), flags);
-            if (p != (void *)-1) {
-                unsigned slot = rnd(POOL);
-                if (atts[slot] && atts[slot] != p)
-                    shmdt(atts[slot]);
-                atts[slot] = p;
-            }
+            if (p != (void *)-1)
+                keep_attachment(p);
             break;
         }
         default: {
