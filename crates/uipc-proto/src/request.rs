@@ -9,7 +9,7 @@
 
 use crate::codec::{DecodeError, Reader, Writer};
 use crate::tag::request as tag;
-use crate::wire::{get_option, Wire};
+use crate::wire::{get_option, wire_enum, Wire};
 use uipc_abi::ipc::msg::MsqidSet;
 use uipc_abi::ipc::sem::{Sembuf, Timespec};
 use uipc_abi::ipc::shm::ShmSet;
@@ -133,219 +133,74 @@ mod put;
 
 pub use put::{put_msgsnd, put_sem_arg, put_sem_arg_array, put_semctl_head, put_semtimedop};
 
+impl Wire for SemArg {
+    fn put(&self, w: &mut Writer<'_>) {
+        put_sem_arg(w, self);
+    }
+    fn get(r: &mut Reader<'_>) -> Result<SemArg, DecodeError> {
+        Ok(match r.u8()? {
+            0 => SemArg::None,
+            1 => SemArg::Val(r.i32()?),
+            2 => SemArg::Array(r.list(2, |r| r.u16())?),
+            3 => SemArg::Set {
+                uid: r.u32()?,
+                gid: r.u32()?,
+                mode: r.u32()?,
+            },
+            t => return Err(DecodeError::UnknownTag(t)),
+        })
+    }
+}
+
+wire_enum! {
+    Request {
+        HELLO => Hello { version, new_image },
+        CANCEL => Cancel {},
+        SEM_ARENA => SemArena {},
+        SEMGET => Semget { key, nsems, flag },
+        SEM_NSEMS => SemNsems { semid },
+        SEMCTL => Semctl { semid, semnum, cmd, arg },
+        MSGGET => Msgget { key, flag },
+        MSGSND => Msgsnd { msqid, mtype, msgsz, text, flags },
+        MSGRCV => Msgrcv { msqid, maxsize, msgtyp, flags },
+        MSGCTL => Msgctl { msqid, cmd, set },
+        SHMGET => Shmget { key, size, flag },
+        SHMAT => Shmat { shmid, addr, flags },
+        SHM_MOVED => ShmMoved { from, to },
+        SHMDT => Shmdt { addr },
+        SHM_REMAP => ShmRemap { addr, last },
+        SHMCTL => Shmctl { shmid, cmd, set },
+        FORK_CHILD => ForkChild { child },
+    }
+    wrapping {
+        LOCK => Lock,
+        PROC => Proc,
+    }
+    encode(w) {
+        Request::Semtimedop { semid, nsops, sops, timeout } => {
+            put_semtimedop(w, *semid, *nsops, sops.as_ref().map(|s| s.iter().copied()), *timeout)
+        }
+    }
+    decode(r) {
+        tag::SEMTIMEDOP => Request::Semtimedop {
+            semid: r.i32()?,
+            nsops: r.u64()?,
+            sops: get_option(r, |r| r.list(6, Sembuf::get))?,
+            timeout: Wire::get(r)?,
+        },
+    }
+}
+
 impl Request {
     /// The message bytes (without the frame header).
     pub fn encode(&self) -> Vec<u8> {
         Writer::encoded(|w| self.encode_into(w))
     }
 
-    /// Writes the message bytes into `w` (a fixed buffer's writer allocates nothing).
-    pub fn encode_into(&self, w: &mut Writer<'_>) {
-        match self {
-            Request::Hello { version, new_image } => {
-                w.u8(tag::HELLO);
-                w.u32(*version);
-                w.bool(*new_image);
-            }
-            Request::Cancel => w.u8(tag::CANCEL),
-            Request::SemArena => w.u8(tag::SEM_ARENA),
-            Request::Semget { key, nsems, flag } => {
-                w.u8(tag::SEMGET);
-                w.i32(*key);
-                w.i32(*nsems);
-                w.i32(*flag);
-            }
-            Request::Semtimedop {
-                semid,
-                nsops,
-                sops,
-                timeout,
-            } => put_semtimedop(
-                w,
-                *semid,
-                *nsops,
-                sops.as_ref().map(|s| s.iter().copied()),
-                *timeout,
-            ),
-            Request::SemNsems { semid } => {
-                w.u8(tag::SEM_NSEMS);
-                w.i32(*semid);
-            }
-            Request::Semctl {
-                semid,
-                semnum,
-                cmd,
-                arg,
-            } => {
-                put_semctl_head(w, *semid, *semnum, *cmd);
-                put_sem_arg(w, arg);
-            }
-            Request::Msgget { key, flag } => {
-                w.u8(tag::MSGGET);
-                w.i32(*key);
-                w.i32(*flag);
-            }
-            Request::Msgsnd {
-                msqid,
-                mtype,
-                msgsz,
-                text,
-                flags,
-            } => put_msgsnd(w, *msqid, *mtype, *msgsz, text.as_deref(), *flags),
-            Request::Msgrcv {
-                msqid,
-                maxsize,
-                msgtyp,
-                flags,
-            } => {
-                w.u8(tag::MSGRCV);
-                w.i32(*msqid);
-                w.i64(*maxsize);
-                w.i64(*msgtyp);
-                w.i32(*flags);
-            }
-            Request::Msgctl { msqid, cmd, set } => {
-                w.u8(tag::MSGCTL);
-                w.i32(*msqid);
-                w.i32(*cmd);
-                set.put(w);
-            }
-            Request::Shmget { key, size, flag } => {
-                w.u8(tag::SHMGET);
-                w.i32(*key);
-                w.u64(*size);
-                w.i32(*flag);
-            }
-            Request::Shmat { shmid, addr, flags } => {
-                w.u8(tag::SHMAT);
-                w.i32(*shmid);
-                w.u64(*addr);
-                w.i32(*flags);
-            }
-            Request::ShmMoved { from, to } => {
-                w.u8(tag::SHM_MOVED);
-                w.u64(*from);
-                w.u64(*to);
-            }
-            Request::Shmdt { addr } => {
-                w.u8(tag::SHMDT);
-                w.u64(*addr);
-            }
-            Request::ShmRemap { addr, last } => {
-                w.u8(tag::SHM_REMAP);
-                w.u64(*addr);
-                w.bool(*last);
-            }
-            Request::Shmctl { shmid, cmd, set } => {
-                w.u8(tag::SHMCTL);
-                w.i32(*shmid);
-                w.i32(*cmd);
-                set.put(w);
-            }
-            Request::ForkChild { child } => {
-                w.u8(tag::FORK_CHILD);
-                w.i32(*child);
-            }
-            Request::Lock(lock) => {
-                w.u8(tag::LOCK);
-                lock.encode_into(w);
-            }
-            Request::Proc(p) => {
-                w.u8(tag::PROC);
-                p.encode_into(w);
-            }
-        }
-    }
-
     /// Decodes a whole message; any malformed input is an error.
     pub fn decode(buf: &[u8]) -> Result<Request, DecodeError> {
         let mut r = Reader::new(buf);
-        let req = match r.u8()? {
-            tag::HELLO => Request::Hello {
-                version: r.u32()?,
-                new_image: r.bool()?,
-            },
-            tag::CANCEL => Request::Cancel,
-            tag::SEM_ARENA => Request::SemArena,
-            tag::SEMGET => Request::Semget {
-                key: r.i32()?,
-                nsems: r.i32()?,
-                flag: r.i32()?,
-            },
-            tag::SEMTIMEDOP => Request::Semtimedop {
-                semid: r.i32()?,
-                nsops: r.u64()?,
-                sops: get_option(&mut r, |r| r.list(6, Sembuf::get))?,
-                timeout: Wire::get(&mut r)?,
-            },
-            tag::SEM_NSEMS => Request::SemNsems { semid: r.i32()? },
-            tag::SEMCTL => Request::Semctl {
-                semid: r.i32()?,
-                semnum: r.i32()?,
-                cmd: r.i32()?,
-                arg: match r.u8()? {
-                    0 => SemArg::None,
-                    1 => SemArg::Val(r.i32()?),
-                    2 => SemArg::Array(r.list(2, |r| r.u16())?),
-                    3 => SemArg::Set {
-                        uid: r.u32()?,
-                        gid: r.u32()?,
-                        mode: r.u32()?,
-                    },
-                    t => return Err(DecodeError::UnknownTag(t)),
-                },
-            },
-            tag::MSGGET => Request::Msgget {
-                key: r.i32()?,
-                flag: r.i32()?,
-            },
-            tag::MSGSND => Request::Msgsnd {
-                msqid: r.i32()?,
-                mtype: r.i64()?,
-                msgsz: r.u64()?,
-                text: get_option(&mut r, |r| r.bytes())?,
-                flags: r.i32()?,
-            },
-            tag::MSGRCV => Request::Msgrcv {
-                msqid: r.i32()?,
-                maxsize: r.i64()?,
-                msgtyp: r.i64()?,
-                flags: r.i32()?,
-            },
-            tag::MSGCTL => Request::Msgctl {
-                msqid: r.i32()?,
-                cmd: r.i32()?,
-                set: Wire::get(&mut r)?,
-            },
-            tag::SHMGET => Request::Shmget {
-                key: r.i32()?,
-                size: r.u64()?,
-                flag: r.i32()?,
-            },
-            tag::SHMAT => Request::Shmat {
-                shmid: r.i32()?,
-                addr: r.u64()?,
-                flags: r.i32()?,
-            },
-            tag::SHM_MOVED => Request::ShmMoved {
-                from: r.u64()?,
-                to: r.u64()?,
-            },
-            tag::SHMDT => Request::Shmdt { addr: r.u64()? },
-            tag::SHM_REMAP => Request::ShmRemap {
-                addr: r.u64()?,
-                last: r.bool()?,
-            },
-            tag::SHMCTL => Request::Shmctl {
-                shmid: r.i32()?,
-                cmd: r.i32()?,
-                set: Wire::get(&mut r)?,
-            },
-            tag::FORK_CHILD => Request::ForkChild { child: r.i32()? },
-            tag::LOCK => Request::Lock(crate::locks::LockRequest::decode_from(&mut r)?),
-            tag::PROC => Request::Proc(crate::procfs::ProcRequest::decode_from(&mut r)?),
-            t => return Err(DecodeError::UnknownTag(t)),
-        };
+        let req = Request::decode_from(&mut r)?;
         r.finish()?;
         Ok(req)
     }

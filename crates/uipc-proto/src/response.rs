@@ -10,7 +10,7 @@
 
 use crate::codec::{DecodeError, Reader, Writer};
 use crate::tag::response as tag;
-use crate::wire::Wire;
+use crate::wire::wire_enum;
 use uipc_abi::ipc::msg::{MsgInfo, MsqidDs};
 use uipc_abi::ipc::sem::{SemInfo, SemidDs};
 use uipc_abi::ipc::shm::{ShmInfo, ShmUsage, ShmidDs};
@@ -111,11 +111,33 @@ impl<'a> ResponseView<'a> {
     }
 }
 
-/// A response of a return value and a struct (the *ctl calls' STAT and INFO commands).
-fn put_ret_and(w: &mut Writer<'_>, tag: u8, ret: i32, v: &impl Wire) {
-    w.u8(tag);
-    w.i32(ret);
-    v.put(w);
+wire_enum! {
+    Response {
+        HELLO => Hello { version },
+        SEM_STAT => SemStat { ret, ds },
+        SEM_INFO => SemInfo { ret, info },
+        MSG_STAT => MsgStat { ret, ds },
+        MSG_INFO => MsgInfo { ret, info },
+        MSG => Msg { mtype, text },
+        SHM_STAT => ShmStat { ret, ds },
+        SHM_INFO => ShmInfo { ret, info },
+        SHM_USAGE => ShmUsage { ret, usage },
+        SHM_ATTACHED => ShmAttached { shmid, addr, size, len, read_only },
+    }
+    wrapping {
+        ERROR => Error,
+        RET => Ret,
+        LOCK => Lock,
+        TEXT => Text,
+    }
+    encode(w) {
+        Response::SemAll(vals) => {
+            w.u8(tag::SEM_ALL);
+            w.list(vals, |w, v| w.u16(*v));
+        }
+    }
+    // `SemAll` is decoded by `ResponseView::decode` (which also borrows `Msg`'s text).
+    decode(_r) {}
 }
 
 impl Response {
@@ -124,113 +146,16 @@ impl Response {
         Writer::encoded(|w| self.encode_into(w))
     }
 
-    /// Writes the message bytes into `w`.
-    pub fn encode_into(&self, w: &mut Writer<'_>) {
-        match self {
-            Response::Hello { version } => {
-                w.u8(tag::HELLO);
-                w.u32(*version);
-            }
-            Response::Error(e) => {
-                w.u8(tag::ERROR);
-                w.i32(*e);
-            }
-            Response::Ret(v) => {
-                w.u8(tag::RET);
-                w.i64(*v);
-            }
-            Response::SemStat { ret, ds } => put_ret_and(w, tag::SEM_STAT, *ret, ds),
-            Response::SemInfo { ret, info } => put_ret_and(w, tag::SEM_INFO, *ret, info),
-            Response::SemAll(vals) => {
-                w.u8(tag::SEM_ALL);
-                w.list(vals, |w, v| w.u16(*v));
-            }
-            Response::MsgStat { ret, ds } => put_ret_and(w, tag::MSG_STAT, *ret, ds),
-            Response::MsgInfo { ret, info } => put_ret_and(w, tag::MSG_INFO, *ret, info),
-            Response::Msg { mtype, text } => {
-                w.u8(tag::MSG);
-                w.i64(*mtype);
-                w.bytes(text);
-            }
-            Response::ShmStat { ret, ds } => put_ret_and(w, tag::SHM_STAT, *ret, ds),
-            Response::ShmInfo { ret, info } => put_ret_and(w, tag::SHM_INFO, *ret, info),
-            Response::ShmUsage { ret, usage } => put_ret_and(w, tag::SHM_USAGE, *ret, usage),
-            Response::ShmAttached {
-                shmid,
-                addr,
-                size,
-                len,
-                read_only,
-            } => {
-                w.u8(tag::SHM_ATTACHED);
-                w.i32(*shmid);
-                w.u64(*addr);
-                w.u64(*size);
-                w.u64(*len);
-                w.bool(*read_only);
-            }
-            Response::Lock(lock) => {
-                w.u8(tag::LOCK);
-                lock.encode_into(w);
-            }
-            Response::Text(text) => {
-                w.u8(tag::TEXT);
-                w.bytes(text);
-            }
-        }
-    }
-
     /// Decodes a whole message; any malformed input is an error.
     pub fn decode(buf: &[u8]) -> Result<Response, DecodeError> {
         ResponseView::decode(buf).map(ResponseView::into_owned)
     }
 
-    /// Decodes the responses [`ResponseView`] does not borrow from (the others are its).
+    /// Decodes a response other than `SemAll`, copying (the [`ResponseView`] of every
+    /// response but `Msg` and `SemAll`).
     fn decode_fixed(buf: &[u8]) -> Result<Response, DecodeError> {
         let mut r = Reader::new(buf);
-        let resp = match r.u8()? {
-            tag::HELLO => Response::Hello { version: r.u32()? },
-            tag::ERROR => Response::Error(r.i32()?),
-            tag::RET => Response::Ret(r.i64()?),
-            tag::SEM_STAT => Response::SemStat {
-                ret: r.i32()?,
-                ds: Wire::get(&mut r)?,
-            },
-            tag::SEM_INFO => Response::SemInfo {
-                ret: r.i32()?,
-                info: Wire::get(&mut r)?,
-            },
-            tag::MSG_STAT => Response::MsgStat {
-                ret: r.i32()?,
-                ds: Wire::get(&mut r)?,
-            },
-            tag::MSG_INFO => Response::MsgInfo {
-                ret: r.i32()?,
-                info: Wire::get(&mut r)?,
-            },
-            tag::SHM_STAT => Response::ShmStat {
-                ret: r.i32()?,
-                ds: Wire::get(&mut r)?,
-            },
-            tag::SHM_INFO => Response::ShmInfo {
-                ret: r.i32()?,
-                info: Wire::get(&mut r)?,
-            },
-            tag::SHM_USAGE => Response::ShmUsage {
-                ret: r.i32()?,
-                usage: Wire::get(&mut r)?,
-            },
-            tag::SHM_ATTACHED => Response::ShmAttached {
-                shmid: r.i32()?,
-                addr: r.u64()?,
-                size: r.u64()?,
-                len: r.u64()?,
-                read_only: r.bool()?,
-            },
-            tag::LOCK => Response::Lock(crate::locks::LockResponse::decode_from(&mut r)?),
-            tag::TEXT => Response::Text(r.bytes()?),
-            t => return Err(DecodeError::UnknownTag(t)),
-        };
+        let resp = Response::decode_from(&mut r)?;
         r.finish()?;
         Ok(resp)
     }

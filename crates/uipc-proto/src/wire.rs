@@ -4,6 +4,8 @@
 //! then the value.
 
 use crate::codec::{DecodeError, Reader, Writer};
+use crate::locks::{LockRequest, LockResponse};
+use crate::procfs::ProcRequest;
 use uipc_abi::ipc::msg::{MsgInfo, MsqidDs, MsqidSet};
 use uipc_abi::ipc::sem::{SemInfo, Sembuf, SemidDs, Timespec};
 use uipc_abi::ipc::shm::{ShmInfo, ShmSet, ShmUsage, ShmidDs};
@@ -34,6 +36,33 @@ macro_rules! wire_scalars {
 
 wire_scalars!(bool u8 u16 i16 u32 i32 u64 i64);
 
+/// A byte string ([`Writer::bytes`]).
+impl Wire for Vec<u8> {
+    fn put(&self, w: &mut Writer<'_>) {
+        w.bytes(self);
+    }
+    fn get(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        r.bytes()
+    }
+}
+
+/// The nested messages (file locks, `/proc`), as their own `encode_into` and `decode_from`
+/// write and read them.
+macro_rules! wire_nested {
+    ($($ty:ty),*) => {$(
+        impl Wire for $ty {
+            fn put(&self, w: &mut Writer<'_>) {
+                self.encode_into(w);
+            }
+            fn get(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
+                <$ty>::decode_from(r)
+            }
+        }
+    )*};
+}
+
+wire_nested!(LockRequest, LockResponse, ProcRequest);
+
 /// Structs as their fields, in the order listed (a field missing from a list does not compile).
 macro_rules! wire_structs {
     ($($ty:ident { $($field:ident),* })*) => {$(
@@ -63,6 +92,60 @@ wire_structs! {
     Timespec { tv_sec, tv_nsec }
     Flock { l_type, l_whence, l_start, l_len, l_pid }
 }
+
+/// A message enum's `encode_into` and `decode_from` from one table of its plain variants:
+/// each is its tag byte (a constant of the caller's `tag` module), then its fields as
+/// [`Wire`] values in the order listed (a braced variant with no fields is its tag alone);
+/// a variant of the `wrapping` list holds one [`Wire`] value, written after the tag.
+/// The variants with another encoding follow the tables as ordinary match arms, `encode`'s
+/// over `self` writing into `w`, `decode`'s over the tag byte reading from `r` (any
+/// other tag is [`DecodeError::UnknownTag`]). The encoding match must stay exhaustive, so a
+/// variant missing from the tables and the arms does not compile.
+macro_rules! wire_enum {
+    (
+        $enum:ident {
+            $($tag:ident => $variant:ident { $($field:ident),* },)*
+        }
+        wrapping {
+            $($wtag:ident => $wvariant:ident,)*
+        }
+        encode($w:ident) { $($encode:tt)* }
+        decode($r:ident) { $($decode:tt)* }
+    ) => {
+        impl $enum {
+            /// Writes the message bytes into `w` (a fixed buffer's writer allocates nothing).
+            pub fn encode_into(&self, $w: &mut $crate::codec::Writer<'_>) {
+                match self {
+                    $($enum::$variant { $($field),* } => {
+                        $w.u8(tag::$tag);
+                        $($crate::wire::Wire::put($field, $w);)*
+                    })*
+                    $($enum::$wvariant(v) => {
+                        $w.u8(tag::$wtag);
+                        $crate::wire::Wire::put(v, $w);
+                    })*
+                    $($encode)*
+                }
+            }
+
+            /// Reads one message (its tag, then its fields) from `r`, leaving what follows.
+            fn decode_from(
+                $r: &mut $crate::codec::Reader<'_>,
+            ) -> Result<$enum, $crate::codec::DecodeError> {
+                Ok(match $r.u8()? {
+                    $(tag::$tag => $enum::$variant {
+                        $($field: $crate::wire::Wire::get($r)?),*
+                    },)*
+                    $(tag::$wtag => $enum::$wvariant($crate::wire::Wire::get($r)?),)*
+                    $($decode)*
+                    t => return Err($crate::codec::DecodeError::UnknownTag(t)),
+                })
+            }
+        }
+    };
+}
+
+pub(crate) use wire_enum;
 
 /// Writes an option: 0, or 1 and the value as `each` writes it.
 pub(crate) fn put_option<T>(
