@@ -55,6 +55,28 @@ fn lock_line() -> impl Strategy<Value = LockLine> {
         )
 }
 
+fn sem_arg() -> impl Strategy<Value = SemArg> {
+    prop_oneof![
+        Just(SemArg::None),
+        any::<i32>().prop_map(SemArg::Val),
+        proptest::collection::vec(any::<u16>(), 0..10).prop_map(SemArg::Array),
+        any::<(u32, u32, u32)>().prop_map(|(uid, gid, mode)| SemArg::Set { uid, gid, mode }),
+    ]
+}
+
+fn msqid_set() -> impl Strategy<Value = MsqidSet> {
+    any::<(u32, u32, u32, u64)>().prop_map(|(uid, gid, mode, qbytes)| MsqidSet {
+        uid,
+        gid,
+        mode,
+        qbytes,
+    })
+}
+
+fn shm_set() -> impl Strategy<Value = ShmSet> {
+    any::<(u32, u32, u32)>().prop_map(|(uid, gid, mode)| ShmSet { uid, gid, mode })
+}
+
 fn request() -> impl Strategy<Value = Request> {
     prop_oneof![
         (any::<u32>(), any::<bool>())
@@ -78,32 +100,19 @@ fn request() -> impl Strategy<Value = Request> {
                 sops,
                 timeout: t.map(|(tv_sec, tv_nsec)| Timespec { tv_sec, tv_nsec }),
             }),
-        (
-            any::<i32>(),
-            any::<i32>(),
-            any::<i32>(),
-            prop_oneof![
-                Just(SemArg::None),
-                any::<i32>().prop_map(SemArg::Val),
-                proptest::collection::vec(any::<u16>(), 0..10).prop_map(SemArg::Array),
-                (any::<u32>(), any::<u32>(), any::<u32>())
-                    .prop_map(|(uid, gid, mode)| SemArg::Set { uid, gid, mode }),
-            ]
-        )
-            .prop_map(|(semid, semnum, cmd, arg)| Request::Semctl {
+        (any::<(i32, i32, i32)>(), sem_arg()).prop_map(|((semid, semnum, cmd), arg)| {
+            Request::Semctl {
                 semid,
                 semnum,
                 cmd,
-                arg
-            }),
+                arg,
+            }
+        }),
         (
-            any::<i32>(),
-            any::<i64>(),
-            any::<u64>(),
-            proptest::option::of(proptest::collection::vec(any::<u8>(), 0..64)),
-            any::<i32>()
+            any::<(i32, i64, u64, i32)>(),
+            proptest::option::of(proptest::collection::vec(any::<u8>(), 0..64))
         )
-            .prop_map(|(msqid, mtype, msgsz, text, flags)| Request::Msgsnd {
+            .prop_map(|((msqid, mtype, msgsz, flags), text)| Request::Msgsnd {
                 msqid,
                 mtype,
                 msgsz,
@@ -113,18 +122,9 @@ fn request() -> impl Strategy<Value = Request> {
         (
             any::<i32>(),
             any::<i32>(),
-            proptest::option::of(any::<u64>())
+            proptest::option::of(msqid_set())
         )
-            .prop_map(|(msqid, cmd, q)| Request::Msgctl {
-                msqid,
-                cmd,
-                set: q.map(|qbytes| MsqidSet {
-                    uid: 1,
-                    gid: 2,
-                    mode: 0o600,
-                    qbytes
-                }),
-            }),
+            .prop_map(|(msqid, cmd, set)| Request::Msgctl { msqid, cmd, set }),
         (any::<i32>(), any::<u64>(), any::<i32>())
             .prop_map(|(shmid, addr, flags)| Request::Shmat { shmid, addr, flags }),
         any::<i32>().prop_map(|child| Request::ForkChild { child }),
@@ -154,21 +154,23 @@ fn request() -> impl Strategy<Value = Request> {
         (any::<u64>(), any::<u64>()).prop_map(|(from, to)| Request::ShmMoved { from, to }),
         any::<u64>().prop_map(|addr| Request::Shmdt { addr }),
         (any::<u64>(), any::<bool>()).prop_map(|(addr, last)| Request::ShmRemap { addr, last }),
-        (
-            any::<i32>(),
-            any::<i32>(),
-            proptest::option::of(any::<u32>())
-        )
-            .prop_map(|(shmid, cmd, mode)| Request::Shmctl {
-                shmid,
-                cmd,
-                set: mode.map(|mode| ShmSet {
-                    uid: 3,
-                    gid: 4,
-                    mode
-                }),
-            }),
+        (any::<i32>(), any::<i32>(), proptest::option::of(shm_set()))
+            .prop_map(|(shmid, cmd, set)| Request::Shmctl { shmid, cmd, set }),
     ]
+}
+
+/// A strategy for `Response::$variant { ret, $field: $ty { $set..., ..Default::default() } }`
+/// with `ret` and each `$set` field (of type `$x`) random.
+macro_rules! with_ret {
+    ($variant:ident, $field:ident: $ty:ident { $($set:ident: $x:ty),+ }) => {
+        (any::<i32>(), $(any::<$x>()),+).prop_map(|(ret, $($set),+)| Response::$variant {
+            ret,
+            $field: $ty {
+                $($set,)+
+                ..Default::default()
+            },
+        })
+    };
 }
 
 fn response() -> impl Strategy<Value = Response> {
@@ -181,16 +183,7 @@ fn response() -> impl Strategy<Value = Response> {
         proptest::collection::vec(any::<u16>(), 0..10).prop_map(Response::SemAll),
         (any::<i64>(), proptest::collection::vec(any::<u8>(), 0..64))
             .prop_map(|(mtype, text)| Response::Msg { mtype, text }),
-        (any::<i32>(), any::<u64>(), any::<u64>()).prop_map(|(ret, segsz, nattch)| {
-            Response::ShmStat {
-                ret,
-                ds: ShmidDs {
-                    segsz,
-                    nattch,
-                    ..Default::default()
-                },
-            }
-        }),
+        with_ret!(ShmStat, ds: ShmidDs { segsz: u64, nattch: u64 }),
         any::<u32>().prop_map(|version| Response::Hello { version }),
         (any::<i32>(), any::<u64>(), any::<i64>()).prop_map(|(ret, nsems, otime)| {
             Response::SemStat {
@@ -207,44 +200,11 @@ fn response() -> impl Strategy<Value = Response> {
                 },
             }
         }),
-        (any::<i32>(), any::<i32>()).prop_map(|(ret, semmni)| Response::SemInfo {
-            ret,
-            info: SemInfo {
-                semmni,
-                ..Default::default()
-            }
-        }),
-        (any::<i32>(), any::<u64>(), any::<i32>()).prop_map(|(ret, qnum, lspid)| {
-            Response::MsgStat {
-                ret,
-                ds: MsqidDs {
-                    qnum,
-                    lspid,
-                    ..Default::default()
-                },
-            }
-        }),
-        (any::<i32>(), any::<u16>()).prop_map(|(ret, msgseg)| Response::MsgInfo {
-            ret,
-            info: MsgInfo {
-                msgseg,
-                ..Default::default()
-            }
-        }),
-        (any::<i32>(), any::<u64>()).prop_map(|(ret, shmall)| Response::ShmInfo {
-            ret,
-            info: ShmInfo {
-                shmall,
-                ..Default::default()
-            }
-        }),
-        (any::<i32>(), any::<u64>()).prop_map(|(ret, shm_rss)| Response::ShmUsage {
-            ret,
-            usage: ShmUsage {
-                shm_rss,
-                ..Default::default()
-            }
-        }),
+        with_ret!(SemInfo, info: SemInfo { semmni: i32 }),
+        with_ret!(MsgStat, ds: MsqidDs { qnum: u64, lspid: i32 }),
+        with_ret!(MsgInfo, info: MsgInfo { msgseg: u16 }),
+        with_ret!(ShmInfo, info: ShmInfo { shmall: u64 }),
+        with_ret!(ShmUsage, usage: ShmUsage { shm_rss: u64 }),
         (any::<i32>(), any::<u64>(), any::<bool>()).prop_map(|(shmid, addr, read_only)| {
             Response::ShmAttached {
                 shmid,
