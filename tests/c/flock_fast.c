@@ -25,6 +25,12 @@ static void warm(int fd) {
     }
 }
 
+/* Warms `fd` up (above), then takes `how` (LOCK_EX or LOCK_SH) through it. */
+static void take_warm(int fd, int how) {
+    warm(fd);
+    CHECK(flock(fd, how) == 0);
+}
+
 /* Whether a new description can take `how` at once (it is dropped again). */
 static int free_for(int how) {
     int fd = open_rw(path);
@@ -49,16 +55,14 @@ static int becomes_free(void) {
 
 static void two_descriptions(void) {
     int a = open_rw(path), b = open_rw(path);
-    warm(a);
-    CHECK(flock(a, LOCK_EX) == 0);
+    take_warm(a, LOCK_EX);
     CHECK(flock(b, LOCK_EX | LOCK_NB) == -1 && errno == EWOULDBLOCK);
     CHECK(flock(b, LOCK_SH | LOCK_NB) == -1 && errno == EWOULDBLOCK);
     CHECK(flock(a, LOCK_UN) == 0);
     CHECK(flock(b, LOCK_EX | LOCK_NB) == 0);
     CHECK(flock(a, LOCK_SH | LOCK_NB) == -1 && errno == EWOULDBLOCK);
     close(b);
-    warm(a);
-    CHECK(flock(a, LOCK_SH) == 0);
+    take_warm(a, LOCK_SH);
     CHECK(flock(a, LOCK_SH) == 0);
     CHECK(free_for(LOCK_SH) && !free_ex());
     close(a);
@@ -67,8 +71,7 @@ static void two_descriptions(void) {
 
 static void dups_share(void) {
     int a = open_rw(path);
-    warm(a);
-    CHECK(flock(a, LOCK_EX) == 0);
+    take_warm(a, LOCK_EX);
     int d = dup(a);
     CHECK(d >= 0);
     CHECK(flock(d, LOCK_EX | LOCK_NB) == 0);
@@ -83,8 +86,7 @@ static void dups_share(void) {
 
 static void fork_child_unlocks(void) {
     int a = open_rw(path);
-    warm(a);
-    CHECK(flock(a, LOCK_EX) == 0);
+    take_warm(a, LOCK_EX);
     pid_t pid = checked_fork();
     if (pid == 0) {
         /* The same description: the parent's lock is this one. */
@@ -112,8 +114,7 @@ static void exit_with_child_keeping(void) {
     pid_t holder = checked_fork();
     if (holder == 0) {
         int a = open_rw(path);
-        warm(a);
-        CHECK(flock(a, LOCK_EX) == 0);
+        take_warm(a, LOCK_EX);
         pid_t keeper = checked_fork();
         if (keeper == 0) {
             char c;
@@ -147,8 +148,7 @@ static void conversion_and_errors(void) {
     CHECK(flock(b, LOCK_UN) == 0);
     CHECK(free_ex());
     /* Bad commands and descriptors, on a leased description too. */
-    warm(a);
-    CHECK(flock(a, LOCK_EX) == 0);
+    take_warm(a, LOCK_EX);
     errno = 0;
     CHECK(flock(a, 0) == -1 && errno == EINVAL);
     CHECK(flock(a, LOCK_SH | LOCK_EX) == -1 && errno == EINVAL);
@@ -177,8 +177,7 @@ static void on_usr1(int sig) {
  * with it the wait goes on and ends when the holder unlocks. */
 static void eintr(int restart) {
     int a = open_rw(path);
-    warm(a);
-    CHECK(flock(a, LOCK_EX) == 0);
+    take_warm(a, LOCK_EX);
     int ready[2];
     CHECK(pipe(ready) == 0);
     pid_t pid = checked_fork();
