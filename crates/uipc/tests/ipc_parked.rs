@@ -4,13 +4,14 @@
 
 mod common;
 
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 use uipc::ipc::consts::*;
 use uipc::ipc::msg::{ParkedMsgrcv, ParkedMsgsnd};
 use uipc::ipc::sem::{ParkedSemop, Sembuf, SemctlArg, Timespec};
 use uipc::ipc::IpcNamespace;
-use uipc::{Cred, Errno, Interrupt, ParkCtx, Progress, WaitCtx, WakeReason};
+use uipc::{Cred, Errno, Interrupt, Progress, WaitCtx, WakeReason};
 
 const F: WaitCtx<'static> = WaitCtx::FOREVER;
 
@@ -35,24 +36,29 @@ fn get(ns: &IpcNamespace, id: i32, cmd: i32) -> i32 {
         .ret()
 }
 
-fn park_down(ns: &IpcNamespace, id: i32, t: Option<Timespec>, p: &ParkCtx) -> ParkedSemop {
-    common::parked(
-        ns.semtimedop_start(&root(), id, &[Sembuf::new(0, -1, 0)], t, p),
-        "semop -1 on 0",
-    )
+/// The count of a parked call's notifications.
+type Told = Arc<AtomicUsize>;
+
+/// A semop -1 on semaphore 0 (timeout `t`), parked, and the count of its notifications
+/// (interrupted by `irq` if given).
+fn park_down(
+    ns: &IpcNamespace,
+    id: i32,
+    t: Option<Timespec>,
+    irq: Option<&Interrupt>,
+) -> (ParkedSemop, Told) {
+    let (ctx, told) = common::counted(irq);
+    let down = ns.semtimedop_start(&root(), id, &[Sembuf::new(0, -1, 0)], t, &ctx);
+    (common::parked(down, "semop -1 on 0"), told)
 }
 
 #[test]
 fn a_parked_semop_is_applied_by_the_waker_which_notifies() {
     let (ns, id) = ns_with(sem);
-    let (ctx, told) = common::counted(None);
-    let p = park_down(&ns, id, None, &ctx);
+    let (p, told) = park_down(&ns, id, None, None);
     assert_eq!(get(&ns, id, GETNCNT), 1, "queued like a sleeper");
     assert_eq!(told.load(Ordering::SeqCst), 0);
-    let p = match p.poll() {
-        Progress::Parked(p) => p,
-        Progress::Done(r) => panic!("finished before any waker: {r:?}"),
-    };
+    let p = common::parked(p.poll(), "a poll before any waker");
     ns.semop(&root(), id, &[Sembuf::new(0, 2, 0)], &F).unwrap();
     assert_eq!(told.load(Ordering::SeqCst), 1);
     assert_eq!(get(&ns, id, GETVAL), 1, "the waker applied the -1");
@@ -64,8 +70,7 @@ fn a_parked_semop_is_applied_by_the_waker_which_notifies() {
 fn an_interrupt_notifies_and_the_poll_withdraws_the_semop_with_eintr() {
     let (ns, id) = ns_with(sem);
     let irq = Interrupt::new();
-    let (ctx, told) = common::counted(Some(&irq));
-    let p = park_down(&ns, id, None, &ctx);
+    let (p, told) = park_down(&ns, id, None, Some(&irq));
     irq.raise();
     assert_eq!(told.load(Ordering::SeqCst), 1);
     assert!(matches!(p.poll(), Progress::Done(Err(Errno::EINTR))));
@@ -79,8 +84,7 @@ fn an_interrupt_raised_before_parking_notifies_at_once() {
     let (ns, id) = ns_with(sem);
     let irq = Interrupt::new();
     irq.raise();
-    let (ctx, told) = common::counted(Some(&irq));
-    let p = park_down(&ns, id, None, &ctx);
+    let (p, told) = park_down(&ns, id, None, Some(&irq));
     assert_eq!(told.load(Ordering::SeqCst), 1);
     assert!(matches!(p.poll(), Progress::Done(Err(Errno::EINTR))));
 }
@@ -88,13 +92,12 @@ fn an_interrupt_raised_before_parking_notifies_at_once() {
 #[test]
 fn semtimedops_timeout_becomes_the_deadline_and_cancel_gives_eagain() {
     let (ns, id) = ns_with(sem);
-    let (ctx, _) = common::counted(None);
     let before = Instant::now();
     let t = Timespec {
         tv_sec: 0,
         tv_nsec: 20_000_000,
     };
-    let p = park_down(&ns, id, Some(t), &ctx);
+    let (p, _) = park_down(&ns, id, Some(t), None);
     let at = p.deadline().expect("a timeout gives a deadline");
     assert!(at >= before + Duration::from_millis(20));
     assert!(at <= Instant::now() + Duration::from_millis(20));
@@ -104,6 +107,7 @@ fn semtimedops_timeout_becomes_the_deadline_and_cancel_gives_eagain() {
         tv_sec: 0,
         tv_nsec: 1_000_000_000,
     };
+    let (ctx, _) = common::counted(None);
     assert!(matches!(
         ns.semtimedop_start(&root(), id, &[Sembuf::new(0, -1, 0)], Some(bad), &ctx),
         Progress::Done(Err(Errno::EINVAL))
@@ -113,8 +117,7 @@ fn semtimedops_timeout_becomes_the_deadline_and_cancel_gives_eagain() {
 #[test]
 fn a_semop_completed_before_its_cancel_keeps_its_success() {
     let (ns, id) = ns_with(sem);
-    let (ctx, _) = common::counted(None);
-    let p = park_down(&ns, id, None, &ctx);
+    let (p, _) = park_down(&ns, id, None, None);
     ns.semop(&root(), id, &[Sembuf::new(0, 1, 0)], &F).unwrap();
     assert_eq!(p.cancel(WakeReason::Interrupted), Ok(()));
     assert_eq!(get(&ns, id, GETVAL), 0, "the -1 was applied, not undone");
@@ -129,24 +132,21 @@ fn receive_now(ns: &IpcNamespace, id: i32, typ: i64) -> Result<(i64, Vec<u8>), E
     ns.msgrcv(&root(), id, 100, typ, IPC_NOWAIT, &F)
 }
 
-fn park_rcv(ns: &IpcNamespace, id: i32, typ: i64, p: &ParkCtx) -> ParkedMsgrcv {
-    common::parked(
-        ns.msgrcv_start(&root(), id, 100, typ, 0, p),
-        "msgrcv on an empty queue",
-    )
+/// A msgrcv of type `typ` on an empty queue, parked, and the count of its notifications
+/// (interrupted by `irq` if given).
+fn park_rcv(ns: &IpcNamespace, id: i32, typ: i64, irq: Option<&Interrupt>) -> (ParkedMsgrcv, Told) {
+    let (ctx, told) = common::counted(irq);
+    let rcv = ns.msgrcv_start(&root(), id, 100, typ, 0, &ctx);
+    (common::parked(rcv, "msgrcv on an empty queue"), told)
 }
 
 #[test]
 fn a_parked_msgrcv_is_handed_the_message_by_the_sender() {
     let (ns, id) = ns_with(queue);
-    let (ctx, told) = common::counted(None);
-    let p = park_rcv(&ns, id, 7, &ctx);
+    let (p, told) = park_rcv(&ns, id, 7, None);
     ns.msgsnd(&root(), id, 3, b"other", 0, &F).unwrap();
     assert_eq!(told.load(Ordering::SeqCst), 0, "not for this receiver");
-    let p = match p.poll(&ns) {
-        Progress::Parked(p) => p,
-        Progress::Done(r) => panic!("{r:?}"),
-    };
+    let p = common::parked(p.poll(&ns), "a poll after another type's message");
     ns.msgsnd(&root(), id, 7, b"seven", 0, &F).unwrap();
     assert_eq!(told.load(Ordering::SeqCst), 1);
     match p.poll(&ns) {
@@ -164,8 +164,7 @@ fn a_parked_msgrcv_is_handed_the_message_by_the_sender() {
 fn an_interrupted_msgrcv_leaves_the_queue_and_later_messages_stay_queued() {
     let (ns, id) = ns_with(queue);
     let irq = Interrupt::new();
-    let (ctx, told) = common::counted(Some(&irq));
-    let p = park_rcv(&ns, id, 0, &ctx);
+    let (p, told) = park_rcv(&ns, id, 0, Some(&irq));
     irq.raise();
     assert_eq!(told.load(Ordering::SeqCst), 1);
     assert!(matches!(p.poll(&ns), Progress::Done(Err(Errno::EINTR))));
@@ -176,14 +175,13 @@ fn an_interrupted_msgrcv_leaves_the_queue_and_later_messages_stay_queued() {
 #[test]
 fn a_msgrcv_delivered_before_its_cancel_keeps_the_message_and_a_deadline_gives_eintr() {
     let (ns, id) = ns_with(queue);
-    let (ctx, _) = common::counted(None);
-    let p = park_rcv(&ns, id, 0, &ctx);
+    let (p, _) = park_rcv(&ns, id, 0, None);
     ns.msgsnd(&root(), id, 5, b"raced", 0, &F).unwrap();
     assert_eq!(
         p.cancel(WakeReason::Interrupted),
         Ok((5, b"raced".to_vec()))
     );
-    let p = park_rcv(&ns, id, 0, &ctx);
+    let (p, _) = park_rcv(&ns, id, 0, None);
     assert_eq!(p.cancel(WakeReason::TimedOut), Err(Errno::EINTR));
     ns.msgsnd(&root(), id, 6, b"x", 0, &F).unwrap();
     assert_eq!(
@@ -196,14 +194,10 @@ fn a_msgrcv_delivered_before_its_cancel_keeps_the_message_and_a_deadline_gives_e
 #[test]
 fn ipc_set_asks_a_parked_msgrcv_to_look_again_and_it_parks_again() {
     let (ns, id) = ns_with(queue);
-    let (ctx, told) = common::counted(None);
-    let p = park_rcv(&ns, id, 0, &ctx);
+    let (p, told) = park_rcv(&ns, id, 0, None);
     set_qbytes(&ns, id, 1000);
     assert_eq!(told.load(Ordering::SeqCst), 1);
-    let p = match p.poll(&ns) {
-        Progress::Parked(p) => p,
-        Progress::Done(r) => panic!("{r:?}"),
-    };
+    let p = common::parked(p.poll(&ns), "a poll after IPC_SET");
     ns.msgsnd(&root(), id, 2, b"after", 0, &F).unwrap();
     assert_eq!(
         told.load(Ordering::SeqCst),
@@ -228,18 +222,18 @@ fn full_queue(ns: &IpcNamespace) -> i32 {
     id
 }
 
-fn park_snd(ns: &IpcNamespace, id: i32, p: &ParkCtx) -> ParkedMsgsnd {
-    common::parked(
-        ns.msgsnd_start(&root(), id, 2, b"next", 0, p),
-        "msgsnd into a full queue",
-    )
+/// A msgsnd into a full queue, parked, and the count of its notifications (interrupted by
+/// `irq` if given).
+fn park_snd(ns: &IpcNamespace, id: i32, irq: Option<&Interrupt>) -> (ParkedMsgsnd, Told) {
+    let (ctx, told) = common::counted(irq);
+    let snd = ns.msgsnd_start(&root(), id, 2, b"next", 0, &ctx);
+    (common::parked(snd, "msgsnd into a full queue"), told)
 }
 
 #[test]
 fn a_parked_msgsnd_is_woken_to_retry_and_sends_on_poll() {
     let (ns, id) = ns_with(full_queue);
-    let (ctx, told) = common::counted(None);
-    let p = park_snd(&ns, id, &ctx);
+    let (p, told) = park_snd(&ns, id, None);
     assert_eq!(
         ns.msgrcv(&root(), id, 100, 0, 0, &F),
         Ok((1, b"full".to_vec()))
@@ -257,14 +251,10 @@ fn a_parked_msgsnd_is_woken_to_retry_and_sends_on_poll() {
 #[test]
 fn a_woken_msgsnd_that_finds_the_queue_full_again_parks_again() {
     let (ns, id) = ns_with(full_queue);
-    let (ctx, told) = common::counted(None);
-    let p = park_snd(&ns, id, &ctx);
+    let (p, told) = park_snd(&ns, id, None);
     ns.msgrcv(&root(), id, 100, 0, 0, &F).unwrap();
     ns.msgsnd(&root(), id, 3, b"took", IPC_NOWAIT, &F).unwrap();
-    let p = match p.poll(&ns) {
-        Progress::Parked(p) => p,
-        Progress::Done(r) => panic!("{r:?}"),
-    };
+    let p = common::parked(p.poll(&ns), "a retry into a full queue");
     ns.msgrcv(&root(), id, 100, 0, 0, &F).unwrap();
     assert_eq!(told.load(Ordering::SeqCst), 2);
     assert!(matches!(p.poll(&ns), Progress::Done(Ok(()))));
@@ -274,15 +264,13 @@ fn a_woken_msgsnd_that_finds_the_queue_full_again_parks_again() {
 fn a_msgsnd_cancelled_by_interrupt_or_deadline_gives_eintr_even_if_woken() {
     let (ns, id) = ns_with(full_queue);
     let irq = Interrupt::new();
-    let (ctx, told) = common::counted(Some(&irq));
-    let p = park_snd(&ns, id, &ctx);
+    let (p, told) = park_snd(&ns, id, Some(&irq));
     irq.raise();
     assert_eq!(told.load(Ordering::SeqCst), 1);
     assert!(matches!(p.poll(&ns), Progress::Done(Err(Errno::EINTR))));
-    let (ctx, _) = common::counted(None);
-    let p = park_snd(&ns, id, &ctx);
+    let (p, _) = park_snd(&ns, id, None);
     assert_eq!(p.cancel(WakeReason::TimedOut), Err(Errno::EINTR));
-    let p = park_snd(&ns, id, &ctx);
+    let (p, _) = park_snd(&ns, id, None);
     ns.msgrcv(&root(), id, 100, 0, 0, &F).unwrap();
     assert_eq!(
         p.cancel(WakeReason::Interrupted),

@@ -30,27 +30,27 @@ fn fl(ty: i16, start: i64, len: i64) -> Flock {
     }
 }
 
-fn setlk(m: &LockManager, pid: i32, ty: i16, start: i64, len: i64) -> crate::Result<()> {
-    let mut f = fl(ty, start, len);
-    m.fcntl(
+/// fcntl(`cmd`) with `f` by process `pid` through the test's description: the result, and
+/// `f` as the call left it.
+fn fcntl(m: &LockManager, pid: i32, cmd: i32, mut f: Flock) -> (crate::Result<()>, Flock) {
+    let r = m.fcntl(
         &Cred::root(pid),
         Some(&open()),
-        F_SETLK,
+        cmd,
         &mut f,
         &WaitCtx::FOREVER,
-    )
+    );
+    (r, f)
 }
 
+fn setlk(m: &LockManager, pid: i32, ty: i16, start: i64, len: i64) -> crate::Result<()> {
+    fcntl(m, pid, F_SETLK, fl(ty, start, len)).0
+}
+
+/// The answer to F_GETLK by `pid` for `ty` over the whole file.
 fn getlk(m: &LockManager, pid: i32, ty: i16) -> Flock {
-    let mut f = fl(ty, 0, 0);
-    m.fcntl(
-        &Cred::root(pid),
-        Some(&open()),
-        F_GETLK,
-        &mut f,
-        &WaitCtx::FOREVER,
-    )
-    .unwrap();
+    let (r, f) = fcntl(m, pid, F_GETLK, fl(ty, 0, 0));
+    r.unwrap();
     f
 }
 
