@@ -31,22 +31,40 @@ fn whole(e: &Entry, versions: &[(i32, u32, u32)]) -> bool {
         .any(|&(id, uid, mode)| e.id == id && e.uid == uid && e.gid == uid && e.mode == mode)
 }
 
+/// A table of 8 entries per region, and its `kind` region, in which `KEY` is id 1 of uid 5
+/// with mode 0600 (and `info`).
+fn table_with_key(kind: Kind, info: u64) -> (Arc<KeyTable>, KeyRegion) {
+    let t = Arc::new(KeyTable::owned(8));
+    let r = KeyRegion::new(Arc::clone(&t), kind);
+    r.put(KEY, 1, &perm(5, 0o600), info);
+    (t, r)
+}
+
+/// A reader's lookup of `KEY` in `kind`'s region: none, or one of `versions`, never a mix.
+fn read_whole(t: &KeyTable, kind: Kind, versions: &[(i32, u32, u32)]) {
+    if let Some(e) = TableView::new(t.words()).lookup(kind, KEY) {
+        assert!(whole(&e, versions), "torn: {e:?}");
+    }
+}
+
+/// `write` on a new model thread, through its own handle of region `r`.
+fn spawn_writer(
+    r: &KeyRegion,
+    write: impl FnOnce(&KeyRegion) + Send + 'static,
+) -> loom::thread::JoinHandle<()> {
+    let r = r.clone();
+    loom::thread::spawn(move || write(&r))
+}
+
 #[test]
 fn a_reader_sees_one_version_across_removal_and_recreation() {
     crate::sync::model(|| {
-        let t = Arc::new(KeyTable::owned(8));
-        let r = KeyRegion::new(Arc::clone(&t), Kind::Msg);
-        r.put(KEY, 1, &perm(5, 0o600), 0);
-        let writer = {
-            let r = r.clone();
-            loom::thread::spawn(move || {
-                r.remove(KEY);
-                r.put(KEY, 2, &perm(6, 0o644), 0);
-            })
-        };
-        if let Some(e) = TableView::new(t.words()).lookup(Kind::Msg, KEY) {
-            assert!(whole(&e, &[(1, 5, 0o600), (2, 6, 0o644)]), "torn: {e:?}");
-        }
+        let (t, r) = table_with_key(Kind::Msg, 0);
+        let writer = spawn_writer(&r, |r| {
+            r.remove(KEY);
+            r.put(KEY, 2, &perm(6, 0o644), 0);
+        });
+        read_whole(&t, Kind::Msg, &[(1, 5, 0o600), (2, 6, 0o644)]);
         writer.join().unwrap();
         let e = TableView::new(t.words()).lookup(Kind::Msg, KEY).unwrap();
         assert!(whole(&e, &[(2, 6, 0o644)]));
@@ -56,19 +74,11 @@ fn a_reader_sees_one_version_across_removal_and_recreation() {
 #[test]
 fn a_reader_sees_one_version_across_ipc_set() {
     crate::sync::model(|| {
-        let t = Arc::new(KeyTable::owned(8));
-        let r = KeyRegion::new(Arc::clone(&t), Kind::Sem);
-        r.put(KEY, 1, &perm(5, 0o600), 1);
-        let writer = {
-            let r = r.clone();
-            loom::thread::spawn(move || r.put(KEY, 1, &perm(7, 0o400), 1))
-        };
-        let e = TableView::new(t.words()).lookup(Kind::Sem, KEY);
+        let (t, r) = table_with_key(Kind::Sem, 1);
+        let writer = spawn_writer(&r, |r| r.put(KEY, 1, &perm(7, 0o400), 1));
         // The entry is being rewritten in place, so the reader may find it busy (None: the
         // daemon answers), never a mix.
-        if let Some(e) = e {
-            assert!(whole(&e, &[(1, 5, 0o600), (1, 7, 0o400)]), "torn: {e:?}");
-        }
+        read_whole(&t, Kind::Sem, &[(1, 5, 0o600), (1, 7, 0o400)]);
         writer.join().unwrap();
     });
 }
@@ -85,10 +95,8 @@ fn entry_of(t: &KeyTable, kind: Kind) -> &[crate::sync::AtomicU64] {
 #[should_panic(expected = "torn")]
 fn a_writer_without_the_odd_mark_is_seen_torn() {
     crate::sync::model(|| {
-        let t = Arc::new(KeyTable::owned(8));
+        let (t, _region) = table_with_key(Kind::Sem, 1);
         assert_eq!(t.words().len(), words_for(8));
-        let r = KeyRegion::new(Arc::clone(&t), Kind::Sem);
-        r.put(KEY, 1, &perm(5, 0o600), 1);
         let writer = {
             let t = Arc::clone(&t);
             loom::thread::spawn(move || {
@@ -109,9 +117,7 @@ fn a_writer_without_the_odd_mark_is_seen_torn() {
                 e[SEQ].store(s + 2, Release);
             })
         };
-        if let Some(e) = TableView::new(t.words()).lookup(Kind::Sem, KEY) {
-            assert!(whole(&e, &[(1, 5, 0o600), (1, 7, 0o400)]), "torn: {e:?}");
-        }
+        read_whole(&t, Kind::Sem, &[(1, 5, 0o600), (1, 7, 0o400)]);
         writer.join().unwrap();
     });
 }

@@ -4,9 +4,11 @@
 //! lease it is not a member of), and two members excluding each other, one sleeping until the
 //! other unlocks.
 
+use super::book::Taken;
 use super::*;
 use crate::locks::types::{LockType, OfdId};
 use crate::sync::model;
+use loom::thread::JoinHandle;
 use std::sync::Arc;
 
 fn file() -> FileId {
@@ -32,16 +34,41 @@ impl Futex for Yield {
     fn wake_one(&self, _: &AtomicU64) {}
 }
 
+/// The daemon names description `ofd` and leases the file to it, with LOCK_EX set by `pid`.
+fn lease_to(l: &FlockSlots, ofd: u64, pid: i32) {
+    l.name(OfdId(ofd), fd(ofd));
+    l.enter(file(), Some(OfdId(ofd)), |_| {});
+    l.leave(file(), Some((OfdId(ofd), pid)), |_| {
+        Some(Some((LockType::Write, pid)))
+    });
+    assert_eq!(l.holder(file()), Some(OfdId(ofd)));
+}
+
 /// An area whose lease is held by description 1 with LOCK_EX set by pid 100.
 fn leased() -> Arc<FlockSlots> {
     let l = FlockSlots::owned_words(GROUP * SLOT_WORDS);
-    l.name(OfdId(1), fd(1));
-    l.enter(file(), Some(OfdId(1)), |_| {});
-    l.leave(file(), Some((OfdId(1), 100)), |_| {
-        Some(Some((LockType::Write, 100)))
-    });
-    assert_eq!(l.holder(file()), Some(OfdId(1)));
+    lease_to(&l, 1, 100);
     Arc::new(l)
+}
+
+/// A daemon call of description `ofd` entering the slot: the lock it imports, if any.
+fn daemon_enter(l: &FlockSlots, ofd: u64) -> Option<Taken> {
+    let mut imported = None;
+    l.enter(file(), Some(OfdId(ofd)), |t| imported = Some(t));
+    imported
+}
+
+/// [`leased`], and on a new model thread the caller of description 1 (pid 100) unlocking.
+fn leased_and_unlocking() -> (Arc<FlockSlots>, JoinHandle<Flocked>) {
+    let l = leased();
+    let caller = spawn_call(&l, 1, 100, Mode::Unlocked);
+    (l, caller)
+}
+
+/// [`call`] on a new model thread.
+fn spawn_call(l: &Arc<FlockSlots>, ofd: u64, pid: i32, want: Mode) -> JoinHandle<Flocked> {
+    let l = l.clone();
+    loom::thread::spawn(move || call(&l, ofd, pid, want, false))
 }
 
 /// The caller's operation through description `ofd` by `pid`.
@@ -58,13 +85,9 @@ fn call(l: &FlockSlots, ofd: u64, pid: i32, want: Mode, nb: bool) -> Flocked {
 #[test]
 fn an_unlock_against_a_revoke_is_all_or_nothing() {
     model(|| {
-        let l = leased();
-        let l2 = l.clone();
-        let caller = loom::thread::spawn(move || call(&l2, 1, 100, Mode::Unlocked, false));
-        let mut imported = None;
-        l.enter(file(), Some(OfdId(2)), |t| imported = Some(t));
-        let r = caller.join().unwrap();
-        match r {
+        let (l, caller) = leased_and_unlocking();
+        let imported = daemon_enter(&l, 2);
+        match caller.join().unwrap() {
             Flocked::Done => assert_eq!(imported, None),
             Flocked::Slow => assert_eq!(imported, Some((OfdId(1), Some(LockType::Write), 100))),
             other => panic!("{other:?}"),
@@ -75,26 +98,17 @@ fn an_unlock_against_a_revoke_is_all_or_nothing() {
 #[test]
 fn a_caller_never_commits_on_another_descriptions_lease() {
     model(|| {
-        let l = leased();
-        let l2 = l.clone();
         // Description 1's caller, racing the lease's move to description 2.
-        let caller = loom::thread::spawn(move || call(&l2, 1, 100, Mode::Unlocked, false));
+        let (l, caller) = leased_and_unlocking();
         // A daemon call of description 1 takes the lease back (no cooldown: a member), and
         // the daemon then leases the file to description 2 (named with the same pid).
-        let mut first = None;
-        l.enter(file(), Some(OfdId(1)), |t| first = Some(t));
+        let first = daemon_enter(&l, 1);
         l.leave(file(), None, |_| None);
-        l.name(OfdId(2), fd(2));
-        l.enter(file(), Some(OfdId(2)), |_| {});
-        l.leave(file(), Some((OfdId(2), 100)), |_| {
-            Some(Some((LockType::Write, 100)))
-        });
-        assert_eq!(l.holder(file()), Some(OfdId(2)));
+        lease_to(&l, 2, 100);
         let r = caller.join().unwrap();
         assert_eq!(first.is_none(), r == Flocked::Done);
         // Description 2's lock is untouched by description 1's caller.
-        let mut second = None;
-        l.enter(file(), Some(OfdId(3)), |t| second = Some(t));
+        let second = daemon_enter(&l, 3);
         assert_eq!(second, Some((OfdId(2), Some(LockType::Write), 100)));
     });
 }
@@ -105,13 +119,11 @@ fn two_members_exclude_each_other_and_a_sleeper_gets_the_lock() {
         let l = leased();
         l.name(OfdId(2), fd(2));
         assert!(l.register(file(), OfdId(2), 200, Mode::Exclusive));
-        let l2 = l.clone();
-        let waiter = loom::thread::spawn(move || call(&l2, 2, 200, Mode::Exclusive, false));
+        let waiter = spawn_call(&l, 2, 200, Mode::Exclusive);
         assert_eq!(call(&l, 1, 100, Mode::Unlocked, false), Flocked::Done);
         assert_eq!(waiter.join().unwrap(), Flocked::Done);
         assert_eq!(call(&l, 1, 100, Mode::Exclusive, true), Flocked::WouldBlock);
-        let mut imported = None;
-        l.enter(file(), Some(OfdId(3)), |t| imported = Some(t));
+        let imported = daemon_enter(&l, 3);
         assert_eq!(imported, Some((OfdId(2), Some(LockType::Write), 200)));
     });
 }
