@@ -34,6 +34,11 @@ fn set(
     )
 }
 
+/// F_SETLK by `pid` through description 1 of the file.
+fn setlk(m: &LockManager, pid: i32, ty: i16, start: i64, len: i64) -> Result<(), Errno> {
+    set(m, pid, &fd(1), F_SETLK, ty, start, len)
+}
+
 /// The answer to `cmd` (F_GETLK or F_OFD_GETLK) by `pid` through `f`, asking for `ty` over the
 /// whole file.
 fn getlk(m: &LockManager, pid: i32, f: &OpenFile, cmd: i32, ty: i16) -> Flock {
@@ -69,26 +74,24 @@ use LockType::{Read as R, Write as W};
 #[test]
 fn same_type_neighbours_merge_and_a_retype_in_the_middle_splits_in_three() {
     let m = LockManager::new();
-    let f = fd(1);
-    set(&m, 10, &f, F_SETLK, F_RDLCK, 0, 10).unwrap();
-    set(&m, 10, &f, F_SETLK, F_RDLCK, 10, 10).unwrap();
+    setlk(&m, 10, F_RDLCK, 0, 10).unwrap();
+    setlk(&m, 10, F_RDLCK, 10, 10).unwrap();
     assert_eq!(ranges(&m), vec![(R, 0, 19)]);
-    set(&m, 10, &f, F_SETLK, F_WRLCK, 0, 100).unwrap();
-    set(&m, 10, &f, F_SETLK, F_RDLCK, 10, 5).unwrap();
+    setlk(&m, 10, F_WRLCK, 0, 100).unwrap();
+    setlk(&m, 10, F_RDLCK, 10, 5).unwrap();
     assert_eq!(ranges(&m), vec![(W, 0, 9), (R, 10, 14), (W, 15, 99)]);
 }
 
 #[test]
 fn unlocking_a_middle_part_splits_and_relocking_merges_back() {
     let m = LockManager::new();
-    let f = fd(1);
-    set(&m, 10, &f, F_SETLK, F_WRLCK, 0, 100).unwrap();
-    set(&m, 10, &f, F_SETLK, F_UNLCK, 40, 20).unwrap();
+    setlk(&m, 10, F_WRLCK, 0, 100).unwrap();
+    setlk(&m, 10, F_UNLCK, 40, 20).unwrap();
     assert_eq!(ranges(&m), vec![(W, 0, 39), (W, 60, 99)]);
-    set(&m, 10, &f, F_SETLK, F_WRLCK, 40, 20).unwrap();
+    setlk(&m, 10, F_WRLCK, 40, 20).unwrap();
     assert_eq!(ranges(&m), vec![(W, 0, 99)]);
-    set(&m, 10, &f, F_SETLK, F_UNLCK, 500, 5).unwrap();
-    set(&m, 11, &f, F_SETLK, F_UNLCK, 0, 0).unwrap();
+    setlk(&m, 10, F_UNLCK, 500, 5).unwrap();
+    setlk(&m, 11, F_UNLCK, 0, 0).unwrap();
     assert_eq!(
         ranges(&m),
         vec![(W, 0, 99)],
@@ -99,16 +102,15 @@ fn unlocking_a_middle_part_splits_and_relocking_merges_back() {
 #[test]
 fn conflicts_need_another_owner_overlap_and_a_write() {
     let m = LockManager::new();
-    let f = fd(1);
-    set(&m, 10, &f, F_SETLK, F_RDLCK, 0, 10).unwrap();
-    set(&m, 11, &f, F_SETLK, F_RDLCK, 5, 10).unwrap();
-    assert_eq!(set(&m, 11, &f, F_SETLK, F_WRLCK, 0, 1), Err(Errno::EAGAIN));
-    set(&m, 11, &f, F_SETLK, F_WRLCK, 10, 5).unwrap();
-    set(&m, 10, &f, F_SETLK, F_WRLCK, 0, 5).unwrap();
-    assert_eq!(set(&m, 12, &f, F_SETLK, F_RDLCK, 0, 1), Err(Errno::EAGAIN));
+    setlk(&m, 10, F_RDLCK, 0, 10).unwrap();
+    setlk(&m, 11, F_RDLCK, 5, 10).unwrap();
+    assert_eq!(setlk(&m, 11, F_WRLCK, 0, 1), Err(Errno::EAGAIN));
+    setlk(&m, 11, F_WRLCK, 10, 5).unwrap();
+    setlk(&m, 10, F_WRLCK, 0, 5).unwrap();
+    assert_eq!(setlk(&m, 12, F_RDLCK, 0, 1), Err(Errno::EAGAIN));
     // The same process through another description is the same POSIX owner: it unlocks them.
     set(&m, 10, &fd(2), F_SETLK, F_UNLCK, 0, 0).unwrap();
-    set(&m, 12, &f, F_SETLK, F_WRLCK, 0, 5).unwrap();
+    setlk(&m, 12, F_WRLCK, 0, 5).unwrap();
 }
 
 #[test]
@@ -263,10 +265,7 @@ fn any_close_drops_the_processs_posix_locks_and_the_last_close_the_descriptions(
 #[test]
 fn exit_drops_every_posix_lock_of_the_process_on_every_file() {
     let m = LockManager::new();
-    let other = OpenFile {
-        file: FileId { dev: 1, ino: 2 },
-        ..fd(9)
-    };
+    let other = common::rw_open(FileId { dev: 1, ino: 2 }, 9, 1000);
     set(&m, 10, &fd(1), F_SETLK, F_WRLCK, 0, 10).unwrap();
     set(&m, 10, &other, F_SETLK, F_RDLCK, 0, 10).unwrap();
     set(&m, 11, &other, F_SETLK, F_RDLCK, 0, 10).unwrap();
@@ -298,10 +297,7 @@ fn seek_cur_and_seek_end_use_the_callers_offset_and_size() {
 #[test]
 fn proc_locks_lines_match_the_kernel_format() {
     let m = LockManager::new();
-    let f = OpenFile {
-        file: FileId { dev: 0x1b, ino: 3 },
-        ..fd(1)
-    };
+    let f = common::rw_open(FileId { dev: 0x1b, ino: 3 }, 1, 1000);
     let g = OpenFile { ofd: OfdId(2), ..f };
     m.flock(&Cred::root(7552), Some(&f), LOCK_SH, &WaitCtx::FOREVER)
         .unwrap();
