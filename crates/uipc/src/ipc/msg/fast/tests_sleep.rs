@@ -3,13 +3,16 @@
 //! sleeper first in line (a daemon send, a second receiver, IPC_RMID), a cancel of an adopted
 //! receive, and an exiting sleeper whose record is freed.
 
+use super::owner::MsgArena;
 use super::tests::{setup, stat};
 use super::{load_text, store_text, Cancel, Got, MsgView, Recv, Ticket, Wait};
 use crate::ipc::consts::*;
 use crate::ipc::msg::MsgctlArg;
 use crate::ipc::sem::fast::{Fast, TestCaller as Who};
+use crate::ipc::IpcNamespace;
 use crate::sync::AtomicU64;
 use crate::{Cred, Errno, WaitCtx};
+use std::sync::Arc;
 
 fn send(v: &MsgView<'_>, id: i32, mtype: i64, text: &[u8], pid: u32) -> Fast<()> {
     let mut fill = |a: &[AtomicU64], b: &[AtomicU64]| {
@@ -27,6 +30,14 @@ fn sleep_on(v: &MsgView<'_>, id: i32, max: i64, typ: i64, flags: i32, pid: u32) 
         Recv::Armed(t) => t,
         other => panic!("not armed: {other:?}"),
     }
+}
+
+/// A published queue ([`setup`]) and receiver pid 20 asleep on it for any message of up to 64
+/// bytes.
+fn with_sleeper() -> (Arc<IpcNamespace>, Arc<MsgArena>, i32, Ticket) {
+    let (ns, arena, id) = setup();
+    let t = sleep_on(&arena.view(), id, 64, 0, 0, 20);
+    (ns, arena, id, t)
 }
 
 fn collect(v: &MsgView<'_>, t: &Ticket) -> Result<(i64, Vec<u8>), Errno> {
@@ -82,9 +93,8 @@ fn a_sleeper_with_a_small_buffer_gets_e2big_and_the_message_is_queued() {
 
 #[test]
 fn a_cancelled_sleeper_takes_nothing_later() {
-    let (ns, arena, id) = setup();
+    let (ns, arena, id, t) = with_sleeper();
     let v = arena.view();
-    let t = sleep_on(&v, id, 64, 0, 0, 20);
     assert_eq!(v.cancel(&t), Cancel::Cancelled);
     assert_eq!(send(&v, id, 1, b"x", 10), Fast::Done(Ok(())));
     assert_eq!(stat(&ns, id).qnum, 1);
@@ -92,9 +102,8 @@ fn a_cancelled_sleeper_takes_nothing_later() {
 
 #[test]
 fn the_daemon_adopts_an_armed_sleeper_first_in_line() {
-    let (ns, arena, id) = setup();
+    let (ns, arena, id, t) = with_sleeper();
     let v = arena.view();
-    let t = sleep_on(&v, id, 64, 0, 0, 20);
     // A second receiver on the daemon: queued behind the adopted one.
     let ctx = crate::wait::ParkCtx::default();
     let second = match ns.msgrcv_start(&Cred::root(30), id, 64, 0, 0, &ctx) {
@@ -121,9 +130,8 @@ fn the_daemon_adopts_an_armed_sleeper_first_in_line() {
 
 #[test]
 fn an_adopted_receive_is_withdrawn_at_the_sleepers_request() {
-    let (ns, arena, id) = setup();
+    let (ns, arena, id, t) = with_sleeper();
     let v = arena.view();
-    let t = sleep_on(&v, id, 64, 0, 0, 20);
     stat(&ns, id); // adopted
     assert_eq!(v.cancel(&t), Cancel::AskDaemon);
     stat(&ns, id); // the poke
@@ -136,9 +144,8 @@ fn an_adopted_receive_is_withdrawn_at_the_sleepers_request() {
 
 #[test]
 fn an_exiting_sleepers_record_is_freed_and_swallows_nothing() {
-    let (ns, arena, id) = setup();
+    let (ns, arena, id, t) = with_sleeper();
     let v = arena.view();
-    let t = sleep_on(&v, id, 64, 0, 0, 20);
     ns.process_exit(20);
     assert_eq!(v.wait_state(&t), Wait::Ready);
     assert_eq!(send(&v, id, 1, b"x", 10), Fast::Done(Ok(())));

@@ -48,6 +48,11 @@ fn ctl(ns: &IpcNamespace, id: i32, n: i32, cmd: i32, arg: SemctlArg<'_>) -> Resu
     }
 }
 
+/// SETVAL of semaphore 0 to `val` through the engine.
+fn setval(ns: &IpcNamespace, id: i32, val: i32) {
+    ctl(ns, id, 0, SETVAL, SemctlArg::Val(val)).unwrap();
+}
+
 /// semop through the engine, by root in process `pid`, sleeping as long as it must.
 fn engine_op(ns: &IpcNamespace, pid: i32, id: i32, sops: &[Sembuf]) -> Result<(), Errno> {
     ns.semop(&Cred::root(pid), id, sops, &WaitCtx::FOREVER)
@@ -67,7 +72,7 @@ fn a_set_is_published_after_a_daemon_call_and_taken_back_before_the_next() {
         Fast::Slow,
         "not published before a call"
     );
-    ctl(&ns, id, 0, SETVAL, SemctlArg::Val(3)).unwrap();
+    setval(&ns, id, 3);
     assert_eq!(fast_op(&v, id, -2, 0, &me), Fast::Done(Ok(())));
     assert_eq!(v.semctl_get(id, 0, GETVAL, &me), Fast::Done(Ok(1)));
     assert_eq!(v.semctl_get(id, 0, GETPID, &me), Fast::Done(Ok(42)));
@@ -90,7 +95,7 @@ fn a_set_is_published_after_a_daemon_call_and_taken_back_before_the_next() {
         Ok(1_700_000_000)
     );
     // And the fast path sees the engine's changes.
-    ctl(&ns, id, 0, SETVAL, SemctlArg::Val(7)).unwrap();
+    setval(&ns, id, 7);
     assert_eq!(v.semctl_get(id, 0, GETVAL, &me), Fast::Done(Ok(7)));
     assert_eq!(
         v.semctl_get(id, 2, GETVAL, &me),
@@ -103,24 +108,22 @@ fn a_set_is_published_after_a_daemon_call_and_taken_back_before_the_next() {
 fn permissions_follow_ipc_set_and_the_callers_euid() {
     let (ns, arena, id) = setup(1);
     let v = arena.view();
+    setval(&ns, id, 1);
     let owner = Who { pid: 1, euid: 0 };
-    let other = Who { pid: 2, euid: 1000 };
-    ctl(&ns, id, 0, SETVAL, SemctlArg::Val(1)).unwrap();
     assert_eq!(fast_op(&v, id, 1, 0, &owner), Fast::Done(Ok(())));
+    let other = Who { pid: 2, euid: 1000 };
     assert_eq!(fast_op(&v, id, 1, 0, &other), Fast::Slow, "not the owner");
-    let set = SemctlArg::Set {
-        uid: 0,
-        gid: 0,
-        mode: 0o666,
+    let set_mode = |mode| {
+        let set = SemctlArg::Set {
+            uid: 0,
+            gid: 0,
+            mode,
+        };
+        ctl(&ns, id, 0, IPC_SET, set).unwrap();
     };
-    ctl(&ns, id, 0, IPC_SET, set).unwrap();
+    set_mode(0o666);
     assert_eq!(fast_op(&v, id, 1, 0, &other), Fast::Done(Ok(())));
-    let set = SemctlArg::Set {
-        uid: 0,
-        gid: 0,
-        mode: 0o400,
-    };
-    ctl(&ns, id, 0, IPC_SET, set).unwrap();
+    set_mode(0o400);
     assert_eq!(fast_op(&v, id, 1, 0, &owner), Fast::Slow, "no write bit");
     assert_eq!(v.semctl_get(id, 0, GETVAL, &owner), Fast::Done(Ok(3)));
     assert_eq!(v.semctl_get(id, 0, GETVAL, &other), Fast::Slow);
@@ -131,7 +134,7 @@ fn removal_waiters_and_undo_keep_the_set_with_the_daemon() {
     let (ns, arena, id) = setup(1);
     let v = arena.view();
     let me = Who { pid: 9, euid: 0 };
-    ctl(&ns, id, 0, SETVAL, SemctlArg::Val(0)).unwrap();
+    setval(&ns, id, 0);
     // A sleeper: the set stays with the daemon until it is gone.
     let park = crate::ParkCtx::default();
     let Progress::Parked(p) =
@@ -156,7 +159,7 @@ fn removal_waiters_and_undo_keep_the_set_with_the_daemon() {
     ctl(&ns, id, 0, IPC_RMID, SemctlArg::None).unwrap();
     assert_eq!(fast_op(&v, id, 1, 0, &me), Fast::Slow);
     let id2 = ns.semget(&Cred::root(1), IPC_PRIVATE, 1, 0o600).unwrap();
-    ctl(&ns, id2, 0, SETVAL, SemctlArg::Val(0)).unwrap();
+    setval(&ns, id2, 0);
     assert_eq!(fast_op(&v, id, 1, 0, &me), Fast::Slow, "the old id");
     assert_eq!(fast_op(&v, id2, 1, 0, &me), Fast::Done(Ok(())));
 }
@@ -164,7 +167,7 @@ fn removal_waiters_and_undo_keep_the_set_with_the_daemon() {
 #[test]
 fn many_threads_mixing_fast_and_engine_calls_lose_nothing() {
     let (ns, arena, id) = setup(2);
-    ctl(&ns, id, 0, SETVAL, SemctlArg::Val(0)).unwrap();
+    setval(&ns, id, 0);
     const ROUNDS: usize = 5_000; // 4 * ROUNDS stays below SEMVMX
     let threads: Vec<_> = (0..4u32)
         .map(|t| {
@@ -218,7 +221,7 @@ struct Raced<'a> {
 impl Caller for Raced<'_> {
     fn pid(&self) -> u32 {
         if !self.fired.replace(true) {
-            ctl(self.ns, self.id, 0, SETVAL, SemctlArg::Val(0)).unwrap();
+            setval(self.ns, self.id, 0);
         }
         77
     }
@@ -234,7 +237,7 @@ impl Caller for Raced<'_> {
 fn an_operation_that_fails_leaves_otime_alone() {
     let (ns, arena, id) = setup(1);
     let v = arena.view();
-    ctl(&ns, id, 0, SETVAL, SemctlArg::Val(1)).unwrap();
+    setval(&ns, id, 1);
     let who = Raced {
         ns: &ns,
         id,
@@ -253,7 +256,7 @@ fn an_operation_that_fails_leaves_otime_alone() {
     );
     assert_eq!(ctl(&ns, id, 0, GETVAL, SemctlArg::None), Ok(0));
     // A successful one does move it.
-    ctl(&ns, id, 0, SETVAL, SemctlArg::Val(1)).unwrap();
+    setval(&ns, id, 1);
     let me = Who { pid: 5, euid: 0 };
     assert_eq!(fast_op(&v, id, -1, nowait, &me), Fast::Done(Ok(())));
     assert_eq!(
@@ -268,7 +271,7 @@ fn fast_adjustments_are_applied_at_exit_cleared_by_setval_and_owned_by_one_proce
     let v = arena.view();
     let owner = Who { pid: 42, euid: 0 };
     let other = Who { pid: 43, euid: 0 };
-    ctl(&ns, id, 0, SETVAL, SemctlArg::Val(1)).unwrap();
+    setval(&ns, id, 1);
     let undo = SEM_UNDO;
     assert_eq!(fast_op(&v, id, 3, undo, &owner), Fast::Done(Ok(())));
     assert_eq!(fast_op(&v, id, -1, undo, &owner), Fast::Done(Ok(())));
@@ -309,7 +312,7 @@ fn fast_adjustments_are_applied_at_exit_cleared_by_setval_and_owned_by_one_proce
     ns.process_exit(44);
     assert_eq!(ctl(&ns, id, 1, GETVAL, SemctlArg::None), Ok(0));
     assert_eq!(v.semctl_get(id, 0, GETVAL, &other), Fast::Done(Ok(7)));
-    ctl(&ns, id, 0, SETVAL, SemctlArg::Val(9)).unwrap();
+    setval(&ns, id, 9);
     ns.process_exit(43);
     assert_eq!(ctl(&ns, id, 0, GETVAL, SemctlArg::None), Ok(9));
     // Clamped at exit, and ERANGE past the adjustment's range is the daemon's.
@@ -318,7 +321,7 @@ fn fast_adjustments_are_applied_at_exit_cleared_by_setval_and_owned_by_one_proce
     engine_op(&ns, 43, id, &[Sembuf::new(0, 32767, 0)]).unwrap();
     ns.process_exit(42);
     assert_eq!(ctl(&ns, id, 0, GETVAL, SemctlArg::None), Ok(SEMVMX));
-    ctl(&ns, id, 0, SETVAL, SemctlArg::Val(0)).unwrap();
+    setval(&ns, id, 0);
     assert_eq!(fast_op(&v, id, 32767, undo, &owner), Fast::Done(Ok(())));
     assert_eq!(fast_op(&v, id, -32767, 0, &owner), Fast::Done(Ok(())));
     assert_eq!(fast_op(&v, id, 1, undo, &owner), Fast::Done(Ok(())));

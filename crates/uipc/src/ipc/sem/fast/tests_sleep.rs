@@ -36,6 +36,7 @@ fn engine_up(ns: &IpcNamespace, pid: i32, id: i32) {
         .unwrap();
 }
 
+/// A -1 on semaphore 0 by process `pid` on the fast path, armed to sleep.
 fn arm(v: &ArenaView<'_>, id: i32, pid: u32) -> Ticket {
     match v.semop_sleep(id, Sembuf::new(0, -1, 0), &Who(pid)) {
         Sleep::Armed(t) => t,
@@ -43,11 +44,17 @@ fn arm(v: &ArenaView<'_>, id: i32, pid: u32) -> Ticket {
     }
 }
 
+/// [`setup`], and process 50's -1 armed to sleep on the fast path.
+fn with_sleeper() -> (IpcNamespace, Arc<SemArena>, i32, Ticket) {
+    let (ns, arena, id) = setup();
+    let t = arm(&arena.view(), id, 50);
+    (ns, arena, id, t)
+}
+
 #[test]
 fn a_daemon_semop_completes_the_adopted_sleeper_in_fifo_order() {
-    let (ns, arena, id) = setup();
+    let (ns, arena, id, t) = with_sleeper();
     let v = arena.view();
-    let t = arm(&v, id, 50);
     assert!(matches!(v.wait_state(&t), Wait::Sleep(_)));
     assert_eq!(ctl(&ns, id, GETNCNT, SemctlArg::None), Ok(1), "adopted");
     // An engine +1 (as a multi-sop call would be): the sleeper's -1 goes first.
@@ -64,9 +71,8 @@ fn a_daemon_semop_completes_the_adopted_sleeper_in_fifo_order() {
 
 #[test]
 fn rmid_gives_eidrm_and_an_adopted_cancel_is_resolved_by_the_daemon() {
-    let (ns, arena, id) = setup();
+    let (ns, arena, id, t) = with_sleeper();
     let v = arena.view();
-    let t = arm(&v, id, 50);
     assert_eq!(ctl(&ns, id, GETZCNT, SemctlArg::None), Ok(0));
     assert_eq!(v.cancel(&t), Cancel::AskDaemon);
     assert!(matches!(v.wait_state(&t), Wait::Sleep(_)));
@@ -81,9 +87,7 @@ fn rmid_gives_eidrm_and_an_adopted_cancel_is_resolved_by_the_daemon() {
 
 #[test]
 fn an_exiting_sleeper_is_withdrawn() {
-    let (ns, arena, id) = setup();
-    let v = arena.view();
-    let _t = arm(&v, id, 50);
+    let (ns, _arena, id, _t) = with_sleeper();
     ns.process_exit(50);
     assert_eq!(ctl(&ns, id, GETNCNT, SemctlArg::None), Ok(0));
     engine_up(&ns, 60, id);
@@ -92,12 +96,10 @@ fn an_exiting_sleeper_is_withdrawn() {
 
 #[test]
 fn an_exec_withdraws_a_sleeping_thread_of_the_process() {
-    let (ns, arena, id) = setup();
-    let v = arena.view();
-    let _t = arm(&v, id, 50);
+    let (ns, arena, id, _t) = with_sleeper();
     ns.process_exec(50);
     assert_eq!(ctl(&ns, id, GETNCNT, SemctlArg::None), Ok(0));
     assert_eq!(ctl(&ns, id, GETVAL, SemctlArg::None), Ok(0));
     // Published again, with a free record: the next sleeper sleeps on the fast path.
-    let _t = arm(&v, id, 51);
+    let _t = arm(&arena.view(), id, 51);
 }
