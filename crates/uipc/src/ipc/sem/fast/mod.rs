@@ -365,7 +365,7 @@ impl<'a> ArenaView<'a> {
                 Step::Give(Fast::Done(r)) => return Sleep::Done(r),
                 Step::Give(Fast::Slow) => return Sleep::Slow,
                 Step::Block if !may_arm => return Sleep::Slow,
-                Step::Block => match Self::arm(slot, id.get(), k, w, sop, who) {
+                Step::Block => match Self::arm(slot, id, k, w, sop, who) {
                     Some(Ok(t)) => return Sleep::Armed(t),
                     Some(Err(())) => continue,
                     None => return Sleep::Slow,

@@ -80,7 +80,7 @@ pub(crate) const fn arg_of(r: u64) -> u64 {
 /// A sleeper's own record: which set and semaphore, its sequence number and pid.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Ticket {
-    semid: i32,
+    semid: IpcId,
     k: usize,
     seq: u64,
     pid: u32,
@@ -125,9 +125,7 @@ pub(super) type Handoff = (u64, Option<u64>);
 impl ArenaView<'_> {
     /// The record of `t`'s slot (the futex).
     pub fn sleeper_word(&self, t: &Ticket) -> &AtomicU64 {
-        &self
-            .slot(IpcId::new(t.semid))
-            .expect("a ticket names a slot")[SLEEPER]
+        &self.slot(t.semid).expect("a ticket names a slot")[SLEEPER]
     }
 
     /// A single-sop semop that sleeps here if it must wait (no IPC_NOWAIT, no SEM_UNDO, no
@@ -146,7 +144,7 @@ impl ArenaView<'_> {
     /// wait): `Some(Ok)` armed, `Some(Err)` the word moved (look again), `None` the daemon.
     pub(super) fn arm(
         slot: &[AtomicU64],
-        semid: i32,
+        semid: IpcId,
         k: usize,
         w: u64,
         sop: Sembuf,
@@ -241,7 +239,7 @@ impl ArenaView<'_> {
     /// record, read again after it, is unchanged; then frees the record (the waker may not
     /// have yet). `None`: the record changed, look again.
     fn handed_off(&self, t: &Ticket, r: u64) -> Option<bool> {
-        let slot = self.slot(IpcId::new(t.semid))?;
+        let slot = self.slot(t.semid)?;
         let w = slot[HEADER_WORDS + t.k].load(Acquire);
         if w & WAITED != 0 {
             return Some(false);
@@ -300,7 +298,7 @@ impl ArenaView<'_> {
         }
         match state_of(r) {
             WAITING => {
-                let Some(slot) = self.slot(IpcId::new(t.semid)) else {
+                let Some(slot) = self.slot(t.semid) else {
                     return Cancel::Retry;
                 };
                 let cell = &slot[HEADER_WORDS + t.k];
