@@ -96,37 +96,33 @@ pub(super) fn op_set(ctx: &mut Ctx, st: &mut State) {
     );
 }
 
+/// A shmctl command that takes no buffer (IPC_RMID, SHM_LOCK, SHM_UNLOCK) on the host.
+fn host_plain(id: i32, cmd: i32) -> R<()> {
+    // SAFETY: integer arguments; these commands do not use the buffer, so NULL is fine.
+    result(unsafe { libc::shmctl(id, cmd, std::ptr::null_mut()) } as i64).map(|_| ())
+}
+
+/// A shmctl command that takes no buffer, by `user` on `id`, on the host and the engine.
+fn check_plain(ctx: &mut Ctx, user: bool, id: i32, cmd: i32, what: &str) {
+    let host = as_user(user, || host_plain(id, cmd));
+    let eng = ctx
+        .ns
+        .shmctl(&engine_cred(ctx, user), id, cmd, None)
+        .map(|_| ());
+    ctx.check(&format!("shmctl({id}, {what}) user={user}"), &host, &eng);
+}
+
 pub(super) fn op_rmid(ctx: &mut Ctx, st: &mut State) {
     let user = ctx.pick_caller();
     let id = pick_id(ctx, st);
-    // SAFETY: integer arguments; NULL is fine for IPC_RMID.
-    let host = as_user(user, || {
-        result(unsafe { libc::shmctl(id, IPC_RMID, std::ptr::null_mut()) } as i64).map(|_| ())
-    });
-    let eng = ctx
-        .ns
-        .shmctl(&engine_cred(ctx, user), id, IPC_RMID, None)
-        .map(|_| ());
-    ctx.check(&format!("shmctl({id}, IPC_RMID) user={user}"), &host, &eng);
+    check_plain(ctx, user, id, IPC_RMID, "IPC_RMID");
 }
 
 pub(super) fn op_lock(ctx: &mut Ctx, st: &mut State) {
     let user = ctx.pick_caller();
     let id = pick_id(ctx, st);
     let cmd = *ctx.rng.pick(&[SHM_LOCK, SHM_UNLOCK]);
-    // SAFETY: integer arguments; the buffer is unused by these commands.
-    let host = as_user(user, || {
-        result(unsafe { libc::shmctl(id, cmd, std::ptr::null_mut()) } as i64).map(|_| ())
-    });
-    let eng = ctx
-        .ns
-        .shmctl(&engine_cred(ctx, user), id, cmd, None)
-        .map(|_| ());
-    ctx.check(
-        &format!("shmctl({id}, lock {cmd}) user={user}"),
-        &host,
-        &eng,
-    );
+    check_plain(ctx, user, id, cmd, &format!("lock {cmd}"));
 }
 
 /// The SHM_LOCK charge: the user locks a large and a small segment of its own (charged to
@@ -135,19 +131,15 @@ pub(super) fn op_lock_charge(ctx: &mut Ctx) {
     let sizes = [16u64 << 20, 4096];
     let cred = engine_cred(ctx, true);
     for size in sizes {
-        let run = |cmd: i32, id: i32| {
-            // SAFETY: integer arguments; the buffer is unused by these commands.
-            result(unsafe { libc::shmctl(id, cmd, std::ptr::null_mut()) } as i64).map(|_| ())
-        };
         let host = as_user(true, || {
             // SAFETY: integer arguments.
             let id = result(unsafe { libc::shmget(IPC_PRIVATE, size as usize, 0o600) } as i64)?;
             let id = id as i32;
             Ok((
                 id,
-                run(SHM_LOCK, id),
-                run(SHM_UNLOCK, id),
-                run(IPC_RMID, id),
+                host_plain(id, SHM_LOCK),
+                host_plain(id, SHM_UNLOCK),
+                host_plain(id, IPC_RMID),
             ))
         });
         ctx.align_next_id(Sysctl::ShmNextId, &host.map(|h| h.0));
