@@ -7,11 +7,11 @@
 //! Layout ([`REGION_WORDS`] `AtomicU64`s, after the key table in the fast path's memfd):
 //! [`REGION_HEADER`] words (`MSGMAX`), then [`MSG_SLOTS`] slots of [`SLOT_WORDS`] words, the
 //! queue of index `i` in slot `i % MSG_SLOTS`. A slot: `LOCK`, `IDENT`, `MODE`, `UID_GID`,
-//! `CUID_CGID`, `QBYTES`, two copies of the queue's counters (`META`: `HEAD`, `TAIL`, `QNUM`,
-//! `CBYTES`, `LSPID`, `LRPID`, `STIME`, `RTIME`; `LOCK`'s [`CUR`] bit says which one is in
-//! force), then [`DATA_WORDS`] words of ring. A message in the ring is a record of words at
+//! `CUID_CGID`, `QBYTES`, two copies of the queue's counters (`META`: a word per field of
+//! `Meta`, `head`, `tail`, `qnum`, `cbytes`, `lspid`, `lrpid`, `stime`, `rtime`; `LOCK`'s
+//! [`CUR`] bit says which one is in force), then [`DATA_WORDS`] words of ring. A message in the ring is a record of words at
 //! ring positions `p, p+1, ...` (modulo `DATA_WORDS`): its type, its length in bytes, then its
-//! text. `HEAD` and `TAIL` count words from the publish on; the records lie between them.
+//! text. `head` and `tail` count words from the publish on; the records lie between them.
 //!
 //! The lock protocol: a client takes `LOCK` by one CAS from a value without [`LOCKED`] or
 //! [`SLOW`] to one with `LOCKED` and its pid, works on the ring and the copy of the counters

@@ -13,18 +13,6 @@ pub const DATA_WORDS: usize = 8192;
 pub const DATA_WORDS: usize = 8;
 /// Slot: the two copies of the counters, at `META[0]` and `META[1]`.
 pub(crate) const META: [usize; 2] = [8, 16];
-/// Counter offsets within a copy.
-pub(crate) const HEAD: usize = 0;
-pub(crate) const TAIL: usize = 1;
-pub(crate) const QNUM: usize = 2;
-pub(crate) const CBYTES: usize = 3;
-pub(crate) const LSPID: usize = 4;
-pub(crate) const LRPID: usize = 5;
-pub(crate) const STIME: usize = 6;
-pub(crate) const RTIME: usize = 7;
-/// Counter words of a copy.
-pub(crate) const META_WORDS: usize = 8;
-
 /// Words a message of `len` bytes takes in the ring.
 pub(crate) const fn record_words(len: usize) -> usize {
     2 + len.div_ceil(8)
@@ -57,46 +45,45 @@ pub(crate) fn load_text(a: &[AtomicU64], b: &[AtomicU64], len: usize) -> Vec<u8>
     text
 }
 
-/// The counters of one copy.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub(crate) struct Meta {
-    pub(crate) head: u64,
-    pub(crate) tail: u64,
-    pub(crate) qnum: u64,
-    pub(crate) cbytes: u64,
-    pub(crate) lspid: u64,
-    pub(crate) lrpid: u64,
-    pub(crate) stime: u64,
-    pub(crate) rtime: u64,
+/// `Meta` with one field per counter word, in the words' order, and its conversions from and
+/// to the words (so the order is written once, here).
+macro_rules! counter_words {
+    ($($field:ident),*) => {
+        /// The counters of one copy, a word each in the order of the fields.
+        #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+        pub(crate) struct Meta {
+            $(pub(crate) $field: u64,)*
+        }
+
+        /// Counter words of a copy.
+        pub(crate) const META_WORDS: usize = [$(stringify!($field)),*].len();
+
+        impl Meta {
+            fn from_words([$($field),*]: [u64; META_WORDS]) -> Meta {
+                Meta { $($field),* }
+            }
+            fn words(&self) -> [u64; META_WORDS] {
+                [$(self.$field),*]
+            }
+        }
+    };
 }
+
+counter_words!(head, tail, qnum, cbytes, lspid, lrpid, stime, rtime);
 
 impl Meta {
     pub(crate) fn load(slot: &[AtomicU64], copy: usize) -> Meta {
         let m = &slot[META[copy]..META[copy] + META_WORDS];
-        Meta {
-            head: m[HEAD].load(Relaxed),
-            tail: m[TAIL].load(Relaxed),
-            qnum: m[QNUM].load(Relaxed),
-            cbytes: m[CBYTES].load(Relaxed),
-            lspid: m[LSPID].load(Relaxed),
-            lrpid: m[LRPID].load(Relaxed),
-            stime: m[STIME].load(Relaxed),
-            rtime: m[RTIME].load(Relaxed),
-        }
+        Meta::from_words(std::array::from_fn(|i| m[i].load(Relaxed)))
     }
 
     /// Written with Relaxed stores: the commit's CAS (or the daemon's Release store of
     /// `LOCK`) publishes them.
     pub(crate) fn store(&self, slot: &[AtomicU64], copy: usize) {
         let m = &slot[META[copy]..META[copy] + META_WORDS];
-        m[HEAD].store(self.head, Relaxed);
-        m[TAIL].store(self.tail, Relaxed);
-        m[QNUM].store(self.qnum, Relaxed);
-        m[CBYTES].store(self.cbytes, Relaxed);
-        m[LSPID].store(self.lspid, Relaxed);
-        m[LRPID].store(self.lrpid, Relaxed);
-        m[STIME].store(self.stime, Relaxed);
-        m[RTIME].store(self.rtime, Relaxed);
+        for (word, v) in m.iter().zip(self.words()) {
+            word.store(v, Relaxed);
+        }
     }
 
     /// Whether the counters can describe a ring (clients can write anything here).
