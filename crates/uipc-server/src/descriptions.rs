@@ -18,7 +18,8 @@
 //! closes. The daemon holds a reference of its own, so it looks for the others
 //! ([`Descriptions::referenced`], through [`crate::fdscan`]) for the candidates of a close (minus
 //! the descriptor being closed), of a process exit, of an exec, and of a conflicting call (the
-//! descriptions of that call's file only). Proof of a reference is cheap and proof of none is
+//! descriptions of that call's file only; a sweep asks only about descriptions that hold a
+//! lock or wait for one, `lockserve::sweep`). Proof of a reference is cheap and proof of none is
 //! not, so the search goes from cheap to complete and stops at the first proof:
 //! - the entry's witness, the `(pid, fd)` where the description was last seen (one `kcmp`);
 //! - the descriptors of the processes that made lock calls through it (the last few callers);
@@ -242,16 +243,19 @@ impl Descriptions {
     /// the descriptors in `except` (pid, fd). Returns the ids, files and answers. See the
     /// module doc for the order of the search.
     pub fn referenced(&self, scope: Scope, except: &[(i32, RawFd)]) -> Vec<(OfdId, FileId, bool)> {
-        self.referenced_then(scope, except, &|| {})
+        self.referenced_then(scope, except, &|_, _| true, &|| {})
     }
 
-    /// [`Descriptions::referenced`], running `before_search` first if any description needs
-    /// more than its witness's one kcmp (its callers' descriptors or every process's are
-    /// read): what may take a while.
+    /// [`Descriptions::referenced`] of the entries in `scope` for which `asked` (called with
+    /// the table's mutex held, so it may take a file's lock state but nothing that leads back
+    /// to the table) says yes, running `before_search` first if any description needs more
+    /// than its witness's one kcmp (its callers' descriptors or every process's are read):
+    /// what may take a while.
     pub fn referenced_then(
         &self,
         scope: Scope,
         except: &[(i32, RawFd)],
+        asked: &dyn Fn(FileId, OfdId) -> bool,
         before_search: &dyn Fn(),
     ) -> Vec<(OfdId, FileId, bool)> {
         let me = std::process::id() as i32;
@@ -262,7 +266,7 @@ impl Descriptions {
             let mut t = self.table();
             own.extend(t.entries.iter().map(|e| e.fd.as_raw_fd()));
             for e in t.entries.iter_mut() {
-                if e.users > 0 || !scope.covers(e) {
+                if e.users > 0 || !scope.covers(e) || !asked(e.file, e.ofd) {
                     continue;
                 }
                 if let Some(w) = e.witness {

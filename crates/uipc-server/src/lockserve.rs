@@ -13,7 +13,9 @@
 //! Closes and exits: `close` drops the process's POSIX locks on the file, and the
 //! description's OFD and flock locks if no other descriptor in any process refers to it;
 //! [`sweep`] (after a process exit or exec, and when a call conflicts: then for the call's file
-//! only) drops the OFD and flock locks of every description nobody holds open any more. A call that conflicted is
+//! only) drops the OFD and flock locks of every description nobody holds open any more (it
+//! looks only for descriptions that hold a lock or wait for one: a flock lease member that
+//! does not hold the lease's lock has nothing to drop). A call that conflicted is
 //! made once more if the sweep dropped anything (a request already asleep is not woken by a
 //! holder that goes silently; it is granted when a sweep drops that lock).
 //!
@@ -28,7 +30,7 @@ use crate::hints::LockHints;
 use crate::outcome::Outcome;
 use std::os::fd::{AsRawFd, OwnedFd};
 use uipc::locks::{
-    LockInfo, LockKind, LockManager, OfdId, OpenFile, ParkedLock, F_GETLK, F_OFD_GETLK,
+    LockInfo, LockKind, LockManager, OfdId, OpenFile, Owner, ParkedLock, F_GETLK, F_OFD_GETLK,
     F_OFD_SETLK, F_OFD_SETLKW, F_SETLKW, LOCK_MAND, LOCK_NB,
 };
 use uipc::{Cred, Errno, Interrupt, ParkCtx, Progress, WaitCtx, WakeReason};
@@ -285,6 +287,7 @@ fn close(cx: &LockCtx<'_>, client_fd: i32) {
         .referenced_then(
             Scope::One(ofd),
             &[(tgid, client_fd), (me, fd.as_raw_fd())],
+            &|_, _| true,
             cx.before_scan,
         )
         .first()
@@ -309,7 +312,11 @@ pub fn sweep(
         return false;
     }
     let mut dropped = false;
-    for (ofd, file, referenced) in descriptions.referenced_then(scope, &[], before_scan) {
+    // Only a description that may hold a lock, or waits for one, is looked for: what its last
+    // close drops matters. The others (a flock lease's members that do not hold its lock) stay
+    // in the table while they are members, and go with the lease (`Descriptions::prune`).
+    let asked = |file, ofd| locks.holds_or_waits(file, Owner::Description(ofd));
+    for (ofd, file, referenced) in descriptions.referenced_then(scope, &[], &asked, before_scan) {
         if !referenced {
             // Owner::Process(0) is nobody: only the description's locks go.
             locks.close(0, file, ofd, true);

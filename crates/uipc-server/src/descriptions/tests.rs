@@ -216,6 +216,59 @@ fn a_witness_is_checked_again_at_each_use_and_never_decides_alone() {
     caller.wait().unwrap();
 }
 
+#[test]
+fn a_sweep_looks_only_for_descriptions_that_hold_a_lock() {
+    use uipc::locks::flockfast::{FlockSlots, FLOCK_MAY_REDO, REDO};
+    use uipc::locks::{LOCK_EX, LOCK_NB, LOCK_UN};
+    use uipc::{Cred, WaitCtx};
+    let _serial = serial();
+    let locks = LockManager::new().with_flock_slots(FlockSlots::owned());
+    let d = Descriptions::new();
+    let (f1, file) = temp_and_id();
+    let path = format!("/proc/self/fd/{}", f1.as_raw_fd());
+    let f2 = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(path)
+        .unwrap();
+    // Two descriptions of one file, entered as a lock call through each would, and named.
+    let flock = |f: &File, pid: i32, cmd: i32| {
+        let ofd = d
+            .acquire(&f.as_fd().try_clone_to_owned().unwrap(), file, me())
+            .unwrap();
+        let slots = locks.flock_slots().unwrap();
+        slots.name(ofd, d.copy_of(ofd).unwrap());
+        let mut open = open_file_of(f.as_raw_fd()).unwrap();
+        open.ofd = ofd;
+        let r = locks.flock(&Cred::root(pid), Some(&open), cmd, &WaitCtx::FOREVER);
+        slots.unname(ofd);
+        d.users_zero_for_test(ofd);
+        (ofd, r)
+    };
+    // The first is leased the file (no lock held); the second becomes a member.
+    let (o1, r) = flock(&f1, me(), LOCK_UN);
+    r.unwrap();
+    let (_, r) = flock(&f2, me() + 1, LOCK_EX | LOCK_NB | FLOCK_MAY_REDO);
+    assert_eq!(r, Err(REDO));
+    assert_eq!(locks.flock_slots().unwrap().holder(file), Some(o1));
+    let scans = std::cell::Cell::new(0);
+    let count = || scans.set(scans.get() + 1);
+    // The member's last descriptor goes silently: it held nothing, so the sweep (of an exit)
+    // looks for neither description (no scan of every process), and both stay members.
+    drop(f2);
+    assert!(!crate::lockserve::sweep(&locks, &d, Scope::All, &count));
+    assert_eq!(scans.get(), 0);
+    assert_eq!(d.len(), 2);
+    // The first takes the lock, then its last descriptor goes: the sweep finds nobody holds
+    // it and drops its lock.
+    flock(&f1, me(), LOCK_EX).1.unwrap();
+    drop(f1);
+    assert!(crate::lockserve::sweep(&locks, &d, Scope::All, &count));
+    assert_eq!(scans.get(), 1);
+    assert!(!locks.owns_any(file, Owner::Description(o1)));
+    assert!(locks.list_file(file).is_empty());
+}
+
 impl Descriptions {
     fn users_zero_for_test(&self, ofd: OfdId) {
         let mut t = self.table();

@@ -359,6 +359,23 @@ impl LockManager {
                 return true;
             }
         }
+        self.engine_owns(file, owner)
+    }
+
+    /// Whether `owner` may hold a lock on `file` or has a request blocked there: as
+    /// [`LockManager::owns_any`], except that a member of the file's flock lease counts only if
+    /// it may hold the lease's lock (a member that does not owns nothing a close would drop).
+    pub fn holds_or_waits(&self, file: FileId, owner: Owner) -> bool {
+        if let Owner::Description(o) = owner {
+            if self.flock_may_hold(file, o) {
+                return true;
+            }
+        }
+        self.engine_owns(file, owner)
+    }
+
+    /// Whether the engine's state of `file` has a lock or a blocked request of `owner`.
+    fn engine_owns(&self, file: FileId, owner: Owner) -> bool {
         self.files
             .with(file, false, |_, st| {
                 st.posix.iter().any(|h| h.owner == owner)

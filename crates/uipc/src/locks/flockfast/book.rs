@@ -343,6 +343,31 @@ impl FlockSlots {
         sh.slots.get(&k).is_some_and(|b| b.members.contains(&ofd))
     }
 
+    /// Whether description `ofd` may hold `file`'s flock lock through the file's lease: a
+    /// member that the slot's `STATE`, read now, names as the owner, or any member while that
+    /// word is not one this book can read (not HELD, SLOW, another epoch). A member that is
+    /// not the owner holds nothing that its last close would drop.
+    pub fn may_hold(&self, file: FileId, ofd: OfdId) -> bool {
+        let sh = lock(self.shard(file));
+        let Some(k) = sh.files.get(&file).and_then(|b| b.lease) else {
+            return false;
+        };
+        let Some(book) = sh.slots.get(&k) else {
+            return false;
+        };
+        let Some(i) = book.members.iter().position(|&o| o == ofd) else {
+            return false;
+        };
+        let Some(slot) = self.slot(k) else {
+            return true;
+        };
+        let v = slot[STATE].load(Acquire);
+        if v & (HELD | SLOW) != HELD || epoch_of(v) != book.epoch & (u64::MAX >> EPOCH_SHIFT) {
+            return true;
+        }
+        (v & OWNER_MASK) as usize == i + 1
+    }
+
     /// Takes every lease back (a listing of all locks), handing each one's lock to `import`.
     pub(crate) fn revoke_all(&self, mut import: impl FnMut(FileId, Taken)) {
         if !self.granted.load(Relaxed) {

@@ -90,6 +90,14 @@ impl LockManager {
         }
     }
 
+    /// Whether description `ofd` may hold `file`'s flock lock through its lease (see
+    /// [`FlockSlots::may_hold`]).
+    pub(crate) fn flock_may_hold(&self, file: FileId, ofd: OfdId) -> bool {
+        self.flock_slots
+            .as_ref()
+            .is_some_and(|l| l.may_hold(file, ofd))
+    }
+
     /// Whether description `ofd` holds `file`'s flock lease (it then owns a lock as far as
     /// its embedder's bookkeeping goes).
     pub(crate) fn flock_leased(&self, file: FileId, ofd: OfdId) -> bool {

@@ -191,3 +191,28 @@ fn a_second_description_becomes_a_member_and_they_exclude_each_other() {
     assert_eq!(lines(&m), vec![(LockKind::Flock, LockType::Write, 200)]);
     assert!(!m.owns_any(F, Owner::Description(OfdId(1))));
 }
+
+#[test]
+fn only_the_member_holding_the_lock_holds_or_waits() {
+    let m = manager();
+    flock(&m, 100, 1, LOCK_EX).unwrap();
+    assert_eq!(
+        flock(&m, 200, 2, LOCK_EX | LOCK_NB | FLOCK_MAY_REDO),
+        Err(REDO)
+    );
+    let (d1, d2) = (Owner::Description(OfdId(1)), Owner::Description(OfdId(2)));
+    // Both are members (their names are kept); only the owner holds what a close drops.
+    assert!(m.owns_any(F, d1) && m.owns_any(F, d2));
+    assert!(m.holds_or_waits(F, d1));
+    assert!(!m.holds_or_waits(F, d2));
+    assert_eq!(local(&m, 100, 1, LOCK_UN), Flocked::Done);
+    assert!(!m.holds_or_waits(F, d1) && !m.holds_or_waits(F, d2));
+    assert_eq!(local(&m, 200, 2, LOCK_EX | LOCK_NB), Flocked::Done);
+    assert!(!m.holds_or_waits(F, d1));
+    assert!(m.holds_or_waits(F, d2));
+    // A word the book cannot read (written by someone else): every member may hold it.
+    let words = m.flock_slots().unwrap().words();
+    let k = FlockView::new(words).candidates(F).next().unwrap();
+    words[k * SLOT_WORDS + STATE].fetch_add(1 << EPOCH_SHIFT, AcqRel);
+    assert!(m.holds_or_waits(F, d1) && m.holds_or_waits(F, d2));
+}
