@@ -53,6 +53,7 @@
 //! - ENOLCK comes from a per-file record limit ([`LockConfig::max_locks_per_file`]), not from
 //!   memory pressure.
 
+mod books;
 mod deadlock;
 mod fcntl;
 mod file;

@@ -4,6 +4,8 @@
 //!
 //! Everything here is the daemon's own memory; the shared slots are written (grant, revoke)
 //! and only `STATE` is read back (by the revoke's `fetch_or`), validated against the grant.
+//! The per-file books and their walk are `locks::books`, shared with the POSIX leases; a
+//! file's cooldown starts when its lease is taken back for another description.
 //!
 //! Lock order: one shard's mutex (the shard of the file's slot group), then the names' mutex,
 //! or, inside the callbacks of [`FlockSlots::enter`] and [`FlockSlots::leave`], the engine's
@@ -11,30 +13,10 @@
 
 use super::*;
 use crate::ipc::shared_words::SharedWords;
+use crate::locks::books::{Books, Shard, SlotMap, COOLDOWN};
 use crate::locks::types::OfdId;
-use crate::sync::{lock, AtomicBool, Mutex, Ordering::Relaxed, Ordering::Release};
+use crate::sync::{lock, Mutex, MutexGuard, Ordering::Release};
 use std::collections::HashMap;
-
-/// Shard mutexes.
-const SHARDS: usize = 64;
-/// Grant chances a file skips after its lease was taken back for another description.
-const COOLDOWN: u16 = 32;
-
-#[derive(Default)]
-struct FileBook {
-    /// Engine calls inside the file (entered, not yet left).
-    inside: u32,
-    /// The slot that leases it.
-    lease: Option<usize>,
-    /// Grant chances still to skip.
-    cooldown: u16,
-}
-
-impl FileBook {
-    fn idle(&self) -> bool {
-        self.inside == 0 && self.lease.is_none() && self.cooldown == 0
-    }
-}
 
 #[derive(Default)]
 struct SlotBook {
@@ -46,23 +28,15 @@ struct SlotBook {
     members: Vec<OfdId>,
 }
 
-#[derive(Default)]
-struct Shard {
-    files: HashMap<FileId, FileBook>,
-    slots: HashMap<usize, SlotBook>,
-}
-
 /// What a revoke hands back: the description, its flock lock (if any) and the pid that set it.
 pub(crate) type Taken = (OfdId, Option<crate::locks::LockType>, i32);
 
 /// A flock lease area and its books.
 pub struct FlockSlots {
     mem: SharedWords,
-    shards: Box<[Mutex<Shard>]>,
+    books: Books<SlotBook>,
     /// The tokens of the descriptions whose calls are in flight (named by the embedder).
     names: Mutex<HashMap<OfdId, (u64, u32)>>,
-    /// Some lease was ever granted (a listing with none looks at nothing).
-    granted: AtomicBool,
 }
 
 impl std::fmt::Debug for FlockSlots {
@@ -75,9 +49,8 @@ impl FlockSlots {
     fn with_mem(mem: SharedWords) -> FlockSlots {
         FlockSlots {
             mem,
-            shards: (0..SHARDS).map(|_| Mutex::new(Shard::default())).collect(),
+            books: Books::new(),
             names: Mutex::new(HashMap::new()),
-            granted: AtomicBool::new(false),
         }
     }
 
@@ -116,8 +89,8 @@ impl FlockSlots {
         self.words().get(k * SLOT_WORDS..(k + 1) * SLOT_WORDS)
     }
 
-    fn shard(&self, file: FileId) -> &Mutex<Shard> {
-        &self.shards[group_of(file) % SHARDS]
+    fn shard(&self, file: FileId) -> MutexGuard<'_, Shard<SlotBook>> {
+        self.books.lock(group_of(file))
     }
 
     /// Names description `ofd` by `fd`, the number of the daemon's own descriptor of it, for
@@ -143,8 +116,8 @@ impl FlockSlots {
 
     /// Takes slot `k` back: the lock it held (its description, type and setter), validated,
     /// and its sleepers woken (they go to the daemon). `None` if it was not leased.
-    fn revoke(&self, sh: &mut Shard, k: usize) -> Option<Option<Taken>> {
-        let book = sh.slots.get_mut(&k)?;
+    fn revoke(&self, slots: &mut SlotMap<SlotBook>, k: usize) -> Option<Option<Taken>> {
+        let book = slots.get_mut(&k)?;
         book.file.take()?;
         let members = std::mem::take(&mut book.members);
         let slot = self.slot(k)?;
@@ -172,19 +145,16 @@ impl FlockSlots {
     /// A call on `file` through description `by` (if any) begins: the file's lease is taken
     /// back first and its lock handed to `import`. No grant happens while a call is inside.
     pub(crate) fn enter(&self, file: FileId, by: Option<OfdId>, import: impl FnOnce(Taken)) {
-        let mut sh = lock(self.shard(file));
-        let sh = &mut *sh;
-        let book = sh.files.entry(file).or_default();
-        book.inside += 1;
+        let mut sh = self.shard(file);
+        let (book, slots) = sh.enter(file);
         let Some(k) = book.lease.take() else { return };
-        let member = sh
-            .slots
+        let member = slots
             .get(&k)
             .is_some_and(|b| by.is_some_and(|o| b.members.contains(&o)));
         if !member {
             book.cooldown = COOLDOWN;
         }
-        if let Some(Some(taken)) = self.revoke(sh, k) {
+        if let Some(Some(taken)) = self.revoke(slots, k) {
             import(taken);
         }
     }
@@ -201,40 +171,30 @@ impl FlockSlots {
         grant: Option<(OfdId, i32)>,
         take: impl FnOnce(OfdId) -> Option<Option<(crate::locks::LockType, i32)>>,
     ) {
-        let mut sh = lock(self.shard(file));
-        let sh = &mut *sh;
-        let Some(book) = sh.files.get_mut(&file) else {
-            return;
-        };
-        book.inside = book.inside.saturating_sub(1);
-        if book.inside == 0 && book.lease.is_none() {
-            if let Some((ofd, pid)) = grant.filter(|&(_, p)| p > 0 && p as u64 <= PID_MASK) {
-                if book.cooldown > 0 {
-                    book.cooldown -= 1;
-                } else if let Some(token) = lock(&self.names).get(&ofd).map(|e| e.0 as i32) {
-                    if let Some(k) = self.free_slot(&sh.slots, file) {
-                        if let Some(held) = take(ofd) {
-                            let (mode, setter) = match held {
-                                Some((crate::locks::LockType::Write, p)) => (Mode::Exclusive, p),
-                                Some((_, p)) => (Mode::Shared, p),
-                                None => (Mode::Unlocked, pid),
-                            };
-                            let grant = pid;
-                            let pid = setter;
-                            self.grant(&mut sh.slots, k, (file, ofd), token, (mode, pid, grant));
-                            book.lease = Some(k);
-                        }
+        self.shard(file).leave(file, |book, slots| {
+            let Some((ofd, pid)) = grant.filter(|&(_, p)| p > 0 && p as u64 <= PID_MASK) else {
+                return;
+            };
+            if book.cooldown > 0 {
+                book.cooldown -= 1;
+            } else if let Some(token) = lock(&self.names).get(&ofd).map(|e| e.0 as i32) {
+                if let Some(k) = self.free_slot(slots, file) {
+                    if let Some(held) = take(ofd) {
+                        let (mode, setter) = match held {
+                            Some((crate::locks::LockType::Write, p)) => (Mode::Exclusive, p),
+                            Some((_, p)) => (Mode::Shared, p),
+                            None => (Mode::Unlocked, pid),
+                        };
+                        self.grant(slots, k, (file, ofd), token, (mode, setter, pid));
+                        book.lease = Some(k);
                     }
                 }
             }
-        }
-        if book.idle() {
-            sh.files.remove(&file);
-        }
+        });
     }
 
     /// A slot of `file`'s group that no lease uses.
-    fn free_slot(&self, slots: &HashMap<usize, SlotBook>, file: FileId) -> Option<usize> {
+    fn free_slot(&self, slots: &SlotMap<SlotBook>, file: FileId) -> Option<usize> {
         (0..GROUP)
             .map(|i| group_of(file) * GROUP + i)
             .find(|&k| self.slot(k).is_some() && slots.get(&k).is_none_or(|b| b.file.is_none()))
@@ -244,7 +204,7 @@ impl FlockSlots {
     /// holding `mode` set by `pid`.
     fn grant(
         &self,
-        slots: &mut HashMap<usize, SlotBook>,
+        slots: &mut SlotMap<SlotBook>,
         k: usize,
         (file, ofd): (FileId, OfdId),
         fd: i32,
@@ -269,7 +229,7 @@ impl FlockSlots {
             Mode::Exclusive => 1,
         };
         slot[STATE].store((book.epoch << EPOCH_SHIFT) | HELD | lock, Release);
-        self.granted.store(true, Relaxed);
+        self.books.mark_granted();
     }
 
     /// A call of description `ofd` (process `pid`, asking for `want`) on `file` whose slot it
@@ -283,8 +243,7 @@ impl FlockSlots {
         if pid <= 0 || pid as u64 > PID_MASK {
             return false;
         }
-        let mut sh = lock(self.shard(file));
-        let sh = &mut *sh;
+        let mut sh = self.shard(file);
         let Some(k) = sh.files.get(&file).and_then(|b| b.lease) else {
             return false;
         };
@@ -318,11 +277,7 @@ impl FlockSlots {
     /// After an exit: wakes every slot's sleepers (one woken by an unlock may have died
     /// before taking the lock, leaving the others asleep on a free lock).
     pub(crate) fn wake_all(&self) {
-        if !self.granted.load(Relaxed) {
-            return;
-        }
-        for shard in self.shards.iter() {
-            let sh = lock(shard);
+        self.books.each_shard(|sh| {
             for (&k, b) in sh.slots.iter() {
                 let Some(slot) = self.slot(k).filter(|_| b.file.is_some()) else {
                     continue;
@@ -331,16 +286,14 @@ impl FlockSlots {
                     crate::ipc::sem::fast::futex_wake_all(&slot[STATE]);
                 }
             }
-        }
+        });
     }
 
     /// Whether description `ofd` holds `file`'s lease (the embedder keeps what names it).
     pub fn holds(&self, file: FileId, ofd: OfdId) -> bool {
-        let sh = lock(self.shard(file));
-        let Some(k) = sh.files.get(&file).and_then(|b| b.lease) else {
-            return false;
-        };
-        sh.slots.get(&k).is_some_and(|b| b.members.contains(&ofd))
+        let sh = self.shard(file);
+        sh.leased(file)
+            .is_some_and(|(_, b)| b.members.contains(&ofd))
     }
 
     /// Whether description `ofd` may hold `file`'s flock lock through the file's lease: a
@@ -370,35 +323,15 @@ impl FlockSlots {
 
     /// Takes every lease back (a listing of all locks), handing each one's lock to `import`.
     pub(crate) fn revoke_all(&self, mut import: impl FnMut(FileId, Taken)) {
-        if !self.granted.load(Relaxed) {
-            return;
-        }
-        for shard in self.shards.iter() {
-            let mut sh = lock(shard);
-            let sh = &mut *sh;
-            let leased: Vec<(FileId, usize)> = sh
-                .files
-                .iter()
-                .filter_map(|(&f, b)| b.lease.map(|k| (f, k)))
-                .collect();
-            for (f, k) in leased {
-                if let Some(b) = sh.files.get_mut(&f) {
-                    b.lease = None;
-                }
-                if let Some(Some(taken)) = self.revoke(sh, k) {
-                    import(f, taken);
-                }
-                if sh.files.get(&f).is_some_and(FileBook::idle) {
-                    sh.files.remove(&f);
-                }
+        self.books.revoke_all(|slots, f, k| {
+            if let Some(Some(taken)) = self.revoke(slots, k) {
+                import(f, taken);
             }
-        }
+        });
     }
 
     /// The description `file`'s lease was granted to, if any (tests).
     pub fn holder(&self, file: FileId) -> Option<OfdId> {
-        let sh = lock(self.shard(file));
-        let k = sh.files.get(&file)?.lease?;
-        sh.slots.get(&k)?.members.first().copied()
+        self.shard(file).leased(file)?.1.members.first().copied()
     }
 }

@@ -3,6 +3,9 @@
 //!
 //! Everything here is the daemon's own memory; the shared slots are written (grant, revoke)
 //! but only the current buffer and `STATE` are ever read back, and what is read is validated.
+//! The per-file books and their walk are `locks::books`, shared with the flock leases; a
+//! file's cooldown starts when its lease is taken back for another process, and while it
+//! lasts the file may be granted in shared mode.
 //!
 //! Lock order: one shard's mutex (the shard of the file's slot group), then, inside the
 //! callbacks of [`Leases::enter`] and [`Leases::leave`], the engine's file-map shard and one
@@ -10,30 +13,12 @@
 
 use super::*;
 use crate::ipc::shared_words::{SharedWords, Slots};
-use crate::sync::{lock, AtomicBool, Mutex};
-use std::collections::HashMap;
+use crate::locks::books::{Books, SlotMap, COOLDOWN};
+use crate::sync::{Mutex, MutexGuard};
 
-/// Shard mutexes.
-const SHARDS: usize = 64;
-/// Grant opportunities a file skips after its lease was taken back for another process.
-const COOLDOWN: u16 = 32;
+pub(super) use crate::locks::books::Shard;
 
 #[derive(Default)]
-pub(super) struct FileBook {
-    /// Engine calls inside the file (entered, not yet left).
-    pub(super) inside: u32,
-    /// The slot that leases it.
-    pub(super) lease: Option<usize>,
-    /// Grant opportunities still to skip (a contended file: shared mode may be granted).
-    pub(super) cooldown: u16,
-}
-
-impl FileBook {
-    fn idle(&self) -> bool {
-        self.inside == 0 && self.lease.is_none() && self.cooldown == 0
-    }
-}
-
 pub(super) struct SlotBook {
     /// The epoch of the last grant.
     pub(super) epoch: u32,
@@ -44,18 +29,10 @@ pub(super) struct SlotBook {
     pub(super) busy_by: Option<i32>,
 }
 
-#[derive(Default)]
-pub(super) struct Shard {
-    pub(super) files: HashMap<FileId, FileBook>,
-    pub(super) slots: HashMap<usize, SlotBook>,
-}
-
 /// A lease area and its books.
 pub struct Leases {
     mem: SharedWords,
-    pub(super) shards: Box<[Mutex<Shard>]>,
-    /// Some lease was ever granted (an exit with none looks at nothing).
-    pub(super) granted: AtomicBool,
+    books: Books<SlotBook>,
     /// Processes that asked for the area (whose parked calls may be sent to shared mode).
     pub(super) askers: Mutex<std::collections::HashSet<i32>>,
 }
@@ -70,8 +47,7 @@ impl Leases {
     fn with_mem(mem: SharedWords) -> Leases {
         Leases {
             mem,
-            shards: (0..SHARDS).map(|_| Mutex::new(Shard::default())).collect(),
-            granted: AtomicBool::new(false),
+            books: Books::new(),
             askers: Mutex::new(Default::default()),
         }
     }
@@ -112,13 +88,13 @@ impl Leases {
         Slots::<SLOT_WORDS>::new(self.words()).get(k)
     }
 
-    pub(super) fn shard(&self, file: FileId) -> &Mutex<Shard> {
-        &self.shards[group_of(file) % SHARDS]
+    pub(super) fn shard(&self, file: FileId) -> MutexGuard<'_, Shard<SlotBook>> {
+        self.books.lock(group_of(file))
     }
 
     /// Takes slot `k` back: its holder and the locks it held, validated.
-    fn revoke(&self, sh: &mut Shard, k: usize) -> Option<(i32, Vec<Piece>)> {
-        let book = sh.slots.get_mut(&k)?;
+    fn revoke(&self, slots: &mut SlotMap<SlotBook>, k: usize) -> Option<(i32, Vec<Piece>)> {
+        let book = slots.get_mut(&k)?;
         let (_, pid) = book.holder.take()?;
         let slot = self.slot(k)?;
         if pid == 0 {
@@ -146,12 +122,10 @@ impl Leases {
         keep_others: bool,
         import: impl FnOnce(i32, &[Piece]),
     ) {
-        let mut sh = lock(self.shard(file));
-        let sh = &mut *sh;
-        let book = sh.files.entry(file).or_default();
-        book.inside += 1;
+        let mut sh = self.shard(file);
+        let (book, slots) = sh.enter(file);
         let Some(k) = book.lease else { return };
-        let holder = sh.slots.get(&k).and_then(|b| b.holder).map(|(_, p)| p);
+        let holder = slots.get(&k).and_then(|b| b.holder).map(|(_, p)| p);
         if keep_others && holder == Some(0) {
             self.release_shared(k, by);
             return;
@@ -163,7 +137,7 @@ impl Leases {
         if holder != Some(by) {
             book.cooldown = COOLDOWN;
         }
-        if let Some((pid, pieces)) = self.revoke(sh, k) {
+        if let Some((pid, pieces)) = self.revoke(slots, k) {
             import(pid, &pieces);
         }
     }
@@ -182,37 +156,29 @@ impl Leases {
         take: impl FnOnce(i32) -> Option<Vec<Piece>>,
         take_shared: impl FnOnce() -> Option<i32>,
     ) {
-        let mut sh = lock(self.shard(file));
-        let sh = &mut *sh;
-        let Some(book) = sh.files.get_mut(&file) else {
-            return;
-        };
-        book.inside = book.inside.saturating_sub(1);
-        if book.inside == 0 && book.lease.is_none() {
-            if let Some(pid) = grant.filter(|&p| p > 0 && p as u64 <= PID_MASK) {
-                if book.cooldown > 0 {
-                    if let Some(k) = self.free_slot(&mut sh.slots, file) {
-                        if let Some(owner) = take_shared() {
-                            self.grant_shared(&mut sh.slots, k, file, owner);
-                            book.lease = Some(k);
-                        }
-                    }
-                    book.cooldown -= u16::from(book.lease.is_none());
-                } else if let Some(k) = self.free_slot(&mut sh.slots, file) {
-                    if let Some(pieces) = take(pid) {
-                        self.grant(&mut sh.slots, k, file, pid, &pieces);
+        self.shard(file).leave(file, |book, slots| {
+            let Some(pid) = grant.filter(|&p| p > 0 && p as u64 <= PID_MASK) else {
+                return;
+            };
+            if book.cooldown > 0 {
+                if let Some(k) = self.free_slot(slots, file) {
+                    if let Some(owner) = take_shared() {
+                        self.grant_shared(slots, k, file, owner);
                         book.lease = Some(k);
                     }
                 }
+                book.cooldown -= u16::from(book.lease.is_none());
+            } else if let Some(k) = self.free_slot(slots, file) {
+                if let Some(pieces) = take(pid) {
+                    self.grant(slots, k, file, pid, &pieces);
+                    book.lease = Some(k);
+                }
             }
-        }
-        if book.idle() {
-            sh.files.remove(&file);
-        }
+        });
     }
 
     /// A slot of `file`'s group that no lease uses and no revoked holder may still write.
-    fn free_slot(&self, slots: &mut HashMap<usize, SlotBook>, file: FileId) -> Option<usize> {
+    fn free_slot(&self, slots: &mut SlotMap<SlotBook>, file: FileId) -> Option<usize> {
         (0..GROUP).map(|i| group_of(file) * GROUP + i).find(|&k| {
             if self.slot(k).is_none() {
                 return false;
@@ -236,17 +202,13 @@ impl Leases {
 
     pub(super) fn grant(
         &self,
-        slots: &mut HashMap<usize, SlotBook>,
+        slots: &mut SlotMap<SlotBook>,
         k: usize,
         file: FileId,
         pid: i32,
         pieces: &[Piece],
     ) {
-        let book = slots.entry(k).or_insert(SlotBook {
-            epoch: 0,
-            holder: None,
-            busy_by: None,
-        });
+        let book = slots.entry(k).or_default();
         book.epoch = book.epoch.wrapping_add(1);
         book.holder = Some((file, pid));
         let Some(slot) = self.slot(k) else { return };
@@ -254,19 +216,14 @@ impl Leases {
         slot[INO].store(file.ino, Release);
         write_buffer(slot, 0, pieces);
         slot[STATE].store(held_state(pid, book.epoch), Release);
-        self.granted.store(true, Relaxed);
+        self.books.mark_granted();
     }
 
     /// Process `pid` is gone: its leases end and their locks with them (Linux drops a dead
     /// process's POSIX locks); slots it may have left BUSY are free again.
     pub fn exit(&self, pid: i32) {
         self.forget_process(pid);
-        if !self.granted.load(Relaxed) {
-            return;
-        }
-        for shard in self.shards.iter() {
-            let mut sh = lock(shard);
-            let sh = &mut *sh;
+        self.books.each_shard(|sh| {
             let mine: Vec<(usize, FileId)> = sh
                 .slots
                 .iter()
@@ -276,13 +233,8 @@ impl Leases {
                 })
                 .collect();
             for (k, f) in mine {
-                let _ = self.revoke(sh, k);
-                if let Some(b) = sh.files.get_mut(&f) {
-                    b.lease = None;
-                    if b.idle() {
-                        sh.files.remove(&f);
-                    }
-                }
+                let _ = self.revoke(&mut sh.slots, k);
+                sh.unlease(f);
             }
             for b in sh.slots.values_mut() {
                 if b.busy_by == Some(pid) {
@@ -290,41 +242,22 @@ impl Leases {
                 }
             }
             self.exit_shared(sh, pid);
-        }
+        });
     }
 
     /// Takes every lease back (a listing of all locks), handing each holder's locks to
     /// `import`.
     pub(crate) fn revoke_all(&self, mut import: impl FnMut(FileId, i32, &[Piece])) {
-        if !self.granted.load(Relaxed) {
-            return;
-        }
-        for shard in self.shards.iter() {
-            let mut sh = lock(shard);
-            let sh = &mut *sh;
-            let leased: Vec<(FileId, usize)> = sh
-                .files
-                .iter()
-                .filter_map(|(&f, b)| b.lease.map(|k| (f, k)))
-                .collect();
-            for (f, k) in leased {
-                if let Some(b) = sh.files.get_mut(&f) {
-                    b.lease = None;
-                }
-                if let Some((pid, pieces)) = self.revoke(sh, k) {
-                    import(f, pid, &pieces);
-                }
-                if sh.files.get(&f).is_some_and(FileBook::idle) {
-                    sh.files.remove(&f);
-                }
+        self.books.revoke_all(|slots, f, k| {
+            if let Some((pid, pieces)) = self.revoke(slots, k) {
+                import(f, pid, &pieces);
             }
-        }
+        });
     }
 
     /// The holder of `file`'s lease, if any (tests; a slot in shared mode has none).
     pub fn holder(&self, file: FileId) -> Option<i32> {
-        let sh = lock(self.shard(file));
-        let k = sh.files.get(&file)?.lease?;
-        sh.slots.get(&k)?.holder.map(|(_, p)| p).filter(|&p| p > 0)
+        let (_, pid) = self.shard(file).leased(file)?.1.holder?;
+        Some(pid).filter(|&p| p > 0)
     }
 }

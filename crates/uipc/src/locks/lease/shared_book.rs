@@ -101,7 +101,7 @@ impl Leases {
     /// An exit: `pid`'s lock on every slot in shared mode of this shard goes, and every such
     /// slot's sleepers wake (a wake the dead process took, or one it owed after its unlock,
     /// reaches the others).
-    pub(super) fn exit_shared(&self, sh: &mut Shard, pid: i32) {
+    pub(super) fn exit_shared(&self, sh: &mut Shard<SlotBook>, pid: i32) {
         for (&k, b) in sh.slots.iter() {
             if matches!(b.holder, Some((_, 0))) {
                 self.release_shared(k, pid);
@@ -126,7 +126,7 @@ impl Leases {
         wait: bool,
         retried: bool,
     ) -> SharedCall {
-        let sh = lock(self.shard(file));
+        let sh = self.shard(file);
         let Some(k) = sh.files.get(&file).and_then(|b| b.lease) else {
             return SharedCall::Engine;
         };
