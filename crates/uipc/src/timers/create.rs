@@ -133,11 +133,7 @@ pub(crate) fn timer_create(
         return Err(Errno::EAGAIN);
     }
     let uid = cred.uid;
-    let reserved = match wanted {
-        Some(want) => proc.restore_id(&inner.table, tgid, want),
-        None => proc.alloc_id(&inner.table, tgid, inner.id_mask),
-    };
-    let id = match reserved {
+    let id = match proc.reserve_id(&inner.table, tgid, wanted, inner.id_mask) {
         Ok(id) => id,
         Err(e) => {
             inner.sigpending.uncharge(uid);

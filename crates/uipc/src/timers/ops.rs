@@ -276,7 +276,7 @@ fn fire(inner: &Inner, due: impl Iterator<Item = (Arc<Timer>, u64)>) -> usize {
 
 /// See [`super::Timers::signal_is_live`].
 pub(crate) fn signal_is_live(sig: &TimerSignal) -> bool {
-    let st = super::lock(&sig.source.state);
+    let st = super::lock(&sig.source.0.state);
     !st.deleted && st.queued == Some(st.signal_seq)
 }
 
@@ -284,7 +284,7 @@ pub(crate) fn signal_is_live(sig: &TimerSignal) -> bool {
 /// dropped (the timer was deleted or re-set since), else the siginfo. A periodic timer is
 /// re-armed here, on its grid, and the periods it skipped become the overrun.
 pub(crate) fn dequeue_signal(inner: &Inner, sig: &TimerSignal) -> Option<SigInfo> {
-    let timer = &sig.source;
+    let timer = &sig.source.0;
     let mut st = super::lock(&timer.state);
     let queued = st.queued.take();
     if st.deleted {

@@ -57,15 +57,26 @@ impl ProcState {
         self.next_id.store(next, Ordering::Relaxed);
     }
 
-    /// Reserves the next free id in the table (`posix_timer_add`, normal mode).
+    /// Reserves the id of a new timer in the table: exactly `wanted` in restore mode (EBUSY if
+    /// held; on success the counter moves on past it), else the next free one the counter
+    /// gives within `mask` (`posix_timer_add`; EAGAIN once every id was tried).
     ///
     /// Entry/exit: no lock held; takes table stripe locks one at a time.
-    pub(crate) fn alloc_id<T>(
+    pub(crate) fn reserve_id<T>(
         &self,
         table: &TimerTable<T>,
         tgid: Tgid,
+        wanted: Option<TimerId>,
         mask: u32,
     ) -> Result<TimerId> {
+        if let Some(id) = wanted {
+            if !table.try_reserve(tgid, id) {
+                return Err(Errno::EBUSY);
+            }
+            self.next_id
+                .store((id.raw() as u32).wrapping_add(1), Ordering::Relaxed);
+            return Ok(id);
+        }
         for _ in 0..=mask as u64 {
             let id =
                 TimerId::from_raw((self.next_id.fetch_add(1, Ordering::Relaxed) & mask) as i32);
@@ -74,21 +85,6 @@ impl ProcState {
             }
         }
         Err(Errno::EAGAIN)
-    }
-
-    /// Reserves exactly `id` (restore mode): EBUSY if held; on success the counter moves on.
-    pub(crate) fn restore_id<T>(
-        &self,
-        table: &TimerTable<T>,
-        tgid: Tgid,
-        id: TimerId,
-    ) -> Result<TimerId> {
-        if !table.try_reserve(tgid, id) {
-            return Err(Errno::EBUSY);
-        }
-        self.next_id
-            .store((id.raw() as u32).wrapping_add(1), Ordering::Relaxed);
-        Ok(id)
     }
 
     /// Records `id` as held. False if the process died meanwhile (the caller undoes the create).

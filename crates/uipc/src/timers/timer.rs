@@ -310,7 +310,7 @@ impl Timer {
             signo,
             value,
             timer: this.id,
-            source: this.clone(),
+            source: Source(this.clone()),
         })
     }
 
@@ -325,7 +325,7 @@ impl Timer {
 /// The embedder keeps it queued until the target takes it, then hands it back to
 /// [`super::Timers::dequeue_signal`], which says whether it is still to be delivered and with
 /// which overrun: the same two-step queue/dequeue Linux does with its preallocated sigqueue.
-#[derive(Clone)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TimerSignal {
     /// The process owning the timer.
     pub tgid: i32,
@@ -339,34 +339,24 @@ pub struct TimerSignal {
     pub timer: TimerId,
     /// The timer object itself: ids are reused, and a deleted timer's queued signal still
     /// holds its RLIMIT_SIGPENDING unit until it is dequeued.
-    pub(crate) source: Arc<Timer>,
+    pub(crate) source: Source,
 }
 
-impl PartialEq for TimerSignal {
+/// The timer a [`TimerSignal`] came from: equal only to the same object (ids are reused).
+#[derive(Clone)]
+pub(crate) struct Source(pub(crate) Arc<Timer>);
+
+impl PartialEq for Source {
     fn eq(&self, other: &Self) -> bool {
-        Arc::ptr_eq(&self.source, &other.source)
-            && (self.tgid, self.target, self.signo, self.value, self.timer)
-                == (
-                    other.tgid,
-                    other.target,
-                    other.signo,
-                    other.value,
-                    other.timer,
-                )
+        Arc::ptr_eq(&self.0, &other.0)
     }
 }
 
-impl Eq for TimerSignal {}
+impl Eq for Source {}
 
-impl std::fmt::Debug for TimerSignal {
+impl std::fmt::Debug for Source {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("TimerSignal")
-            .field("tgid", &self.tgid)
-            .field("target", &self.target)
-            .field("signo", &self.signo)
-            .field("value", &self.value)
-            .field("timer", &self.timer)
-            .finish()
+        f.write_str("Timer")
     }
 }
 
