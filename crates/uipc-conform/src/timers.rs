@@ -61,14 +61,23 @@ fn since(t: Instant) -> i64 {
     t.elapsed().as_nanos() as i64
 }
 
-/// Equal, except that `it_value` may differ by `tolerance` nanoseconds.
-fn close(a: &Result<ItimerSpec, Errno>, b: &Result<ItimerSpec, Errno>, tolerance: i64) -> bool {
-    match (a, b) {
+/// The row of `call`, a call returning a timer's value that began at `started`: both results
+/// and whether they agree (equal, except that `it_value` may differ by the tolerance plus the
+/// time the calls took).
+fn timed_row(
+    call: String,
+    h: &Result<ItimerSpec, Errno>,
+    e: &Result<ItimerSpec, Errno>,
+    started: Instant,
+) -> (String, String, String, bool) {
+    let tolerance = TOLERANCE + since(started);
+    let same = match (h, e) {
         (Ok(a), Ok(b)) => {
             a.interval == b.interval && (nanos(&a.value) - nanos(&b.value)).abs() <= tolerance
         }
-        _ => a == b,
-    }
+        _ => h == e,
+    };
+    (call, fmt(h), fmt(e), same)
 }
 
 /// CPU-time clock ids (the process and thread clocks, and negative per-pid/tid ids).
@@ -260,11 +269,11 @@ fn child(opts: &Options, out: &mut impl Write) -> Result<(), String> {
                     std::thread::sleep(std::time::Duration::from_millis(1));
                 }
                 let e = engine.timer_settime(&cred, TimerId::from_raw(id), flags, spec);
-                (
+                timed_row(
                     format!("timer_settime({id}, {flags}, {spec:?})"),
-                    fmt(&h),
-                    fmt(&e),
-                    close(&h, &e, TOLERANCE + since(started)),
+                    &h,
+                    &e,
+                    started,
                 )
             }
             13..=15 => {
@@ -272,12 +281,7 @@ fn child(opts: &Options, out: &mut impl Write) -> Result<(), String> {
                 let started = Instant::now();
                 let h = host_gettime(id);
                 let e = engine.timer_gettime(&cred, TimerId::from_raw(id));
-                (
-                    format!("timer_gettime({id})"),
-                    fmt(&h),
-                    fmt(&e),
-                    close(&h, &e, TOLERANCE + since(started)),
-                )
+                timed_row(format!("timer_gettime({id})"), &h, &e, started)
             }
             16..=17 => {
                 let id = g.id();
