@@ -327,7 +327,8 @@ impl Run {
         d.refs -= 1;
         let last = d.refs == 0;
         if d.flags & libc::O_PATH == 0 {
-            self.engine.close(pid, self.files[d.file], d.ofd, last);
+            self.engine
+                .close(uipc::Tgid::new(pid), self.files[d.file], d.ofd, last);
         }
         if last {
             self.descriptions.remove(&id);

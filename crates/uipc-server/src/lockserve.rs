@@ -33,7 +33,7 @@ use uipc::locks::{
     LockInfo, LockKind, LockManager, OfdId, OpenFile, Owner, ParkedLock, F_GETLK, F_OFD_GETLK,
     F_OFD_SETLK, F_OFD_SETLKW, F_SETLKW, LOCK_MAND, LOCK_NB,
 };
-use uipc::{Cred, Errno, Interrupt, ParkCtx, Progress, WaitCtx, WakeReason};
+use uipc::{Cred, Errno, Interrupt, ParkCtx, Progress, Tgid, WaitCtx, WakeReason};
 use uipc_proto::{LockLine, LockRequest, LockResponse, Response, HINT_SLOTS};
 
 /// What a lock request needs.
@@ -277,7 +277,7 @@ fn close(cx: &LockCtx<'_>, client_fd: i32) {
     };
     let tgid = cx.cred.tgid;
     // POSIX locks go whatever the description (id 0 is never given to one).
-    cx.locks.close(tgid, open.file, OfdId(0), false);
+    cx.locks.close(Tgid::new(tgid), open.file, OfdId(0), false);
     let Some(ofd) = cx.descriptions.find(fd.as_raw_fd()) else {
         return;
     };
@@ -293,7 +293,7 @@ fn close(cx: &LockCtx<'_>, client_fd: i32) {
         .first()
         .is_none_or(|&(_, _, referenced)| referenced);
     if !held_elsewhere {
-        cx.locks.close(tgid, open.file, ofd, true);
+        cx.locks.close(Tgid::new(tgid), open.file, ofd, true);
         cx.descriptions.forget(ofd);
     }
 }
@@ -319,7 +319,7 @@ pub fn sweep(
     for (ofd, file, referenced) in descriptions.referenced_then(scope, &[], &asked, before_scan) {
         if !referenced {
             // Owner::Process(0) is nobody: only the description's locks go.
-            locks.close(0, file, ofd, true);
+            locks.close(Tgid::new(0), file, ofd, true);
             descriptions.forget(ofd);
             dropped = true;
         }

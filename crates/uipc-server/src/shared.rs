@@ -61,7 +61,7 @@ impl Shared {
     /// flock locks of descriptions nobody holds open any more.
     pub fn process_exit(&self, pid: i32) {
         self.namespaces.process_exit(pid);
-        self.locks.process_exit(pid);
+        self.locks.process_exit(uipc::Tgid::new(pid));
         lockserve::sweep(&self.locks, &self.descriptions, Scope::All, &|| {});
     }
 }

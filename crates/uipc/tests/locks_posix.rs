@@ -5,7 +5,7 @@
 mod common;
 
 use uipc::locks::*;
-use uipc::{Cred, Errno, WaitCtx};
+use uipc::{Cred, Errno, Tgid, WaitCtx};
 
 const FILE: FileId = FileId {
     dev: 0xfe00,
@@ -250,15 +250,15 @@ fn any_close_drops_the_processs_posix_locks_and_the_last_close_the_descriptions(
     m.flock(&Cred::root(11), Some(&b), LOCK_EX, &WaitCtx::FOREVER)
         .unwrap();
     // Process 10 closes an unrelated second descriptor of the file: its locks go.
-    m.close(10, FILE, OfdId(3), false);
+    m.close(Tgid::new(10), FILE, OfdId(3), false);
     assert_eq!(m.list_file(FILE).len(), 2);
-    m.close(11, FILE, OfdId(2), false);
+    m.close(Tgid::new(11), FILE, OfdId(2), false);
     assert_eq!(
         m.list_file(FILE).len(),
         2,
         "not the last reference: OFD and flock stay"
     );
-    m.close(11, FILE, OfdId(2), true);
+    m.close(Tgid::new(11), FILE, OfdId(2), true);
     assert!(m.list_file(FILE).is_empty());
 }
 
@@ -269,9 +269,9 @@ fn exit_drops_every_posix_lock_of_the_process_on_every_file() {
     set(&m, 10, &fd(1), F_SETLK, F_WRLCK, 0, 10).unwrap();
     set(&m, 10, &other, F_SETLK, F_RDLCK, 0, 10).unwrap();
     set(&m, 11, &other, F_SETLK, F_RDLCK, 0, 10).unwrap();
-    m.process_exit(10);
+    m.process_exit(Tgid::new(10));
     let left: Vec<_> = m.list().iter().map(|l| l.owner).collect();
-    assert_eq!(left, vec![Owner::Process(11)]);
+    assert_eq!(left, vec![Owner::Process(Tgid::new(11))]);
 }
 
 #[test]

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::thread;
 use std::time::Duration;
 use uipc::locks::*;
-use uipc::{Cred, Errno, Interrupt, Progress, WaitCtx};
+use uipc::{Cred, Errno, Interrupt, Progress, Tgid, WaitCtx};
 
 const FILE: FileId = FileId { dev: 3, ino: 9 };
 const LF: common::LockFile = common::LockFile(FILE);
@@ -263,7 +263,7 @@ fn cycle(m: &Arc<LockManager>, n: i32, ofd: bool) -> (Result<(), Errno>, Waiters
 
 fn release_all(m: &LockManager, n: i32, threads: Waiters) {
     for k in 1..=n {
-        m.close(k, FILE, OfdId(k as u64), true);
+        m.close(Tgid::new(k), FILE, OfdId(k as u64), true);
     }
     for t in threads {
         assert_eq!(t.join().unwrap(), Ok(()));
@@ -393,8 +393,8 @@ fn a_posix_request_closing_a_cycle_through_an_ofd_waiter_behind_a_posix_lock_get
         Err(Errno::EDEADLK),
         "EINTR would mean the cycle went unseen"
     );
-    m.close(3, FILE, OfdId(3), true);
+    m.close(Tgid::new(3), FILE, OfdId(3), true);
     assert_eq!(b.join().unwrap(), Ok(()));
-    m.close(2, FILE, OfdId(2), true);
+    m.close(Tgid::new(2), FILE, OfdId(2), true);
     assert_eq!(a.join().unwrap(), Ok(()));
 }

@@ -140,7 +140,8 @@ impl Run {
                         self.release(w, id);
                     }
                 }
-                self.engine.process_exit(self.engine_pid(w));
+                self.engine
+                    .process_exit(uipc::Tgid::new(self.engine_pid(w)));
                 self.pids.exit(self.procs[w].incarnation);
                 self.procs[w] = self.spawn()?;
                 self.open_scenario_slot(w)?;

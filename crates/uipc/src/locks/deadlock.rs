@@ -29,7 +29,7 @@
 
 use super::types::{LockKind, Owner};
 use crate::sync::{lock, Mutex};
-use crate::{Errno, Result};
+use crate::{Errno, Result, Tgid};
 use foldhash::fast::FixedState;
 use std::collections::{HashMap, HashSet, VecDeque};
 
@@ -82,7 +82,7 @@ impl DeadlockGraph {
     /// Publishes (`up`) or withdraws a recorded request of `owner` for the libraries' walks.
     fn publish(&self, owner: Owner, up: bool) {
         if let (Some(l), Owner::Process(pid)) = (self.leases.get(), owner) {
-            l.engine_sleeper(pid, up);
+            l.engine_sleeper(pid.get(), up);
         }
     }
 
@@ -198,7 +198,9 @@ impl Graph {
         leases: Option<&std::sync::Arc<super::lease::Leases>>,
     ) -> bool {
         let slept = |o: Owner| match (o, leases) {
-            (Owner::Process(pid), Some(l)) => l.sleeps_behind(pid).map(Owner::Process),
+            (Owner::Process(pid), Some(l)) => l
+                .sleeps_behind(pid.get())
+                .map(|p| Owner::Process(Tgid::new(p))),
             _ => None,
         };
         match mode {
@@ -271,7 +273,7 @@ mod tests {
     use crate::locks::types::OfdId;
 
     fn p(n: i32) -> Owner {
-        Owner::Process(n)
+        Owner::Process(Tgid::new(n))
     }
 
     /// Owners 1..=n, each k waiting for k+1; then owner n asks to wait for owner 1.

@@ -29,7 +29,7 @@ use super::range::{self, overlaps, Piece};
 use super::types::{LockKind, LockType, Owner};
 use crate::sync::Mutex;
 use crate::wait::Waiter;
-use crate::{Errno, Result};
+use crate::{Errno, Result, Tgid};
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -38,7 +38,8 @@ use std::sync::Arc;
 pub(crate) struct Held {
     pub kind: LockKind,
     pub owner: Owner,
-    pub pid: i32,
+    /// The process that set it.
+    pub pid: Tgid,
     pub ty: LockType,
     pub start: i64,
     pub end: i64,
@@ -49,7 +50,8 @@ pub(crate) struct Held {
 pub(crate) struct Request {
     pub kind: LockKind,
     pub owner: Owner,
-    pub pid: i32,
+    /// The calling process.
+    pub pid: Tgid,
     pub ty: Option<LockType>,
     pub start: i64,
     pub end: i64,

@@ -160,8 +160,9 @@ mod loom_models {
     use super::*;
     use crate::locks::file::Held;
     use crate::locks::types::{LockKind, LockType, Owner};
+    use crate::Tgid;
 
-    fn held(pid: i32) -> Held {
+    fn held(pid: Tgid) -> Held {
         Held {
             kind: LockKind::Posix,
             owner: Owner::Process(pid),
@@ -182,7 +183,7 @@ mod loom_models {
             map.with(file, true, |_, _| ());
             let m2 = map.clone();
             let t = loom::thread::spawn(move || {
-                m2.with(file, true, |_, mut st| st.posix.push(held(1)));
+                m2.with(file, true, |_, mut st| st.posix.push(held(Tgid::new(1))));
             });
             map.remove_if_idle(file);
             t.join().unwrap();

@@ -14,7 +14,7 @@ use super::parked::{LockCall, ParkedLock};
 use super::types::*;
 use super::LockManager;
 use crate::wait::{ParkCtx, Progress};
-use crate::{Cred, Errno, Result, WaitCtx};
+use crate::{Cred, Errno, Result, Tgid, WaitCtx};
 
 impl LockManager {
     /// `flock(fd, cmd)`. `fd` is `None` for a bad or `O_PATH` descriptor. Without LOCK_NB a
@@ -54,7 +54,7 @@ impl LockManager {
                     call.req.owner,
                     super::flockfast::Mode::of_cmd(cmd),
                 ) {
-                    if self.flock_register(call.file, o, call.req.pid, want) {
+                    if self.flock_register(call.file, o, call.req.pid.get(), want) {
                         return Progress::Done(Err(super::flockfast::REDO));
                     }
                 }
@@ -85,7 +85,7 @@ impl LockManager {
         let req = Request {
             kind: LockKind::Flock,
             owner: Owner::Description(fd.ofd),
-            pid: cred.tgid,
+            pid: Tgid::new(cred.tgid),
             ty,
             start: 0,
             end: OFFSET_MAX,

@@ -5,7 +5,7 @@ use super::types::{FileId, Flock, OfdId, OpenFile, Owner, F_SETLK, F_SETLKW, F_U
 use super::{LockManager, ParkedLock};
 use crate::sync::{model, AtomicUsize, Ordering::SeqCst};
 use crate::wait::{ParkCtx, Progress, WaitCtx, WakeReason};
-use crate::{Cred, Errno};
+use crate::{Cred, Errno, Tgid};
 use loom::thread;
 use std::sync::Arc;
 
@@ -88,7 +88,7 @@ fn cancel_racing_the_waking_unlock() {
         }
         let (held, blocked, graph) = state(&m);
         match r {
-            Ok(()) => assert_eq!(held, vec![Owner::Process(2)]),
+            Ok(()) => assert_eq!(held, vec![Owner::Process(Tgid::new(2))]),
             Err(e) => {
                 assert_eq!(e, Errno::EINTR);
                 assert!(held.is_empty(), "{held:?}");
@@ -110,6 +110,6 @@ fn poll_after_the_notification_is_granted() {
         }
         assert!(matches!(p.poll(&m), Progress::Done(Ok(()))));
         unlocker.join().unwrap();
-        assert_eq!(state(&m), (vec![Owner::Process(2)], 0, 0));
+        assert_eq!(state(&m), (vec![Owner::Process(Tgid::new(2))], 0, 0));
     });
 }

@@ -75,7 +75,7 @@ pub use types::*;
 
 use crate::sync::lock;
 use crate::wait::{ParkCtx, Progress, Waiter};
-use crate::{Errno, Result};
+use crate::{Errno, Result, Tgid};
 use file::{Blocked, Request};
 use files::FileMap;
 use parked::LockCall;
@@ -193,7 +193,7 @@ impl LockManager {
         let r = self.request_step_entered(call, wait, woken, park);
         let done = matches!(r, Progress::Done(Ok(())));
         let flocked = req.kind == LockKind::Flock && done && !retry;
-        self.flock_leave(file, ofd.filter(|_| flocked).map(|o| (o, req.pid)));
+        self.flock_leave(file, ofd.filter(|_| flocked).map(|o| (o, req.pid.get())));
         self.lease_leave(
             file,
             (req.kind == LockKind::Posix && done).then_some(req.pid),
@@ -343,7 +343,7 @@ impl LockManager {
     /// The locks of one file, as [`LockManager::list`] shows them.
     pub fn list_file(&self, file: FileId) -> Vec<LockInfo> {
         let mut out = Vec::new();
-        self.lease_enter(file, 0, false);
+        self.lease_enter(file, Tgid::new(0), false);
         self.flock_enter(file, None);
         self.files
             .with(file, false, |_, st| procfs::list_file(file, &st, &mut out));
@@ -394,7 +394,7 @@ impl LockManager {
     /// Process `tgid` closed one descriptor of `file`, which refers to description `ofd`: all
     /// of the process's POSIX locks on the file go (whatever descriptor set them); if that was
     /// the description's last reference (`last_reference`), its OFD and flock locks go too.
-    pub fn close(&self, tgid: i32, file: FileId, ofd: OfdId, last_reference: bool) {
+    pub fn close(&self, tgid: Tgid, file: FileId, ofd: OfdId, last_reference: bool) {
         // A lease of another process stays: a close drops only the closer's POSIX locks, and
         // a leased file has no OFD or flock lock.
         self.lease_enter(file, tgid, true);
@@ -421,9 +421,9 @@ impl LockManager {
 
     /// Process exit: every POSIX lock of `tgid`, on every file, goes. (The embedder reports the
     /// last closes of the process's descriptions with [`LockManager::close`].)
-    pub fn process_exit(&self, tgid: i32) {
+    pub fn process_exit(&self, tgid: Tgid) {
         if let Some(l) = &self.leases {
-            l.exit(tgid);
+            l.exit(tgid.get());
         }
         self.flock_exit();
         for (id, _) in self.files.all() {

@@ -22,7 +22,7 @@ pub(crate) fn list_file(file: FileId, st: &FileState, out: &mut Vec<LockInfo>) {
         kind: h.kind,
         ty: h.ty,
         owner: h.owner,
-        pid: h.pid,
+        pid: h.pid.get(),
         start: h.start,
         end: h.end,
         blocked_behind: behind,

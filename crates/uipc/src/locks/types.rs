@@ -3,6 +3,8 @@
 
 pub use uipc_abi::locks::*;
 
+use crate::Tgid;
+
 /// Which file a lock is on: the caller's stable identity for an inode (device and inode number,
 /// or anything else unique among the files the caller shows the engine).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -34,8 +36,8 @@ pub struct OfdId(pub u64);
 /// threads of a process), an open file description for OFD and flock locks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Owner {
-    /// POSIX record locks: the process (tgid).
-    Process(i32),
+    /// POSIX record locks: the process.
+    Process(Tgid),
     /// OFD locks and flock: the open file description.
     Description(OfdId),
 }

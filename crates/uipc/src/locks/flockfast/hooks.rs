@@ -7,6 +7,7 @@ use super::{FlockSlots, Mode};
 use crate::locks::file::Held;
 use crate::locks::types::{FileId, LockKind, OfdId, Owner, OFFSET_MAX};
 use crate::locks::LockManager;
+use crate::Tgid;
 
 impl LockManager {
     /// Gives the manager a flock lease area: from now on a description that alone locks a
@@ -24,6 +25,7 @@ impl LockManager {
     /// Puts a revoked lease's lock into the engine as its description's flock lock (nothing
     /// else is on the file: nothing conflicts).
     fn import_flock(&self, file: FileId, (ofd, ty, pid): Taken) {
+        let pid = Tgid::new(pid);
         let Some(ty) = ty else { return };
         self.files.with(file, true, |_, mut st| {
             let owner = Owner::Description(ofd);
@@ -61,7 +63,7 @@ impl LockManager {
                     if !alone {
                         return None;
                     }
-                    let held = st.flocks.first().map(|h| (h.ty, h.pid));
+                    let held = st.flocks.first().map(|h| (h.ty, h.pid.get()));
                     st.flocks.clear();
                     Some(held)
                 })

@@ -7,7 +7,7 @@ use crate::locks::lease::Leases;
 use crate::locks::types::*;
 use crate::locks::LockManager;
 use crate::sync::AtomicU64;
-use crate::{Cred, Errno, WaitCtx};
+use crate::{Cred, Errno, Tgid, WaitCtx};
 
 const F: FileId = FileId { dev: 7, ino: 43 };
 
@@ -146,9 +146,9 @@ fn only_a_named_description_without_other_locks_is_leased() {
 fn the_last_close_drops_a_leased_lock_and_another_close_does_not() {
     let m = manager();
     flock(&m, 100, 1, LOCK_EX).unwrap();
-    m.close(100, F, OfdId(1), false);
+    m.close(Tgid::new(100), F, OfdId(1), false);
     assert_eq!(local(&m, 100, 1, LOCK_EX), Flocked::Done);
-    m.close(100, F, OfdId(1), true);
+    m.close(Tgid::new(100), F, OfdId(1), true);
     assert!(!m.owns_any(F, Owner::Description(OfdId(1))));
     assert_eq!(lines(&m), vec![]);
     flock(&m, 200, 2, LOCK_EX | LOCK_NB).unwrap();

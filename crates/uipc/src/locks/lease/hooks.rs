@@ -9,6 +9,7 @@ use crate::locks::parked::LockCall;
 use crate::locks::types::{FileId, LockKind, LockType, Owner, OFFSET_MAX};
 use crate::locks::LockManager;
 use crate::wait::Waiter;
+use crate::Tgid;
 use std::sync::Arc;
 
 impl LockManager {
@@ -45,7 +46,7 @@ impl LockManager {
             Some(LockType::Read) => return None,
         };
         let span = (req.start, req.end);
-        match l.shared_call(call.file, req.pid, write, span, wait, woken.is_some()) {
+        match l.shared_call(call.file, req.pid.get(), write, span, wait, woken.is_some()) {
             SharedCall::Engine => None,
             SharedCall::Done(r) => {
                 if let Some(w) = woken {
@@ -67,7 +68,7 @@ impl LockManager {
     fn take_shared(&self, l: &Leases, file: FileId) -> Option<i32> {
         let whole_write = |owner: Owner, ty: Option<LockType>, start: i64, end: i64| match owner {
             Owner::Process(p) if ty == Some(LockType::Write) && start == 0 && end == OFFSET_MAX => {
-                Some(p)
+                Some(p.get())
             }
             _ => None,
         };
@@ -108,6 +109,7 @@ impl LockManager {
         if pieces.is_empty() {
             return;
         }
+        let pid = Tgid::new(pid);
         let limit = self.config.max_locks_per_file;
         self.files.with(file, true, |_, mut st| {
             for p in pieces {
@@ -129,25 +131,25 @@ impl LockManager {
     }
 
     /// A call on `file` by process `by` begins (see [`Leases::enter`]).
-    pub(crate) fn lease_enter(&self, file: FileId, by: i32, keep_others: bool) {
+    pub(crate) fn lease_enter(&self, file: FileId, by: Tgid, keep_others: bool) {
         if let Some(l) = &self.leases {
-            l.enter(file, by, keep_others, |pid, pieces| {
+            l.enter(file, by.get(), keep_others, |pid, pieces| {
                 self.import(file, pid, pieces)
             });
         }
     }
 
     /// The call ends; `grant`: the process of a successful POSIX set command.
-    pub(crate) fn lease_leave(&self, file: FileId, grant: Option<i32>) {
+    pub(crate) fn lease_leave(&self, file: FileId, grant: Option<Tgid>) {
         let Some(l) = &self.leases else { return };
         l.leave(
             file,
-            grant,
+            grant.map(Tgid::get),
             |pid| {
                 let taken = self
                     .files
                     .with(file, false, |_, mut st| {
-                        let owner = Owner::Process(pid);
+                        let owner = Owner::Process(Tgid::new(pid));
                         let alone = st.flocks.is_empty()
                             && st.blocked.is_empty()
                             && st.posix.len() <= LEASE_RANGES

@@ -6,7 +6,7 @@ use super::shared::*;
 use super::*;
 use crate::locks::types::*;
 use crate::locks::LockManager;
-use crate::{Cred, WaitCtx};
+use crate::{Cred, Tgid, WaitCtx};
 
 fn file(ino: u64) -> FileId {
     FileId { dev: 7, ino }
@@ -126,7 +126,7 @@ fn an_unlock_wakes_one_sleeper_and_an_exit_frees_the_lock() {
     assert_eq!(v.shared_unlock(f, 100, (0, OFFSET_MAX), &mut fx), Some(()));
     assert_eq!(fx.0, 1, "WAITERS was set: one wake");
     assert_eq!(v.shared_lock(f, 300, false, &mut fx), Some(Ok(())));
-    m.process_exit(300);
+    m.process_exit(Tgid::new(300));
     assert_eq!(
         v.shared_owner(f, 100),
         Some(0),

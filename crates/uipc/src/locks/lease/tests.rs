@@ -5,7 +5,7 @@
 use super::*;
 use crate::locks::types::*;
 use crate::locks::LockManager;
-use crate::{Cred, WaitCtx};
+use crate::{Cred, Tgid, WaitCtx};
 
 const F: FileId = FileId { dev: 7, ino: 42 };
 
@@ -93,7 +93,7 @@ fn close_and_exit_drop_the_holders_locks() {
     let view = LeaseView::new(m.leases().unwrap().words());
     assert_eq!(view.set(F, 100, Some(true), 50, 59), Leased::Done);
     // Another process's close keeps the lease.
-    m.close(300, F, OfdId(9), true);
+    m.close(Tgid::new(300), F, OfdId(9), true);
     assert_eq!(m.leases().unwrap().holder(F), Some(100));
     assert_eq!(view.clear(F, 100), Leased::Done);
     assert_eq!(getlk(&m, 200, F_WRLCK).l_type, F_UNLCK);
@@ -101,7 +101,7 @@ fn close_and_exit_drop_the_holders_locks() {
     setlk(&m, 100, F_WRLCK, 0, 10).unwrap();
     let view = LeaseView::new(m.leases().unwrap().words());
     assert_eq!(m.leases().unwrap().holder(F), Some(100));
-    m.process_exit(100);
+    m.process_exit(Tgid::new(100));
     assert_eq!(m.leases().unwrap().holder(F), None);
     assert!(!view.holds(F, 100));
     assert_eq!(getlk(&m, 200, F_WRLCK).l_type, F_UNLCK);
@@ -119,7 +119,7 @@ fn a_holder_killed_inside_an_operation_leaves_the_locks_before_it() {
         let g = getlk(&m, 200, F_RDLCK);
         assert_eq!((g.l_type, g.l_len), (F_WRLCK, 10), "stop {stop}");
         // The slot is not reused while the stopped holder may still write it.
-        m.process_exit(100);
+        m.process_exit(Tgid::new(100));
         assert_eq!(getlk(&m, 200, F_RDLCK).l_type, F_UNLCK);
     }
 }
