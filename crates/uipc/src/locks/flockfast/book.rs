@@ -301,11 +301,8 @@ impl FlockSlots {
     /// word is not one this book can read (not HELD, SLOW, another epoch). A member that is
     /// not the owner holds nothing that its last close would drop.
     pub fn may_hold(&self, file: FileId, ofd: OfdId) -> bool {
-        let sh = lock(self.shard(file));
-        let Some(k) = sh.files.get(&file).and_then(|b| b.lease) else {
-            return false;
-        };
-        let Some(book) = sh.slots.get(&k) else {
+        let sh = self.shard(file);
+        let Some((k, book)) = sh.leased(file) else {
             return false;
         };
         let Some(i) = book.members.iter().position(|&o| o == ofd) else {
