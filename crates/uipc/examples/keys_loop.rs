@@ -1,7 +1,9 @@
 //! Creates and looks up N keys in one namespace, as `uipc bench ipc-keys`'s "uipc" column
 //! does (one process, root): for `perf stat -e instructions` and `perf record` of the engine's
-//! `semget` alone. Usage: `keys_loop [KEYS [ROUNDS]]` (31900 and 5 by default); prints each
-//! round's create and lookup microseconds.
+//! `semget` alone. Usage: `keys_loop [KEYS [ROUNDS [create]]]` (31900 and 5 by default); prints
+//! each round's create and lookup microseconds. With `create` the lookups are left out, so
+//! that `valgrind --tool=cachegrind` counts the creates (and the namespace's setup and drop)
+//! alone.
 
 use std::time::Instant;
 
@@ -22,6 +24,7 @@ fn main() {
     let mut args = std::env::args().skip(1);
     let n: i32 = args.next().map_or(31900, |a| a.parse().expect("KEYS"));
     let rounds: usize = args.next().map_or(5, |a| a.parse().expect("ROUNDS"));
+    let lookups = args.next().as_deref() != Some("create");
     // What the `uipc` binary does for the bench (keep_freed_heap).
     // SAFETY: mallopt sets two of malloc's tunables; no other thread runs yet.
     unsafe {
@@ -38,7 +41,7 @@ fn main() {
         }
         let (create, create_cpu) = (t0.elapsed().as_secs_f64() * 1e6, cpu_us() - c0);
         let (t0, c0) = (Instant::now(), cpu_us());
-        for i in 0..n {
+        for i in (0..n).filter(|_| lookups) {
             ns.semget(&cred, 0x1000_0000 + i, 1, 0o1000 | 0o600)
                 .expect("lookup");
         }
