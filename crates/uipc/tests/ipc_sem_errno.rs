@@ -390,3 +390,37 @@ fn proc_file_matches_linux_format() {
         "-559038737          0   644          3     0     0     0     0          0 1795345190"
     );
 }
+
+/// Sets made after a namespace goes may reuse its sets' memory (`registry::spare`): each must
+/// still start as a new set, with nothing of the old one's values, times, pids or owner.
+#[test]
+fn sets_made_after_a_namespace_goes_start_fresh() {
+    let keys = 0x5e7_0000..0x5e7_0000 + 64;
+    let old = ns_at(1000);
+    for key in keys.clone() {
+        let id = old.semget(&root(), key, 1, IPC_CREAT | 0o666).unwrap();
+        old.semctl(&root(), id, 0, SETVAL, SemctlArg::Val(7))
+            .unwrap();
+        op(&old, &root(), id, &[Sembuf::new(0, 2, 0)]).unwrap();
+        let set = SemctlArg::Set {
+            uid: 5,
+            gid: 6,
+            mode: 0o640,
+        };
+        old.semctl(&root(), id, 0, IPC_SET, set).unwrap();
+    }
+    drop(old);
+    let new = ns_at(2000);
+    for key in keys {
+        let id = new.semget(&user(), key, 1, IPC_CREAT | 0o600).unwrap();
+        assert_eq!(ctl(&new, &user(), id, 0, GETVAL), Ok(0));
+        assert_eq!(ctl(&new, &user(), id, 0, GETPID), Ok(0));
+        let Ok(SemctlOut::Stat(_, ds)) = new.semctl(&user(), id, 0, IPC_STAT, SemctlArg::None)
+        else {
+            panic!("IPC_STAT");
+        };
+        assert_eq!((ds.otime, ds.ctime, ds.nsems), (0, 2000, 1));
+        assert_eq!((ds.perm.key, ds.perm.uid, ds.perm.cuid), (key, 1000, 1000));
+        assert_eq!(ds.perm.mode & 0o777, 0o600);
+    }
+}

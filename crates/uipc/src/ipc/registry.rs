@@ -22,6 +22,9 @@
 //!   same for every index, and consecutive indices, which the cyclic allocator hands out in
 //!   runs, sit in consecutive slots. Only creation and removal, under the writer lock, change
 //!   it.
+//! - A new object is built in the allocation of an object of a dropped namespace when its
+//!   type keeps them ([`spare`]; semaphore sets do), else in a fresh `Arc`. Creating
+//!   ([`Vacancy`], in `vacancy`) is Linux's `ipc_addid`.
 //!
 //! Locks: `state` is the kernel's `rwsem`. Creation and removal hold it for writing; a `*get`
 //! that finds its key, `*_INFO`, `*_STAT` by index and `/proc` listings hold it for reading
@@ -30,7 +33,8 @@
 //! on an existing id (semop, msgsnd, shmat, the *ctl calls) take no registry lock at all.
 //! Lock order: `state` -> the object's own lock; `state` -> a slot lock of `objects`, which
 //! is a leaf (held only to clone, insert or take out an `Arc`; a removed object is dropped
-//! after the slot lock is released). Code holding an object lock must never take `state`.
+//! after the slot lock is released); `state` -> the type's spare pool (a leaf). Code holding
+//! an object lock must never take `state`.
 
 use super::consts::{IPC_CREAT, IPC_EXCL, IPC_PRIVATE};
 use super::keytable::writer::KeyRegion;
@@ -42,7 +46,8 @@ use crate::sync::{
 use crate::table::hash::KeyBuildHasher;
 use crate::table::{CyclicIdAllocator, DirectMap, IdLayout};
 use crate::{Errno, IpcId, IpcIdx, IpcKey, Result};
-use hashbrown::hash_map::{Entry, HashMap, VacantEntry};
+use hashbrown::hash_map::{Entry, HashMap};
+use spare::{SpareList, SparePool};
 use std::sync::Arc;
 
 /// The part of an object the registry reads without the object's lock.
@@ -81,6 +86,13 @@ pub trait IpcObject: Send + Sync + 'static {
     fn key_info_word(info: Self::KeyInfo) -> u64 {
         let _ = info;
         0
+    }
+    /// Where this type's allocations wait between namespaces (`spare`), if it keeps any.
+    fn spare_pool() -> Option<&'static SparePool<Self>>
+    where
+        Self: Sized,
+    {
+        None
     }
 }
 
@@ -123,6 +135,8 @@ pub struct RegistryState<T: IpcObject> {
     alloc: CyclicIdAllocator,
     /// A pending `*_next_id` restore.
     next_id: Option<IpcId>,
+    /// Allocations for the next objects (`spare`).
+    spares: SpareList<T>,
 }
 
 impl<T: IpcObject> RegistryState<T> {
@@ -161,6 +175,7 @@ impl<T: IpcObject> Registry<T> {
                 perms: PermTable::default(),
                 alloc: CyclicIdAllocator::new(layout),
                 next_id: None,
+                spares: SpareList::default(),
             }),
             objects: DirectMap::new(layout.ipcmni()),
             layout,
@@ -289,6 +304,7 @@ impl<T: IpcObject> Registry<T> {
             perms,
             alloc,
             next_id,
+            spares,
         } = st;
         let place = if key.is_private() {
             None
@@ -307,6 +323,7 @@ impl<T: IpcObject> Registry<T> {
             perms,
             alloc,
             next_id,
+            spares,
         })
     }
 
@@ -410,70 +427,23 @@ impl<T: IpcObject> Registry<T> {
     }
 }
 
-/// A free key (or IPC_PRIVATE) found under the registry's writer lock, with what creating an
-/// object there needs: [`Registry::get_or_create`] hands one to the type's `create`. Entering
-/// the object puts it where the lookup found the key free, without probing the key map again.
-pub struct Vacancy<'a, T: IpcObject> {
-    reg: &'a Registry<T>,
-    /// The key's place in the key map; `None` for IPC_PRIVATE, which is never entered.
-    place: Option<VacantEntry<'a, IpcKey, KeyEntry<T::KeyInfo>, KeyBuildHasher>>,
-    perms: &'a mut PermTable,
-    alloc: &'a mut CyclicIdAllocator,
-    next_id: &'a mut Option<IpcId>,
-}
-
-impl<T: IpcObject> Vacancy<'_, T> {
-    /// `ipc_addid`: ENOSPC at the count limit (`min(limit, IPCMNI)`); then the id, consuming a
-    /// pending `*_next_id`; then `build(id)` makes the object, which is published under its
-    /// index, and under its key with the permissions and info in `opens` (what opening the key
-    /// checks from then on). The type's own checks (sizes, semmns, shmall) must have passed
-    /// already: failures before this point leave `*_next_id` pending, as on Linux.
-    pub fn add(
-        self,
-        limit: i32,
-        opens: (&IpcPerm, T::KeyInfo),
-        build: impl FnOnce(IpcId) -> T,
-    ) -> Result<Arc<T>> {
-        self.add_then(limit, opens, build, Arc::clone)
-    }
-
-    /// [`Vacancy::add`], returning `then(&object)` instead of a new reference to the object
-    /// (a creation that only needs the id then costs no reference count traffic beyond the
-    /// one reference the registry keeps, in its id map).
-    pub fn add_then<R>(
-        self,
-        limit: i32,
-        (perm, info): (&IpcPerm, T::KeyInfo),
-        build: impl FnOnce(IpcId) -> T,
-        then: impl FnOnce(&Arc<T>) -> R,
-    ) -> Result<R> {
-        let layout = self.reg.layout;
-        let limit = (limit.max(0) as u32).min(layout.ipcmni());
-        if self.alloc.in_use() >= limit {
-            return Err(Errno::ENOSPC);
-        }
-        let id = match self.next_id.take() {
-            Some(wanted) => self.alloc.alloc_at(wanted)?,
-            None => self.alloc.alloc()?,
+impl<T: IpcObject> Drop for Registry<T> {
+    /// Keeps the allocations of the objects only the registry still holds, if the type has a
+    /// pool (`spare`); the others are dropped as usual.
+    fn drop(&mut self) {
+        let Some(pool) = T::spare_pool() else {
+            return;
         };
-        let obj = Arc::new(build(id));
-        debug_assert_eq!(obj.header().id(), id);
-        let out = then(&obj);
-        let key = self.place.as_ref().map(|place| *place.key());
-        if let Some(place) = self.place {
-            let perm = self.perms.intern(perm);
-            place.insert(KeyEntry { id, perm, info });
-        }
-        let replaced = self.reg.objects.insert(layout.idx(id), obj);
-        debug_assert!(replaced.is_none(), "the allocator gave a used index");
-        // Published only once the object can be found by its id: a client that opens the key
-        // from the table may use the id at once.
-        if let (Some(key), Some(region)) = (key, self.reg.published.get()) {
-            region.put(key.get(), id.get(), perm, T::key_info_word(info));
-        }
-        Ok(out)
+        let st = self.state.get_mut().unwrap_or_else(|e| e.into_inner());
+        let spares = &mut st.spares;
+        self.objects.drain(|obj| spares.recycle(obj));
+        spares.give_back(pool);
     }
 }
 
+pub mod spare;
 #[cfg(test)]
 mod tests;
+mod vacancy;
+
+pub use vacancy::Vacancy;

@@ -153,6 +153,22 @@ impl<T> DirectMap<T> {
         old
     }
 
+    /// Takes every object out, in index order, giving each to `f` (no lock: the map is the
+    /// caller's alone).
+    pub fn drain(&mut self, mut f: impl FnMut(Arc<T>)) {
+        for chunk in self.dir.iter().filter_map(OnceBox::get) {
+            for slot in chunk.iter() {
+                let obj = slot.obj.load(Ordering::Relaxed);
+                if !obj.is_null() {
+                    slot.obj.store(std::ptr::null_mut(), Ordering::Relaxed);
+                    // SAFETY: the slot's own reference (see `take`), given up once, here: the
+                    // slot is empty from now on, and `&mut self` keeps every reader out.
+                    f(unsafe { Arc::from_raw(obj) });
+                }
+            }
+        }
+    }
+
     /// Takes the object at `idx` out. The caller serializes writers, and drops the result
     /// after the slot lock is released (it is, when this returns).
     pub fn remove(&self, idx: IpcIdx) -> Option<Arc<T>> {

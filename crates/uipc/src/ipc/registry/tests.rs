@@ -180,3 +180,57 @@ fn private_key_objects_vanish_from_the_key_table_only() {
     assert_eq!(r.snapshot().len(), 1);
     drop(again);
 }
+
+/// An object type with a spare pool of its own.
+#[cfg(not(loom))]
+struct Pooled(IpcHeader);
+#[cfg(not(loom))]
+impl IpcObject for Pooled {
+    type KeyInfo = ();
+    fn header(&self) -> &IpcHeader {
+        &self.0
+    }
+    fn spare_pool() -> Option<&'static SparePool<Pooled>> {
+        static POOL: SparePool<Pooled> = SparePool::new();
+        Some(&POOL)
+    }
+}
+
+#[test]
+#[cfg(not(loom))]
+fn a_dropped_registry_leaves_its_objects_allocations_to_the_next_one_unless_still_held() {
+    let make = |r: &Registry<Pooled>, key: i32| {
+        let key = IpcKey::new(key);
+        r.vacancy(&mut r.write(), key)
+            .unwrap()
+            .add(32000, (&perm(), ()), |id| Pooled(IpcHeader::new(id, key)))
+            .unwrap()
+    };
+    let first = Registry::new(IdLayout::DEFAULT);
+    let kept: Vec<usize> = (1..=3)
+        .map(|k| Arc::as_ptr(&make(&first, k)) as usize)
+        .collect();
+    let held = make(&first, 4);
+    drop(first);
+    assert_eq!(
+        held.header().key(),
+        IpcKey::new(4),
+        "a held object outlives its registry"
+    );
+    assert_eq!(Arc::strong_count(&held), 1);
+    let second = Registry::new(IdLayout::DEFAULT);
+    let reused: Vec<usize> = (1..=3)
+        .map(|k| {
+            let obj = make(&second, 10 + k);
+            assert_eq!(obj.header().key(), IpcKey::new(10 + k));
+            assert_eq!(
+                obj.header().id(),
+                second.lookup(obj.header().id()).unwrap().header().id()
+            );
+            Arc::as_ptr(&obj) as usize
+        })
+        .collect();
+    for at in reused {
+        assert!(kept.contains(&at), "a new object in a kept allocation");
+    }
+}

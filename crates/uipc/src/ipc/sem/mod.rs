@@ -56,6 +56,8 @@ pub(crate) mod undo;
 
 use super::namespace::{HasRegistry, IpcNamespace};
 use super::perm::{IpcPerm, IpcPermStat};
+#[cfg(not(loom))]
+use super::registry::spare::SparePool;
 use super::registry::{IpcHeader, IpcObject, Registry};
 use crate::sync::{AtomicBool, AtomicI32, AtomicI64, AtomicU64, Mutex, Ordering::Relaxed};
 use crate::table::IdLayout;
@@ -106,6 +108,13 @@ impl IpcObject for SemSet {
     }
     fn key_info_word(nsems: u32) -> u64 {
         u64::from(nsems)
+    }
+    /// Sets are kept for reuse when a namespace goes (`registry::spare`): the seed's loop
+    /// creates them in new namespaces one after another.
+    #[cfg(not(loom))]
+    fn spare_pool() -> Option<&'static SparePool<SemSet>> {
+        static SPARE_SETS: SparePool<SemSet> = SparePool::new();
+        Some(&SPARE_SETS)
     }
 }
 
