@@ -217,12 +217,13 @@ impl<T: IpcObject> Registry<T> {
         Ok(obj)
     }
 
-    /// The object at an index (`*_STAT` take an index, not an id). EINVAL if empty.
-    pub fn lookup_index(&self, idx: i32) -> Result<Arc<T>> {
-        if idx < 0 || idx as u32 >= self.layout.ipcmni() {
+    /// The object at an index (`*_STAT` take an index, not an id). EINVAL if empty or past
+    /// IPCMNI.
+    pub fn lookup_index(&self, idx: IpcIdx) -> Result<Arc<T>> {
+        if idx.get() >= self.layout.ipcmni() {
             return Err(Errno::EINVAL);
         }
-        self.object_at(IpcIdx::new(idx as u32)).ok_or(Errno::EINVAL)
+        self.object_at(idx).ok_or(Errno::EINVAL)
     }
 
     /// The object at `idx`, if any.
@@ -383,7 +384,7 @@ impl<T: IpcObject> Registry<T> {
         let (id, info) = (entry.id, entry.info);
         st.perms.release(old);
         if let Some(region) = self.published.get() {
-            region.put(h.key().get(), id.get(), perm, T::key_info_word(info));
+            region.put(h.key(), id, perm, T::key_info_word(info));
         }
     }
 
@@ -401,7 +402,7 @@ impl<T: IpcObject> Registry<T> {
             st.keys.remove(&h.key());
             st.perms.release(perm);
             if let Some(region) = self.published.get() {
-                region.remove(h.key().get());
+                region.remove(h.key());
             }
         }
     }

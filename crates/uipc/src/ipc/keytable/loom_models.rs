@@ -10,6 +10,7 @@ use super::writer::{KeyRegion, KeyTable};
 use super::{store_fields, words_for, Entry, Kind, TableView, ENTRY_WORDS, HEADER_WORDS, SEQ};
 use crate::ipc::perm::IpcPerm;
 use crate::sync::Ordering::{Relaxed, Release};
+use crate::{IpcId, IpcKey};
 use std::sync::Arc;
 
 const KEY: i32 = 0x42;
@@ -36,7 +37,7 @@ fn whole(e: &Entry, versions: &[(i32, u32, u32)]) -> bool {
 fn table_with_key(kind: Kind, info: u64) -> (Arc<KeyTable>, KeyRegion) {
     let t = Arc::new(KeyTable::owned(8));
     let r = KeyRegion::new(Arc::clone(&t), kind);
-    r.put(KEY, 1, &perm(5, 0o600), info);
+    r.put(IpcKey::new(KEY), IpcId::new(1), &perm(5, 0o600), info);
     (t, r)
 }
 
@@ -61,8 +62,8 @@ fn a_reader_sees_one_version_across_removal_and_recreation() {
     crate::sync::model(|| {
         let (t, r) = table_with_key(Kind::Msg, 0);
         let writer = spawn_writer(&r, |r| {
-            r.remove(KEY);
-            r.put(KEY, 2, &perm(6, 0o644), 0);
+            r.remove(IpcKey::new(KEY));
+            r.put(IpcKey::new(KEY), IpcId::new(2), &perm(6, 0o644), 0);
         });
         read_whole(&t, Kind::Msg, &[(1, 5, 0o600), (2, 6, 0o644)]);
         writer.join().unwrap();
@@ -75,7 +76,9 @@ fn a_reader_sees_one_version_across_removal_and_recreation() {
 fn a_reader_sees_one_version_across_ipc_set() {
     crate::sync::model(|| {
         let (t, r) = table_with_key(Kind::Sem, 1);
-        let writer = spawn_writer(&r, |r| r.put(KEY, 1, &perm(7, 0o400), 1));
+        let writer = spawn_writer(&r, |r| {
+            r.put(IpcKey::new(KEY), IpcId::new(1), &perm(7, 0o400), 1)
+        });
         // The entry is being rewritten in place, so the reader may find it busy (None: the
         // daemon answers), never a mix.
         read_whole(&t, Kind::Sem, &[(1, 5, 0o600), (1, 7, 0o400)]);

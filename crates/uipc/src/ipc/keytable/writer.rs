@@ -13,6 +13,7 @@ use super::{
 use crate::ipc::perm::IpcPerm;
 use crate::ipc::shared_words::SharedWords;
 use crate::sync::{lock, AtomicU64, Mutex, Ordering::Release};
+use crate::{IpcId, IpcKey};
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -20,7 +21,7 @@ use std::sync::Arc;
 #[derive(Default)]
 struct Book {
     /// key -> entry index.
-    at: HashMap<i32, usize>,
+    at: HashMap<IpcKey, usize>,
     /// Entries in use, one bit each.
     used: Vec<u64>,
 }
@@ -120,8 +121,8 @@ impl KeyRegion {
     /// key's entry if it has one, else takes the first free entry of its window; with none
     /// free the key is not published (its opens go to the daemon). Caller: the registry's
     /// writer lock held.
-    pub(crate) fn put(&self, key: i32, id: i32, perm: &IpcPerm, info: u64) {
-        if key == 0 {
+    pub(crate) fn put(&self, key: IpcKey, id: IpcId, perm: &IpcPerm, info: u64) {
+        if key.is_private() {
             return;
         }
         let t = &*self.table;
@@ -129,7 +130,7 @@ impl KeyRegion {
         let i = match book.at.get(&key) {
             Some(&i) => i,
             None => {
-                let start = window_start(key, t.entries);
+                let start = window_start(key.get(), t.entries);
                 let free = (0..WINDOW)
                     .map(|k| (start + k) & (t.entries - 1))
                     .find(|&i| book.used[i / 64] & (1 << (i % 64)) == 0);
@@ -140,8 +141,8 @@ impl KeyRegion {
             }
         };
         let v = Entry {
-            key,
-            id,
+            key: key.get(),
+            id: id.get(),
             mode: perm.mode & 0o777,
             uid: perm.uid,
             gid: perm.gid,
@@ -154,7 +155,7 @@ impl KeyRegion {
 
     /// Unpublishes `key` (IPC_RMID, or a segment's key made private). Caller: the registry's
     /// writer lock held.
-    pub(crate) fn remove(&self, key: i32) {
+    pub(crate) fn remove(&self, key: IpcKey) {
         let t = &*self.table;
         let mut book = lock(&t.books[self.kind as usize]);
         if let Some(i) = book.at.remove(&key) {

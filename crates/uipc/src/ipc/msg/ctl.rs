@@ -127,7 +127,7 @@ impl IpcNamespace {
             reg.lookup(id)?
         } else {
             // MSG_STAT takes an index; Linux masks whatever it gets down to one.
-            reg.lookup_index(reg.layout().idx(id).get() as i32)?
+            reg.lookup_index(reg.layout().idx(id))?
         };
         let st = q.lock();
         if cmd != MSG_STAT_ANY {

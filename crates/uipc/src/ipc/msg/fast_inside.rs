@@ -12,7 +12,7 @@ use crate::ipc::msg::store::Message;
 use crate::ipc::msg::MsgQueue;
 use crate::ipc::namespace::IpcNamespace;
 use crate::sync::{lock, Ordering::Acquire};
-use crate::IpcId;
+use crate::{IpcId, IpcIdx};
 
 /// An engine call inside a slot; dropping it leaves the slot.
 pub(crate) struct MsgInside<'a> {
@@ -195,7 +195,7 @@ impl Drop for MsgInside<'_> {
         let reg = &self.ns.msg.registry;
         let q = match id {
             Some(id) => reg.lookup(IpcId::new(id)),
-            None => reg.lookup_index(idx as i32),
+            None => reg.lookup_index(IpcIdx::new(idx)),
         };
         let Ok(q) = q else {
             return;

@@ -164,7 +164,7 @@ fn private_key_objects_vanish_from_the_key_table_only() {
     );
     assert!(r.lookup(obj.header().id()).is_ok());
     assert_eq!(
-        r.lookup_index(r.layout().idx(obj.header().id()).get() as i32)
+        r.lookup_index(r.layout().idx(obj.header().id()))
             .unwrap()
             .header()
             .id(),

@@ -71,7 +71,7 @@ impl<T: IpcObject> Vacancy<'_, T> {
         // Published only once the object can be found by its id: a client that opens the key
         // from the table may use the id at once.
         if let (Some(key), Some(region)) = (key, self.reg.published.get()) {
-            region.put(key.get(), id.get(), perm, T::key_info_word(info));
+            region.put(key, id, perm, T::key_info_word(info));
         }
         Ok(out)
     }

@@ -147,7 +147,7 @@ impl IpcNamespace {
             reg.lookup(id)?
         } else {
             // Linux looks the index up with the sequence bits masked off.
-            reg.lookup_index(self.layout.idx(id).get() as i32)?
+            reg.lookup_index(self.layout.idx(id))?
         };
         if cmd != SEM_STAT_ANY {
             set.perm.get().check(cred, PERM_READ)?;

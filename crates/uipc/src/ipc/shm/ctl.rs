@@ -14,7 +14,7 @@ use super::super::consts::{
 use super::super::perm::PERM_READ;
 use crate::ipc::IpcNamespace;
 use crate::sync::Ordering::Relaxed;
-use crate::{Cap, Cred, Errno, IpcId, Result};
+use crate::{Cap, Cred, Errno, IpcId, IpcIdx, Result};
 
 pub use uipc_abi::ipc::shm::{ShmInfo, ShmSet, ShmUsage, ShmidDs};
 
@@ -100,7 +100,9 @@ impl IpcNamespace {
         let seg = if cmd == IPC_STAT {
             reg.lookup(id)?
         } else {
-            reg.lookup_index(id.get())?
+            // Not masked, as Linux's SHM_STAT: an index past IPCMNI finds nothing (`shmctl`
+            // refused a negative one).
+            reg.lookup_index(IpcIdx::new(id.get() as u32))?
         };
         let s = seg.lock();
         if cmd != SHM_STAT_ANY {

@@ -18,7 +18,7 @@ use crate::ipc::consts::SEMVMX;
 use crate::ipc::namespace::IpcNamespace;
 use crate::ipc::sem::SemSet;
 use crate::sync::{lock, Ordering::Acquire, Ordering::Relaxed, Ordering::Release};
-use crate::{IpcId, Tgid};
+use crate::{IpcId, IpcIdx, Tgid};
 use std::sync::Arc;
 
 /// An engine call inside a slot; dropping it leaves the slot ([`IpcNamespace::sem_fast_enter`]).
@@ -174,7 +174,7 @@ impl Drop for Inside<'_> {
         if st.inside > 0 {
             return;
         }
-        let Ok(set) = self.ns.sem.registry.lookup_index(idx as i32) else {
+        let Ok(set) = self.ns.sem.registry.lookup_index(IpcIdx::new(idx)) else {
             return;
         };
         let Some((perm, vals, otime, owner)) = set.export_quiet() else {
