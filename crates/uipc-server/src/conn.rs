@@ -171,9 +171,11 @@ pub struct Conn {
     io: Mutex<IoState>,
     /// The IPC namespace its calls act on, set at Hello ([`crate::namespaces`]).
     pub ns: std::sync::OnceLock<Arc<uipc::ipc::IpcNamespace>>,
-    /// The greeting process and how it numbers pids, read at Hello (a process's pid namespace
-    /// never changes).
-    pub pids: std::sync::OnceLock<(i32, Option<crate::pidns::PidView>)>,
+    /// The greeting process, set at Hello.
+    pub greeter: std::sync::OnceLock<i32>,
+    /// How the greeting process numbers pids, read from `/proc` when a reply to it first
+    /// carries pids (a process's pid namespace never changes).
+    greeter_view: std::sync::OnceLock<Option<crate::pidns::PidView>>,
     /// The frame being read (the event loop's only).
     pub(crate) reader: Mutex<FrameReader>,
 }
@@ -187,12 +189,15 @@ impl Conn {
         self.ns.get().map_or(home, |ns| ns)
     }
 
-    /// How process `tgid`, a caller on this connection, numbers pids: read at Hello for the
+    /// How process `tgid`, a caller on this connection, numbers pids: read once for the
     /// process that greeted, read again for any other sender.
     pub fn pid_view(&self, tgid: i32) -> Option<crate::pidns::PidView> {
-        match self.pids.get() {
-            Some(&(pid, view)) if pid == tgid => view,
-            _ => crate::pidns::PidView::of(tgid),
+        if self.greeter.get() == Some(&tgid) {
+            *self
+                .greeter_view
+                .get_or_init(|| crate::pidns::PidView::of(tgid))
+        } else {
+            crate::pidns::PidView::of(tgid)
         }
     }
 
@@ -226,7 +231,8 @@ impl Conn {
                 call: Mutex::new(CallSlot::default()),
                 io: Mutex::new(IoState::default()),
                 ns: std::sync::OnceLock::new(),
-                pids: std::sync::OnceLock::new(),
+                greeter: std::sync::OnceLock::new(),
+                greeter_view: std::sync::OnceLock::new(),
                 reader: Mutex::new(FrameReader::with_budget(budget)),
             }
         })

@@ -32,8 +32,9 @@ pub struct Ctx<'a> {
     pub backing: &'a MemfdBacking,
     /// The caller.
     pub cred: &'a Cred,
-    /// How the caller numbers pids (`None`: as the daemon does).
-    pub pid_view: Option<crate::pidns::PidView>,
+    /// How the caller numbers pids (`None`: as the daemon does), asked only by a reply that
+    /// carries pids (it reads `/proc`).
+    pub pid_view: &'a dyn Fn() -> Option<crate::pidns::PidView>,
     /// The connection's interrupt: raised to end a blocking call with EINTR.
     pub irq: &'a Interrupt,
     /// Run before a step that takes a while (a lock call's `/proc` scan).
@@ -198,7 +199,7 @@ pub fn serve(cx: &Ctx<'_>, req: Request) -> (Response, Option<OwnedFd>) {
             match ns.msgctl(cred, msqid, cmd, arg) {
                 Ok(MsgctlOut::Done) => Response::Ret(0),
                 Ok(MsgctlOut::Stat { ret, mut ds }) => {
-                    crate::pidns::for_caller(cx.pid_view, |t| {
+                    crate::pidns::for_caller((cx.pid_view)(), |t| {
                         ds.lspid = t(ds.lspid);
                         ds.lrpid = t(ds.lrpid);
                     });
@@ -241,7 +242,7 @@ pub fn serve(cx: &Ctx<'_>, req: Request) -> (Response, Option<OwnedFd>) {
         Request::Shmctl { shmid, cmd, set } => match ns.shmctl(cred, shmid, cmd, set.as_ref()) {
             Ok(ShmctlOut::Done) => Response::Ret(0),
             Ok(ShmctlOut::Stat(ret, mut ds)) => {
-                crate::pidns::for_caller(cx.pid_view, |t| {
+                crate::pidns::for_caller((cx.pid_view)(), |t| {
                     ds.cpid = t(ds.cpid);
                     ds.lpid = t(ds.lpid);
                 });
@@ -285,7 +286,7 @@ fn semctl(cx: &Ctx<'_>, semid: i32, semnum: i32, cmd: i32, arg: &SemArg) -> Resp
     };
     match ns.semctl(cred, semid, semnum, cmd, arg) {
         Ok(SemctlOut::Ret(r)) if cmd == GETPID => {
-            Response::Ret(i64::from(crate::pidns::translated(cx.pid_view, r)))
+            Response::Ret(i64::from(crate::pidns::translated((cx.pid_view)(), r)))
         }
         Ok(SemctlOut::Ret(r)) => Response::Ret(i64::from(r)),
         Ok(SemctlOut::Stat(ret, ds)) => Response::SemStat { ret, ds },

@@ -46,8 +46,9 @@ pub struct LockCtx<'a> {
     pub hints: Option<&'a LockHints>,
     /// The caller.
     pub cred: &'a Cred,
-    /// How the caller numbers pids (`None`: as the daemon does).
-    pub pid_view: Option<crate::pidns::PidView>,
+    /// How the caller numbers pids (`None`: as the daemon does), asked only by a reply that
+    /// carries pids (it reads `/proc`).
+    pub pid_view: &'a dyn Fn() -> Option<crate::pidns::PidView>,
     /// Raised to end a blocking call with EINTR.
     pub irq: &'a Interrupt,
     /// The descriptor that came with the request.
@@ -214,7 +215,7 @@ pub fn serve(cx: &LockCtx<'_>, req: LockRequest) -> (Response, Option<OwnedFd>) 
                     };
                     match cx.locks.fcntl(cx.cred, open, cmd, &mut fl, &wait) {
                         Ok(()) if cmd == F_GETLK || cmd == F_OFD_GETLK => {
-                            crate::pidns::for_caller(cx.pid_view, |t| fl.l_pid = t(fl.l_pid));
+                            crate::pidns::for_caller((cx.pid_view)(), |t| fl.l_pid = t(fl.l_pid));
                             Response::Lock(LockResponse::Flock(fl))
                         }
                         Ok(()) => Response::Ret(0),

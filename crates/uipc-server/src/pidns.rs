@@ -4,8 +4,9 @@
 //!
 //! The engine records pids as the daemon sees them (its pid namespace, which is that of its
 //! `/proc`). A process's pid namespace never changes, so its view ([`PidView::of`]) is read
-//! once per connection, at Hello ([`crate::conn::Conn::pid_view`]): the caller's `NSpid` line
-//! in `/proc/PID/status`. One number means the caller is in the daemon's pid namespace and
+//! once per connection, when a reply to the greeting process first carries pids
+//! ([`crate::conn::Conn::pid_view`]; most connections never need it): the caller's `NSpid`
+//! line in `/proc/PID/status`. One number means the caller is in the daemon's pid namespace and
 //! replies carry the daemon's numbers (the usual case: no read per reply). Otherwise the caller is `level` namespaces
 //! below, and a recorded pid P is shown as the `level`-th number of P's `NSpid` line if P's
 //! pid namespace at that level is the caller's: P's own namespace (`/proc/P/ns/pid`) walked

@@ -82,8 +82,6 @@ fn hello(shared: &Shared, conn: &Arc<Conn>, frame: Received) {
         conn.reply(&Response::Error(libc::EPROTO), None, &shared.jobs);
         return close(shared, conn);
     }
-    // An exec's sweep scans /proc: let another worker watch the sockets meanwhile.
-    shared.jobs.promote();
     reap_exits(shared);
     let known = shared.procs.get(peer.pid).is_some();
     let guard = match shared
@@ -98,12 +96,13 @@ fn hello(shared: &Shared, conn: &Arc<Conn>, frame: Received) {
     };
     // The kernel IPC namespace the process is in now decides the namespace served.
     let ns = conn.ns.get_or_init(|| shared.namespaces.join(peer.pid));
-    conn.pids
-        .get_or_init(|| (peer.pid, crate::pidns::PidView::of(peer.pid)));
+    let _ = conn.greeter.set(peer.pid);
     if new_image && known {
         // The process ran execve since its last session: Linux drops its attachments, and
         // its close-on-exec descriptors are closed.
         ns.process_exec(peer.pid);
+        // The sweep may scan /proc: let another worker watch the sockets meanwhile.
+        shared.jobs.promote();
         crate::lockserve::sweep(
             &shared.locks,
             &shared.descriptions,
@@ -290,7 +289,7 @@ fn serve_one(
         passed: passed.as_ref(),
         backing: &shared.backing,
         cred: &cred,
-        pid_view: conn.pid_view(cred.tgid),
+        pid_view: &|| conn.pid_view(cred.tgid),
         irq: &conn.irq,
         // Lock calls that scan /proc (closes, sweeps) let another worker watch the sockets
         // first; the others are served on this thread with no hand-off.
