@@ -10,8 +10,8 @@
 use super::owner::{publish, take_back, MsgArena, Published, Snapshot};
 use super::{load_text, store_text, MsgView};
 use crate::ipc::perm::IpcPerm;
-use crate::ipc::sem::fast::{Caller, Fast, TestCaller as Who};
-use crate::sync::{AtomicU64, Ordering::Relaxed};
+use crate::ipc::sem::fast::{Fast, TestCaller as Who};
+use crate::sync::AtomicU64;
 use loom::sync::Arc;
 
 /// A region with queue 0 published holding `messages`.

@@ -11,7 +11,7 @@
 use super::adopt::finish;
 use super::owner::{publish, take_back, Published};
 use super::sleep::{free, record, state_of, ADOPTED, FREE, SLEEPER};
-use super::{ArenaView, Caller, Cancel, Fast, Sleep, TestCaller as Pid, Wait, SLOT_WORDS};
+use super::{ArenaView, Cancel, Fast, Sleep, TestCaller as Pid, Wait, SLOT_WORDS};
 use crate::errno::Errno;
 use crate::ipc::consts::GETVAL;
 use crate::ipc::perm::IpcPerm;
