@@ -164,8 +164,9 @@ fn a_stray_write_imports_nothing_invalid() {
     assert_eq!(lines(&m), vec![]);
 }
 
-#[test]
-fn a_second_description_becomes_a_member_and_they_exclude_each_other() {
+/// A manager whose file is leased to description 1 (process 100, holding LOCK_EX), with
+/// description 2 (process 200) made a member by its daemon call with the client's bit.
+fn two_members() -> LockManager {
     let m = manager();
     flock(&m, 100, 1, LOCK_EX).unwrap();
     // With the client's bit the daemon makes description 2 a member (the lease stays) and
@@ -174,6 +175,12 @@ fn a_second_description_becomes_a_member_and_they_exclude_each_other() {
         flock(&m, 200, 2, LOCK_EX | LOCK_NB | FLOCK_MAY_REDO),
         Err(REDO)
     );
+    m
+}
+
+#[test]
+fn a_second_description_becomes_a_member_and_they_exclude_each_other() {
+    let m = two_members();
     assert_eq!(m.flock_slots().unwrap().holder(F), Some(OfdId(1)));
     assert_eq!(local(&m, 200, 2, LOCK_EX | LOCK_NB), Flocked::WouldBlock);
     assert_eq!(local(&m, 200, 2, LOCK_UN), Flocked::Done);
@@ -194,12 +201,7 @@ fn a_second_description_becomes_a_member_and_they_exclude_each_other() {
 
 #[test]
 fn only_the_member_holding_the_lock_holds_or_waits() {
-    let m = manager();
-    flock(&m, 100, 1, LOCK_EX).unwrap();
-    assert_eq!(
-        flock(&m, 200, 2, LOCK_EX | LOCK_NB | FLOCK_MAY_REDO),
-        Err(REDO)
-    );
+    let m = two_members();
     let (d1, d2) = (Owner::Description(OfdId(1)), Owner::Description(OfdId(2)));
     // Both are members (their names are kept); only the owner holds what a close drops.
     assert!(m.owns_any(F, d1) && m.owns_any(F, d2));
