@@ -5,7 +5,7 @@
 //! bookkeeping of open file descriptions that decides what `close` and `process_exit` tell the
 //! engine (see the parent module's doc).
 
-use super::generator::Op;
+use super::generator::{flock_text, FcntlOp, Op};
 use super::worker::*;
 use super::{host_result, show, Run};
 use std::time::Duration;
@@ -15,17 +15,17 @@ use uipc::{Errno, WaitCtx};
 impl Run {
     /// Applies one operation to both sides and compares the results.
     pub(super) fn apply(&mut self, op: Op) -> Result<(), String> {
-        if self.verbose && !matches!(op, Op::Fcntl { .. } | Op::Flock { .. }) {
+        if self.verbose && !matches!(op, Op::Fcntl(_) | Op::Flock { .. }) {
             println!("op {}: {op}", self.index);
         }
         match op {
-            Op::Fcntl {
+            Op::Fcntl(FcntlOp {
                 w,
                 slot,
                 cmd,
                 fl,
                 seek,
-            } => {
+            }) => {
                 let mut req = fcntl_request(slot, cmd, &fl);
                 req[4] = seek.unwrap_or(-1);
                 let (reply, _) = self.worker(w)?.call(&req, None)?;
@@ -53,16 +53,7 @@ impl Run {
                 let getlk = cmd == F_GETLK || cmd == F_OFD_GETLK;
                 let (host, engine) = if getlk {
                     let name = |r: Result<Flock, Errno>, side: &dyn Fn(i32) -> String| {
-                        show(&r.map(|f| {
-                            format!(
-                                "{{type {}, whence {}, start {}, len {}, pid {}}}",
-                                f.l_type,
-                                f.l_whence,
-                                f.l_start,
-                                f.l_len,
-                                side(f.l_pid)
-                            )
-                        }))
+                        show(&r.map(|f| flock_text(&f, side(f.l_pid))))
                     };
                     (
                         name(host, &|p| self.pids.host(p)),

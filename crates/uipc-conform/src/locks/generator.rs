@@ -20,22 +20,35 @@ use uipc::locks::*;
 /// Which slots of each worker hold a descriptor, and of which access mode (its open flags).
 pub type Slots = Vec<[Option<i32>; SLOTS]>;
 
+/// `fcntl(slot, cmd, &fl)` by worker `w`, after moving the description's offset to `seek` if
+/// given.
+#[derive(Clone, Copy, Debug)]
+pub struct FcntlOp {
+    /// The worker.
+    pub w: usize,
+    /// Its slot.
+    pub slot: usize,
+    /// The command.
+    pub cmd: i32,
+    /// The request.
+    pub fl: Flock,
+    /// The description's offset to set first (for SEEK_CUR).
+    pub seek: Option<i64>,
+}
+
+/// A `struct flock` as the run shows it, with its `l_pid` as `pid`.
+pub fn flock_text(fl: &Flock, pid: impl std::fmt::Display) -> String {
+    format!(
+        "{{type {}, whence {}, start {}, len {}, pid {pid}}}",
+        fl.l_type, fl.l_whence, fl.l_start, fl.l_len
+    )
+}
+
 /// One operation of the run.
 #[derive(Clone, Copy, Debug)]
 pub enum Op {
-    /// `fcntl(slot, cmd, &fl)`, after moving the description's offset to `seek` if given.
-    Fcntl {
-        /// The worker.
-        w: usize,
-        /// Its slot.
-        slot: usize,
-        /// The command.
-        cmd: i32,
-        /// The request.
-        fl: Flock,
-        /// The description's offset to set first (for SEEK_CUR).
-        seek: Option<i64>,
-    },
+    /// A lock command.
+    Fcntl(FcntlOp),
     /// `flock(slot, cmd)`.
     Flock {
         /// The worker.
@@ -130,26 +143,13 @@ fn flags_name(flags: i32) -> &'static str {
 impl std::fmt::Display for Op {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match *self {
-            Op::Fcntl {
-                w,
-                slot,
-                cmd,
-                fl,
-                seek,
-            } => {
-                if let Some(off) = seek {
+            Op::Fcntl(c) => {
+                let (w, slot) = (c.w, c.slot);
+                if let Some(off) = c.seek {
                     write!(f, "w{w}: lseek(s{slot}, {off}); ")?;
                 }
-                write!(
-                    f,
-                    "w{w}: fcntl(s{slot}, {}, {{type {}, whence {}, start {}, len {}, pid {}}})",
-                    cmd_name(cmd),
-                    fl.l_type,
-                    fl.l_whence,
-                    fl.l_start,
-                    fl.l_len,
-                    fl.l_pid
-                )
+                let fl = flock_text(&c.fl, c.fl.l_pid);
+                write!(f, "w{w}: fcntl(s{slot}, {}, {fl})", cmd_name(c.cmd))
             }
             Op::Flock { w, slot, cmd } => write!(f, "w{w}: flock(s{slot}, {cmd:#x})"),
             Op::Close { w, slot } => write!(f, "w{w}: close(s{slot})"),
@@ -266,13 +266,13 @@ fn fcntl(rng: &mut Rng, slots: &Slots) -> Op {
         l_len: length(rng),
         l_pid,
     };
-    Op::Fcntl {
+    Op::Fcntl(FcntlOp {
         w,
         slot,
         cmd,
         fl,
         seek,
-    }
+    })
 }
 
 /// Draws the next operation, given which slots are open.
@@ -457,8 +457,8 @@ mod tests {
                     slots[w][slot].is_some() && slots[to_w][to_slot].is_none(),
                     "{op}"
                 ),
-                Op::Fcntl { cmd, fl, .. } if cmd == F_SETLKW || cmd == F_OFD_SETLKW => {
-                    assert!(fl.l_type != F_RDLCK && fl.l_type != F_WRLCK, "{op}")
+                Op::Fcntl(c) if c.cmd == F_SETLKW || c.cmd == F_OFD_SETLKW => {
+                    assert!(c.fl.l_type != F_RDLCK && c.fl.l_type != F_WRLCK, "{op}")
                 }
                 Op::Flock { cmd, .. } if cmd & LOCK_MAND == 0 => {
                     let waits = matches!(cmd & !LOCK_NB, LOCK_SH | LOCK_EX);
