@@ -144,22 +144,17 @@ fn finish_lock(
 
 impl ParkedLockCall {
     /// After a notification: the response if the request finished, else still parked.
-    pub fn poll(self, locks: &LockManager, descriptions: &Descriptions) -> Outcome<Self> {
-        match self.call.poll(locks) {
-            Progress::Done(r) => Outcome::Answer(finish_lock((locks, descriptions), self.ofd, r)),
+    pub fn poll(self, cx: (&LockManager, &Descriptions)) -> Outcome<Self> {
+        match self.call.poll(cx.0) {
+            Progress::Done(r) => Outcome::Answer(finish_lock(cx, self.ofd, r)),
             Progress::Parked(call) => Outcome::Waiting(ParkedLockCall { call, ..self }),
         }
     }
 
     /// Ends the wait (EINTR unless a release raced it and the retry took the lock).
-    pub fn cancel(
-        self,
-        locks: &LockManager,
-        descriptions: &Descriptions,
-        reason: WakeReason,
-    ) -> Response {
-        let r = self.call.cancel(locks, reason);
-        finish_lock((locks, descriptions), self.ofd, r)
+    pub fn cancel(self, cx: (&LockManager, &Descriptions), reason: WakeReason) -> Response {
+        let r = self.call.cancel(cx.0, reason);
+        finish_lock(cx, self.ofd, r)
     }
 }
 

@@ -103,7 +103,7 @@ impl ParkedCall {
                 Progress::Done(r) => Outcome::Answer(message(r)),
                 Progress::Parked(p) => Outcome::Waiting(ParkedCall::Msgrcv(p)),
             },
-            ParkedCall::Lock(p) => p.poll(locks, descriptions).map(ParkedCall::Lock),
+            ParkedCall::Lock(p) => p.poll((locks, descriptions)).map(ParkedCall::Lock),
         }
     }
 
@@ -118,7 +118,7 @@ impl ParkedCall {
             ParkedCall::Semop(p) => done(p.cancel(reason)),
             ParkedCall::Msgsnd(p) => done(p.cancel(reason)),
             ParkedCall::Msgrcv(p) => message(p.cancel(reason)),
-            ParkedCall::Lock(p) => p.cancel(locks, descriptions, reason),
+            ParkedCall::Lock(p) => p.cancel((locks, descriptions), reason),
         }
     }
 }
