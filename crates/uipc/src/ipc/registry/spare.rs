@@ -18,9 +18,9 @@
 //! Why by hand: no allocator crate hands out `Arc` allocations, and std's `Arc` takes no
 //! allocator on stable Rust. The measurement: 31900 `semget` creates in a new namespace after
 //! a dropped one (`crates/uipc/examples/keys_loop.rs` pinned to one core, BENCHMARKS.md,
-//! "ipc-keys"), 2.0 ms with spares against 2.8 ms with malloc, which carves each 128-byte set
-//! from the heap's top once the last namespace's frees are merged (cachegrind: 476
-//! instructions per create against 652).
+//! "ipc-keys"), 2.0 ms with spares against 2.8 ms with malloc (2.5 against 3.45 when the core
+//! ran slower), which carves each 128-byte set from the heap's top once the last namespace's
+//! frees are merged (cachegrind: 476 instructions per create against 652).
 
 use crate::sync::{lock, AtomicUsize, Mutex, Ordering};
 use std::mem::MaybeUninit;
