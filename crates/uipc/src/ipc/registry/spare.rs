@@ -13,7 +13,7 @@
 //!
 //! Locks: the pool's mutex is a leaf, taken under a registry's writer lock (a refill) or with
 //! no lock held (a registry's drop). A spare is never shared: its `Arc` is the only reference
-//! to its allocation from [`recycle`] until [`SpareList::fill`] makes it an object again.
+//! to its allocation from `recycle` until `SpareList::fill` makes it an object again.
 //!
 //! Why by hand: no allocator crate hands out `Arc` allocations, and std's `Arc` takes no
 //! allocator on stable Rust. The measurement: 31900 `semget` creates in a new namespace after
