@@ -407,9 +407,11 @@ mod tests {
             .collect();
         let env = CarriedEnv::new(long.as_ptr() as usize, Some((1, 5)), b"").unwrap();
         assert_eq!(entries(&env).len(), 1001);
-        // An array running into unmapped memory without a NULL.
+        // An array running into unreadable memory without a NULL. The second page stays
+        // reserved (PROT_NONE) while the array is read: unmapped, it could be taken by another
+        // test thread's mapping, and the array would read on into it.
         let page = 4096;
-        // SAFETY: two fresh pages; the second is unmapped again below.
+        // SAFETY: two fresh pages, unmapped below.
         let map = unsafe {
             libc::mmap(
                 std::ptr::null_mut(),
@@ -421,17 +423,20 @@ mod tests {
             )
         };
         assert_ne!(map, libc::MAP_FAILED);
-        // SAFETY: fills the first page with non-NULL pointers and unmaps the second.
+        // SAFETY: fills the first page with non-NULL pointers and makes the second unreadable.
         unsafe {
             let p = map.cast::<usize>();
             for k in 0..page / 8 {
                 *p.add(k) = 1;
             }
-            libc::munmap(map.cast::<u8>().add(page).cast(), page);
+            assert_eq!(
+                libc::mprotect(map.cast::<u8>().add(page).cast(), page, libc::PROT_NONE),
+                0
+            );
         }
         assert!(CarriedEnv::new(map as usize, Some((1, 1)), b"").is_none());
-        // SAFETY: the first page, still ours.
-        unsafe { libc::munmap(map, page) };
+        // SAFETY: the two pages, still ours.
+        unsafe { libc::munmap(map, 2 * page) };
     }
 
     #[test]
