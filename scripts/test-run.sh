@@ -78,7 +78,8 @@ export PROCESS_TESTS="${process_tests[*]}"
 # File locks: each program on the host kernel, then under `uipc run --locks`; the locks taken
 # under uipc are not in the host's /proc/locks, and `uipc locks` lists what lslocks lists on
 # the host (lslocks shows no OFD locks: that line is checked on its own).
-lock_tests=(locks_posix locks_ofd_flock locks_lifetime locks_handler locks_no_malloc locks_delayed_deadlock)
+lock_tests=(locks_posix locks_ofd_flock locks_lifetime locks_handler locks_no_malloc locks_delayed_deadlock
+    exec_cloexec_locks)
 echo "-- file locks: on the host kernel, then under uipc run --locks"
 # Lists $HOLDER's locks with the lister given, its pid and path made comparable.
 printf '%s\n' '#!/bin/sh' \
@@ -88,6 +89,8 @@ chmod +x "$out/list-locks.sh"
 for t in "${lock_tests[@]}"; do timeout 60 "$out/$t"; done
 timeout 30 "$out/locks_visible" kernel "$out/list-locks.sh lslocks > $out/locks-host.txt"
 for t in "${lock_tests[@]}"; do timeout 120 "$uipc" run --locks -- "$out/$t"; done
+# An exec's close-on-exec descriptors with the lock fast paths (leases) off too.
+UIPC_FASTPATH=0 timeout 120 "$uipc" run --locks -- "$out/exec_cloexec_locks"
 # Leases: POSIX locks of a process that alone locks a file, set in the process (chaos rounds
 # stop and kill holders inside their calls); on the host, under uipc run --locks (where the
 # lease path must have served calls) and with it switched off.

@@ -46,7 +46,8 @@ pub fn prepare() {
     crate::exec_env::keep_own_vars();
 }
 
-/// Runs `exec` with the environment the new image gets: `envp` with the timer id counter in
+/// Runs `exec` with the environment the new image gets (its close-on-exec descriptors of
+/// locked files reported first: [`crate::locks::before_exec`]): `envp` with the timer id counter in
 /// front when there is one to carry, the sysctl descriptors open for writing
 /// (`procwrite.rs`), and the library's variables it lacks, else `envp` itself
 /// (also if it cannot be read: the call then fails as the kernel decides).
@@ -65,10 +66,15 @@ fn with_counter(envp: Argv, exec: impl FnOnce(Argv) -> c_long) -> c_long {
     }))
     .ok()
     .flatten();
-    match carried {
+    let reported = crate::locks::before_exec();
+    let r = match carried {
         Some(env) => exec(env.envp()),
         None => exec(envp),
+    };
+    if reported {
+        crate::locks::exec_failed();
     }
+    r
 }
 
 /// Calls the C library's function at `p` of type `$ty`, or fails with ENOSYS.

@@ -87,10 +87,14 @@
 //!   Processes in a nested pid namespace use the daemon path for every call.
 //! - File locks: closes the library does not see drop nothing at once: raw system call
 //!   instructions, closes inside libc other than
-//!   fclose's (freopen, `posix_spawn` file actions), close-on-exec (the daemon sweeps at the new image's first
-//!   call) and descriptors closed by a process that never calls the library. POSIX locks then
-//!   stay until the process exits; OFD and flock locks until the daemon's next close, exit or
-//!   exec sweep finds the description unreferenced.
+//!   fclose's (freopen, `posix_spawn` file actions), and descriptors closed by a process that
+//!   never calls the library. POSIX locks then stay until the process exits; OFD and flock
+//!   locks until the daemon's next close, exit or exec sweep, or a call that conflicts with
+//!   them, finds the description unreferenced. Close-on-exec: the library's exec functions
+//!   report the process's close-on-exec descriptors of locked files first (`locks/exec.rs`),
+//!   so a successful exec drops their POSIX locks as Linux does; an exec by a raw system
+//!   call instruction does not, nor does one racing another thread that changes
+//!   `FD_CLOEXEC` or opens a descriptor meanwhile.
 //! - File locks: a close of a regular file or directory costs an fstat and a read of the
 //!   daemon's lock hints, and a round trip if the file was ever asked to be locked (hint
 //!   bytes are never cleared and may collide) unless the process holds the file's lease. The

@@ -38,6 +38,14 @@ pub enum LockRequest {
     Leases,
     /// The flock lease slots: answered as [`LockRequest::Leases`] is, with the slots' memfd.
     FlockSlots,
+    /// The client is about to exec, and the descriptor sent with this message (number `fd`
+    /// in the client) is close-on-exec: if the exec succeeds, the kernel closes it, which
+    /// drops the process's POSIX locks on its file. The daemon keeps the descriptor and drops
+    /// those locks once it sees `fd` no longer refers to that description in the client.
+    ExecClose { fd: i32 },
+    /// The client's exec failed: the descriptors of its [`LockRequest::ExecClose`] stay open
+    /// and its locks stay.
+    ExecFailed,
 }
 
 /// How many bytes the lock hints have.
@@ -124,6 +132,11 @@ impl LockRequest {
             LockRequest::Hints => w.u8(tag::HINTS),
             LockRequest::Leases => w.u8(tag::LEASES),
             LockRequest::FlockSlots => w.u8(tag::FLOCK_SLOTS),
+            LockRequest::ExecClose { fd } => {
+                w.u8(tag::EXEC_CLOSE);
+                w.i32(*fd);
+            }
+            LockRequest::ExecFailed => w.u8(tag::EXEC_FAILED),
         }
     }
 
@@ -140,6 +153,8 @@ impl LockRequest {
             tag::HINTS => LockRequest::Hints,
             tag::LEASES => LockRequest::Leases,
             tag::FLOCK_SLOTS => LockRequest::FlockSlots,
+            tag::EXEC_CLOSE => LockRequest::ExecClose { fd: r.i32()? },
+            tag::EXEC_FAILED => LockRequest::ExecFailed,
             t => return Err(DecodeError::UnknownTag(t)),
         })
     }
@@ -261,6 +276,8 @@ mod tests {
             LockRequest::Hints,
             LockRequest::Leases,
             LockRequest::FlockSlots,
+            LockRequest::ExecClose { fd: 4 },
+            LockRequest::ExecFailed,
         ] {
             let req = Request::Lock(lr);
             let bytes = req.encode();

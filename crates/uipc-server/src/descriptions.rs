@@ -138,6 +138,8 @@ impl Table {
 /// The descriptions that may own locks; see the module doc.
 pub struct Descriptions {
     table: Mutex<Table>,
+    /// Close-on-exec descriptors of processes about to exec.
+    pub exec: crate::execclose::ExecCloses,
 }
 
 impl Default for Descriptions {
@@ -158,6 +160,7 @@ impl Descriptions {
                 entries: Vec::new(),
                 next: 1,
             }),
+            exec: Default::default(),
         }
     }
 

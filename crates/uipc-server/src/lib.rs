@@ -89,6 +89,7 @@ pub mod arena;
 pub mod conn;
 pub mod descriptions;
 pub mod dispatch;
+mod execclose;
 mod exits;
 pub mod fdscan;
 mod flocknames;

@@ -12,12 +12,16 @@
 //!
 //! Closes and exits: `close` drops the process's POSIX locks on the file, and the
 //! description's OFD and flock locks if no other descriptor in any process refers to it;
-//! [`sweep`] (after a process exit or exec, and when a call conflicts: then for the call's file
-//! only) drops the OFD and flock locks of every description nobody holds open any more (it
-//! looks only for descriptions that hold a lock or wait for one: a flock lease member that
-//! does not hold the lease's lock has nothing to drop). A call that conflicted is
+//! [`sweep`] (after a process exit or exec, and when a call conflicts, F_GETLK's answer naming
+//! a lock included: then for the call's file only) drops the OFD and flock locks of every
+//! description nobody holds open any more (it looks only for descriptions that hold a lock
+//! or wait for one: a flock lease member that does not hold the lease's lock has nothing to
+//! drop). A call that conflicted is
 //! made once more if the sweep dropped anything (a request already asleep is not woken by a
 //! holder that goes silently; it is granted when a sweep drops that lock).
+//!
+//! An exec's close-on-exec descriptors, reported before the exec, are pending closes
+//! (`execclose.rs`), resolved before every call served here.
 //!
 //! Blocking calls ([`start`]): the daemon first makes the call without waiting (through
 //! [`serve`], so the sweep above applies); if it would wait, [`start`] queues it in the engine
@@ -173,6 +177,7 @@ pub fn start(
         LockRequest::Flock { cmd } if cmd & (LOCK_NB | LOCK_MAND) == 0 => (true, false),
         _ => return None,
     };
+    cx.descriptions.exec.resolve(cx.locks);
     let (open, ofd) = match describe(cx, needs_description) {
         Ok(d) => d,
         Err(e) => return Some(Outcome::Answer(err(e))),
@@ -196,6 +201,8 @@ pub fn start(
 /// Serves one lock request; the lock hints' descriptor comes back with their answer.
 pub fn serve(cx: &LockCtx<'_>, req: LockRequest) -> (Response, Option<OwnedFd>) {
     let wait = WaitCtx::FOREVER.interruptible(cx.irq);
+    // Whatever a process closed by its exec is closed before this call.
+    cx.descriptions.exec.resolve(cx.locks);
     let resp = match req {
         LockRequest::Fcntl { cmd, flock } => {
             let ofd_cmd = matches!(cmd, F_OFD_GETLK | F_OFD_SETLK | F_OFD_SETLKW);
@@ -229,6 +236,21 @@ pub fn serve(cx: &LockCtx<'_>, req: LockRequest) -> (Response, Option<OwnedFd>) 
         }),
         LockRequest::Close { fd } => {
             close(cx, fd);
+            Response::Ret(0)
+        }
+        LockRequest::ExecClose { fd } => {
+            let copy = cx.fd.and_then(|f| f.try_clone().ok());
+            if let Some((copy, open)) =
+                copy.and_then(|c| open_file_of(c.as_raw_fd()).map(|o| (c, o)))
+            {
+                cx.descriptions
+                    .exec
+                    .add(cx.locks, cx.cred.tgid, fd, open.file, copy);
+            }
+            Response::Ret(0)
+        }
+        LockRequest::ExecFailed => {
+            cx.descriptions.exec.forget(cx.locks, cx.cred.tgid);
             Response::Ret(0)
         }
         LockRequest::List => Response::Lock(LockResponse::List(
@@ -329,7 +351,13 @@ pub fn sweep(
 /// whose last holder went silently must not block anyone.
 fn retry_after_sweep(cx: &LockCtx<'_>, call: impl Fn() -> Response) -> Response {
     let resp = call();
-    if resp != Response::Error(libc::EAGAIN) || cx.descriptions.is_empty() {
+    // A conflict: F_SETLK's or flock's EAGAIN, or F_GETLK's answer naming a lock.
+    let conflict = match &resp {
+        Response::Error(e) => *e == libc::EAGAIN,
+        Response::Lock(LockResponse::Flock(fl)) => fl.l_type != uipc::locks::F_UNLCK,
+        _ => false,
+    };
+    if !conflict || cx.descriptions.is_empty() {
         return resp;
     }
     let Some(open) = cx.fd.and_then(|fd| open_file_of(fd.as_raw_fd())) else {

@@ -103,6 +103,7 @@ fn hello(shared: &Shared, conn: &Arc<Conn>, frame: Received) {
         ns.process_exec(peer.pid);
         // The sweep may scan /proc: let another worker watch the sockets meanwhile.
         shared.jobs.promote();
+        shared.descriptions.exec.resolve(&shared.locks);
         crate::lockserve::sweep(
             &shared.locks,
             &shared.descriptions,

@@ -62,6 +62,7 @@ impl Shared {
     pub fn process_exit(&self, pid: i32) {
         self.namespaces.process_exit(pid);
         self.locks.process_exit(uipc::Tgid::new(pid));
+        self.descriptions.exec.forget(&self.locks, pid);
         lockserve::sweep(&self.locks, &self.descriptions, Scope::All, &|| {});
     }
 }

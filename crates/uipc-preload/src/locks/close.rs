@@ -26,7 +26,7 @@ use uipc_proto::{hint_slot, map_hints, LockRequest, Request, Response, HINT_SLOT
 
 /// The file (`st_dev`, `st_ino`) behind `fd` if closing it may drop locks the daemon holds:
 /// regular files and directories.
-fn lockable(fd: c_int) -> Option<(u64, u64)> {
+pub(super) fn lockable(fd: c_int) -> Option<(u64, u64)> {
     // SAFETY: zeroed stat is valid output space; fstat on any number reports failure.
     let mut st: libc::stat = unsafe { std::mem::zeroed() };
     // SAFETY: as above, a raw system call.
@@ -71,7 +71,7 @@ pub(super) fn map_hints_now() {
 
 /// Whether the daemon may hold locks on the file (dev, ino): its hint byte is set, or the
 /// hints are unavailable.
-fn may_hold_locks((dev, ino): (u64, u64)) -> bool {
+pub(super) fn may_hold_locks((dev, ino): (u64, u64)) -> bool {
     let mut base = HINTS.load(Ordering::Acquire);
     if base == 0 {
         // Not mapped by the constructor (the library was not loaded at start).

@@ -85,11 +85,13 @@ macro_rules! real {
 mod area;
 mod by_syscall;
 mod close;
+mod exec;
 mod flockfast;
 mod lease;
 mod shared;
 
 pub use by_syscall::{is_lock_number, syscall_routed};
+pub use exec::{before_exec, exec_failed};
 
 type FcntlFn = unsafe extern "C" fn(c_int, c_int, ...) -> c_int;
 

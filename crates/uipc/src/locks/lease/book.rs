@@ -9,12 +9,14 @@
 //!
 //! Lock order: one shard's mutex (the shard of the file's slot group), then, inside the
 //! callbacks of [`Leases::enter`] and [`Leases::leave`], the engine's file-map shard and one
-//! file's state. No two shards are held together.
+//! file's state. No two shards are held together. The held-back files' mutex
+//! ([`Leases::hold`]) is taken last (under a shard's, in [`Leases::leave`]) or alone.
 
 use super::*;
 use crate::ipc::shared_words::{SharedWords, Slots};
 use crate::locks::books::{Books, SlotMap, COOLDOWN};
-use crate::sync::{Mutex, MutexGuard};
+use crate::sync::{lock, AtomicBool, Mutex, MutexGuard, Ordering::SeqCst};
+use std::collections::HashMap;
 
 pub(super) use crate::locks::books::Shard;
 
@@ -35,6 +37,10 @@ pub struct Leases {
     books: Books<SlotBook>,
     /// Processes that asked for the area (whose parked calls may be sent to shared mode).
     pub(super) askers: Mutex<std::collections::HashSet<i32>>,
+    /// Files no lease or shared mode may be granted on, with how many holds each has
+    /// ([`Leases::hold`]); `held_any`: the map may be non-empty (read before taking it).
+    held: Mutex<HashMap<FileId, u32>>,
+    held_any: AtomicBool,
 }
 
 impl std::fmt::Debug for Leases {
@@ -49,7 +55,34 @@ impl Leases {
             mem,
             books: Books::new(),
             askers: Mutex::new(Default::default()),
+            held: Mutex::new(HashMap::new()),
+            held_any: AtomicBool::new(false),
         }
+    }
+
+    /// Holds back every grant (lease or shared mode) on `file` until as many
+    /// [`Leases::unhold`]s: its locks must stay the engine's (a process about to exec whose
+    /// close-on-exec descriptor may drop them).
+    pub fn hold(&self, file: FileId) {
+        let mut h = lock(&self.held);
+        *h.entry(file).or_insert(0) += 1;
+        self.held_any.store(true, SeqCst);
+    }
+
+    /// Ends one [`Leases::hold`] of `file`.
+    pub fn unhold(&self, file: FileId) {
+        let mut h = lock(&self.held);
+        if let Some(n) = h.get_mut(&file) {
+            *n -= 1;
+            if *n == 0 {
+                h.remove(&file);
+            }
+        }
+        self.held_any.store(!h.is_empty(), SeqCst);
+    }
+
+    fn is_held(&self, file: FileId) -> bool {
+        self.held_any.load(SeqCst) && lock(&self.held).contains_key(&file)
     }
 
     /// An area in the process's own memory (tests, models).
@@ -157,7 +190,8 @@ impl Leases {
         take_shared: impl FnOnce() -> Option<i32>,
     ) {
         self.shard(file).leave(file, |book, slots| {
-            let Some(pid) = grant.filter(|&p| p > 0 && p as u64 <= PID_MASK) else {
+            let grant = grant.filter(|&p| p > 0 && p as u64 <= PID_MASK && !self.is_held(file));
+            let Some(pid) = grant else {
                 return;
             };
             if book.cooldown > 0 {
