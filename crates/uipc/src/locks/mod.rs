@@ -76,7 +76,7 @@ pub use types::*;
 use crate::sync::lock;
 use crate::wait::{ParkCtx, Progress, Waiter};
 use crate::{Errno, Result, Tgid};
-use file::{Blocked, Request};
+use file::Blocked;
 use files::FileMap;
 use parked::LockCall;
 use std::sync::Arc;
@@ -221,7 +221,12 @@ impl LockManager {
                         return r;
                     }
                 }
-                slow = Some(self.request_locked(&mut st, fctx, &call, wait, woken.take(), park));
+                slow = Some(self.try_request(&mut st, fctx, &call, wait, park));
+                if let Some(w) = woken.take() {
+                    // Leaving the queue may let requests that waited behind this one go.
+                    st.dequeue(&w, &self.graph);
+                    st.after_change(&self.graph);
+                }
                 Ok(())
             });
         match slow {
@@ -230,27 +235,6 @@ impl LockManager {
             Some(Step::Done(r)) => Progress::Done(r),
             Some(Step::Sleep(fctx, waiter)) => Self::parked(fctx, waiter, park, call),
         }
-    }
-
-    /// The general path of [`LockManager::request_step`], under the file's lock: tries the
-    /// request, then takes a woken request's previous waiter out of the queue.
-    #[inline(never)]
-    fn request_locked(
-        &self,
-        st: &mut file::FileState,
-        fctx: &crate::sync::Arc<file::FileLocks>,
-        call: &LockCall,
-        wait: bool,
-        woken: Option<Arc<Waiter<()>>>,
-        park: &ParkCtx,
-    ) -> Step {
-        let step = self.try_request(st, fctx, &call.req, wait, call.flock_conversion, park);
-        if let Some(w) = woken {
-            // Leaving the queue may let requests that waited behind this one go.
-            st.dequeue(&w, &self.graph);
-            st.after_change(&self.graph);
-        }
-        step
     }
 
     /// A request queued to wait, as a [`ParkedLock`].
@@ -264,18 +248,20 @@ impl LockManager {
         Progress::Parked(ParkedLock::new(fctx, waiter, park, call))
     }
 
-    /// One attempt of [`LockManager::request_step`], under the file's lock.
+    /// One attempt of [`LockManager::request_step`] on its general path, under the file's lock
+    /// (out of line: the uncontended path stays small). A woken request's previous waiter is
+    /// still queued; the caller takes it out after.
+    #[inline(never)]
     fn try_request(
         &self,
         st: &mut file::FileState,
         fctx: &crate::sync::Arc<file::FileLocks>,
-        req: &Request,
+        call: &LockCall,
         wait: bool,
-        flock_conversion: bool,
         park: &ParkCtx,
     ) -> Step {
-        let limit = self.config.max_locks_per_file;
-        if flock_conversion {
+        let (req, limit) = (&call.req, self.config.max_locks_per_file);
+        if call.flock_conversion {
             if let Some(h) = st.flocks.iter().find(|h| h.owner == req.owner) {
                 if Some(h.ty) == req.ty {
                     return Step::Done(Ok(()));
