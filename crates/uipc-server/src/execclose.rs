@@ -14,6 +14,8 @@
 //! the close stays pending. Anything else (the number is closed, refers to another
 //! description, or the process is gone): the client closed it, by its exec or otherwise, and
 //! either way Linux has dropped the process's POSIX locks on the file: so does the daemon.
+//! A refused `kcmp` (EPERM: a daemon that may not inspect the process) decides nothing: the
+//! close stays pending, the locks until the process exits.
 //! Since the kernel closes the descriptors before the new image runs, whatever the new image
 //! or anyone who learned of the exec does next finds the locks gone, as on Linux. A failed
 //! exec withdraws the process's pending closes ([`ExecCloses::forget`]), as does its exit.
@@ -31,6 +33,7 @@ use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 use uipc::locks::{FileId, LockManager, OfdId};
+use uipc::Errno;
 
 struct Pending {
     tgid: i32,
@@ -100,7 +103,12 @@ impl ExecCloses {
     pub fn resolve(&self, locks: &LockManager) {
         let me = std::process::id() as i32;
         let closed = self.remove(|p| {
-            kcmp_file(p.tgid, p.fd, me, p.copy.as_raw_fd()) != Ok(std::cmp::Ordering::Equal)
+            match kcmp_file(p.tgid, p.fd, me, p.copy.as_raw_fd()) {
+                Ok(order) => order != std::cmp::Ordering::Equal,
+                // The number is closed, or the process is gone; a refusal (EPERM) keeps it
+                // pending until the process exits.
+                Err(e) => e == Errno::EBADF || e == Errno::ESRCH,
+            }
         });
         for p in closed {
             // Id 0 is never a description's: only the process's POSIX locks go.
