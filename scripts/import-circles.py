@@ -58,6 +58,7 @@ ALLOWED = [
     {"uipc/src/ipc/sem/fast/mod.rs", "uipc/src/ipc/sem/fast/sleep.rs"},
     {"uipc/src/ipc/msg/fast/mod.rs", "uipc/src/ipc/msg/fast/sleep.rs"},
     {"uipc/src/locks/lease/mod.rs", "uipc/src/locks/lease/ranges.rs"},
+    {"uipc/src/ipc/registry.rs", "uipc/src/ipc/registry/vacancy.rs"},
     {"uipc-proto/src/request.rs", "uipc-proto/src/request/put.rs"},
     {"uipc-preload/src/locks/mod.rs", "uipc-preload/src/locks/close.rs"},
     {"uipc-bench/src/before/timer_tables.rs", "uipc-bench/src/before/timer_tables/seed_hash.rs"},

@@ -11,7 +11,7 @@
 
 use crate::codec::{DecodeError, Reader, Writer};
 use crate::tag::locks as tag;
-use crate::wire::Wire;
+use crate::wire::{wire_nested, Wire};
 use uipc_abi::locks::{Flock, F_OFD_SETLK, F_OFD_SETLKW, F_SETLK, F_SETLKW, LOCK_MAND, LOCK_NB};
 
 /// A file-lock request.
@@ -110,6 +110,8 @@ pub enum LockResponse {
     /// The listing.
     List(Vec<LockLine>),
 }
+
+wire_nested!(LockRequest, LockResponse);
 
 impl LockRequest {
     /// Appends the message's fields (after the outer tag).

@@ -4,7 +4,6 @@
 //! then the value.
 
 use crate::codec::{DecodeError, Reader, Writer};
-use crate::locks::{LockRequest, LockResponse};
 use crate::procfs::ProcRequest;
 use uipc_abi::ipc::msg::{MsgInfo, MsqidDs, MsqidSet};
 use uipc_abi::ipc::sem::{SemInfo, Sembuf, SemidDs, Timespec};
@@ -46,8 +45,8 @@ impl Wire for Vec<u8> {
     }
 }
 
-/// The nested messages (file locks, `/proc`), as their own `encode_into` and `decode_from`
-/// write and read them.
+/// Nested messages (file locks, `/proc`), as their own `encode_into` and `decode_from` write
+/// and read them (the lock messages' module invokes it for its own types).
 macro_rules! wire_nested {
     ($($ty:ty),*) => {$(
         impl Wire for $ty {
@@ -61,7 +60,7 @@ macro_rules! wire_nested {
     )*};
 }
 
-wire_nested!(LockRequest, LockResponse, ProcRequest);
+wire_nested!(ProcRequest);
 
 /// Structs as their fields, in the order listed (a field missing from a list does not compile).
 macro_rules! wire_structs {
@@ -146,6 +145,7 @@ macro_rules! wire_enum {
 }
 
 pub(crate) use wire_enum;
+pub(crate) use wire_nested;
 
 /// Writes an option: 0, or 1 and the value as `each` writes it.
 pub(crate) fn put_option<T>(
