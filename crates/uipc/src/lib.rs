@@ -63,7 +63,7 @@
 //! ## File locks
 //! ```
 //! use uipc::locks::{FileId, Flock, LockManager, OfdId, OpenFile, F_SETLK, F_WRLCK};
-//! use uipc::{Cred, Errno, WaitCtx};
+//! use uipc::{Cred, Errno, Tgid, WaitCtx};
 //!
 //! let locks = LockManager::new();
 //! let open = |ofd| OpenFile {
@@ -79,7 +79,7 @@
 //! locks.fcntl(&a, Some(&open(1)), F_SETLK, &mut whole(), &WaitCtx::FOREVER)?;
 //! let busy = locks.fcntl(&b, Some(&open(2)), F_SETLK, &mut whole(), &WaitCtx::FOREVER);
 //! assert_eq!(busy, Err(Errno::EAGAIN));
-//! locks.process_exit(100); // its POSIX locks go
+//! locks.process_exit(Tgid::new(100)); // its POSIX locks go
 //! locks.fcntl(&b, Some(&open(2)), F_SETLK, &mut whole(), &WaitCtx::FOREVER)?;
 //! # Ok::<(), Errno>(())
 //! ```
