@@ -152,7 +152,7 @@ int main(int argc, char **argv) {
     CHECK(!desc_locked(OE));
     CHECK(desc_locked(OF));
     put(go[1], 'g');
-    CHECK(status_of(child) == 0);
+    expect_clean_exit(child);
     CHECK(posix_holder(PB, 0, 10) == 0);
     CHECK(!desc_locked(OD));
     CHECK(desc_locked(OF));

@@ -91,12 +91,12 @@ static void handoff(int q) {
     CHECK(ds.msg_stime >= t0 && ds.msg_rtime >= t0 && ds.msg_rtime >= ds.msg_stime);
     struct msg m;
     CHECK(msgrcv(q, &m, 64, 0, IPC_NOWAIT) == -1 && errno == ENOMSG);
-    CHECK(status_of(c) == 0);
+    expect_clean_exit(c);
     /* A message of no bytes. */
     c = receiver(q, 64, 0, 0, 7, "", 0);
     CHECK(snd(q, 7, "", 0) == 0);
     CHECK(stat_of(q).msg_qnum == 0);
-    CHECK(status_of(c) == 0);
+    expect_clean_exit(c);
 }
 
 static void modes(int q) {
@@ -108,14 +108,14 @@ static void modes(int q) {
     CHECK(snd(q, 2, "two", 3) == 0);
     struct msqid_ds ds = stat_of(q);
     CHECK(ds.msg_qnum == 1 && ds.__msg_cbytes == 3 && ds.msg_lrpid == c);
-    CHECK(status_of(c) == 0);
+    expect_clean_exit(c);
     /* MSG_EXCEPT: the queued type 1 does not match; a type 3 is handed over. */
     c = receiver(q, 64, 1, MSG_EXCEPT, 3, "three", 5);
     CHECK(snd(q, 1, "uno", 3) == 0);
     still_asleep(c);
     CHECK(snd(q, 3, "three", 5) == 0);
     CHECK(stat_of(q).msg_qnum == 2);
-    CHECK(status_of(c) == 0);
+    expect_clean_exit(c);
     /* msgtyp < 0: types up to 5; a 7 is queued, a 5 handed over. */
     struct msg m;
     CHECK(msgrcv(q, &m, 64, 0, IPC_NOWAIT) == 3 && msgrcv(q, &m, 64, 0, IPC_NOWAIT) == 3);
@@ -123,7 +123,7 @@ static void modes(int q) {
     CHECK(snd(q, 7, "seven", 5) == 0);
     still_asleep(c);
     CHECK(snd(q, 5, "five", 4) == 0);
-    CHECK(status_of(c) == 0);
+    expect_clean_exit(c);
     ds = stat_of(q);
     CHECK(ds.msg_qnum == 1 && ds.__msg_cbytes == 5);
 }
@@ -142,7 +142,7 @@ static void too_big(int q) {
     CHECK(snd(q, 1, "0123456789abcdef", 16) == 0);
     ds = stat_of(q);
     CHECK(ds.msg_qnum == 0 && ds.__msg_cbytes == 0 && ds.msg_lrpid == c);
-    CHECK(status_of(c) == 0);
+    expect_clean_exit(c);
 }
 
 static void on_usr1(int sig) {
@@ -175,7 +175,7 @@ static void signals(int q) {
     CHECK(kill(c, SIGCONT) == 0);
     wait_asleep(c);
     CHECK(snd(q, 1, "cont", 4) == 0);
-    CHECK(status_of(c) == 0);
+    expect_clean_exit(c);
     CHECK(stat_of(q).msg_qnum == 0);
     signal(SIGUSR1, SIG_DFL);
 }
@@ -193,26 +193,26 @@ static void daemon_calls(int q) {
     CHECK(msgctl(q, IPC_SET, &ds) == 0);
     still_asleep(c);
     CHECK(snd(q, 4, "four", 4) == 0);
-    CHECK(status_of(c) == 0);
+    expect_clean_exit(c);
     CHECK(stat_of(q).msg_qnum == 0);
     /* Two sleepers: served in arrival order. */
     pid_t a = receiver(q, 64, 0, 0, 1, "first", 5);
     pid_t b = receiver(q, 64, 0, 0, 2, "second", 6);
     CHECK(snd(q, 1, "first", 5) == 0);
-    CHECK(status_of(a) == 0);
+    expect_clean_exit(a);
     still_asleep(b);
     CHECK(stat_of(q).msg_lrpid == a);
     CHECK(snd(q, 2, "second", 6) == 0);
-    CHECK(status_of(b) == 0);
+    expect_clean_exit(b);
     CHECK(stat_of(q).msg_qnum == 0 && stat_of(q).msg_lrpid == b);
     /* A sleeper whose type matches only the second of two sleepers' messages. */
     a = receiver(q, 64, 5, 0, 5, "five", 4);
     b = receiver(q, 64, 0, 0, 6, "six", 3);
     CHECK(snd(q, 6, "six", 3) == 0);
-    CHECK(status_of(b) == 0);
+    expect_clean_exit(b);
     still_asleep(a);
     CHECK(snd(q, 5, "five", 4) == 0);
-    CHECK(status_of(a) == 0);
+    expect_clean_exit(a);
 }
 
 /* A sleeper killed: a later message stays; sleepers SIGKILLed at random points of their
@@ -313,7 +313,7 @@ static void pingpong(int rounds) {
         CHECK(msgsnd(q, &m, sizeof i, 0) == 0);
         CHECK(msgrcv(q, &m, 64, 2, 0) == sizeof i && memcmp(m.text, &i, sizeof i) == 0);
     }
-    CHECK(status_of(c) == 0);
+    expect_clean_exit(c);
     struct msqid_ds ds = stat_of(q);
     CHECK(ds.msg_qnum == 0 && ds.msg_lspid == c && ds.msg_lrpid == getpid());
     CHECK(msgctl(q, IPC_RMID, NULL) == 0);

@@ -42,13 +42,13 @@ static void handoff(void) {
     CHECK(semctl(id, 0, GETVAL) == 0);
     CHECK(semctl(id, 0, GETPID) == c);
     CHECK(semctl(id, 0, GETNCNT) == 0);
-    CHECK(status_of(c) == 0);
+    expect_clean_exit(c);
     /* A wait for zero, completed by a -1. */
     CHECK(semctl(id, 1, SETVAL, 1) == 0);
     c = asleep(id, 1, 0, 1);
     CHECK(semctl(id, 1, GETNCNT) == 0);
     CHECK(sop(id, 1, -1, 0) == 0);
-    CHECK(status_of(c) == 0);
+    expect_clean_exit(c);
     CHECK(semctl(id, 1, GETZCNT) == 0 && semctl(id, 1, GETVAL) == 0);
     /* A +2 for a -3 sleeper leaves it asleep; a further +1 wakes it. */
     c = asleep(id, 0, -3, 1);
@@ -57,7 +57,7 @@ static void handoff(void) {
     CHECK(semctl(id, 0, GETNCNT) == 1);
     CHECK(sop(id, 0, 1, 0) == 0);
     CHECK(semctl(id, 0, GETVAL) == 0 && semctl(id, 0, GETPID) == c);
-    CHECK(status_of(c) == 0);
+    expect_clean_exit(c);
     CHECK(semctl(id, 0, IPC_RMID) == 0);
     printf("handoff: ok\n");
 }
@@ -76,7 +76,7 @@ static void eintr_and_timeout(void) {
     }
     wait_count(id, 0, GETNCNT, 1);
     CHECK(kill(c, SIGUSR1) == 0);
-    CHECK(status_of(c) == 0);
+    expect_clean_exit(c);
     CHECK(semctl(id, 0, GETNCNT) == 0);
     /* The withdrawn operation takes nothing later. */
     CHECK(sop(id, 0, 1, 0) == 0);
@@ -107,7 +107,7 @@ static void daemon_calls(void) {
     c = asleep(id, 0, -1, 1);
     CHECK(semctl(id, 0, SETVAL, 1) == 0);
     CHECK(semctl(id, 0, GETVAL) == 0 && semctl(id, 0, GETPID) == c);
-    CHECK(status_of(c) == 0);
+    expect_clean_exit(c);
     /* SETALL too; IPC_SET leaves a sleeper asleep. */
     c = asleep(id, 0, -2, 1);
     struct semid_ds ds;
@@ -120,7 +120,7 @@ static void daemon_calls(void) {
     union semun all = {.array = v};
     CHECK(semctl(id, 0, SETALL, all) == 0);
     CHECK(semctl(id, 0, GETVAL) == 1 && semctl(id, 0, GETPID) == c);
-    CHECK(status_of(c) == 0);
+    expect_clean_exit(c);
     CHECK(semctl(id, 0, IPC_RMID) == 0);
     printf("rmid, setval, setall, ipc_set: ok\n");
 }
@@ -131,12 +131,12 @@ static void fifo_and_kill(void) {
     pid_t b = asleep(id, 0, -1, 2);
     CHECK(sop(id, 0, 1, 0) == 0);
     CHECK(semctl(id, 0, GETPID) == a);
-    CHECK(status_of(a) == 0);
+    expect_clean_exit(a);
     CHECK(semctl(id, 0, GETNCNT) == 1);
     int st;
     CHECK(waitpid(b, &st, WNOHANG) == 0);
     CHECK(sop(id, 0, 1, 0) == 0);
-    CHECK(status_of(b) == 0);
+    expect_clean_exit(b);
     /* A sleeper killed: a later +1 stays. */
     pid_t k = asleep(id, 0, -1, 1);
     CHECK(kill(k, SIGKILL) == 0);
@@ -152,7 +152,7 @@ static void fifo_and_kill(void) {
     CHECK(waitpid(k, &st, 0) == k && WIFSIGNALED(st));
     wait_count(id, 0, GETNCNT, 1);
     CHECK(sop(id, 0, 1, 0) == 0);
-    CHECK(status_of(b) == 0);
+    expect_clean_exit(b);
     CHECK(semctl(id, 0, GETVAL) == 0 && semctl(id, 0, GETNCNT) == 0);
     CHECK(semctl(id, 0, IPC_RMID) == 0);
     printf("fifo and kill: ok\n");
@@ -236,7 +236,7 @@ static void pingpong(int rounds) {
         CHECK(sop(id, 0, 1, 0) == 0);
         CHECK(sop(id, 1, -1, 0) == 0);
     }
-    CHECK(status_of(c) == 0);
+    expect_clean_exit(c);
     CHECK(semctl(id, 0, GETVAL) == 0 && semctl(id, 1, GETVAL) == 0);
     CHECK(semctl(id, 1, GETPID) == getpid());
     CHECK(semctl(id, 0, IPC_RMID) == 0);
