@@ -22,28 +22,31 @@ done
 fast_calls() {
     awk '/^uipc fastpath: [0-9]+ calls$/ { n += $3; seen = 1 } END { print seen ? n : -1 }' "$1"
 }
-# `expect_served MIN WHAT CMD...`: runs CMD with the statistics on; fails unless the fast
-# paths served at least MIN calls.
-expect_served() {
-    local min=$1 what=$2 err n
+# `count_served TEST WHAT CMD...`: runs CMD with the statistics on; fails, showing CMD's
+# standard error, if CMD fails or the fast paths' count N fails `[ N TEST ]`.
+count_served() {
+    local test=$1 what=$2 err n rc=0
     shift 2
     err=$(mktemp)
-    UIPC_FASTPATH_STATS=1 "$@" 2> "$err"
+    UIPC_FASTPATH_STATS=1 "$@" 2> "$err" || rc=$?
     n=$(fast_calls "$err")
+    # shellcheck disable=SC2086 # TEST is an operator and its operand
+    if [ "$rc" -eq 0 ] && [ "$n" $test ]; then
+        rm -f "$err"
+        return 0
+    fi
+    cat "$err" >&2
     rm -f "$err"
-    [ "$n" -ge "$min" ] || { echo "$what: the fast paths served $n calls, not $min" >&2; return 1; }
+    [ "$rc" -eq 0 ] || return "$rc"
+    echo "$what: the fast paths served $n calls" >&2
+    return 1
 }
-# `expect_none CMD...`: runs CMD with the statistics on; fails unless its processes reported
-# and the fast paths served nothing (switched off by UIPC_FASTPATH=0 or by the daemon).
-expect_none() {
-    local err n
-    err=$(mktemp)
-    UIPC_FASTPATH_STATS=1 "$@" 2> "$err"
-    n=$(fast_calls "$err")
-    rm -f "$err"
-    [ "$n" -eq 0 ] || { echo "$*: the fast paths served $n calls, none expected" >&2; return 1; }
-}
-export -f fast_calls expect_served expect_none
+# `expect_served MIN WHAT CMD...`: the fast paths served at least MIN calls of CMD.
+expect_served() { count_served "-ge $1" "$2 (at least $1 expected)" "${@:3}"; }
+# `expect_none CMD...`: CMD's processes reported and the fast paths served nothing (switched
+# off by UIPC_FASTPATH=0 or by the daemon).
+expect_none() { count_served "-eq 0" "$* (none expected)" "$@"; }
+export -f fast_calls count_served expect_served expect_none
 
 # Two programs under two `uipc run --socket S` meet through keys on one `uipc serve` daemon.
 shared_daemon() {
