@@ -329,13 +329,22 @@ impl LockManager {
     /// The locks of one file, as [`LockManager::list`] shows them.
     pub fn list_file(&self, file: FileId) -> Vec<LockInfo> {
         let mut out = Vec::new();
+        self.with_leases_back(file, || {
+            self.files
+                .with(file, false, |_, st| procfs::list_file(file, &st, &mut out))
+        });
+        out
+    }
+
+    /// Runs `f` with `file`'s leases (POSIX and flock) taken back into the engine, granting
+    /// none after it.
+    fn with_leases_back<R>(&self, file: FileId, f: impl FnOnce() -> R) -> R {
         self.lease_enter(file, Tgid::new(0), false);
         self.flock_enter(file, None);
-        self.files
-            .with(file, false, |_, st| procfs::list_file(file, &st, &mut out));
+        let r = f();
         self.flock_leave(file, None);
         self.lease_leave(file, None);
-        out
+        r
     }
 
     /// Whether `owner` holds a lock on `file` or has a request blocked there (what

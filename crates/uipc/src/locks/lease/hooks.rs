@@ -186,7 +186,7 @@ impl LockManager {
         if let Some(l) = &self.leases {
             l.hold(file);
         }
-        let _ = self.list_file(file);
+        self.with_leases_back(file, || ());
     }
 
     /// Ends one [`LockManager::hold_grants`] of `file`.
