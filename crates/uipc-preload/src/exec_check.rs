@@ -19,6 +19,7 @@
 //! calls, and keeps the caller's errno.
 
 use crate::exec_env::decimal;
+use crate::guard::{errno_now, set_errno};
 use crate::kernel::kernel_sys;
 use libc::{c_char, c_int, c_long};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -39,8 +40,8 @@ pub fn warn_if_unpreloadable(dirfd: c_int, path: *const c_char, fd: Option<c_int
     if WARNED.load(Ordering::Relaxed) {
         return;
     }
-    // SAFETY: reads this thread's errno, restored below so the exec's own errno is untouched.
-    let saved = unsafe { *libc::__errno_location() };
+    // Restored below so the exec's own errno is untouched.
+    let saved = errno_now();
     let why = match fd {
         Some(fd) => classify_fd(fd),
         None => open_image(dirfd, path).and_then(|fd| {
@@ -54,8 +55,7 @@ pub fn warn_if_unpreloadable(dirfd: c_int, path: *const c_char, fd: Option<c_int
             write_warning(path, fd, why);
         }
     }
-    // SAFETY: restores this thread's errno.
-    unsafe { *libc::__errno_location() = saved };
+    set_errno(saved);
 }
 
 /// The execvp/execvpe form: a name without a slash is looked up in `$PATH` (empty entries

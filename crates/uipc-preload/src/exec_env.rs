@@ -320,12 +320,11 @@ impl CarriedEnv {
 
 impl Drop for CarriedEnv {
     fn drop(&mut self) {
-        // SAFETY: our own mapping; errno is kept (this runs after a failed exec).
-        unsafe {
-            let saved = *libc::__errno_location();
-            libc::munmap(self.map, self.len);
-            *libc::__errno_location() = saved;
-        }
+        // errno is kept: this runs after a failed exec.
+        let saved = crate::guard::errno_now();
+        // SAFETY: our own mapping.
+        unsafe { libc::munmap(self.map, self.len) };
+        crate::guard::set_errno(saved);
     }
 }
 

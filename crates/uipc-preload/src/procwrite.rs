@@ -27,6 +27,7 @@
 //! The slow paths allocate (a daemon call): a signal handler writing to such a descriptor is
 //! not async-signal-safe, unlike write(2).
 
+use crate::guard::set_errno;
 use crate::kernel::kernel_sys;
 use crate::proctext::{fetch, memfd_with};
 use libc::{c_char, c_int, c_void, FILE};
@@ -290,8 +291,7 @@ pub fn before_close(fd: c_int) {
         kernel_sys!(libc::SYS_lseek, fd, 0, libc::SEEK_SET);
         Ok(())
     });
-    // SAFETY: writes this thread's errno.
-    unsafe { *libc::__errno_location() = saved };
+    set_errno(saved);
 }
 
 /// fclose of a stream over a registered memfd: its buffer must reach the memfd first.
@@ -356,8 +356,7 @@ unsafe extern "C" fn cookie_write(c: *mut c_void, buf: *const c_char, size: usiz
             n as isize
         }
         Err(e) => {
-            // SAFETY: writes this thread's errno.
-            unsafe { *libc::__errno_location() = e.raw() };
+            set_errno(e.raw());
             -1
         }
     }

@@ -30,7 +30,7 @@
 //! before the trampoline is installed and read by it: nothing here allocates or locks, and
 //! the trampoline calls only timer_getoverrun's async-signal-safe path.
 
-use crate::guard::set_errno;
+use crate::guard::{errno_now, set_errno};
 use crate::timer_abi::{siginfo_code_and_timer, SIGINFO};
 use crate::timer_signals::action_ignores;
 use libc::{c_int, c_void, sighandler_t};
@@ -117,14 +117,13 @@ fn fix_overrun(info: &mut [u8; SIGINFO]) {
     if code != uipc::timers::SI_TIMER {
         return;
     }
-    // SAFETY: reads this thread's errno, restored below for the interrupted code.
-    let saved = unsafe { *libc::__errno_location() };
+    // Restored below for the interrupted code.
+    let saved = errno_now();
     let overrun = std::panic::catch_unwind(|| crate::timer::getoverrun(id));
     if let Ok(Ok(v)) = overrun {
         info[20..24].copy_from_slice(&(v as i32).to_le_bytes());
     }
-    // SAFETY: restores this thread's errno.
-    unsafe { *libc::__errno_location() = saved };
+    set_errno(saved);
 }
 
 /// sigaction(2).

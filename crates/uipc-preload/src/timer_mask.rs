@@ -19,6 +19,7 @@
 //! through these exports. Without `$UIPC_TIMERS` (or before any timer exists) each export is
 //! the C library's function and nothing else.
 
+use crate::guard::{errno_now, set_errno};
 use crate::kernel::next_symbol_cached as next;
 use crate::sigmask::{set_mask, SignalsBlocked};
 use crate::timer_abi::{siginfo_code_and_timer, SIGINFO};
@@ -163,18 +164,13 @@ fn accepted(svc: &Service, info: &mut [u8; SIGINFO]) {
     if code != uipc::timers::SI_TIMER {
         return;
     }
-    let saved = errno();
+    let saved = errno_now();
     let _held = SignalsBlocked::new();
     if let Ok(overrun) = svc.getoverrun(id) {
         info[20..24].copy_from_slice(&overrun.to_le_bytes());
     }
-    // SAFETY: restores this thread's errno (the call succeeded; errno stays the caller's).
-    unsafe { *libc::__errno_location() = saved };
-}
-
-fn errno() -> c_int {
-    // SAFETY: reads this thread's errno.
-    unsafe { *libc::__errno_location() }
+    // The call succeeded; errno stays the caller's.
+    set_errno(saved);
 }
 
 /// How long an unblocking call waits at most for the service thread.
@@ -186,7 +182,7 @@ impl Service {
     /// sending. All signals
     /// stay blocked meanwhile.
     pub(crate) fn catch_up(&self) {
-        let saved = errno();
+        let saved = errno_now();
         let _held = SignalsBlocked::new();
         self.engine.run_expired();
         // A run of the service thread's that took a due timer off the heap before ours has
@@ -203,8 +199,7 @@ impl Service {
             taken + u64::from(!outbox.is_empty())
         };
         if self.batches_sent.load(Ordering::Acquire) >= target {
-            // SAFETY: restores this thread's errno.
-            unsafe { *libc::__errno_location() = saved };
+            set_errno(saved);
             return;
         }
         self.engine.clock_was_set();
@@ -212,7 +207,6 @@ impl Service {
         {
             std::thread::yield_now();
         }
-        // SAFETY: restores this thread's errno.
-        unsafe { *libc::__errno_location() = saved };
+        set_errno(saved);
     }
 }

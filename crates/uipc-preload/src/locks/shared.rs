@@ -30,8 +30,7 @@ impl Futex for Futexes {
             0,
             0
         );
-        // SAFETY: reads this thread's errno.
-        if rc < 0 && unsafe { *libc::__errno_location() } == libc::EINTR {
+        if rc < 0 && crate::guard::errno_now() == libc::EINTR {
             return Err(Errno::EINTR);
         }
         Ok(())
