@@ -106,28 +106,37 @@ impl<K: ShardKey, V> Default for ShardedMap<K, V> {
     }
 }
 
-/// One step of a bounded busy-wait: a CPU hint, and a yield every so often so that a waiter
-/// never starves the thread it waits for on a machine with few cores.
-pub(crate) fn spin_wait(round: &mut u32) {
+/// The `n`th pause of a busy-wait (counted from 1): a CPU hint, and a thread yield every
+/// `yield_every`th pause (never if 0), so that a waiter never starves the thread it waits for
+/// on a machine with few cores. Loom models yield at every pause (a model must let the other
+/// threads run to make progress).
+fn pause(n: usize, yield_every: usize) {
     #[cfg(loom)]
     {
-        let _ = round;
+        let _ = (n, yield_every);
         loom::thread::yield_now();
     }
     #[cfg(not(loom))]
-    {
-        *round += 1;
-        if (*round).is_multiple_of(64) {
-            std::thread::yield_now();
-        } else {
-            std::hint::spin_loop();
-        }
+    if yield_every != 0 && n.is_multiple_of(yield_every) {
+        std::thread::yield_now();
+    } else {
+        std::hint::spin_loop();
     }
 }
 
+/// One step of a bounded busy-wait whose steps `round` counts: a [`pause`] that yields every
+/// 64th time. Loom models do not count (their schedules bound the wait, not `round`).
+pub(crate) fn spin_wait(round: &mut u32) {
+    #[cfg(not(loom))]
+    {
+        *round += 1;
+    }
+    pause(*round as usize, 64);
+}
+
 /// Loads `word` (Acquire) again while `busy` holds of the value, at most `max` more times,
-/// pausing before each load: a CPU hint, and a thread yield every `yield_every`th pause (never
-/// if 0); loom models yield at every pause. The last value loaded.
+/// with a [`pause`] (yielding every `yield_every`th time, never if 0) before each load. The
+/// last value loaded.
 pub(crate) fn load_while(
     word: &AtomicU64,
     busy: impl Fn(u64) -> bool,
@@ -138,17 +147,7 @@ pub(crate) fn load_while(
     let mut spins = 0;
     while busy(w) && spins < max {
         spins += 1;
-        #[cfg(loom)]
-        {
-            let _ = yield_every;
-            loom::thread::yield_now();
-        }
-        #[cfg(not(loom))]
-        if yield_every != 0 && spins % yield_every == 0 {
-            std::thread::yield_now();
-        } else {
-            std::hint::spin_loop();
-        }
+        pause(spins, yield_every);
         w = word.load(Ordering::Acquire);
     }
     w
