@@ -348,6 +348,7 @@ mod exec;
 mod exec_check;
 mod exec_env;
 mod fork;
+mod futex;
 mod guard;
 mod ids;
 mod ipcns;

@@ -158,7 +158,7 @@ pub fn sleep(
             Wait::Sleep(expect) => {
                 // SAFETY: a cancellation point; `armed` withdraws the record if it acts.
                 unsafe { pthread_testcancel() };
-                if crate::semfast::futex_wait(word, expect, CANCEL_POLL_NS) {
+                if crate::futex::wait_timed(word, expect, CANCEL_POLL_NS) {
                     break withdraw(&view, msqid, &t, &mut deliver);
                 }
             }
@@ -186,7 +186,7 @@ fn withdraw(view: &MsgView<'_>, msqid: i32, t: &Ticket, deliver: &mut Deliver<'_
     loop {
         let step = view.cancel(t);
         if again && matches!(step, Cancel::Retry | Cancel::AskDaemon) {
-            crate::semfast::futex_wait(word, word.load(Ordering::Acquire) as u32, 1_000_000);
+            crate::futex::wait_timed(word, word.load(Ordering::Acquire) as u32, 1_000_000);
         }
         match step {
             Cancel::Cancelled => return Got::Done(Err(Errno::EINTR)),

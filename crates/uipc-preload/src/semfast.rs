@@ -80,7 +80,7 @@ impl Caller for Me {
         alive(pid as i32)
     }
     fn wake(&self, word: &AtomicU64) {
-        crate::kernel::kernel_sys!(libc::SYS_futex, word.as_ptr(), libc::FUTEX_WAKE, i32::MAX);
+        crate::futex::wake_all(word);
     }
 }
 
@@ -149,9 +149,12 @@ fn pidfd(pid: i32) -> Result<c_int, bool> {
     if fd >= 0 {
         return Ok(fd as c_int);
     }
-    Err(match errno() {
+    Err(match crate::guard::errno_now() {
         libc::ESRCH => false,
-        _ => crate::kernel::kernel_sys!(libc::SYS_kill, pid, 0) == 0 || errno() == libc::EPERM,
+        _ => {
+            crate::kernel::kernel_sys!(libc::SYS_kill, pid, 0) == 0
+                || crate::guard::errno_now() == libc::EPERM
+        }
     })
 }
 
@@ -179,11 +182,6 @@ fn exited(fd: c_int) -> bool {
     n != 0 && (n < 0 || p.revents & (libc::POLLIN | libc::POLLNVAL) != 0)
 }
 
-fn errno() -> c_int {
-    // SAFETY: reads this thread's errno.
-    unsafe { *libc::__errno_location() }
-}
-
 /// CLOCK_MONOTONIC in nanoseconds.
 fn mono_ns() -> i128 {
     let mut ts = libc::timespec {
@@ -193,27 +191,6 @@ fn mono_ns() -> i128 {
     // SAFETY: writes a live timespec.
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
     i128::from(ts.tv_sec) * 1_000_000_000 + i128::from(ts.tv_nsec)
-}
-
-/// FUTEX_WAIT on `word`'s low 32 bits while they are `expect`, at most `ns` nanoseconds (always
-/// timed: the kernel restarts an untimed wait after an SA_RESTART handler, semop must not):
-/// whether a signal handler ended it (EINTR).
-pub(crate) fn futex_wait(word: &AtomicU64, expect: u32, ns: i128) -> bool {
-    let ns = ns.clamp(0, 86_400 * 1_000_000_000);
-    let ts = libc::timespec {
-        tv_sec: (ns / 1_000_000_000) as libc::time_t,
-        tv_nsec: (ns % 1_000_000_000) as libc::c_long,
-    };
-    let rc = crate::kernel::kernel_sys!(
-        libc::SYS_futex,
-        word.as_ptr(),
-        libc::FUTEX_WAIT,
-        expect,
-        &ts as *const libc::timespec,
-        0,
-        0
-    );
-    rc < 0 && errno() == libc::EINTR
 }
 
 /// The arena and who we are, if the fast path may serve this call.
@@ -343,7 +320,7 @@ fn sleep(
                 if left <= 0 {
                     break uipc::Errno::EAGAIN;
                 }
-                if futex_wait(word, expect, left) {
+                if crate::futex::wait_timed(word, expect, left) {
                     break uipc::Errno::EINTR;
                 }
             }
@@ -355,7 +332,7 @@ fn sleep(
     loop {
         let step = view.cancel(t);
         if again && matches!(step, Cancel::Retry | Cancel::AskDaemon) {
-            futex_wait(word, word.load(Ordering::Acquire) as u32, 1_000_000);
+            crate::futex::wait_timed(word, word.load(Ordering::Acquire) as u32, 1_000_000);
         }
         match step {
             Cancel::Cancelled => return Err(reason),

@@ -153,6 +153,27 @@ pub(crate) fn load_while(
     w
 }
 
+/// FUTEX_WAKE of every thread asleep on `word` (on its low 32 bits, the futex of a word shared
+/// with clients: a fast path's sleeper record, a lock slot's owner or state word). A loom
+/// model has no sleepers to wake: its stand-in futexes never sleep.
+pub(crate) fn futex_wake_all(word: &AtomicU64) {
+    #[cfg(not(loom))]
+    // SAFETY: a futex wake on memory we map; it reads nothing and writes nothing.
+    unsafe {
+        libc::syscall(
+            libc::SYS_futex,
+            word.as_ptr(),
+            libc::FUTEX_WAKE,
+            i32::MAX,
+            0usize,
+            0usize,
+            0,
+        );
+    }
+    #[cfg(loom)]
+    let _ = word;
+}
+
 /// Runs a loom model with a preemption bound (3 unless `LOOM_MAX_PREEMPTIONS` sets one), so
 /// that the engine-level models (a semaphore set, a lock manager) finish in seconds: bugs of
 /// the kind they look for need one or two preemptions.

@@ -70,20 +70,11 @@ struct Sleeper;
 
 impl Futex for Sleeper {
     fn wait(&self, word: &AtomicU64, expect: u32) -> bool {
-        let rc = kernel_sys!(
-            libc::SYS_futex,
-            word.as_ptr(),
-            libc::FUTEX_WAIT,
-            expect,
-            0,
-            0,
-            0
-        );
-        rc < 0 && crate::guard::errno_now() == libc::EINTR
+        crate::futex::wait(word, expect)
     }
 
     fn wake_one(&self, word: &AtomicU64) {
-        kernel_sys!(libc::SYS_futex, word.as_ptr(), libc::FUTEX_WAKE, 1);
+        crate::futex::wake_one(word);
     }
 }
 

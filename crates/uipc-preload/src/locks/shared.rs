@@ -8,7 +8,6 @@
 //! signal: a handler with SA_RESTART restarts it, one without ends the call with EINTR, a stop
 //! and continue without a handler goes on sleeping. Nothing here allocates or takes a lock.
 
-use crate::kernel::kernel_sys;
 use std::sync::atomic::AtomicU64;
 use uipc::locks::lease::shared::Futex;
 use uipc::locks::lease::LeaseView;
@@ -21,23 +20,14 @@ struct Futexes;
 
 impl Futex for Futexes {
     fn wait(&mut self, word: &AtomicU64, expect: u32) -> Result<(), Errno> {
-        let rc = kernel_sys!(
-            libc::SYS_futex,
-            word.as_ptr(),
-            libc::FUTEX_WAIT,
-            expect,
-            0usize,
-            0,
-            0
-        );
-        if rc < 0 && crate::guard::errno_now() == libc::EINTR {
+        if crate::futex::wait(word, expect) {
             return Err(Errno::EINTR);
         }
         Ok(())
     }
 
     fn wake_one(&mut self, word: &AtomicU64) {
-        kernel_sys!(libc::SYS_futex, word.as_ptr(), libc::FUTEX_WAKE, 1);
+        crate::futex::wake_one(word);
     }
 
     fn alive(&mut self, pid: i32) -> bool {

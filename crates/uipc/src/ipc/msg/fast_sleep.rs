@@ -24,7 +24,9 @@ use super::fast::sleep::{
 use super::fast::MSG_SLOTS;
 use super::{MsgQueue, RecvWake, SleepingReceiver};
 use crate::ipc::namespace::IpcNamespace;
-use crate::sync::{lock, AtomicU64, Ordering::AcqRel, Ordering::Acquire, Ordering::Release};
+use crate::sync::{
+    futex_wake_all, lock, AtomicU64, Ordering::AcqRel, Ordering::Acquire, Ordering::Release,
+};
 use crate::wait::{Notifier, Waiter};
 use crate::IpcId;
 use std::sync::{Arc, OnceLock, Weak};
@@ -36,11 +38,6 @@ pub(crate) struct Adopted {
     waiter: Arc<Waiter<RecvWake>>,
     pid: u32,
     seq: u64,
-}
-
-/// FUTEX_WAKE of every sleeper on the record word `word` (its low 32 bits).
-pub(crate) fn wake(word: &AtomicU64) {
-    crate::ipc::sem::fast::adopt::wake(word);
 }
 
 /// Writes `wake` into the daemon mailbox of `record` if it is still the adopted receive `seq`
@@ -65,7 +62,7 @@ fn finish(record_words: &[AtomicU64], seq: u64, wake_with: Option<RecvWake>, max
                 }
                 // Release: the mailbox before the state the sleeper reads.
                 word.store(record(FINISHED, seq, pid_of(w)), Release);
-                wake(word);
+                futex_wake_all(word);
                 return;
             }
             Err(now) => w = now,
@@ -180,7 +177,7 @@ impl IpcNamespace {
             finish(r, seq, Some(res), max);
         }
         // A sleeper cancelling meanwhile waits for the record to leave WAITING.
-        wake(&r[R_WORD]);
+        futex_wake_all(&r[R_WORD]);
         st.adopted[j] = Some(Adopted {
             q,
             waiter,
@@ -241,7 +238,7 @@ impl IpcNamespace {
             for j in 0..RECORDS {
                 let w = rec(slot, j)[R_WORD].load(Acquire);
                 if state_of(w) != FREE {
-                    wake(&rec(slot, j)[R_WORD]);
+                    futex_wake_all(&rec(slot, j)[R_WORD]);
                     mine |= pid_of(w) == pid as u32;
                 }
             }

@@ -123,7 +123,7 @@ impl FlockSlots {
         let slot = self.slot(k)?;
         let v = slot[STATE].fetch_or(SLOW, AcqRel);
         if v & WAITERS_MASK != 0 {
-            crate::ipc::sem::fast::futex_wake_all(&slot[STATE]);
+            crate::sync::futex_wake_all(&slot[STATE]);
         }
         // Not the epoch the grant wrote: written by someone else; nothing to trust.
         if v & HELD == 0 || epoch_of(v) != book.epoch & (u64::MAX >> EPOCH_SHIFT) {
@@ -283,7 +283,7 @@ impl FlockSlots {
                     continue;
                 };
                 if slot[STATE].load(Acquire) & WAITERS_MASK != 0 {
-                    crate::ipc::sem::fast::futex_wake_all(&slot[STATE]);
+                    crate::sync::futex_wake_all(&slot[STATE]);
                 }
             }
         });

@@ -21,7 +21,7 @@ pub(crate) enum SharedCall {
 
 /// Wakes every sleeper of the owner word.
 fn wake_all(owner: &AtomicU64) {
-    crate::ipc::sem::fast::adopt::wake(owner);
+    crate::sync::futex_wake_all(owner);
 }
 
 impl Leases {

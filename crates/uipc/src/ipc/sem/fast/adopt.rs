@@ -24,7 +24,9 @@ use crate::ipc::namespace::IpcNamespace;
 use crate::ipc::sem::lock::Locked;
 use crate::ipc::sem::op::Pending;
 use crate::ipc::sem::{SemSet, Sembuf};
-use crate::sync::{lock, AtomicU64, AtomicUsize, Ordering::AcqRel, Ordering::Acquire};
+use crate::sync::{
+    futex_wake_all, lock, AtomicU64, AtomicUsize, Ordering::AcqRel, Ordering::Acquire,
+};
 use crate::wait::{Notifier, Waiter};
 use std::sync::{Arc, OnceLock, Weak};
 
@@ -35,25 +37,6 @@ pub(crate) struct Adopted {
     q: Arc<Pending>,
     pid: i32,
     seq: u64,
-}
-
-/// FUTEX_WAKE of every sleeper on the record `word` (its low 32 bits).
-pub(crate) fn wake(word: &AtomicU64) {
-    #[cfg(not(loom))]
-    // SAFETY: a futex wake on memory we map; it reads nothing and writes nothing.
-    unsafe {
-        libc::syscall(
-            libc::SYS_futex,
-            word.as_ptr(),
-            libc::FUTEX_WAKE,
-            i32::MAX,
-            0usize,
-            0usize,
-            0,
-        );
-    }
-    #[cfg(loom)]
-    let _ = word;
 }
 
 fn code(r: &crate::Result<()>) -> u64 {
@@ -72,7 +55,7 @@ pub(super) fn finish(slot: &[AtomicU64], seq: u64, code: u64) {
         let done = record(FINISHED, pid_of(r), seq, k_of(r), code);
         match rec.compare_exchange(r, done, AcqRel, Acquire) {
             Ok(_) => {
-                wake(rec);
+                futex_wake_all(rec);
                 return;
             }
             Err(now) => r = now,
@@ -226,7 +209,7 @@ impl IpcNamespace {
             finish(slot, seq, code(&res));
         }
         // A sleeper cancelling meanwhile waits for the record to leave WAITING.
-        wake(&slot[SLEEPER]);
+        futex_wake_all(&slot[SLEEPER]);
         lock(&arena.sleepers).push((pid, idx));
         st.adopted = Some(Adopted {
             set: set.clone(),

@@ -10,14 +10,13 @@
 //! looks for the slots whose adjustments it owns: so either the exit finds the slot, or the
 //! publish leaves the adjustments in the engine, where the exit applies them.
 
-use super::adopt::wake;
 use super::owner::{publish, take_back, take_back_adjustments, Published};
 use super::sleep::{pid_of as sleep_pid, state_of, FREE, SLEEPER};
 use super::{OWNED, UNDO};
 use crate::ipc::consts::SEMVMX;
 use crate::ipc::namespace::IpcNamespace;
 use crate::ipc::sem::SemSet;
-use crate::sync::{lock, Ordering::Acquire, Ordering::Relaxed, Ordering::Release};
+use crate::sync::{futex_wake_all, lock, Ordering::Acquire, Ordering::Relaxed, Ordering::Release};
 use crate::{IpcId, IpcIdx, Tgid};
 use std::sync::Arc;
 
@@ -135,7 +134,7 @@ impl IpcNamespace {
                 if state_of(r) != FREE {
                     // A waker that died between its hand-off and its wake leaves a sleeper
                     // asleep: it looks again (a spurious wake costs a reload).
-                    wake(&slot[SLEEPER]);
+                    futex_wake_all(&slot[SLEEPER]);
                 }
                 let sleeps = state_of(r) != FREE && sleep_pid(r) == tgid.get() as u32;
                 if slot[UNDO].load(Acquire) == me || sleeps {

@@ -20,13 +20,12 @@
 //! wait a little for it. Nothing the client reads is trusted by the daemon: values it takes back are
 //! clamped to SEMVMX.
 
-pub(crate) mod adopt;
+mod adopt;
 mod inside;
 pub mod owner;
 mod sleep;
 mod undo;
 
-pub(crate) use adopt::wake as futex_wake_all;
 pub use sleep::{Cancel, Sleep, Ticket, Wait};
 
 #[cfg(all(test, loom))]
