@@ -20,8 +20,7 @@ static void *receiver(void *arg) {
 }
 
 static void once(int touched) {
-    q = msgget(IPC_PRIVATE, 0600);
-    CHECK(q >= 0);
+    q = new_queue();
     struct msqid_ds ds;
     if (touched)
         CHECK(msgctl(q, IPC_STAT, &ds) == 0);

@@ -182,10 +182,7 @@ static void eintr(int restart) {
     CHECK(pipe(ready) == 0);
     pid_t pid = checked_fork();
     if (pid == 0) {
-        struct sigaction sa = {0};
-        sa.sa_handler = on_usr1;
-        sa.sa_flags = restart ? SA_RESTART : 0;
-        CHECK(sigaction(SIGUSR1, &sa, NULL) == 0);
+        handle_signal(SIGUSR1, on_usr1, restart ? SA_RESTART : 0);
         int b = open_rw(path);
         CHECK(write(ready[1], "r", 1) == 1);
         int r = flock(b, LOCK_EX);

@@ -204,8 +204,7 @@ static void perms(int q) {
 
 static void removal(void) {
     for (int round = 0; round < 20; round++) {
-        int q = msgget(IPC_PRIVATE, 0600);
-        CHECK(q >= 0);
+        int q = new_queue();
         pid_t pid = checked_fork();
         if (pid == 0) {
             struct msg got;

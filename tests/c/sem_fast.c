@@ -244,19 +244,13 @@ static void *thread_up(void *arg) {
     return NULL;
 }
 
-/* Runs `child(id)` in a forked child, which must exit 0. */
-static void in_child_on(int id, void (*child)(int id)) {
-    pid_t c = checked_fork();
-    if (c == 0) {
-        child(id);
-        _exit(0);
-    }
-    expect_clean_exit(c);
-}
+/* The set of `undo`, for the parts it runs in a child (check.h's `in_child`). */
+static int undo_set;
 
 /* A child's adjustment is not its fork child's (whose exit leaves the value), is shared with
  * its threads and is kept across its exec (of /bin/true, which exits 0). */
-static void undo_through_fork_threads_exec(int id) {
+static void undo_through_fork_threads_exec(void) {
+    int id = undo_set;
     CHECK(sop(id, 0, 1, SEM_UNDO) == 0);
     pid_t g = checked_fork();
     if (g == 0)
@@ -273,7 +267,8 @@ static void undo_through_fork_threads_exec(int id) {
 
 /* An adjustment down to -32768, ERANGE past it with the value unchanged, and at last an
  * adjustment of -32767 against a value of 3, which the exit clamps to 0. */
-static void undo_out_of_range(int id) {
+static void undo_out_of_range(void) {
+    int id = undo_set;
     CHECK(sop(id, 0, 32767, SEM_UNDO) == 0);
     CHECK(sop(id, 0, -32767, 0) == 0);
     CHECK(sop(id, 0, 1, SEM_UNDO) == 0);
@@ -288,6 +283,7 @@ static void undo_out_of_range(int id) {
 static void undo(void) {
     int id = semget(IPC_PRIVATE, 3, 0600);
     CHECK(id >= 0);
+    undo_set = id;
     int fds[2][2];
     /* Applied at exit, with the exiting process's sempid on the semaphores it changed. */
     CHECK(semctl(id, 0, SETVAL, 5) == 0);
@@ -317,7 +313,7 @@ static void undo(void) {
     CHECK(semctl(id, 0, GETVAL) == 1 && semctl(id, 1, GETVAL) == 2);
     /* A forked child starts with no adjustments; exec keeps them; threads share them. */
     CHECK(semctl(id, 0, SETVAL, 0) == 0);
-    in_child_on(id, undo_through_fork_threads_exec);
+    in_child(undo_through_fork_threads_exec);
     CHECK(semctl(id, 0, GETVAL) == 0);
     /* Clamping at exit: to 0 below, to SEMVMX above. */
     struct sembuf up5[] = {{0, 5, SEM_UNDO}, {1, -2, SEM_UNDO}};
@@ -329,7 +325,7 @@ static void undo(void) {
     CHECK(semctl(id, 0, GETVAL) == 0 && semctl(id, 1, GETVAL) == 32767);
     /* An adjustment stays within [-32768, 32767]: ERANGE beyond, with nothing changed. */
     CHECK(semctl(id, 0, SETVAL, 0) == 0);
-    in_child_on(id, undo_out_of_range);
+    in_child(undo_out_of_range);
     CHECK(semctl(id, 0, GETVAL) == 0); /* 3 - 32767 clamped */
     /* IPC_RMID drops the adjustments: a new set is not touched by the old set's. */
     struct sembuf d[] = {{0, 2, SEM_UNDO}};
