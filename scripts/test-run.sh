@@ -75,7 +75,7 @@ tests=(msg_sem_exchange sem_undo_kill shm_share shm_remap shm_rdonly_segv semop_
     "sem_fast_chaos 2000 undo" key_fast sem_sleep msg_fast "msg_fast_chaos 1500" msg_sleep)
 # Linux's process model (privilege drops, exec, orphans, /proc views, IPC and pid namespaces):
 # run under uipc run --locks --timers.
-process_tests=(priv_drop ident_per_call orphan_reap exec_env_keep proc_sysctl ipc_ns pid_ns)
+process_tests=(priv_drop ident_per_call orphan_reap exec_env_keep proc_sysctl ipc_ns pid_ns userns_ipc)
 export PROCESS_TESTS="${process_tests[*]}"
 
 # File locks: each program on the host kernel, then under `uipc run --locks`; the locks taken

@@ -4,8 +4,10 @@
 //! payload. Each frame is written with one `sendmsg` (continued while partial) whose first
 //! chunk carries SCM_CREDENTIALS when asked (the client's pid, effective uid and effective
 //! gid, from [`set_pid_source`] and [`set_id_source`] if given: the kernel refuses ids the
-//! sender does not hold, and a refused frame is sent once more with ids asked afresh) and
-//! SCM_RIGHTS when a descriptor goes along. The reader keeps the credentials of the frame's
+//! sender does not hold, and a refused frame is sent once more with ids asked afresh, then,
+//! if its user namespace maps none of them, without SCM_CREDENTIALS: the receiver's
+//! SO_PASSCRED then gets the kernel's pid, real uid and real gid) and SCM_RIGHTS when a
+//! descriptor goes along. The reader keeps the credentials of the frame's
 //! first chunk; the kernel never merges chunks from different senders into one read.
 //!
 //! Signals: [`recv_frame`] reports EINTR only before the first byte of a frame, so a caller
@@ -126,7 +128,12 @@ fn send_from(
     }
     let header = (payload.len() as u32).to_le_bytes();
     let total = header.len() + payload.len();
+    // After a refusal, the ids are read afresh; after a second EINVAL (ids the sender's user
+    // namespace does not map, as between unshare(CLONE_NEWUSER) and the writing of its
+    // uid_map) the frame goes without SCM_CREDENTIALS, and the receiver's SO_PASSCRED gets
+    // the kernel's own (the pid, real uid and real gid).
     let mut fresh_ids = false;
+    let mut kernel_ids = false;
     while sent < total {
         let mut iov = [libc::iovec {
             iov_base: std::ptr::null_mut(),
@@ -156,8 +163,14 @@ fn send_from(
         let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
         msg.msg_iov = iov.as_mut_ptr();
         msg.msg_iovlen = n_iov;
-        if sent == 0 && (cred || fd.is_some()) {
-            fill_control(&mut msg, &mut cbuf, cred.then(|| own_ids(fresh_ids)), fd);
+        let send_ids = cred && !kernel_ids;
+        if sent == 0 && (send_ids || fd.is_some()) {
+            fill_control(
+                &mut msg,
+                &mut cbuf,
+                send_ids.then(|| own_ids(fresh_ids)),
+                fd,
+            );
         }
         // SAFETY: `msg` points at live iovecs and a control buffer sized by `msg_controllen`.
         let n = unsafe { libc::sendmsg(sock, &msg, libc::MSG_NOSIGNAL | flags) };
@@ -168,6 +181,10 @@ fn send_from(
                 // Ids from a cache the process changed under it: once more, asked afresh.
                 Some(libc::EPERM) | Some(libc::EINVAL) if cred && sent == 0 && !fresh_ids => {
                     fresh_ids = true;
+                    continue;
+                }
+                Some(libc::EINVAL) if cred && sent == 0 && !kernel_ids => {
+                    kernel_ids = true;
                     continue;
                 }
                 Some(libc::EAGAIN) if flags & libc::MSG_DONTWAIT != 0 => return Ok(sent),
