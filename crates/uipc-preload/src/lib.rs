@@ -79,7 +79,19 @@
 //!   has seen calling there exits. unshare and setns call the daemon at once (`ipcns.rs`),
 //!   but a child made by `clone(CLONE_NEWIPC)` counts only from its first call: if it forks
 //!   first and only the forked process calls and exits, the objects go with it (Linux keeps
-//!   them while the clone child lives).
+//!   them while the clone child lives). Nor does anything but a process keep a namespace: one
+//!   held only by a bind mount of `/proc/PID/ns/ipc` (`unshare --ipc=FILE`) or an open
+//!   descriptor of it is empty when `nsenter --ipc=FILE` enters it again. The daemon reads
+//!   the namespace of a process's main thread, so the namespace is per process: an unshare
+//!   or setns made by another thread leaves the process where it was, and one made by the
+//!   main thread moves every thread (Linux moves the calling thread only).
+//! - User namespaces: the ids in IPC_STAT, IPC_SET and the `/proc/sysvipc` views are the
+//!   daemon's numbers (its user namespace's), where Linux maps them into the caller's user
+//!   namespace (65534 for an unmapped one; an unmapped id in IPC_SET is EINVAL). Permission
+//!   checks use the daemon's numbers on both sides, as Linux's use kernel ids.
+//! - A program run where the library's path or the daemon's socket cannot be reached (a
+//!   chroot, a mount namespace that hides them) runs without uipc: the loader says it cannot
+//!   preload the library, and the program's calls reach the kernel.
 //! - A program that unmaps or read-protects part of its own main stack and then passes a
 //!   pointer into that part to a SysV IPC call crashes where Linux gives EFAULT (`user.rs`
 //!   reads the main stack directly). sem_otime can show the current second after a fast
