@@ -72,73 +72,130 @@ pub fn remove_all_sem_sets() {
     }
 }
 
+/// Why the host kernel's timer column could not be measured ([`timers_in_child`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TimersRefused {
+    /// RLIMIT_SIGPENDING's hard limit in the child (`u64::MAX`: unlimited).
+    pub hard_limit: u64,
+    /// The errno of setrlimit raising both limits to what `n` timers need, 0 if it worked.
+    pub raise_errno: i32,
+    /// How many timers the kernel created before it refused one.
+    pub created: i32,
+    /// The errno of the refused call (0: the child failed in another way).
+    pub errno: i32,
+}
+
 /// Creates `n` SIGEV_NONE CLOCK_MONOTONIC timers with the raw system call in a forked child
 /// (so ids start at 0 and the timers die with it), then calls `timer_getoverrun` on each.
-/// Returns (create µs, getoverrun µs), or `None` if a call failed. `_threads` is reserved for
-/// a threaded variant; the child is single-threaded.
-pub fn timers_in_child(_threads: usize, n: i32) -> Option<(f64, f64)> {
+/// Returns (create µs, getoverrun µs). Each timer is charged to RLIMIT_SIGPENDING, so the
+/// child first raises both its limits to `n` plus room for signals; if it may not (raising the
+/// hard limit needs CAP_SYS_RESOURCE), it raises the soft limit to the hard one and tries
+/// anyway, and the error tells which call the kernel refused and why. `_threads` is reserved
+/// for a threaded variant; the child is single-threaded.
+pub fn timers_in_child(_threads: usize, n: i32) -> Result<(f64, f64), TimersRefused> {
     let mut fds = [0i32; 2];
+    let failed = TimersRefused {
+        hard_limit: 0,
+        raise_errno: 0,
+        created: 0,
+        errno: 0,
+    };
     // SAFETY: `fds` is a valid array of two ints for pipe to fill.
     if unsafe { libc::pipe(fds.as_mut_ptr()) } != 0 {
-        return None;
+        return Err(failed);
     }
     // SAFETY: the child only makes system calls, reads the clock and `_exit`s.
     let pid = unsafe { libc::fork() };
     if pid == 0 {
-        let mut out = [u64::MAX; 2];
-        let lim = libc::rlimit {
-            rlim_cur: n as u64 + 1024,
-            rlim_max: n as u64 + 1024,
-        };
-        // SAFETY: a valid rlimit; root may raise RLIMIT_SIGPENDING.
-        let raised = unsafe { libc::setrlimit(libc::RLIMIT_SIGPENDING, &lim) } == 0;
-        // SAFETY: a zeroed sigevent is valid; we set SIGEV_NONE.
-        let mut sev: libc::sigevent = unsafe { std::mem::zeroed() };
-        sev.sigev_notify = libc::SIGEV_NONE;
-        let t0 = Instant::now();
-        let mut ok = raised;
-        for _ in 0..n {
-            let mut id: libc::c_int = 0;
-            // SAFETY: valid pointers to a sigevent and an int for the kernel to fill.
-            ok &= ok
-                && unsafe {
-                    libc::syscall(
-                        libc::SYS_timer_create,
-                        libc::CLOCK_MONOTONIC,
-                        &mut sev as *mut libc::sigevent,
-                        &mut id as *mut libc::c_int,
-                    )
-                } == 0;
-        }
-        if ok {
-            out[0] = t0.elapsed().as_nanos() as u64;
-            let t0 = Instant::now();
-            for id in 0..n {
-                // SAFETY: integer argument; ids 0..n were just created in this process.
-                ok &= unsafe { libc::syscall(libc::SYS_timer_getoverrun, id as libc::c_long) } >= 0;
-            }
-            if ok {
-                out[1] = t0.elapsed().as_nanos() as u64;
-            }
-        }
-        // SAFETY: writing 16 bytes from a live local to our pipe end, then leaving at once.
+        let out = timers_child(n);
+        // SAFETY: writing 48 bytes from a live local to our pipe end, then leaving at once.
         unsafe {
-            libc::write(fds[1], out.as_ptr().cast(), 16);
+            libc::write(fds[1], out.as_ptr().cast(), 48);
             libc::_exit(0);
         }
     }
     // SAFETY: closing our copy of the write end.
     unsafe { libc::close(fds[1]) };
-    let mut out = [0u64; 2];
-    // SAFETY: reading up to 16 bytes into a live local.
-    let got = unsafe { libc::read(fds[0], out.as_mut_ptr().cast(), 16) };
+    let mut out = [u64::MAX; 6];
+    // SAFETY: reading up to 48 bytes into a live local.
+    let got = unsafe { libc::read(fds[0], out.as_mut_ptr().cast(), 48) };
     // SAFETY: reaping our own child and closing our read end.
     unsafe {
         libc::waitpid(pid, std::ptr::null_mut(), 0);
         libc::close(fds[0]);
     }
-    (pid > 0 && got == 16 && out.iter().all(|&v| v != u64::MAX))
-        .then(|| (out[0] as f64 / 1000.0, out[1] as f64 / 1000.0))
+    if pid <= 0 || got != 48 {
+        return Err(failed);
+    }
+    let [create_ns, lookup_ns, hard_limit, raise_errno, created, errno] = out;
+    if create_ns == u64::MAX || lookup_ns == u64::MAX {
+        return Err(TimersRefused {
+            hard_limit,
+            raise_errno: raise_errno as i32,
+            created: created as i32,
+            errno: errno as i32,
+        });
+    }
+    Ok((create_ns as f64 / 1000.0, lookup_ns as f64 / 1000.0))
+}
+
+/// The forked child of [`timers_in_child`]: [create ns, getoverrun ns, the hard limit,
+/// setrlimit's errno, timers created, the refused call's errno]; `u64::MAX` for a time not
+/// measured. System calls and the clock only.
+fn timers_child(n: i32) -> [u64; 6] {
+    let mut out = [u64::MAX, u64::MAX, 0, 0, 0, 0];
+    let errno = || std::io::Error::last_os_error().raw_os_error().unwrap_or(0) as u64;
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: a valid rlimit for getrlimit to fill.
+    unsafe { libc::getrlimit(libc::RLIMIT_SIGPENDING, &mut lim) };
+    out[2] = lim.rlim_max;
+    let want = libc::rlimit {
+        rlim_cur: n as u64 + 1024,
+        rlim_max: (n as u64 + 1024).max(lim.rlim_max),
+    };
+    // SAFETY: a valid rlimit; raising the hard limit needs CAP_SYS_RESOURCE.
+    if unsafe { libc::setrlimit(libc::RLIMIT_SIGPENDING, &want) } != 0 {
+        out[3] = errno();
+        lim.rlim_cur = lim.rlim_max;
+        // SAFETY: as above; the soft limit up to the hard one needs no privilege.
+        unsafe { libc::setrlimit(libc::RLIMIT_SIGPENDING, &lim) };
+    }
+    // SAFETY: a zeroed sigevent is valid; we set SIGEV_NONE.
+    let mut sev: libc::sigevent = unsafe { std::mem::zeroed() };
+    sev.sigev_notify = libc::SIGEV_NONE;
+    let t0 = Instant::now();
+    for i in 0..n {
+        let mut id: libc::c_int = 0;
+        // SAFETY: valid pointers to a sigevent and an int for the kernel to fill.
+        let r = unsafe {
+            libc::syscall(
+                libc::SYS_timer_create,
+                libc::CLOCK_MONOTONIC,
+                &mut sev as *mut libc::sigevent,
+                &mut id as *mut libc::c_int,
+            )
+        };
+        if r != 0 {
+            out[4] = i as u64;
+            out[5] = errno();
+            return out;
+        }
+    }
+    out[0] = t0.elapsed().as_nanos() as u64;
+    out[4] = n as u64;
+    let t0 = Instant::now();
+    for id in 0..n {
+        // SAFETY: integer argument; ids 0..n were just created in this process.
+        if unsafe { libc::syscall(libc::SYS_timer_getoverrun, id as libc::c_long) } < 0 {
+            out[5] = errno();
+            return out;
+        }
+    }
+    out[1] = t0.elapsed().as_nanos() as u64;
+    out
 }
 
 /// Which lock a host lock-benchmark task takes and drops.
