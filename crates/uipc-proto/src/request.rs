@@ -159,9 +159,7 @@ wire_enum! {
         SEM_ARENA => SemArena {},
         SEMGET => Semget { key, nsems, flag },
         SEM_NSEMS => SemNsems { semid },
-        SEMCTL => Semctl { semid, semnum, cmd, arg },
         MSGGET => Msgget { key, flag },
-        MSGSND => Msgsnd { msqid, mtype, msgsz, text, flags },
         MSGRCV => Msgrcv { msqid, maxsize, msgtyp, flags },
         MSGCTL => Msgctl { msqid, cmd, set },
         SHMGET => Shmget { key, size, flag },
@@ -176,9 +174,21 @@ wire_enum! {
         LOCK => Lock,
         PROC => Proc,
     }
+    // Written by `put`'s functions, which the preload calls with borrowed data.
+    decoded {
+        SEMCTL => Semctl { semid, semnum, cmd, arg },
+        MSGSND => Msgsnd { msqid, mtype, msgsz, text, flags },
+    }
     encode(w) {
         Request::Semtimedop { semid, nsops, sops, timeout } => {
             put_semtimedop(w, *semid, *nsops, sops.as_ref().map(|s| s.iter().copied()), *timeout)
+        }
+        Request::Semctl { semid, semnum, cmd, arg } => {
+            put_semctl_head(w, *semid, *semnum, *cmd);
+            put_sem_arg(w, arg);
+        }
+        Request::Msgsnd { msqid, mtype, msgsz, text, flags } => {
+            put_msgsnd(w, *msqid, *mtype, *msgsz, text.as_deref(), *flags)
         }
     }
     decode(r) {

@@ -98,8 +98,11 @@ wire_structs! {
 /// a variant of the `wrapping` list holds one [`Wire`] value, written after the tag.
 /// The variants with another encoding follow the tables as ordinary match arms, `encode`'s
 /// over `self` writing into `w`, `decode`'s over the tag byte reading from `r` (any
-/// other tag is [`DecodeError::UnknownTag`]). The encoding match must stay exhaustive, so a
-/// variant missing from the tables and the arms does not compile.
+/// other tag is [`DecodeError::UnknownTag`]). A variant of the optional `decoded` list is
+/// read as a plain one is, and written by an `encode` arm: the one encoder of a request
+/// that a sender which must not allocate also writes (`request::put`) is its `put_*`
+/// function. The encoding match must stay exhaustive, so a variant missing from the tables
+/// and the arms does not compile.
 macro_rules! wire_enum {
     (
         $enum:ident {
@@ -108,6 +111,9 @@ macro_rules! wire_enum {
         wrapping {
             $($wtag:ident => $wvariant:ident,)*
         }
+        $(decoded {
+            $($dtag:ident => $dvariant:ident { $($dfield:ident),* },)*
+        })?
         encode($w:ident) { $($encode:tt)* }
         decode($r:ident) { $($decode:tt)* }
     ) => {
@@ -136,6 +142,9 @@ macro_rules! wire_enum {
                         $($field: $crate::wire::Wire::get($r)?),*
                     },)*
                     $(tag::$wtag => $enum::$wvariant($crate::wire::Wire::get($r)?),)*
+                    $($(tag::$dtag => $enum::$dvariant {
+                        $($dfield: $crate::wire::Wire::get($r)?),*
+                    },)*)?
                     $($decode)*
                     t => return Err($crate::codec::DecodeError::UnknownTag(t)),
                 })

@@ -1,8 +1,9 @@
 //! The request encoders that take their data from iterators or borrowed slices: a sender
 //! that must not allocate (the preload library) writes a request with data (semaphore
 //! operations, semctl values, a message's text) straight from its caller's memory into a
-//! fixed buffer, without building a [`Request`](super::Request) first. Each writes the same
-//! bytes as `Request::encode_into` for the same request.
+//! fixed buffer, without building a [`Request`](super::Request) first. They are the only
+//! encoders of these requests: `Request::encode_into` writes semtimedop, semctl and msgsnd
+//! through them, so the bytes of a borrowed and an owned request are the same.
 
 use super::{tag, SemArg};
 use crate::codec::Writer;
