@@ -174,8 +174,21 @@ pub fn enabled() -> bool {
 pub fn open_session(may_announce: bool) -> Result<RawFd, Errno> {
     let path = socket_path().ok_or(Errno::ENOSYS)?;
     let new_image = may_announce && NEW_IMAGE.swap(false, Ordering::SeqCst);
-    let fd = match client::connect_raw(&path.bytes[..path.len]) {
+    let emfile = |r: &std::io::Result<OwnedFd>| {
+        r.as_ref()
+            .is_err_and(|e| e.raw_os_error() == Some(libc::EMFILE))
+    };
+    let fd = match crate::fdroom::with_room(|| client::connect_raw(&path.bytes[..path.len]), emfile)
+    {
         Ok(sock) => sock.into_raw_fd(),
+        // Out of descriptors even with the room the hard limit allows: said as such, not as
+        // a daemon that does not answer.
+        Err(e) if e.raw_os_error() == Some(libc::EMFILE) => {
+            if new_image {
+                NEW_IMAGE.store(true, Ordering::SeqCst);
+            }
+            return Err(Errno::from_raw(libc::EMFILE));
+        }
         Err(_) => return Err(not_reached(new_image)),
     };
     if client::hello(fd, new_image).is_err() {

@@ -89,6 +89,11 @@
 //!   daemon's numbers (its user namespace's), where Linux maps them into the caller's user
 //!   namespace (65534 for an unmapped one; an unmapped id in IPC_SET is EINVAL). Permission
 //!   checks use the daemon's numbers on both sides, as Linux's use kernel ids.
+//! - Descriptors: a thread's connection to the daemon and a memfd received for shmat or the
+//!   fast paths' arena are descriptors of the process, where Linux's calls take none. A
+//!   process at its soft RLIMIT_NOFILE gets them above it (`fdroom.rs` raises the soft limit
+//!   for the moment, up to the hard limit); at its hard limit (without CAP_SYS_RESOURCE) such
+//!   a call fails with EMFILE (a thread's first call, a forked child's, shmat).
 //! - A program run where the library's path or the daemon's socket cannot be reached (a
 //!   chroot, a mount namespace that hides them) runs without uipc: the loader says it cannot
 //!   preload the library, and the program's calls reach the kernel.
@@ -359,6 +364,7 @@ mod ctl;
 mod exec;
 mod exec_check;
 mod exec_env;
+mod fdroom;
 mod fork;
 mod futex;
 mod guard;

@@ -215,7 +215,12 @@ fn arena() -> Option<(ArenaView<'static>, Me)> {
 
 /// Asks the daemon for the arena; maps it unless the mapping we have is this namespace's.
 fn grant(pid: i32, ns: u64) -> Option<()> {
-    let (resp, fd) = crate::guard::guarded(|| call(&Request::SemArena)).ok()?;
+    // A process at its descriptor limit asks again with room for the memfd (`crate::fdroom`).
+    let (resp, fd) = crate::fdroom::with_room(
+        || crate::guard::guarded(|| call(&Request::SemArena)),
+        |r| matches!(r, Ok((Response::Ret(_), None))),
+    )
+    .ok()?;
     let granted = match check(resp) {
         Ok(Response::Ret(p)) => p,
         Err(e) if e.raw() == libc::ENOSYS => {

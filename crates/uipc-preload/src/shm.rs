@@ -73,7 +73,18 @@ fn shmat_uipc(shmid: c_int, wanted: usize, flags: c_int) -> Result<i64, Errno> {
         addr: wanted as u64,
         flags,
     };
-    let (resp, fd) = call(&req)?;
+    // The memfd comes with the reply: a process at its descriptor limit gets the attachment
+    // undone and made again with room for it (`crate::fdroom`), else EMFILE.
+    let attach = || match call(&req) {
+        Ok((Response::ShmAttached { addr, .. }, None)) => {
+            let _ = call(&Request::Shmdt { addr });
+            Err(Errno::from_raw(libc::EMFILE))
+        }
+        r => r,
+    };
+    let (resp, fd) = crate::fdroom::with_room(attach, |r| {
+        r.as_ref().is_err_and(|e| e.raw() == libc::EMFILE)
+    })?;
     let Response::ShmAttached {
         addr,
         len,
