@@ -79,6 +79,9 @@ int main(int argc, char **argv) {
     /* Writes: the value, then Linux's EINVAL, then a write past position 0 (ignored). */
     CHECK(put("msgmni", "2\n", &err) == 2);
     CHECK(value("msgmni") == 2);
+    /* A write returns the bytes taken: the file's numbers and the spaces after the last. */
+    CHECK(put("msgmni", "2 \t5", &err) == 3 && put("msgmni", "2\n7\n", &err) == 2);
+    CHECK(value("msgmni") == 2);
     CHECK(put("msgmni", "-1", &err) == -1 && err == EINVAL);
     CHECK(put("msgmni", "abc", &err) == -1 && err == EINVAL);
     CHECK(value("msgmni") == 2);
@@ -111,6 +114,8 @@ int main(int argc, char **argv) {
 
     /* sem takes four values; *_next_id chooses the next id. */
     CHECK(put("sem", "10 20 30 40", &err) == 11);
+    CHECK(strcmp(slurp("/proc/sys/kernel/sem"), "10\t20\t30\t40\n") == 0);
+    CHECK(put("sem", "10 20 30 40 50 60", &err) == 12);
     CHECK(strcmp(slurp("/proc/sys/kernel/sem"), "10\t20\t30\t40\n") == 0);
     CHECK(put("shm_next_id", "5", &err) == 1);
     CHECK(value("shm_next_id") == 5);

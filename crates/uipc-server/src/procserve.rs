@@ -48,9 +48,8 @@ pub fn serve(ns: &IpcNamespace, locks: &LockManager, cred: &Cred, req: ProcReque
         ProcRequest::MayWrite(s) => may_write(ns, cred, s).map(|()| 0),
         ProcRequest::Write(s, text) => may_write(ns, cred, s).and_then(|()| {
             // The kernel reads at most a page of a write; invalid UTF-8 is no number.
-            let len = text.len() as i64;
             let text = std::str::from_utf8(&text).map_err(|_| Errno::EINVAL)?;
-            ns.sysctl_write(cred, s, text).map(|()| len)
+            ns.sysctl_write_taken(cred, s, text).map(|n| n as i64)
         }),
     };
     match result {

@@ -236,6 +236,17 @@ impl IpcNamespace {
         r
     }
 
+    /// [`IpcNamespace::sysctl_write`], returning what `write(2)` of `text` returns on Linux:
+    /// the bytes taken (the numbers the file holds and the spaces after the last one; a text
+    /// with more numbers is taken only in part).
+    pub fn sysctl_write_taken(&self, cred: &Cred, which: Sysctl, text: &str) -> Result<usize> {
+        self.sysctl_write(cred, which, text)?;
+        Ok(proc_int::taken(
+            text,
+            if which == Sysctl::Sem { 4 } else { 1 },
+        ))
+    }
+
     /// [`IpcNamespace::sysctl_write`]'s checks and stores.
     fn sysctl_store(&self, cred: &Cred, which: Sysctl, text: &str) -> Result<()> {
         let is_next_id = matches!(

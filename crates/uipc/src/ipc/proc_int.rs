@@ -13,6 +13,8 @@
 //!   EINVAL (it might go on).
 //! - After a number, the next byte (if any) must be a space, `\t` or `\n`, else EINVAL.
 //! - Numbers beyond what the file holds are ignored, as is anything after them.
+//! - A successful write returns the bytes taken: up to the end of the last number read plus
+//!   the spaces after it, so extra numbers make `write(2)` return less than it was given.
 //! - Values are converted and stored one by one, so a multi-value file (`sem`) keeps the values
 //!   stored before the one that failed; [`parse`] hands back those values and the error.
 //!
@@ -68,6 +70,24 @@ fn is_separator(b: u8) -> bool {
 /// Reads up to `max_values` numbers from `text`. Returns the numbers read before the first
 /// error, and that error. A non-empty text without any number is EINVAL.
 pub(crate) fn parse(text: &str, max_values: usize) -> (Vec<ProcNumber>, Option<Errno>) {
+    let (values, err, _) = scan(text, max_values);
+    (values, err)
+}
+
+/// What a successful write of `text` to a file of `max_values` numbers returns: the bytes up
+/// to the end of the last number read and the `isspace` bytes after it. Numbers beyond the
+/// file's count, and what follows them, are not taken (the kernel's `*lenp -= left`).
+pub(crate) fn taken(text: &str, max_values: usize) -> usize {
+    let (_, _, mut pos) = scan(text, max_values);
+    let bytes = text.as_bytes();
+    while pos < bytes.len() && is_space(bytes[pos]) {
+        pos += 1;
+    }
+    pos
+}
+
+/// [`parse`], also giving the position after the last number read.
+fn scan(text: &str, max_values: usize) -> (Vec<ProcNumber>, Option<Errno>, usize) {
     let bytes = text.as_bytes();
     let mut pos = 0;
     let mut values = Vec::new();
@@ -83,13 +103,13 @@ pub(crate) fn parse(text: &str, max_values: usize) -> (Vec<ProcNumber>, Option<E
                 values.push(number);
                 pos += used;
             }
-            Err(e) => return (values, Some(e)),
+            Err(e) => return (values, Some(e), pos),
         }
     }
     if values.is_empty() {
-        return (values, Some(Errno::EINVAL));
+        return (values, Some(Errno::EINVAL), pos);
     }
-    (values, None)
+    (values, None, pos)
 }
 
 /// The kernel keeps 21 bytes of a number (its buffer is 22 with the NUL).
@@ -189,6 +209,20 @@ mod tests {
         assert_eq!(ints("\n", 1), Err(Errno::EINVAL));
         assert_eq!(ints("1 2 3 4 5", 4), Ok(vec![1, 2, 3, 4]));
         assert_eq!(ints("1 2", 4), Ok(vec![1, 2]));
+    }
+
+    #[test]
+    fn a_write_takes_the_numbers_read_and_the_spaces_after_them() {
+        assert_eq!(taken("100", 1), 3);
+        assert_eq!(taken("100\n\n", 1), 5);
+        assert_eq!(taken(" 100 ", 1), 5);
+        assert_eq!(taken("100 200", 1), 4);
+        assert_eq!(taken("100\n200", 1), 4);
+        assert_eq!(taken("4 x", 1), 2);
+        assert_eq!(taken("1 2 3 4 5", 4), 8);
+        assert_eq!(taken("1 2 3 4\n5 6 7 8", 4), 8);
+        assert_eq!(taken("1 2 3", 4), 5);
+        assert_eq!(taken("250 32000 32 128 5", 4), 17);
     }
 
     #[test]
