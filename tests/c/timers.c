@@ -6,6 +6,7 @@
 #include "check.h"
 #include <pthread.h>
 #include <stdint.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -90,6 +91,20 @@ static void errnos(void) {
     CHECK(timer_gettime(t, &old) == 0 && ns_of(old.it_value) > 0);
     CHECK(timer_gettime(t, (void *)8) == -1 && errno == EFAULT);
     CHECK(timer_gettime((timer_t)12345, &old) == -1 && errno == EINVAL);
+    /* Settings read from the program's constants and static data, and from a page that is
+     * mapped but not readable (EFAULT). */
+    static const struct itimerspec in_rodata = {.it_value = {.tv_sec = 50}};
+    static struct itimerspec in_data = {.it_value = {.tv_sec = 70}};
+    CHECK(timer_settime(t, 0, &in_rodata, NULL) == 0);
+    CHECK(timer_gettime(t, &old) == 0 && old.it_value.tv_sec >= 40 && old.it_value.tv_sec < 50);
+    CHECK(timer_settime(t, 0, &in_data, &old) == 0);
+    CHECK(old.it_value.tv_sec >= 40 && old.it_value.tv_sec < 50);
+    CHECK(timer_gettime(t, &old) == 0 && old.it_value.tv_sec >= 60 && old.it_value.tv_sec < 70);
+    CHECK(timer_settime(t, 0, &in_data, (void *)&in_rodata) == -1 && errno == EFAULT);
+    void *none = mmap(NULL, 4096, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    CHECK(none != MAP_FAILED);
+    CHECK(timer_settime(t, 0, none, NULL) == -1 && errno == EFAULT);
+    CHECK(munmap(none, 4096) == 0);
     CHECK(timer_gettime((timer_t)12345, (void *)8) == -1 && errno == EINVAL);
     CHECK(timer_getoverrun((timer_t)12345) == -1 && errno == EINVAL);
     CHECK(timer_delete(t) == 0);

@@ -54,7 +54,8 @@
 //!   was published), and every call on a set whose adjustments another process holds, take
 //!   the daemon path; so do multi-sop operations, GETALL and everything else (a set whose
 //!   adjustments were taken to the daemon stays there until their process exits). A fast semop reads its `struct sembuf`
-//!   (and timeout) directly when it lies in the main thread's stack, and otherwise copies it
+//!   (and timeout) directly when it lies in the main thread's stack or the executable's own
+//!   readable mappings (its constants and static data), and otherwise copies it
 //!   with `process_vm_readv` so that a bad pointer gives EFAULT; it reads `geteuid` when the
 //!   mode does not grant the access to everyone.
 //! - The message queue fast path (`msgfast.rs`, under `uipc run` only) serves msgsnd with room
@@ -97,9 +98,10 @@
 //! - A program run where the library's path or the daemon's socket cannot be reached (a
 //!   chroot, a mount namespace that hides them) runs without uipc: the loader says it cannot
 //!   preload the library, and the program's calls reach the kernel.
-//! - A program that unmaps or read-protects part of its own main stack and then passes a
-//!   pointer into that part to a SysV IPC call crashes where Linux gives EFAULT (`user.rs`
-//!   reads the main stack directly). sem_otime can show the current second after a fast
+//! - A program that unmaps or read-protects part of its own main stack, or of its executable's
+//!   mappings, and then passes a pointer into that part to a SysV IPC or timer call crashes
+//!   where Linux gives EFAULT (`user.rs` reads the main stack and the executable's readable
+//!   mappings directly). sem_otime can show the current second after a fast
 //!   call that raced the daemon's takeover of its set without completing (ARCHITECTURE.md).
 //!   Processes in a nested pid namespace use the daemon path for every call.
 //! - File locks: closes the library does not see drop nothing at once: raw system call

@@ -15,6 +15,15 @@
 //! sembuf`, a timeout or an `itimerspec` on their stack). A program that unmaps or protects
 //! its own main stack and then passes a pointer into it would crash there instead of getting
 //! EFAULT (in the "Not supported" list).
+//!
+//! Reads need no system call either from the program's own image: the readable file mappings
+//! of its executable as the constructor found them (after the loader's RELRO protection),
+//! which hold its constants and static data (a `static const struct itimerspec`, a `static
+//! struct sembuf`). The loader never unmaps the executable, so those ranges stay mapped and
+//! readable for the life of the program image; [`copy_in_to`] reads them directly. Writes there
+//! still go through the kernel (a program may write-protect its own data). A program that
+//! unmaps or read-protects part of its own executable's mappings and then passes a pointer into
+//! that part crashes instead of getting EFAULT (in the "Not supported" list).
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use uipc::Errno;
@@ -22,7 +31,17 @@ use uipc::Errno;
 /// The main thread's stack mapping `[lo, hi)` when the constructor ran; `lo == hi` if unknown.
 static MAIN_STACK: [AtomicUsize; 2] = [AtomicUsize::new(0), AtomicUsize::new(0)];
 
-/// The constructor's part: finds the main thread's stack in `/proc/self/maps`.
+/// How many separate readable ranges of the executable are kept (adjacent mappings merge, so
+/// one or two in practice).
+const IMAGE_RANGES: usize = 4;
+
+/// The executable's readable file mappings `[lo, hi)` when the constructor ran; empty ranges
+/// (`lo == hi`) unused.
+static IMAGE: [[AtomicUsize; 2]; IMAGE_RANGES] =
+    [const { [AtomicUsize::new(0), AtomicUsize::new(0)] }; IMAGE_RANGES];
+
+/// The constructor's part: finds the main thread's stack and the executable's readable
+/// mappings in `/proc/self/maps`.
 pub fn prepare() {
     if !crate::conn::enabled() {
         return;
@@ -30,11 +49,91 @@ pub fn prepare() {
     let Ok(maps) = std::fs::read_to_string("/proc/self/maps") else {
         return;
     };
-    let Some((lo, hi)) = maps.lines().find_map(stack_range) else {
+    if let Some((lo, hi)) = maps.lines().find_map(stack_range) {
+        MAIN_STACK[0].store(lo, Ordering::Relaxed);
+        MAIN_STACK[1].store(hi, Ordering::Relaxed);
+    }
+    let Ok(exe) = std::fs::read_link("/proc/self/exe") else {
         return;
     };
-    MAIN_STACK[0].store(lo, Ordering::Relaxed);
-    MAIN_STACK[1].store(hi, Ordering::Relaxed);
+    let Some(exe) = exe.to_str() else {
+        return;
+    };
+    for (slot, (lo, hi)) in IMAGE.iter().zip(image_ranges(&maps, exe)) {
+        slot[0].store(lo, Ordering::Relaxed);
+        slot[1].store(hi, Ordering::Relaxed);
+    }
+}
+
+/// The readable mappings of file `exe` in `/proc/PID/maps` text `maps`, adjacent ones merged,
+/// at most [`IMAGE_RANGES`] of them (`(0, 0)` for the unused ones).
+fn image_ranges(maps: &str, exe: &str) -> [(usize, usize); IMAGE_RANGES] {
+    let mut out = [(0, 0); IMAGE_RANGES];
+    let mut n = 0;
+    for line in maps.lines() {
+        let mut fields = line.splitn(6, ' ');
+        let (Some(range), Some(perms)) = (fields.next(), fields.next()) else {
+            continue;
+        };
+        let path = fields.nth(3).map_or("", str::trim_start);
+        if path != exe || !perms.starts_with('r') {
+            continue;
+        }
+        let Some((lo, hi)) = range.split_once('-') else {
+            continue;
+        };
+        let (Ok(lo), Ok(hi)) = (usize::from_str_radix(lo, 16), usize::from_str_radix(hi, 16))
+        else {
+            continue;
+        };
+        if lo >= hi {
+            continue;
+        }
+        if n > 0 && out[n - 1].1 == lo {
+            out[n - 1].1 = hi;
+        } else if n < IMAGE_RANGES {
+            out[n] = (lo, hi);
+            n += 1;
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+#[test]
+fn the_executables_readable_mappings_are_found_and_merged() {
+    let maps = "\
+5600000000-5600001000 r--p 00000000 08:01 42    /usr/bin/prog
+5600001000-5600003000 r-xp 00001000 08:01 42    /usr/bin/prog
+5600003000-5600004000 ---p 00003000 08:01 42    /usr/bin/prog
+5600004000-5600005000 r--p 00003000 08:01 42    /usr/bin/prog
+5600005000-5600006000 rw-p 00004000 08:01 42    /usr/bin/prog
+5600006000-5600008000 rw-p 00000000 00:00 0 
+7f00000000-7f00001000 r--p 00000000 08:01 43    /usr/lib/libc.so.6
+7f00001000-7f00002000 r--p 00000000 08:01 44    /usr/bin/prog2
+7ffc1a2b3000-7ffc1a2d4000 rw-p 00000000 00:00 0                          [stack]";
+    assert_eq!(
+        image_ranges(maps, "/usr/bin/prog"),
+        [
+            (0x5600000000, 0x5600003000),
+            (0x5600004000, 0x5600006000),
+            (0, 0),
+            (0, 0)
+        ]
+    );
+    assert_eq!(image_ranges(maps, "/usr/bin/none"), [(0, 0); IMAGE_RANGES]);
+}
+
+/// Whether `[addr, addr + len)` lies inside one of the executable's readable mappings found by
+/// [`prepare`].
+fn in_image(addr: usize, len: usize) -> bool {
+    let Some(end) = addr.checked_add(len) else {
+        return false;
+    };
+    IMAGE.iter().any(|r| {
+        let (lo, hi) = (r[0].load(Ordering::Relaxed), r[1].load(Ordering::Relaxed));
+        addr >= lo && end <= hi && lo < hi
+    })
 }
 
 /// The range of a `/proc/PID/maps` line if it is the main thread's stack.
@@ -79,20 +178,21 @@ pub fn copy_in(addr: usize, len: usize) -> Result<Vec<u8>, Errno> {
 enum Route {
     /// No bytes: nothing to do (the kernel checks no pointer either).
     Nothing,
-    /// Inside the main stack ([`in_main_stack`]): touched directly.
-    Stack,
+    /// Inside the main stack ([`in_main_stack`]), or for a read inside the executable's
+    /// readable mappings ([`in_image`]): touched directly.
+    Direct,
     /// Anywhere else: one `process_vm_*` call ([`vm_copy`]).
     Kernel,
 }
 
-/// The route of a copy of `len` bytes at `addr`; EFAULT for a null `addr`.
-fn route(addr: usize, len: usize) -> Result<Route, Errno> {
+/// The route of a copy of `len` bytes at `addr` in direction `dir`; EFAULT for a null `addr`.
+fn route(dir: Dir, addr: usize, len: usize) -> Result<Route, Errno> {
     if len == 0 {
         Ok(Route::Nothing)
     } else if addr == 0 {
         Err(Errno::EFAULT)
-    } else if in_main_stack(addr, len) {
-        Ok(Route::Stack)
+    } else if in_main_stack(addr, len) || (matches!(dir, Dir::In) && in_image(addr, len)) {
+        Ok(Route::Direct)
     } else {
         Ok(Route::Kernel)
     }
@@ -100,14 +200,15 @@ fn route(addr: usize, len: usize) -> Result<Route, Errno> {
 
 /// Fills `buf` from the caller's `addr` (allocates nothing).
 pub fn copy_in_to(addr: usize, buf: &mut [u8]) -> Result<(), Errno> {
-    match route(addr, buf.len())? {
+    match route(Dir::In, addr, buf.len())? {
         Route::Nothing => Ok(()),
-        Route::Stack => {
+        Route::Direct => {
             for (i, b) in buf.iter_mut().enumerate() {
-                // SAFETY: the byte lies in the main stack's mapping as the constructor found
-                // it, which stays mapped and readable (module doc). The caller's threads may
-                // write it meanwhile, as they may during the kernel's copy: a volatile read of
-                // each byte takes whatever value is there.
+                // SAFETY: the byte lies in the main stack's mapping or the executable's
+                // readable mappings as the constructor found them, which stay mapped and
+                // readable (module doc). The caller's threads may write it meanwhile, as they
+                // may during the kernel's copy: a volatile read of each byte takes whatever
+                // value is there.
                 *b = unsafe { std::ptr::read_volatile((addr + i) as *const u8) };
             }
             Ok(())
@@ -119,9 +220,9 @@ pub fn copy_in_to(addr: usize, buf: &mut [u8]) -> Result<(), Errno> {
 
 /// Copies `data` to the caller's `addr`.
 pub fn copy_out(addr: usize, data: &[u8]) -> Result<(), Errno> {
-    match route(addr, data.len())? {
+    match route(Dir::Out, addr, data.len())? {
         Route::Nothing => Ok(()),
-        Route::Stack => {
+        Route::Direct => {
             for (i, b) in data.iter().enumerate() {
                 // SAFETY: the byte lies in the main stack's mapping as the constructor found
                 // it, which stays mapped and writable (module doc); a volatile write, as the
@@ -221,15 +322,16 @@ fn pieces_copy(dir: Dir, addr: usize, pieces: &[(*mut u8, usize)]) -> Result<(),
     if addr.checked_add(len).is_none() {
         return Err(Errno::EFAULT);
     }
-    match route(addr, len)? {
+    match route(dir, addr, len)? {
         Route::Nothing => Ok(()),
-        Route::Stack => {
+        Route::Direct => {
             let mut at = addr;
             for &(p, n) in pieces {
                 for i in 0..n {
                     let user = (at + i) as *mut u8;
                     // SAFETY: `user` lies in the main stack's mapping as the constructor found
-                    // it, which stays mapped, readable and writable (module doc); `p` is one of
+                    // it, which stays mapped, readable and writable, or for `In` in the
+                    // executable's readable mappings, which stay readable (module doc); `p` is one of
                     // the caller's `n` bytes (the contract). Volatile, as the kernel's copy.
                     unsafe {
                         match dir {
