@@ -387,6 +387,26 @@ if [ "$(id -u)" = 0 ]; then
             "$2"
         ' _ "$(realpath ../../release/uipc)" "$(realpath ../../c-tests/kernel_probe)"
     )
+
+    echo "-- Perl's SysV modules, other users on one user's objects, X11 MIT-SHM: host, then uipc run"
+    # Each prints what it did; the two outputs must be the same. perm_matrix.sh switches to
+    # other users (setpriv, su), so everything is copied to a directory anyone may traverse.
+    progs=$(mktemp -d)
+    chmod 755 "$progs"
+    out_abs=$(realpath "$out")
+    cp tests/programs/* "$uipc" target/release/libuipc_preload.so "$out/kernel_probe" "$progs/"
+    for prog in "perl perl_sysv.pl" "bash perm_matrix.sh" "bash x11_shm.sh"; do
+        name=${prog#* }
+        # shellcheck disable=SC2086 # the interpreter and the script
+        (cd "$progs" && timeout 120 unshare --ipc $prog) > "$out_abs/$name-host.txt" 2>&1
+        (cd "$progs" && timeout 120 unshare --ipc bash -c \
+            './uipc run -- "$@" > "$0" 2>&1 && ./kernel_probe' "$out_abs/$name-uipc.txt" $prog)
+        diff -u "$out/$name-host.txt" "$out/$name-uipc.txt"
+    done
+    grep -q '^ran: ShmGetImage' "$out/x11_shm.sh-host.txt"
+    grep -q '^msgrcv 42$' "$out/perm_matrix.sh-host.txt"
+    rm -rf "$progs"
+    echo "Perl, other users, X11 MIT-SHM: same results as on the host"
 else
     echo "-- under uipc run (not root: /proc/sysvipc compared before and after)"
     before=$(cat /proc/sysvipc/sem /proc/sysvipc/msg /proc/sysvipc/shm)
