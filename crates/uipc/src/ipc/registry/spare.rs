@@ -42,18 +42,10 @@ impl<T> SparePool<T> {
     /// namespace can hold).
     pub const CAP: usize = 32768;
 
-    /// An empty pool.
+    /// An empty pool. Not under loom: loom's locks are not `const`, and no type keeps a pool
+    /// in a model (`IpcObject::spare_pool` is `None` there).
     #[cfg(not(loom))]
     pub const fn new() -> SparePool<T> {
-        SparePool {
-            spares: Mutex::new(Vec::new()),
-            len: AtomicUsize::new(0),
-        }
-    }
-
-    /// An empty pool (loom's locks are not `const`; models make theirs at run time).
-    #[cfg(loom)]
-    pub fn new() -> SparePool<T> {
         SparePool {
             spares: Mutex::new(Vec::new()),
             len: AtomicUsize::new(0),
@@ -85,6 +77,7 @@ impl<T> SparePool<T> {
     }
 }
 
+#[cfg(not(loom))]
 impl<T> Default for SparePool<T> {
     fn default() -> Self {
         SparePool::new()
