@@ -44,6 +44,7 @@ use crate::ipc::consts::{IPC_NOWAIT, MSG_COPY, MSG_EXCEPT, MSG_NOERROR};
 use crate::ipc::sem::fast::{grants, Caller, Fast};
 use crate::ipc::shared_words::Slots;
 use crate::sync::{load_while, AtomicU64, Ordering::AcqRel, Ordering::Acquire, Ordering::Relaxed};
+use crate::IpcId;
 use ring::select;
 pub(crate) use ring::{load_text, records, store_text, Meta};
 pub(crate) use ring::{pieces, record_words};
@@ -181,26 +182,25 @@ impl<'a> MsgView<'a> {
         MsgView { words }
     }
 
-    pub(crate) fn slot(&self, msqid: i32) -> Option<&'a [AtomicU64]> {
-        if msqid < 0 {
-            return None;
-        }
+    /// The slot a queue of id `id` is published in, if the region reaches it.
+    pub(crate) fn slot(&self, id: IpcId) -> Option<&'a [AtomicU64]> {
+        let id = usize::try_from(id.get()).ok()?;
         // The queue's index is its id's low 15 bits (the layout without ipcmni_extend; an
         // extended id lands in a slot whose IDENT names another id, and goes to the daemon).
-        slot_words(self.words, (msqid as usize & 0x7fff) % MSG_SLOTS)
+        slot_words(self.words, (id & 0x7fff) % MSG_SLOTS)
     }
 
-    /// Takes `msqid`'s slot if the queue is published there and `perm` (4 read, 2 write) is
+    /// Takes `id`'s slot if the queue is published there and `perm` (4 read, 2 write) is
     /// granted without the daemon's help; `None` if the daemon decides.
-    fn acquire(&self, msqid: i32, perm: u32, who: &dyn Caller) -> Option<Held<'a>> {
-        let slot = self.slot(msqid)?;
+    fn acquire(&self, id: IpcId, perm: u32, who: &dyn Caller) -> Option<Held<'a>> {
+        let slot = self.slot(id)?;
         for _ in 0..RETRIES {
             let busy = |l: u64| l & LOCKED != 0 && l & SLOW == 0;
             let l = load_while(&slot[LOCK], busy, LOCKED_SPINS, 16);
             if l & (SLOW | LOCKED) != 0 {
                 return None;
             }
-            if slot[IDENT].load(Acquire) != PUBLISHED | u64::from(msqid as u32) {
+            if slot[IDENT].load(Acquire) != PUBLISHED | u64::from(id.get() as u32) {
                 return None;
             }
             let mode = slot[MODE].load(Acquire) as u32;
@@ -242,7 +242,7 @@ impl<'a> MsgView<'a> {
         if mtype < 1 || len as u64 > msgmax || record_words(len) > DATA_WORDS {
             return Fast::Slow;
         }
-        let Some(held) = self.acquire(msqid, 2, who) else {
+        let Some(held) = self.acquire(IpcId::new(msqid), 2, who) else {
             return Fast::Slow;
         };
         let slot = held.slot;
@@ -376,7 +376,8 @@ impl<'a> MsgView<'a> {
             return Recv::Slow;
         }
         let sel = Selector::from_call(msgtyp, false, flags & MSG_EXCEPT != 0);
-        let Some(held) = self.acquire(msqid, 4, who) else {
+        let id = IpcId::new(msqid);
+        let Some(held) = self.acquire(id, 4, who) else {
             return Recv::Slow;
         };
         let slot = held.slot;
@@ -396,7 +397,7 @@ impl<'a> MsgView<'a> {
                 return Recv::Done(Err(Errno::ENOMSG));
             }
             return match sleeper {
-                Some(tid) => sleep::arm(held, msqid, (msgtyp, maxsize, flags), who, tid()),
+                Some(tid) => sleep::arm(held, id, (msgtyp, maxsize, flags), who, tid()),
                 None => {
                     held.release();
                     Recv::Slow

@@ -26,6 +26,7 @@ use crate::ipc::consts::{MSG_EXCEPT, MSG_NOERROR};
 use crate::ipc::msg::store::Selector;
 use crate::ipc::sem::fast::Caller;
 use crate::sync::{AtomicU64, Ordering::AcqRel, Ordering::Acquire, Ordering::Relaxed};
+use crate::IpcId;
 
 /// `LOCK`: a sleeper is armed on the slot (record [`WHICH`] names).
 pub const WAITED: u64 = 1 << 3;
@@ -141,7 +142,7 @@ pub(crate) fn post(mbox: &[AtomicU64], code: u64, mtype: i64, text: &[u8]) {
 /// A sleeper's own record: which queue and record, its sequence number and pid.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Ticket {
-    pub(crate) msqid: i32,
+    pub(crate) msqid: IpcId,
     pub(crate) j: usize,
     pub(crate) seq: u64,
     pub(crate) pid: u32,
@@ -196,7 +197,7 @@ pub enum Got {
 /// sleeper is armed, no record is free, or the daemon took the queue back).
 pub(super) fn arm(
     held: Held<'_>,
-    msqid: i32,
+    msqid: IpcId,
     (msgtyp, maxsize, flags): (i64, i64, i32),
     who: &dyn Caller,
     tid: u32,
