@@ -3,6 +3,7 @@
  * objects follow the new limits. Run as root, on the host in a private IPC namespace and
  * under `uipc run` (whose daemon is a fresh namespace); the same checks pass on both. */
 #include "check.h"
+#include <sys/stat.h>
 #include <sys/syscall.h>
 
 static char *slurp(const char *path) {
@@ -154,6 +155,28 @@ int main(int argc, char **argv) {
     closefrom(fd);
     CHECK(fcntl(fd, F_GETFD) == -1 && errno == EBADF);
     CHECK(value("msgmnb") == 4300);
+
+    /* pwrite: applied at offset 0, ignored (and reported done) at any other; the position
+     * stays. */
+    fd = open("/proc/sys/kernel/msgmnb", O_WRONLY);
+    CHECK(fd >= 0);
+    CHECK(pwrite(fd, "4400", 4, 2) == 4 && value("msgmnb") == 4300);
+    CHECK(pwrite(fd, "4500 9\n", 7, 0) == 5 && value("msgmnb") == 4500);
+    CHECK(lseek(fd, 0, SEEK_CUR) == 0);
+    CHECK(close(fd) == 0);
+    CHECK(value("msgmnb") == 4500);
+
+    /* Views opened for reading are read-only descriptors, with the kernel's file modes. */
+    const char *views[] = {"/proc/sysvipc/msg", "/proc/sys/kernel/msgmax"};
+    const mode_t modes[] = {0444, 0644};
+    for (int i = 0; i < 2; i++) {
+        fd = open(views[i], O_RDONLY);
+        CHECK(fd >= 0 && (fcntl(fd, F_GETFL) & O_ACCMODE) == O_RDONLY);
+        CHECK(write(fd, "1", 1) == -1 && errno == EBADF);
+        struct stat st;
+        CHECK(fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && (st.st_mode & 07777) == modes[i]);
+        CHECK(close(fd) == 0);
+    }
 
     /* Another user reads, but may not open for writing. */
     pid_t pid = checked_fork();

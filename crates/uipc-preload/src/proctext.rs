@@ -5,6 +5,7 @@
 use crate::kernel::kernel_sys;
 use libc::c_int;
 use std::ffi::CStr;
+use uipc::ipc::Sysctl;
 use uipc::Errno;
 use uipc_proto::{ProcFile, ProcRequest, Request, Response};
 
@@ -68,9 +69,26 @@ fn read_kernel_file(path: &CStr) -> Option<Vec<u8>> {
     Some(out)
 }
 
-/// A new memfd holding `text` at offset 0 (sealed unless `writable`), close-on-exec if
-/// `cloexec`.
-pub(crate) fn memfd_with(text: &[u8], cloexec: bool, writable: bool) -> Result<c_int, Errno> {
+/// The mode of the kernel's file: 0644 for the sysctls root may write, 0444 for the rest
+/// (`/proc/sysvipc/*`, `/proc/locks`, the `*_next_id` sysctls).
+pub(crate) fn kernel_mode(file: ProcFile) -> libc::mode_t {
+    match file {
+        ProcFile::Sysctl(Sysctl::SemNextId | Sysctl::MsgNextId | Sysctl::ShmNextId) => 0o444,
+        ProcFile::Sysctl(_) => 0o644,
+        _ => 0o444,
+    }
+}
+
+/// A new memfd holding `text` at offset 0, close-on-exec if `cloexec`, with file mode `mode`
+/// (the kernel file's). Unless `writable` it is sealed and the descriptor returned is a
+/// read-only one (reopened through `/proc/self/fd`), so that write(2) fails with EBADF and
+/// F_GETFL says O_RDONLY, as for the kernel's file opened for reading.
+pub(crate) fn memfd_with(
+    text: &[u8],
+    cloexec: bool,
+    writable: bool,
+    mode: libc::mode_t,
+) -> Result<c_int, Errno> {
     let mut flags = libc::MFD_ALLOW_SEALING;
     if cloexec {
         flags |= libc::MFD_CLOEXEC;
@@ -95,5 +113,17 @@ pub(crate) fn memfd_with(text: &[u8], cloexec: bool, writable: bool) -> Result<c
             libc::F_SEAL_SEAL | libc::F_SEAL_SHRINK | libc::F_SEAL_GROW | libc::F_SEAL_WRITE;
         kernel_sys!(libc::SYS_fcntl, fd, libc::F_ADD_SEALS, seals);
     }
-    Ok(fd)
+    kernel_sys!(libc::SYS_fchmod, fd, mode);
+    if writable {
+        return Ok(fd);
+    }
+    let path = format!("/proc/self/fd/{fd}\0");
+    let flags = libc::O_RDONLY | if cloexec { libc::O_CLOEXEC } else { 0 };
+    let ro = kernel_sys!(libc::SYS_openat, libc::AT_FDCWD, path.as_ptr(), flags) as c_int;
+    if ro < 0 {
+        // No /proc/self: the read-write descriptor still reads the text.
+        return Ok(fd);
+    }
+    kernel_sys!(libc::SYS_close, fd);
+    Ok(ro)
 }

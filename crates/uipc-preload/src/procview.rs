@@ -20,7 +20,7 @@
 //! Not async-signal-safe (the text is allocated), unlike open(2).
 
 use crate::kernel::kernel_sys;
-use crate::proctext::{fetch, memfd_with};
+use crate::proctext::{fetch, kernel_mode, memfd_with};
 use crate::procwrite;
 use libc::{c_char, c_int, c_uint, FILE};
 use std::ffi::CStr;
@@ -105,7 +105,7 @@ fn open_view(file: ProcFile, flags: c_int) -> Option<Result<c_int, Errno>> {
     let result = match file {
         ProcFile::Sysctl(s) if access != libc::O_RDONLY => procwrite::open(s, access, cloexec),
         _ if access != libc::O_RDONLY => return None,
-        _ => fetch(file).and_then(|text| memfd_with(&text, cloexec, false)),
+        _ => fetch(file).and_then(|text| memfd_with(&text, cloexec, false, kernel_mode(file))),
     };
     match result {
         // No daemon named: the kernel's file.

@@ -10,7 +10,8 @@
 //!   entry replaced when full). The library's `write` export looks a descriptor up there
 //!   (only once a process has opened one, [`LIVE`]; before that `write` costs one atomic
 //!   load) and sends the text to the daemon at position 0, moving the memfd's offset as
-//!   Linux moves the file's. Writes the library does not see (the C library's stdio writes
+//!   Linux moves the file's; its `pwrite` and `pwrite64` exports do the same at the offset
+//!   given, leaving the position. Writes the library does not see (the C library's stdio writes
 //!   internally, as bash's `echo` does) land in an O_WRONLY memfd: its content is applied when
 //!   a descriptor of it is closed (close, dup2/dup3 over it, fclose, close_range, closefrom)
 //!   or the process exits (an `atexit` handler flushes the streams and applies every open
@@ -29,7 +30,7 @@
 
 use crate::guard::set_errno;
 use crate::kernel::kernel_sys;
-use crate::proctext::{fetch, memfd_with};
+use crate::proctext::{fetch, kernel_mode, memfd_with};
 use libc::{c_char, c_int, c_void, FILE};
 use std::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::OnceLock;
@@ -217,7 +218,7 @@ pub fn open(s: Sysctl, access: c_int, cloexec: bool) -> Result<c_int, Errno> {
     } else {
         Vec::new()
     };
-    let fd = memfd_with(&text, cloexec, true)?;
+    let fd = memfd_with(&text, cloexec, true, kernel_mode(ProcFile::Sysctl(s)))?;
     if let Err(e) = register(fd, s, access == libc::O_WRONLY) {
         kernel_sys!(libc::SYS_close, fd);
         return Err(e);
@@ -254,6 +255,7 @@ fn next_write() -> usize {
 /// called when the library is loaded.
 pub fn prepare() {
     let _ = next_write();
+    let _ = next_pwrite();
     take_inherited();
     // SAFETY: registers a handler that takes no arguments and does not unwind.
     unsafe { libc::atexit(at_exit) };
@@ -272,6 +274,53 @@ pub extern "C" fn write(fd: c_int, buf: *const c_void, count: usize) -> isize {
         // SAFETY: the C library's write with the caller's arguments.
         p => unsafe { std::mem::transmute::<usize, WriteFn>(p)(fd, buf, count) },
     }
+}
+
+crate::kernel::next_symbols! {
+    /// The C library's pwrite functions, looked up once (the library's constructor).
+    struct NextPwrite, fn next_pwrite {
+        pwrite, pwrite64,
+    }
+}
+
+type PwriteFn = unsafe extern "C" fn(c_int, *const c_void, usize, i64) -> isize;
+
+/// pwrite(2) on a registered descriptor: as a write at position `offset` (applied at 0,
+/// ignored and reported done elsewhere), leaving the position where it was.
+fn pwrite_to(s: Sysctl, buf: usize, count: usize, offset: i64) -> Result<i64, Errno> {
+    if offset < 0 {
+        return Err(Errno::EINVAL);
+    }
+    if offset != 0 {
+        return Ok(count as i64);
+    }
+    apply(s, crate::user::copy_in(buf, count)?)
+}
+
+/// pwrite and pwrite64: a registered descriptor's sysctl, else the C library's `next`.
+fn pwrite_or(next: usize, fd: c_int, buf: *const c_void, count: usize, offset: i64) -> isize {
+    if let Some((s, _)) = lookup(fd) {
+        let saved = crate::guard::errno_now();
+        let r = crate::guard::guarded(|| pwrite_to(s, buf as usize, count, offset));
+        return crate::guard::finish(r, saved) as isize;
+    }
+    match next {
+        0 => kernel_sys!(libc::SYS_pwrite64, fd, buf, count, offset) as isize,
+        // SAFETY: the C library's pwrite with the caller's arguments.
+        p => unsafe { std::mem::transmute::<usize, PwriteFn>(p)(fd, buf, count, offset) },
+    }
+}
+
+/// pwrite(2).
+#[no_mangle]
+pub extern "C" fn pwrite(fd: c_int, buf: *const c_void, count: usize, offset: i64) -> isize {
+    pwrite_or(next_pwrite().pwrite, fd, buf, count, offset)
+}
+
+/// pwrite64(2) (the same call on 64-bit ABIs).
+#[no_mangle]
+pub extern "C" fn pwrite64(fd: c_int, buf: *const c_void, count: usize, offset: i64) -> isize {
+    pwrite_or(next_pwrite().pwrite64, fd, buf, count, offset)
 }
 
 /// Before `fd` is closed: if it is an O_WRONLY sysctl memfd holding text the library did not
