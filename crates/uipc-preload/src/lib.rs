@@ -310,7 +310,10 @@
 //!   through a symbolic link or `/proc/self/..`, an `openat` relative to a directory
 //!   descriptor, a raw system call or `syscall(SYS_openat, ...)`, and a `stat` of the file
 //!   (size 0 either way) reach the kernel's files. A view's text is taken at open (Linux
-//!   renders at each read from position 0). Under `--locks`, `/proc/locks` shows uipc's
+//!   renders at each read from position 0), and its descriptor's fstat shows the text's size
+//!   and no link (Linux: size 0); a sysctl read in several reads gives all of its text
+//!   (Linux gives only what the read at position 0 took) and lseek with SEEK_END works
+//!   (Linux: EINVAL for the `/proc/sysvipc` files). Under `--locks`, `/proc/locks` shows uipc's
 //!   locks, then the kernel's renumbered after them (both read at open). The open and write
 //!   paths of views allocate (not async-signal-safe, unlike open(2) and write(2)).
 //! - Sysctl writes: a write the library does not see (stdio's, inside the C library, as in
@@ -323,6 +326,13 @@
 //!   the library, or an exec by a raw system call, writes to a plain memfd. Once a process has opened a sysctl for
 //!   writing, each of its `write` calls costs an fstat (the lookup of its table of such
 //!   descriptors, 16 entries, oldest replaced).
+//! - Exits: the daemon applies a process's exit (its SEM_UNDO adjustments, the detach of its
+//!   attachments, the end of its sleeping calls) when its pidfd says so, which is before its
+//!   parent can reap it (a parent that reaped it sees them done) but after the kernel closed
+//!   its descriptors; Linux applies them earlier in the exit, before the descriptors close.
+//!   A process that learns of the exit another way (end of file on a pipe or socket the
+//!   dead process held) may for a moment still see its adjustments in the semaphore values
+//!   and its attachments in shm_nattch.
 //! - IPC namespaces (`ipcns.rs`): the daemon serves the namespace of the kernel IPC
 //!   namespace `/proc/PID/ns/ipc` names when a connection starts, that is the thread group
 //!   leader's: a thread other than the leader that unshares or setns keeps being served in

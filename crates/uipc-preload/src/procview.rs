@@ -9,8 +9,8 @@
 //! arguments unchanged: the cost for other files is a look at the path's first bytes.
 //!
 //! A view opened for reading is a memfd holding the daemon's text
-//! ([`uipc_proto::ProcRequest::Read`]), positioned at 0 and sealed against writes and size
-//! changes. `/proc/locks` is uipc's locks followed by the kernel's own lines, renumbered after
+//! ([`uipc_proto::ProcRequest::Read`]), positioned at 0, sealed against writes and size
+//! changes, and given to the caller as a read-only descriptor with the kernel file's mode. `/proc/locks` is uipc's locks followed by the kernel's own lines, renumbered after
 //! uipc's. A sysctl opened for writing is checked as Linux checks it at open (EACCES) and its
 //! writes go to the daemon ([`crate::procwrite`]). Both take the text from `proctext.rs`. Opening a `/proc/sysvipc` file or
 //! `/proc/locks` for writing, or with flags that are not for reading or writing an existing
