@@ -82,7 +82,7 @@ export PROCESS_TESTS="${process_tests[*]}"
 # under uipc are not in the host's /proc/locks, and `uipc locks` lists what lslocks lists on
 # the host (lslocks shows no OFD locks: that line is checked on its own).
 lock_tests=(locks_posix locks_ofd_flock locks_lifetime locks_handler locks_no_malloc locks_delayed_deadlock
-    exec_cloexec_locks)
+    exec_cloexec_locks exec_hold_flock)
 echo "-- file locks: on the host kernel, then under uipc run --locks"
 # Lists $HOLDER's locks with the lister given, its pid and path made comparable.
 printf '%s\n' '#!/bin/sh' \
@@ -94,6 +94,7 @@ timeout 30 "$out/locks_visible" kernel "$out/list-locks.sh lslocks > $out/locks-
 for t in "${lock_tests[@]}"; do timeout 120 "$uipc" run --locks -- "$out/$t"; done
 # An exec's close-on-exec descriptors with the lock fast paths (leases) off too.
 UIPC_FASTPATH=0 timeout 120 "$uipc" run --locks -- "$out/exec_cloexec_locks"
+UIPC_FASTPATH=0 timeout 120 "$uipc" run --locks -- "$out/exec_hold_flock"
 # Leases: POSIX locks of a process that alone locks a file, set in the process (chaos rounds
 # stop and kill holders inside their calls); on the host, under uipc run --locks (where the
 # lease path must have served calls) and with it switched off.

@@ -20,11 +20,14 @@
 //! or anyone who learned of the exec does next finds the locks gone, as on Linux. A failed
 //! exec withdraws the process's pending closes ([`ExecCloses::forget`]), as does its exit.
 //!
-//! While a close is pending, no lease or shared mode is granted on its file, and its leases
-//! (POSIX lease slot, shared mode, flock lease) are taken back into the engine when it is
+//! While a close is pending, no lease of either kind (POSIX lease slot, shared mode, flock
+//! lease) is granted on its file, and its leases are taken back into the engine when it is
 //! registered ([`LockManager::hold_grants`]): the process's locks must be the engine's to
 //! drop, and another process's question about the file must reach the daemon and this
-//! resolution rather than be answered in its own process.
+//! resolution rather than be answered in its own process. For a flock lock that matters when
+//! the close is its description's last: a daemon-path call that conflicts with it sweeps the
+//! description and drops it, where a member of a flock lease would still find it held
+//! (`tests/c/exec_hold_flock.c`).
 //!
 //! Lock order: the table's mutex is taken alone; the engine is called after it is released.
 

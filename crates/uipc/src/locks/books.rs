@@ -1,13 +1,15 @@
 //! The daemon's books of a lease area, the part both kinds share: the POSIX leases
 //! (`lease::book`) and the flock leases (`flockfast::book`). Per file: how many engine calls
-//! are inside it, which slot leases it and how many grant chances it still skips; per slot:
-//! the kind's own book `S`. Files are spread over [`SHARDS`] mutexes by their slot group (so a
+//! are inside it, which slot leases it, how many grant chances it still skips and how many
+//! holds keep it from any grant (an exec's pending close of a descriptor of it: its locks
+//! must stay the engine's to drop, `LockManager::hold_grants`); per slot: the kind's own book
+//! `S`. Files are spread over [`SHARDS`] mutexes by their slot group (so a
 //! file and the slots it may use are under the same mutex).
 //!
 //! The walk is the same for both kinds: a call *enters* its file (counted inside), the kind
 //! takes the lease back if it has to; the call *leaves*, and when it was the last inside and
-//! the file is not leased, the kind may grant a slot; a file's book goes once it is idle (no
-//! call inside, no lease, no cooldown). What a revoke and a grant write to the shared slot is
+//! the file is neither leased nor held, the kind may grant a slot; a file's book goes once it
+//! is idle (no call inside, no lease, no cooldown, no hold). What a revoke and a grant write to the shared slot is
 //! the kind's.
 //!
 //! Lock order: one shard's mutex at a time; the kind's callbacks run under it (and may take
@@ -31,11 +33,13 @@ pub(crate) struct FileBook {
     pub(crate) lease: Option<usize>,
     /// Grant chances still to skip (a contended file).
     pub(crate) cooldown: u16,
+    /// Holds ([`Shard::hold`]): no grant while any is left.
+    held: u32,
 }
 
 impl FileBook {
     fn idle(&self) -> bool {
-        self.inside == 0 && self.lease.is_none() && self.cooldown == 0
+        self.inside == 0 && self.lease.is_none() && self.cooldown == 0 && self.held == 0
     }
 }
 
@@ -57,8 +61,8 @@ impl<S> Shard<S> {
     }
 
     /// The call that [`Shard::enter`]ed `file` ends; if it was the last one inside and the
-    /// file is not leased, `grant` may lease it (setting the book's `lease`). The book goes
-    /// if it is idle then.
+    /// file is neither leased nor held, `grant` may lease it (setting the book's `lease`). The
+    /// book goes if it is idle then.
     pub(crate) fn leave(
         &mut self,
         file: FileId,
@@ -68,11 +72,27 @@ impl<S> Shard<S> {
             return;
         };
         book.inside = book.inside.saturating_sub(1);
-        if book.inside == 0 && book.lease.is_none() {
+        if book.inside == 0 && book.lease.is_none() && book.held == 0 {
             grant(book, &mut self.slots);
         }
         if book.idle() {
             self.files.remove(&file);
+        }
+    }
+
+    /// No lease is granted on `file` until as many [`Shard::unhold`]s (a lease it has now
+    /// stays: the kind takes it back).
+    pub(crate) fn hold(&mut self, file: FileId) {
+        self.files.entry(file).or_default().held += 1;
+    }
+
+    /// Ends one [`Shard::hold`] of `file`; its book goes if idle.
+    pub(crate) fn unhold(&mut self, file: FileId) {
+        if let Some(b) = self.files.get_mut(&file) {
+            b.held = b.held.saturating_sub(1);
+            if b.idle() {
+                self.files.remove(&file);
+            }
         }
     }
 

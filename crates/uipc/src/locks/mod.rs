@@ -347,6 +347,32 @@ impl LockManager {
         r
     }
 
+    /// Holds back the grants of both lease kinds (POSIX lease, shared mode, flock lease) on
+    /// `file` until as many [`LockManager::release_grants`], and takes its leases back into
+    /// the engine: its locks must stay the engine's while a close the embedder cannot see
+    /// may drop them (a process about to exec with a close-on-exec descriptor of the file:
+    /// the close drops the process's POSIX locks, and its description's flock and OFD locks
+    /// if that was the last reference).
+    pub fn hold_grants(&self, file: FileId) {
+        if let Some(l) = &self.leases {
+            l.hold(file);
+        }
+        if let Some(l) = &self.flock_slots {
+            l.hold(file);
+        }
+        self.with_leases_back(file, || ());
+    }
+
+    /// Ends one [`LockManager::hold_grants`] of `file`.
+    pub fn release_grants(&self, file: FileId) {
+        if let Some(l) = &self.leases {
+            l.unhold(file);
+        }
+        if let Some(l) = &self.flock_slots {
+            l.unhold(file);
+        }
+    }
+
     /// Whether `owner` holds a lock on `file` or has a request blocked there (what
     /// [`LockManager::list_file`] would show for it, without building the listing).
     pub fn owns_any(&self, file: FileId, owner: Owner) -> bool {

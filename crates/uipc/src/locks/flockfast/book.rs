@@ -93,6 +93,16 @@ impl FlockSlots {
         self.books.lock(group_of(file))
     }
 
+    /// Holds back lease grants on `file` (see [`Shard::hold`]).
+    pub(crate) fn hold(&self, file: FileId) {
+        self.shard(file).hold(file);
+    }
+
+    /// Ends one [`FlockSlots::hold`] of `file`.
+    pub(crate) fn unhold(&self, file: FileId) {
+        self.shard(file).unhold(file);
+    }
+
     /// Names description `ofd` by `fd`, the number of the daemon's own descriptor of it, for
     /// the calls through it that follow, until as many [`FlockSlots::unname`]s: only a named
     /// description can be granted a lease or become a member.

@@ -218,3 +218,26 @@ fn only_the_member_holding_the_lock_holds_or_waits() {
     words[k * SLOT_WORDS + STATE].fetch_add(1 << EPOCH_SHIFT, AcqRel);
     assert!(m.holds_or_waits(F, d1) && m.holds_or_waits(F, d2));
 }
+
+#[test]
+fn a_held_file_is_not_leased_until_every_hold_ends() {
+    let m = manager();
+    m.hold_grants(F);
+    m.hold_grants(F);
+    // However many successful calls of a lone description (more than a cooldown's worth).
+    for _ in 0..2 * crate::locks::books::COOLDOWN {
+        flock(&m, 100, 1, LOCK_EX).unwrap();
+    }
+    assert_eq!(m.flock_slots().unwrap().holder(F), None);
+    m.release_grants(F);
+    flock(&m, 100, 1, LOCK_EX).unwrap();
+    assert_eq!(m.flock_slots().unwrap().holder(F), None);
+    m.release_grants(F);
+    flock(&m, 100, 1, LOCK_EX).unwrap();
+    assert_eq!(m.flock_slots().unwrap().holder(F), Some(OfdId(1)));
+    // A hold takes the lease back (its lock into the engine).
+    m.hold_grants(F);
+    assert_eq!(m.flock_slots().unwrap().holder(F), None);
+    assert_eq!(lines(&m), vec![(LockKind::Flock, LockType::Write, 100)]);
+    m.release_grants(F);
+}

@@ -9,14 +9,12 @@
 //!
 //! Lock order: one shard's mutex (the shard of the file's slot group), then, inside the
 //! callbacks of [`Leases::enter`] and [`Leases::leave`], the engine's file-map shard and one
-//! file's state. No two shards are held together. The held-back files' mutex
-//! ([`Leases::hold`]) is taken last (under a shard's, in [`Leases::leave`]) or alone.
+//! file's state. No two shards are held together.
 
 use super::*;
 use crate::ipc::shared_words::{SharedWords, Slots};
 use crate::locks::books::{Books, SlotMap, COOLDOWN};
-use crate::sync::{lock, AtomicBool, Mutex, MutexGuard, Ordering::SeqCst};
-use std::collections::HashMap;
+use crate::sync::{Mutex, MutexGuard};
 
 pub(super) use crate::locks::books::Shard;
 
@@ -37,10 +35,6 @@ pub struct Leases {
     books: Books<SlotBook>,
     /// Processes that asked for the area (whose parked calls may be sent to shared mode).
     pub(super) askers: Mutex<std::collections::HashSet<i32>>,
-    /// Files no lease or shared mode may be granted on, with how many holds each has
-    /// ([`Leases::hold`]); `held_any`: the map may be non-empty (read before taking it).
-    held: Mutex<HashMap<FileId, u32>>,
-    held_any: AtomicBool,
 }
 
 impl std::fmt::Debug for Leases {
@@ -55,34 +49,7 @@ impl Leases {
             mem,
             books: Books::new(),
             askers: Mutex::new(Default::default()),
-            held: Mutex::new(HashMap::new()),
-            held_any: AtomicBool::new(false),
         }
-    }
-
-    /// Holds back every grant (lease or shared mode) on `file` until as many
-    /// [`Leases::unhold`]s: its locks must stay the engine's (a process about to exec whose
-    /// close-on-exec descriptor may drop them).
-    pub fn hold(&self, file: FileId) {
-        let mut h = lock(&self.held);
-        *h.entry(file).or_insert(0) += 1;
-        self.held_any.store(true, SeqCst);
-    }
-
-    /// Ends one [`Leases::hold`] of `file`.
-    pub fn unhold(&self, file: FileId) {
-        let mut h = lock(&self.held);
-        if let Some(n) = h.get_mut(&file) {
-            *n -= 1;
-            if *n == 0 {
-                h.remove(&file);
-            }
-        }
-        self.held_any.store(!h.is_empty(), SeqCst);
-    }
-
-    fn is_held(&self, file: FileId) -> bool {
-        self.held_any.load(SeqCst) && lock(&self.held).contains_key(&file)
     }
 
     /// An area in the process's own memory (tests, models).
@@ -123,6 +90,16 @@ impl Leases {
 
     pub(super) fn shard(&self, file: FileId) -> MutexGuard<'_, Shard<SlotBook>> {
         self.books.lock(group_of(file))
+    }
+
+    /// Holds back lease and shared-mode grants on `file` (see [`Shard::hold`]).
+    pub(crate) fn hold(&self, file: FileId) {
+        self.shard(file).hold(file);
+    }
+
+    /// Ends one [`Leases::hold`] of `file`.
+    pub(crate) fn unhold(&self, file: FileId) {
+        self.shard(file).unhold(file);
     }
 
     /// Takes slot `k` back: its holder and the locks it held, validated.
@@ -190,7 +167,7 @@ impl Leases {
         take_shared: impl FnOnce() -> Option<i32>,
     ) {
         self.shard(file).leave(file, |book, slots| {
-            let grant = grant.filter(|&p| p > 0 && p as u64 <= PID_MASK && !self.is_held(file));
+            let grant = grant.filter(|&p| p > 0 && p as u64 <= PID_MASK);
             let Some(pid) = grant else {
                 return;
             };

@@ -180,22 +180,6 @@ impl LockManager {
         );
     }
 
-    /// Holds back lease and shared-mode grants on `file` until as many
-    /// [`LockManager::release_grants`], and takes its leases back into the engine.
-    pub fn hold_grants(&self, file: FileId) {
-        if let Some(l) = &self.leases {
-            l.hold(file);
-        }
-        self.with_leases_back(file, || ());
-    }
-
-    /// Ends one [`LockManager::hold_grants`] of `file`.
-    pub fn release_grants(&self, file: FileId) {
-        if let Some(l) = &self.leases {
-            l.unhold(file);
-        }
-    }
-
     /// Takes every lease back into the engine (before a listing of all locks).
     pub(crate) fn leases_revoke_all(&self) {
         if let Some(l) = &self.leases {

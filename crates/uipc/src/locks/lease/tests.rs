@@ -138,3 +138,20 @@ fn overflow_and_waiters_keep_the_daemon_path() {
     assert_eq!(m.leases().unwrap().holder(F), None);
     assert_eq!(m.list().len(), LEASE_RANGES + 1);
 }
+
+#[test]
+fn a_held_file_is_not_leased_until_the_hold_ends() {
+    let m = manager();
+    m.hold_grants(F);
+    for _ in 0..2 * crate::locks::books::COOLDOWN {
+        setlk(&m, 100, F_WRLCK, 0, 10).unwrap();
+    }
+    assert_eq!(m.leases().unwrap().holder(F), None);
+    m.release_grants(F);
+    setlk(&m, 100, F_WRLCK, 0, 10).unwrap();
+    assert_eq!(m.leases().unwrap().holder(F), Some(100));
+    m.hold_grants(F);
+    assert_eq!(m.leases().unwrap().holder(F), None);
+    assert_eq!(getlk(&m, 200, F_RDLCK).l_pid, 100);
+    m.release_grants(F);
+}
