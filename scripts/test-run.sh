@@ -67,7 +67,7 @@ shared_daemon() {
 }
 export -f shared_daemon
 
-tests=(msg_sem_exchange sem_undo_kill shm_share shm_remap shm_rdonly_segv semop_eintr threads_block
+tests=(msg_sem_exchange sem_undo_kill shm_share shm_stat shm_remap shm_rdonly_segv semop_eintr threads_block
     calls_errno perm_setuid ids_cached eintr_storm exec_rules cancel_thread closefrom syscall_ipc timers
     timer_ids_exec timer_overrun timer_ignored vfork_spawn unseen_children handler_ipc ipc_no_malloc handler_altstack
     timer_handler signal_kinds

@@ -8,8 +8,12 @@
 //! signal handler never runs on a thread that holds it (a handler's own shmat or shmdt would
 //! deadlock there); other threads wait for it as for any mutex.
 //!
-//! Lock order: the table's mutex is a leaf except that shmat holds it across its `ShmMoved`
-//! round trip and fork across the fork (see `shm` and `fork`); neither takes it again inside.
+//! Lock order: the table's mutex is a leaf except that shmat holds it across its round trips
+//! to the daemon, shmdt across its one, and fork across the fork (see `shm` and `fork`); none
+//! takes it again inside.
+//!
+//! The table also keeps the mapped length of the last few segments attached, which lets
+//! shmat pick the address before it asks the daemon (see `shm`).
 //!
 //! A forked child gets a copy of the mapping, so its table is its parent's (fork holds the
 //! lock across the fork so that the copy is not half-changed).
@@ -26,12 +30,18 @@ struct Entry {
     len: usize,
 }
 
-/// The sorted entries, in a mapping of `cap` entries (none mapped while `cap` is 0).
+/// The sorted entries, in a mapping of `cap` entries (none mapped while `cap` is 0), and the
+/// mapped lengths of the segments attached last ([`Attachments::known_len`]).
 pub struct Attachments {
     entries: *mut Entry,
     len: usize,
     cap: usize,
+    lengths: [(i32, usize); KNOWN_LENGTHS],
+    next_length: usize,
 }
+
+/// How many segments' lengths [`Attachments::remember_len`] keeps.
+const KNOWN_LENGTHS: usize = 8;
 
 // SAFETY: the mapping belongs to the table alone and is touched only through `&mut self` (under
 // the mutex), so moving the table between threads moves sole ownership of it.
@@ -47,7 +57,28 @@ impl Attachments {
             entries: std::ptr::null_mut(),
             len: 0,
             cap: 0,
+            lengths: [(-1, 0); KNOWN_LENGTHS],
+            next_length: 0,
         }
+    }
+
+    /// The mapped length of segment `shmid` when this process last attached it, if still
+    /// kept: a hint only (the id may name another segment since, in another namespace too).
+    pub fn known_len(&self, shmid: i32) -> Option<usize> {
+        self.lengths
+            .iter()
+            .find(|&&(id, _)| id == shmid && shmid >= 0)
+            .map(|&(_, len)| len)
+    }
+
+    /// Keeps `len` as segment `shmid`'s mapped length, replacing its old entry or the oldest.
+    pub fn remember_len(&mut self, shmid: i32, len: usize) {
+        if let Some(e) = self.lengths.iter_mut().find(|e| e.0 == shmid) {
+            e.1 = len;
+            return;
+        }
+        self.lengths[self.next_length] = (shmid, len);
+        self.next_length = (self.next_length + 1) % KNOWN_LENGTHS;
     }
 
     fn slice(&self) -> &[Entry] {
@@ -303,6 +334,24 @@ mod tests {
         assert_eq!(starts(&t), [(0x8000, 0x2000)]);
         t.remove_overlapping(0, 0x8000);
         assert_eq!(starts(&t), [(0x8000, 0x2000)]);
+    }
+
+    #[test]
+    fn segment_lengths_are_kept_for_the_last_segments_attached() {
+        let mut t = Attachments::new();
+        assert_eq!(t.known_len(-1), None);
+        assert_eq!(t.known_len(0), None);
+        t.remember_len(0, 4096);
+        t.remember_len(0, 8192);
+        assert_eq!(t.known_len(0), Some(8192));
+        for id in 1..KNOWN_LENGTHS as i32 {
+            t.remember_len(id, 4096);
+        }
+        assert_eq!(t.known_len(0), Some(8192));
+        t.remember_len(100, 4096);
+        assert_eq!(t.known_len(0), None);
+        assert_eq!(t.known_len(100), Some(4096));
+        assert_eq!(t.known_len(1), Some(4096));
     }
 
     #[test]
