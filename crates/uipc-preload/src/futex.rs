@@ -3,7 +3,7 @@
 //! (`kernel_sys!`: the program's `syscall` may be ours); none takes a lock or allocates.
 
 use crate::kernel::kernel_sys;
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// An untimed FUTEX_WAIT on `word` while its low 32 bits are `expect`: whether a signal
 /// handler ended it (EINTR). The kernel restarts it after a handler with SA_RESTART, which is
@@ -40,6 +40,12 @@ pub(crate) fn wait_timed(word: &AtomicU64, expect: u32, ns: i128) -> bool {
         0
     );
     rc < 0 && crate::guard::errno_now() == libc::EINTR
+}
+
+/// Sleeps up to a millisecond while `word`'s low 32 bits stay what they are now: a short wait
+/// for another party (the daemon) to change a record.
+pub(crate) fn nap(word: &AtomicU64) {
+    wait_timed(word, word.load(Ordering::Acquire) as u32, 1_000_000);
 }
 
 /// FUTEX_WAKE of one thread asleep on `word`.

@@ -21,7 +21,7 @@
 //! waits a little, and asks the daemon, which takes the queue back without waiting for us.
 
 use crate::user::{copy_in_pieces, copy_in_to, copy_out_pieces};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::AtomicU64;
 use uipc::ipc::consts::{IPC_NOWAIT, IPC_STAT};
 use uipc::ipc::msg::fast::{Cancel, Deliver, Got, MsgView, Recv, Ticket, Wait};
 use uipc::ipc::sem::fast::Fast;
@@ -186,7 +186,7 @@ fn withdraw(view: &MsgView<'_>, msqid: i32, t: &Ticket, deliver: &mut Deliver<'_
     loop {
         let step = view.cancel(t);
         if again && matches!(step, Cancel::Retry | Cancel::AskDaemon) {
-            crate::futex::wait_timed(word, word.load(Ordering::Acquire) as u32, 1_000_000);
+            crate::futex::nap(word);
         }
         match step {
             Cancel::Cancelled => return Got::Done(Err(Errno::EINTR)),

@@ -337,7 +337,7 @@ fn sleep(
     loop {
         let step = view.cancel(t);
         if again && matches!(step, Cancel::Retry | Cancel::AskDaemon) {
-            crate::futex::wait_timed(word, word.load(Ordering::Acquire) as u32, 1_000_000);
+            crate::futex::nap(word);
         }
         match step {
             Cancel::Cancelled => return Err(reason),
