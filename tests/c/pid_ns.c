@@ -1,11 +1,37 @@
 /* PID namespaces: the pids SysV IPC and F_GETLK report (sempid, msg_lspid/lrpid,
  * shm_cpid/lpid, l_pid) are numbered in the caller's pid namespace, 0 for a process it cannot
  * see. A grandchild in a new pid namespace (pid 1 there) looks at objects and a lock of its
- * grandparent (invisible: 0), at its own operations (1) and at a lock of its child (2). Run
- * as root on the host and under `uipc run --locks`, with the same result. */
+ * grandparent (invisible: 0), at its own operations (1) and at a lock of its child (2), and
+ * at `/proc/sysvipc/{msg,shm}` of a /proc it mounts for its namespace (what `unshare -pf
+ * --mount-proc` and container runtimes do), whose pids are numbered the same way. Run as
+ * root on the host and under `uipc run --locks`, with the same result. */
 #include "check.h"
 #include <sched.h>
 #include <sys/mman.h>
+#include <sys/mount.h>
+
+/* Fields `first` and `first + 1` (counted from 0: msg's lspid and lrpid are 5 and 6, shm's
+ * cpid and lpid 4 and 5) of the row of `id` in the /proc/sysvipc file `path`. */
+static void proc_pids(const char *path, int id, int first, long pids[2]) {
+    FILE *f = fopen(path, "r");
+    CHECK(f != NULL);
+    char line[512];
+    int found = 0;
+    while (fgets(line, sizeof line, f)) {
+        long field[8];
+        int n = 0;
+        for (char *save, *t = strtok_r(line, " \n", &save); t && n < 8;
+             t = strtok_r(NULL, " \n", &save))
+            field[n++] = strtol(t, NULL, 10);
+        if (n == 8 && field[1] == id) {
+            pids[0] = field[first];
+            pids[1] = field[first + 1];
+            found = 1;
+        }
+    }
+    fclose(f);
+    CHECK(found);
+}
 
 static void wait_ok(pid_t pid) {
     int st;
@@ -61,6 +87,17 @@ int main(void) {
             CHECK(semctl(sem, 0, GETPID) == 1);
             CHECK(msgrcv(q, &m, 4, 0, 0) == 4);
             CHECK(msgctl(q, IPC_STAT, &mds) == 0 && mds.msg_lrpid == 1 && mds.msg_lspid == 0);
+            /* A /proc of this namespace numbers them alike. */
+            CHECK(unshare(CLONE_NEWNS) == 0);
+            CHECK(mount("none", "/", NULL, MS_REC | MS_PRIVATE, NULL) == 0);
+            CHECK(mount("proc", "/proc", "proc", 0, NULL) == 0);
+            long pids[2];
+            proc_pids("/proc/sysvipc/msg", q, 5, pids);
+            CHECK(pids[0] == 0 && pids[1] == 1);
+            void *at = shmat(shm, NULL, 0);
+            CHECK(at != (void *)-1 && shmdt(at) == 0);
+            proc_pids("/proc/sysvipc/shm", shm, 4, pids);
+            CHECK(pids[0] == 0 && pids[1] == 1);
             /* A child's lock: pid 2. */
             int ready[2];
             CHECK(pipe(ready) == 0);

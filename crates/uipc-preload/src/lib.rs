@@ -349,8 +349,11 @@
 //!   semctl GETPID, msgctl/shmctl's `*_STAT` and F_GETLK as that namespace numbers them (0
 //!   for a process it cannot see), reading `/proc/PID/status` NSpid lines (the server's
 //!   `pidns.rs`). A process that has exited can no longer be looked up and shows as 0 there
-//!   (Linux still gives its number). `/proc/sysvipc` and `/proc/locks` read through the views
-//!   show the daemon's numbers (Linux: those of the pid namespace of the reader's /proc).
+//!   (Linux still gives its number). `/proc/sysvipc/{msg,shm}` read through the views number
+//!   them alike, as the reader's pid namespace does; Linux numbers them as the pid namespace
+//!   of the /proc mount read, the same when the namespace mounted its own (`unshare -pf
+//!   --mount-proc`, container runtimes) but not for a reader of its parent's /proc.
+//!   `/proc/locks` shows the daemon's numbers.
 //! - semctl's variadic argument is read as x86-64 and aarch64 pass it; other ABIs are not
 //!   handled. The structure layouts are x86-64's.
 //! - A shmat at a given address checks only the daemon's record and the kernel's

@@ -264,7 +264,7 @@ pub fn serve(cx: &Ctx<'_>, req: Request) -> (Response, Option<OwnedFd>) {
             };
         }
         Request::Lock(lock) => return crate::lockserve::serve(&cx.lock_ctx(), lock),
-        Request::Proc(p) => crate::procserve::serve(ns, cx.locks, cred, p),
+        Request::Proc(p) => crate::procserve::serve(ns, cx.locks, cred, cx.pid_view, p),
         Request::Hello { .. } | Request::Cancel | Request::ForkChild { .. } => err(Errno::EINVAL),
     };
     (resp, None)

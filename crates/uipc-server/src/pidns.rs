@@ -1,5 +1,6 @@
 //! PID namespaces: the pids the daemon hands back (semctl GETPID, msg_lspid/lrpid and
-//! shm_cpid/lpid of the `*_STAT` commands, F_GETLK's l_pid) as the caller's pid namespace
+//! shm_cpid/lpid of the `*_STAT` commands and of `/proc/sysvipc/{msg,shm}`, F_GETLK's l_pid)
+//! as the caller's pid namespace
 //! numbers them, 0 for a process it cannot see, as Linux's `pid_vnr`.
 //!
 //! The engine records pids as the daemon sees them (its pid namespace, which is that of its

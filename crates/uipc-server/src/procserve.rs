@@ -8,6 +8,7 @@
 //! the group's bits, read only). No capability lets anyone else write: EACCES, at open.
 //! The text of a write is parsed and range-checked by the engine ([`IpcNamespace::sysctl_write`]).
 
+use crate::pidns::PidView;
 use uipc::ipc::{IpcNamespace, Sysctl};
 use uipc::locks::LockManager;
 use uipc::{Cred, Errno};
@@ -30,20 +31,28 @@ fn may_write(ns: &IpcNamespace, cred: &Cred, s: Sysctl) -> Result<(), Errno> {
     }
 }
 
-/// Serves one `/proc` request.
-pub fn serve(ns: &IpcNamespace, locks: &LockManager, cred: &Cred, req: ProcRequest) -> Response {
+/// Serves one `/proc` request; the pids of `/proc/sysvipc/{msg,shm}` are numbered as the
+/// caller's pid namespace numbers them (`view`, as for IPC_STAT).
+pub fn serve(
+    ns: &IpcNamespace,
+    locks: &LockManager,
+    cred: &Cred,
+    view: &dyn Fn() -> Option<PidView>,
+    req: ProcRequest,
+) -> Response {
     let result = match req {
         ProcRequest::Read(file) => {
+            let pid = |p| crate::pidns::translated(view(), p);
             return Response::Text(
                 match file {
                     ProcFile::SysvSem => ns.proc_sysvipc_sem(),
-                    ProcFile::SysvMsg => ns.proc_sysvipc_msg(),
-                    ProcFile::SysvShm => ns.proc_sysvipc_shm(),
+                    ProcFile::SysvMsg => ns.proc_sysvipc_msg_as(&pid),
+                    ProcFile::SysvShm => ns.proc_sysvipc_shm_as(&pid),
                     ProcFile::Locks => locks.proc_locks(),
                     ProcFile::Sysctl(s) => ns.sysctl_read(s) + "\n",
                 }
                 .into_bytes(),
-            )
+            );
         }
         ProcRequest::MayWrite(s) => may_write(ns, cred, s).map(|()| 0),
         ProcRequest::Write(s, text) => may_write(ns, cred, s).and_then(|()| {
@@ -68,14 +77,16 @@ mod tests {
         let locks = LockManager::new();
         let root = Cred::root(1);
         let user = Cred::user(2, 1000, 1000);
-        let write =
-            |cred: &Cred, s, t: &str| serve(&ns, &locks, cred, ProcRequest::Write(s, t.into()));
+        let write = |cred: &Cred, s, t: &str| {
+            serve(&ns, &locks, cred, &|| None, ProcRequest::Write(s, t.into()))
+        };
         assert_eq!(write(&root, Sysctl::MsgMni, "100\n"), Response::Ret(4));
         assert_eq!(
             serve(
                 &ns,
                 &locks,
                 &user,
+                &|| None,
                 ProcRequest::Read(ProcFile::Sysctl(Sysctl::MsgMni))
             ),
             Response::Text(b"100\n".to_vec())
@@ -85,7 +96,13 @@ mod tests {
             Response::Error(libc::EACCES)
         );
         assert_eq!(
-            serve(&ns, &locks, &user, ProcRequest::MayWrite(Sysctl::ShmMax)),
+            serve(
+                &ns,
+                &locks,
+                &user,
+                &|| None,
+                ProcRequest::MayWrite(Sysctl::ShmMax)
+            ),
             Response::Error(libc::EACCES)
         );
         assert_eq!(

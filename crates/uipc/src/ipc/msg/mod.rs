@@ -230,38 +230,71 @@ impl IpcNamespace {
 
     /// `/proc/sysvipc/msg`: header, then one row per queue in increasing index order.
     pub fn proc_sysvipc_msg(&self) -> String {
-        let _inside = self.msg_fast_enter_all();
+        self.proc_sysvipc_msg_as(&|pid| pid)
+    }
+
+    /// [`proc_sysvipc_msg`](Self::proc_sysvipc_msg) with lspid and lrpid as `pid` numbers
+    /// them (a reader in another pid namespace). `pid` runs with no lock held: the rows are
+    /// copied first.
+    pub fn proc_sysvipc_msg_as(&self, pid: &dyn Fn(i32) -> i32) -> String {
+        let rows: Vec<MsgRow> = {
+            let _inside = self.msg_fast_enter_all();
+            self.msg
+                .registry
+                .snapshot()
+                .iter()
+                .filter_map(|q| {
+                    let st = q.lock();
+                    (!st.deleted).then(|| MsgRow {
+                        key: q.header.key().get(),
+                        id: q.header.id().get(),
+                        perm: st.perm.clone(),
+                        cbytes: st.cbytes,
+                        qnum: st.messages.len(),
+                        pids: [st.lspid, st.lrpid],
+                        times: [st.stime, st.rtime, st.ctime],
+                    })
+                })
+                .collect()
+        };
         let mut out = String::from(PROC_HEADER);
-        for q in self.msg.registry.snapshot() {
-            let st = q.lock();
-            if st.deleted {
-                continue;
-            }
-            render_row(&mut out, q.header.key().get(), q.header.id().get(), &st);
+        for row in &rows {
+            render_row(&mut out, row, pid);
         }
         out
     }
 }
 
+/// The values of one row of `/proc/sysvipc/msg`.
+struct MsgRow {
+    key: i32,
+    id: i32,
+    perm: IpcPerm,
+    cbytes: u64,
+    qnum: usize,
+    pids: [i32; 2],
+    times: [i64; 3],
+}
+
 const PROC_HEADER: &str = "       key      msqid perms      cbytes       qnum lspid lrpid   uid   gid  cuid  cgid      stime      rtime      ctime\n";
 
-fn render_row(out: &mut String, key: i32, id: i32, st: &QueueState) {
+fn render_row(out: &mut String, r: &MsgRow, pid: &dyn Fn(i32) -> i32) {
     let _ = writeln!(
         out,
         "{:>10} {:>10}  {:>4o}  {:>10} {:>10} {:>5} {:>5} {:>5} {:>5} {:>5} {:>5} {:>10} {:>10} {:>10}",
-        key,
-        id,
-        st.perm.mode,
-        st.cbytes,
-        st.messages.len(),
-        st.lspid,
-        st.lrpid,
-        st.perm.uid,
-        st.perm.gid,
-        st.perm.cuid,
-        st.perm.cgid,
-        st.stime,
-        st.rtime,
-        st.ctime
+        r.key,
+        r.id,
+        r.perm.mode,
+        r.cbytes,
+        r.qnum,
+        pid(r.pids[0]),
+        pid(r.pids[1]),
+        r.perm.uid,
+        r.perm.gid,
+        r.perm.cuid,
+        r.perm.cgid,
+        r.times[0],
+        r.times[1],
+        r.times[2]
     );
 }

@@ -56,6 +56,12 @@ fn format_row(out: &mut String, r: &ShmRow) {
 impl IpcNamespace {
     /// `/proc/sysvipc/shm`, byte for byte as 64-bit Linux prints it.
     pub fn proc_sysvipc_shm(&self) -> String {
+        self.proc_sysvipc_shm_as(&|pid| pid)
+    }
+
+    /// [`proc_sysvipc_shm`](Self::proc_sysvipc_shm) with cpid and lpid as `pid` numbers them
+    /// (a reader in another pid namespace); `pid` runs after the segment's lock is released.
+    pub fn proc_sysvipc_shm_as(&self, pid: &dyn Fn(i32) -> i32) -> String {
         let mut out = String::from(SHM_PROC_HEADER);
         for seg in self.shm.registry.snapshot() {
             let s = seg.lock();
@@ -77,6 +83,11 @@ impl IpcNamespace {
                 swap_pages: seg.memory.swapped_pages(),
             };
             drop(s);
+            let row = ShmRow {
+                cpid: pid(row.cpid),
+                lpid: pid(row.lpid),
+                ..row
+            };
             format_row(&mut out, &row);
         }
         out
