@@ -1,4 +1,5 @@
-/* execve: attachments are dropped, SEM_UNDO adjustments are kept (and applied at exit). */
+/* execve: attachments are dropped (also for a program that makes no SysV IPC call), SEM_UNDO
+ * adjustments are kept (and applied at exit). */
 #include "check.h"
 
 int main(int argc, char **argv) {
@@ -26,6 +27,30 @@ int main(int argc, char **argv) {
     }
     expect_clean_exit(child);
     CHECK(semctl(sem, 0, GETVAL) == 0);
+
+    /* A child that attached and then execs a program making no SysV IPC call (sleep): the
+     * exec drops its attachment while the program runs. Linux detaches during the exec,
+     * before the close-on-exec pipe closes; the wait for it is bounded. */
+    int gone[2];
+    CHECK(pipe2(gone, O_CLOEXEC) == 0);
+    child = checked_fork();
+    if (child == 0) {
+        CHECK(shmat(shm, NULL, 0) != (void *)-1);
+        execl("/bin/sleep", "sleep", "20", (char *)NULL);
+        _exit(127);
+    }
+    CHECK(close(gone[1]) == 0);
+    char byte;
+    CHECK(read(gone[0], &byte, 1) == 0);
+    struct shmid_ds ds;
+    for (int i = 0; i < 1000; i++) {
+        CHECK(shmctl(shm, IPC_STAT, &ds) == 0);
+        if (ds.shm_nattch == 0)
+            break;
+        usleep(10000);
+    }
+    CHECK(ds.shm_nattch == 0 && ds.shm_lpid == child);
+    CHECK(kill(child, SIGKILL) == 0 && waitpid(child, NULL, 0) == child);
     CHECK(semctl(sem, 0, IPC_RMID) == 0 && shmctl(shm, IPC_RMID, NULL) == 0);
     puts("exec_rules: ok");
     return 0;

@@ -26,11 +26,6 @@ static int under_uipc_timers(void) {
     return under_uipc() && v && strcmp(v, "1") == 0;
 }
 
-static int under_uipc_locks(void) {
-    const char *v = getenv("UIPC_LOCKS");
-    return under_uipc() && v && strcmp(v, "1") == 0;
-}
-
 static int sem_new(int val) {
     int id = semget(IPC_PRIVATE, 1, IPC_CREAT | 0600);
     CHECK(id >= 0);
@@ -333,11 +328,10 @@ static void vfork_child_and_timers(void) {
 static int after_exec(int id) {
     struct seen_nattch seen = {.id = id, .nattch = -1};
     expect_clean_exit(vforked(look_at_nattch, &seen));
-    /* uipc learns of the exec at the image's first call: under --locks the library's
-     * constructor makes it (it maps the lock hints), so the child sees what Linux shows;
-     * otherwise the parent's first call comes after the child's (a known divergence in what
-     * the child sees). */
-    CHECK(seen.nattch == (under_uipc() && !under_uipc_locks() ? 1 : 0));
+    /* uipc learns of the exec at the image's first call, which the library's constructor
+     * makes because the previous image held an attachment (and under --locks anyway), so the
+     * child sees what Linux shows. */
+    CHECK(seen.nattch == 0);
     CHECK(nattch(id) == 0);
     CHECK(shmctl(id, IPC_RMID, NULL) == 0);
     printf("vfork after exec: the exec dropped the attachment\n");

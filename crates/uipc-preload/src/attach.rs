@@ -266,6 +266,20 @@ impl std::ops::DerefMut for AttachGuard {
     }
 }
 
+/// Whether an exec by this process drops attachments: false on a vforked child's borrowed
+/// memory (the attachments are its parent's), true while another thread holds the table (no
+/// waiting: exec may run in a vforked child or a signal handler).
+pub fn any_to_drop_at_exec() -> bool {
+    if crate::vfork::on_borrowed_memory() {
+        return false;
+    }
+    match TABLE.try_lock() {
+        Ok(t) => !t.is_empty(),
+        Err(std::sync::TryLockError::Poisoned(e)) => !e.into_inner().is_empty(),
+        Err(std::sync::TryLockError::WouldBlock) => true,
+    }
+}
+
 /// Blocks signals, then locks the table (poisoning is ignored: every change leaves it
 /// consistent).
 pub fn attached() -> AttachGuard {

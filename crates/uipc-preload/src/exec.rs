@@ -25,6 +25,8 @@ use crate::kernel::kernel_sys;
 use crate::timer::next_to_carry;
 use libc::{c_char, c_int, c_long};
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use uipc::ipc::Sysctl;
+use uipc_proto::{ProcFile, ProcRequest, Request};
 
 type Argv = *const *const c_char;
 
@@ -44,6 +46,33 @@ pub fn prepare() {
     let _ = crate::timer::routed();
     crate::exec_env::take_inherited();
     crate::exec_env::keep_own_vars();
+    if take_detach() && crate::conn::enabled() {
+        // The previous image held attachments: a first call now says this image is new, so
+        // the daemon detaches them (its answer does not matter).
+        let read = ProcRequest::Read(ProcFile::Sysctl(Sysctl::MsgMax));
+        let _ = crate::guard::guarded(|| crate::conn::call(&Request::Proc(read)).map(|_| 0));
+    }
+}
+
+/// Reads `UIPC_EXEC_DETACH` and removes it from `environ`: whether the previous image of
+/// this very process held attachments (the constructor then tells the daemon of the exec
+/// at once).
+fn take_detach() -> bool {
+    let name = c"UIPC_EXEC_DETACH";
+    // SAFETY: getenv with a NUL-terminated name, at load time (no other thread yet).
+    let value = unsafe { libc::getenv(name.as_ptr()) };
+    if value.is_null() {
+        return false;
+    }
+    // SAFETY: a non-null getenv result is a NUL-terminated string in the environment.
+    let value = unsafe { std::ffi::CStr::from_ptr(value) };
+    let ours = std::str::from_utf8(value.to_bytes())
+        .ok()
+        .and_then(|v| v.parse::<i32>().ok())
+        == Some(crate::exec_env::getpid());
+    // SAFETY: unsetenv with a NUL-terminated name, at load time; removes every entry.
+    unsafe { libc::unsetenv(name.as_ptr()) };
+    ours
 }
 
 /// Runs `exec` with the environment the new image gets (its close-on-exec descriptors of
@@ -62,6 +91,7 @@ fn with_counter(envp: Argv, exec: impl FnOnce(Argv) -> c_long) -> c_long {
             envp as usize,
             (next != 0).then_some((pid, next)),
             &writes[..len],
+            crate::attach::any_to_drop_at_exec().then_some(pid),
         )
     }))
     .ok()

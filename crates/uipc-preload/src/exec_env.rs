@@ -22,7 +22,11 @@
 //! service of their own and the inherited value names their parent's pid.
 //!
 //! The sysctl descriptors open for writing (`procwrite.rs`) go the same way, as a second entry
-//! built by [`crate::procwrite::carried_var`] and taken by its constructor.
+//! built by [`crate::procwrite::carried_var`] and taken by its constructor; and so does
+//! `UIPC_EXEC_DETACH=PID`, a third, when the exec'ing process (not a vforked child) holds
+//! shared memory attachments: the new image's constructor (`exec.rs`) then greets the
+//! daemon at once, which applies the exec (the attachments' detach), as Linux detaches them
+//! during execve, instead of at the image's first call.
 //!
 //! The new environment is built without malloc (a vforked child shares its parent's heap,
 //! and execve is async-signal-safe): an anonymous mapping holds the variable and a copy of
@@ -76,6 +80,10 @@ pub fn take_inherited() {
     // SAFETY: unsetenv with a NUL-terminated name, at load time; removes every entry.
     unsafe { libc::unsetenv(NAME.as_ptr()) };
 }
+
+/// `UIPC_EXEC_DETACH=`: the previous image of this process held shared memory attachments,
+/// which the exec dropped; its value is the pid.
+pub(crate) const DETACH: &[u8] = b"UIPC_EXEC_DETACH=";
 
 /// The counter the previous image of process `pid` handed over (0 if none).
 pub fn inherited_next_id(pid: i32) -> u32 {
@@ -244,22 +252,32 @@ pub struct CarriedEnv {
 const TIMER_ROOM: usize = 64;
 /// Room for the variable of [`crate::procwrite::carried_var`] and its NUL.
 pub const WRITES_ROOM: usize = 1024;
-/// Both variables, ahead of the pointer table.
-const VAR_ROOM: usize = TIMER_ROOM + WRITES_ROOM;
+/// Room for `UIPC_EXEC_DETACH=` with a decimal pid and a NUL.
+const DETACH_ROOM: usize = 64;
+/// The three variables, ahead of the pointer table.
+const VAR_ROOM: usize = TIMER_ROOM + WRITES_ROOM + DETACH_ROOM;
 
 impl CarriedEnv {
     /// `envp` (NULL: empty, as Linux takes it) with `NAME=pid:next` in front when `counter`
-    /// is given, then `writes` (`NAME=value` without its NUL; empty: none), and the
-    /// library's own variables it lacks ([`kept_missing`]); `None` if `envp` cannot be read,
-    /// no memory can be mapped, `writes` does not fit, or there is nothing to add.
-    pub fn new(envp: usize, counter: Option<(i32, u32)>, writes: &[u8]) -> Option<CarriedEnv> {
+    /// is given, then `writes` (`NAME=value` without its NUL; empty: none), then
+    /// `UIPC_EXEC_DETACH=pid` when `detach` is given, and the library's own variables it
+    /// lacks ([`kept_missing`]); `None` if `envp` cannot be read, no memory can be mapped,
+    /// `writes` does not fit, or there is nothing to add.
+    pub fn new(
+        envp: usize,
+        counter: Option<(i32, u32)>,
+        writes: &[u8],
+        detach: Option<i32>,
+    ) -> Option<CarriedEnv> {
         if writes.len() >= WRITES_ROOM {
             return None;
         }
         let entries = if envp == 0 { 0 } else { count_entries(envp)? };
         let missing = kept_missing(envp, entries)?;
-        let added =
-            missing.len() + usize::from(counter.is_some()) + usize::from(!writes.is_empty());
+        let added = missing.len()
+            + usize::from(counter.is_some())
+            + usize::from(!writes.is_empty())
+            + usize::from(detach.is_some());
         if added == 0 {
             return None;
         }
@@ -292,6 +310,16 @@ impl CarriedEnv {
             // The NUL is already there (the mapping is zero-filled).
             var[TIMER_ROOM..TIMER_ROOM + writes.len()].copy_from_slice(writes);
             let p = map as usize + TIMER_ROOM;
+            table[at..at + 8].copy_from_slice(&p.to_ne_bytes());
+            at += 8;
+        }
+        if let Some(pid) = detach {
+            let room = &mut var[TIMER_ROOM + WRITES_ROOM..];
+            let mut digits = [0u8; 20];
+            let value = decimal(pid as u64, &mut digits);
+            room[..DETACH.len()].copy_from_slice(DETACH);
+            room[DETACH.len()..DETACH.len() + value.len()].copy_from_slice(value);
+            let p = map as usize + TIMER_ROOM + WRITES_ROOM;
             table[at..at + 8].copy_from_slice(&p.to_ne_bytes());
             at += 8;
         }
@@ -378,33 +406,49 @@ mod tests {
         let a = c"A=1";
         let b = c"B=two";
         let envp = [a.as_ptr(), b.as_ptr(), std::ptr::null()];
-        let env =
-            CarriedEnv::new(envp.as_ptr() as usize, Some((4321, 4_000_000_000)), b"").unwrap();
+        let env = CarriedEnv::new(
+            envp.as_ptr() as usize,
+            Some((4321, 4_000_000_000)),
+            b"",
+            None,
+        )
+        .unwrap();
         assert_eq!(
             entries(&env),
             ["UIPC_TIMER_NEXT_ID=4321:4000000000", "A=1", "B=two"]
         );
-        let empty = CarriedEnv::new(0, Some((7, 0)), b"").unwrap();
+        let empty = CarriedEnv::new(0, Some((7, 0)), b"", None).unwrap();
         assert_eq!(entries(&empty), ["UIPC_TIMER_NEXT_ID=7:0"]);
-        let both = CarriedEnv::new(envp.as_ptr() as usize, Some((7, 0)), b"W=1").unwrap();
+        let both = CarriedEnv::new(envp.as_ptr() as usize, Some((7, 0)), b"W=1", None).unwrap();
         assert_eq!(
             entries(&both),
             ["UIPC_TIMER_NEXT_ID=7:0", "W=1", "A=1", "B=two"]
         );
-        let writes = CarriedEnv::new(0, None, b"W=1.2.3").unwrap();
+        let writes = CarriedEnv::new(0, None, b"W=1.2.3", None).unwrap();
         assert_eq!(entries(&writes), ["W=1.2.3"]);
-        assert!(CarriedEnv::new(0, None, &[b'x'; WRITES_ROOM]).is_none());
+        assert!(CarriedEnv::new(0, None, &[b'x'; WRITES_ROOM], None).is_none());
+        let all = CarriedEnv::new(envp.as_ptr() as usize, Some((7, 0)), b"W=1", Some(4321));
+        assert_eq!(
+            entries(&all.unwrap()),
+            [
+                "UIPC_TIMER_NEXT_ID=7:0",
+                "W=1",
+                "UIPC_EXEC_DETACH=4321",
+                "A=1",
+                "B=two"
+            ]
+        );
     }
 
     #[test]
     fn an_unreadable_or_unterminated_envp_is_refused_not_followed() {
-        assert!(CarriedEnv::new(8, Some((1, 1)), b"").is_none());
+        assert!(CarriedEnv::new(8, Some((1, 1)), b"", None).is_none());
         // A long array (more than one chunk) is counted to its end.
         let long: Vec<*const c_char> = (0..1000)
             .map(|_| c"X=1".as_ptr())
             .chain([std::ptr::null()])
             .collect();
-        let env = CarriedEnv::new(long.as_ptr() as usize, Some((1, 5)), b"").unwrap();
+        let env = CarriedEnv::new(long.as_ptr() as usize, Some((1, 5)), b"", None).unwrap();
         assert_eq!(entries(&env).len(), 1001);
         // An array running into unreadable memory without a NULL. The second page stays
         // reserved (PROT_NONE) while the array is read: unmapped, it could be taken by another
@@ -433,7 +477,7 @@ mod tests {
                 0
             );
         }
-        assert!(CarriedEnv::new(map as usize, Some((1, 1)), b"").is_none());
+        assert!(CarriedEnv::new(map as usize, Some((1, 1)), b"", None).is_none());
         // SAFETY: the two pages, still ours.
         unsafe { libc::munmap(map, 2 * page) };
     }

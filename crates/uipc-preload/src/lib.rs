@@ -233,9 +233,7 @@
 //!   exit) that share the parent's attachments (nattch unchanged); a vforked child's calls
 //!   use connections of their own. Where uipc differs: shmat and shmdt in a vforked child
 //!   (undefined in POSIX; Linux maps into or unmaps from the shared memory, the parent's
-//!   afterwards) are refused with ENOMEM and EINVAL, and a vforked child that makes the first
-//!   call of a new program image still sees the old image's attachments counted (the exec
-//!   is applied at the parent's first call; under `--locks` at the constructor's). A fork by raw syscall, or inside libc
+//!   afterwards) are refused with ENOMEM and EINVAL. A fork by raw syscall, or inside libc
 //!   (daemon(3) calls its internal fork), is not announced: the child's inherited
 //!   attachments are mapped but not counted (a raw-forked child gets sessions of its own at
 //!   its first call).
@@ -268,9 +266,12 @@
 //!   without the library, its SysV IPC calls reaching the kernel; the library says so in one
 //!   line on stderr before the first such exec of a process (`exec_check.rs`: no
 //!   `PT_INTERP`, or ids that differ after the exec; file capabilities are not read).
-//! - execve is seen when the new image makes its first call (its `Hello` says it is new; under
-//!   `--locks` the constructor makes it): an image that never calls keeps its old attachments
-//!   counted until it exits, and one started without the library keeps them too.
+//! - execve is seen when the new image makes its first call (its `Hello` says it is new), which
+//!   its constructor makes when the process held attachments (`UIPC_EXEC_DETACH`, set by the
+//!   library's exec functions) or under `--locks`: the attachments are detached just after
+//!   the exec (Linux: during it, so a process that sees a close-on-exec descriptor close may
+//!   still see them counted for a moment). An image started without the library, or by an
+//!   exec the library does not see (a raw system call), keeps them counted until it exits.
 //! - Async-signal safety of the SysV IPC exports (see the overview above) holds with
 //!   these limits: the library must be loaded at start (`LD_PRELOAD`): loaded with `dlopen`,
 //!   its thread-locals are glibc's dynamic TLS, allocated at a thread's first use; if the
