@@ -18,7 +18,8 @@
 //! - `syscall()` (`syscall.rs`): the numbers above reach the same code; every other number, and
 //!   the library's own calls to the kernel (`kernel.rs`), go to the C library's `syscall`.
 //! - `/proc` views (`procview.rs`, `procwrite.rs`): `/proc/sysvipc/*`, the IPC sysctls and,
-//!   under `--locks`, `/proc/locks` show the daemon's objects, limits and locks.
+//!   under `--locks`, `/proc/locks` show the daemon's objects, limits and locks, and
+//!   `/proc/PID/fdinfo/FD` (`fdinfo.rs`) the `lock:` lines of uipc's locks.
 //!
 //! Every export behaves as the system call: errno set only on failure, the caller's pointers
 //! copied with `process_vm_readv` (`user.rs`, so a bad one is EFAULT; bytes in the main
@@ -315,7 +316,12 @@
 //!   and no link (Linux: size 0); a sysctl read in several reads gives all of its text
 //!   (Linux gives only what the read at position 0 took) and lseek with SEEK_END works
 //!   (Linux: EINVAL for the `/proc/sysvipc` files). Under `--locks`, `/proc/locks` shows uipc's
-//!   locks, then the kernel's renumbered after them (both read at open). The open and write
+//!   locks, then the kernel's renumbered after them (both read at open). `/proc/PID/fdinfo/FD`
+//!   lists every POSIX lock of PID on FD's file (Linux: only those set through FD's open file
+//!   description, which matters only to a process that opened the file more than once), in
+//!   the daemon's pid numbering (a reader in a nested pid namespace naming another process
+//!   by its own number gets no POSIX lines), and another process's FD only when the reader
+//!   may `pidfd_getfd` it (ptrace access; otherwise no uipc lines). The open and write
 //!   paths of views allocate (not async-signal-safe, unlike open(2) and write(2)).
 //! - Sysctl writes: a write the library does not see (stdio's, inside the C library, as in
 //!   bash's `echo > file`) goes to the memfd and is applied when a descriptor of it is
@@ -380,6 +386,7 @@ mod ctl;
 mod exec;
 mod exec_check;
 mod exec_env;
+mod fdinfo;
 mod fdroom;
 mod fork;
 mod futex;

@@ -46,7 +46,7 @@ fn with_kernel_locks(mut ours: Vec<u8>) -> Vec<u8> {
 }
 
 /// The kernel's own file at `path`, read with system calls.
-fn read_kernel_file(path: &CStr) -> Option<Vec<u8>> {
+pub(crate) fn read_kernel_file(path: &CStr) -> Option<Vec<u8>> {
     let fd = kernel_sys!(
         libc::SYS_openat,
         libc::AT_FDCWD,

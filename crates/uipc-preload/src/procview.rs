@@ -11,7 +11,8 @@
 //! A view opened for reading is a memfd holding the daemon's text
 //! ([`uipc_proto::ProcRequest::Read`]), positioned at 0, sealed against writes and size
 //! changes, and given to the caller as a read-only descriptor with the kernel file's mode. `/proc/locks` is uipc's locks followed by the kernel's own lines, renumbered after
-//! uipc's. A sysctl opened for writing is checked as Linux checks it at open (EACCES) and its
+//! uipc's; `/proc/PID/fdinfo/FD` is the kernel's text with the `lock:` lines of uipc's locks
+//! ([`crate::fdinfo`]). A sysctl opened for writing is checked as Linux checks it at open (EACCES) and its
 //! writes go to the daemon ([`crate::procwrite`]). Both take the text from `proctext.rs`. Opening a `/proc/sysvipc` file or
 //! `/proc/locks` for writing, or with flags that are not for reading or writing an existing
 //! file (O_DIRECTORY, O_PATH, O_TMPFILE, O_CREAT with O_EXCL), is left to the kernel. A
@@ -49,8 +50,17 @@ pub fn prepare() {
     let _ = next();
 }
 
+/// What a `/proc` path uipc serves names.
+#[derive(Clone, Copy)]
+enum View {
+    /// A file the daemon serves whole.
+    File(ProcFile),
+    /// `/proc/PID/fdinfo/FD` under `--locks` ([`crate::fdinfo`]).
+    FdInfo(crate::fdinfo::Target),
+}
+
 /// The view a path names, if uipc serves it (only with a daemon).
-fn view_of(path: *const c_char) -> Option<ProcFile> {
+fn view_of(path: *const c_char) -> Option<View> {
     if path.is_null() {
         return None;
     }
@@ -80,7 +90,12 @@ fn view_of(path: *const c_char) -> Option<ProcFile> {
             }
         }
     }
-    match &parts[..n] {
+    if let [b"proc", rest @ ..] = &parts[..n] {
+        if let Some(t) = crate::fdinfo::target(rest).filter(|_| crate::locks::routing()) {
+            return Some(View::FdInfo(t));
+        }
+    }
+    let file = match &parts[..n] {
         [b"proc", b"sysvipc", b"sem"] => Some(ProcFile::SysvSem),
         [b"proc", b"sysvipc", b"msg"] => Some(ProcFile::SysvMsg),
         [b"proc", b"sysvipc", b"shm"] => Some(ProcFile::SysvShm),
@@ -90,11 +105,13 @@ fn view_of(path: *const c_char) -> Option<ProcFile> {
             .and_then(Sysctl::by_name)
             .map(ProcFile::Sysctl),
         _ => None,
-    }
+    };
+    file.map(View::File)
 }
 
-/// Opens view `file` with open(2)'s `flags`: `None` to leave the call to the kernel.
-fn open_view(file: ProcFile, flags: c_int) -> Option<Result<c_int, Errno>> {
+/// Opens view `view` (of `path`) with open(2)'s `flags`: `None` to leave the call to the
+/// kernel.
+fn open_view(view: View, path: *const c_char, flags: c_int) -> Option<Result<c_int, Errno>> {
     let odd = libc::O_DIRECTORY | libc::O_PATH | libc::O_TMPFILE;
     let exclusive = libc::O_CREAT | libc::O_EXCL;
     if flags & odd != 0 || flags & exclusive == exclusive {
@@ -102,6 +119,14 @@ fn open_view(file: ProcFile, flags: c_int) -> Option<Result<c_int, Errno>> {
     }
     let access = flags & libc::O_ACCMODE;
     let cloexec = flags & libc::O_CLOEXEC != 0;
+    let file = match view {
+        View::File(file) => file,
+        View::FdInfo(_) if access != libc::O_RDONLY => return None,
+        View::FdInfo(t) => {
+            // SAFETY: view_of read it as a NUL-terminated path.
+            return crate::fdinfo::open(t, unsafe { CStr::from_ptr(path) }, cloexec);
+        }
+    };
     let result = match file {
         ProcFile::Sysctl(s) if access != libc::O_RDONLY => procwrite::open(s, access, cloexec),
         _ if access != libc::O_RDONLY => return None,
@@ -116,9 +141,9 @@ fn open_view(file: ProcFile, flags: c_int) -> Option<Result<c_int, Errno>> {
 
 /// The view's descriptor, or -1 with errno, or `None` for the kernel.
 fn try_open(path: *const c_char, flags: c_int) -> Option<c_int> {
-    let file = view_of(path)?;
+    let view = view_of(path)?;
     let saved = crate::guard::errno_now();
-    let r = crate::guard::guarded(|| Ok(open_view(file, flags))).ok()??;
+    let r = crate::guard::guarded(|| Ok(open_view(view, path, flags))).ok()??;
     Some(crate::guard::finish(r.map(i64::from), saved) as c_int)
 }
 
@@ -210,7 +235,7 @@ fn fopen_flags(mode: &[u8]) -> Option<c_int> {
 /// fopen(3) of a view: a stream over the view's descriptor (reads) or a stream whose writes
 /// go to the daemon (a sysctl opened for writing). `None`: the C library's fopen.
 fn try_fopen(path: *const c_char, mode: *const c_char) -> Option<*mut FILE> {
-    let file = view_of(path)?;
+    let view = view_of(path)?;
     if mode.is_null() {
         return None;
     }
@@ -218,8 +243,8 @@ fn try_fopen(path: *const c_char, mode: *const c_char) -> Option<*mut FILE> {
     let mode_bytes = unsafe { CStr::from_ptr(mode) }.to_bytes();
     let flags = fopen_flags(mode_bytes)?;
     let saved = crate::guard::errno_now();
-    let stream = match file {
-        ProcFile::Sysctl(s) if flags & libc::O_ACCMODE != libc::O_RDONLY => {
+    let stream = match view {
+        View::File(ProcFile::Sysctl(s)) if flags & libc::O_ACCMODE != libc::O_RDONLY => {
             match crate::guard::guarded(|| procwrite::fopen(s, flags)) {
                 Ok(stream) => stream,
                 Err(Errno::ENOSYS) => return None,

@@ -46,6 +46,10 @@ pub enum LockRequest {
     /// The client's exec failed: the descriptors of its [`LockRequest::ExecClose`] stay open
     /// and its locks stay.
     ExecFailed,
+    /// The `lock:` lines of `/proc/PID/fdinfo/FD` for the descriptor sent with this message
+    /// (the reader's copy of FD's description): process `pid`'s POSIX locks on its file (0:
+    /// the caller's) and the description's OFD and flock locks, answered with `Text`.
+    FdInfo { pid: i32 },
 }
 
 /// How many bytes the lock hints have.
@@ -139,6 +143,10 @@ impl LockRequest {
                 w.i32(*fd);
             }
             LockRequest::ExecFailed => w.u8(tag::EXEC_FAILED),
+            LockRequest::FdInfo { pid } => {
+                w.u8(tag::FDINFO);
+                w.i32(*pid);
+            }
         }
     }
 
@@ -157,6 +165,7 @@ impl LockRequest {
             tag::FLOCK_SLOTS => LockRequest::FlockSlots,
             tag::EXEC_CLOSE => LockRequest::ExecClose { fd: r.i32()? },
             tag::EXEC_FAILED => LockRequest::ExecFailed,
+            tag::FDINFO => LockRequest::FdInfo { pid: r.i32()? },
             t => return Err(DecodeError::UnknownTag(t)),
         })
     }
@@ -280,6 +289,7 @@ mod tests {
             LockRequest::FlockSlots,
             LockRequest::ExecClose { fd: 4 },
             LockRequest::ExecFailed,
+            LockRequest::FdInfo { pid: 7 },
         ] {
             let req = Request::Lock(lr);
             let bytes = req.encode();

@@ -46,7 +46,7 @@ pub(crate) mod response {
     pub(crate) const TEXT: u8 = 60;
 }
 
-/// The byte after [`request::LOCK`] or [`response::LOCK`]: `FCNTL`..`EXEC_FAILED` begin a
+/// The byte after [`request::LOCK`] or [`response::LOCK`]: `FCNTL`..`FDINFO` begin a
 /// [`LockRequest`](crate::LockRequest), `R_*` a [`LockResponse`](crate::LockResponse).
 pub(crate) mod locks {
     pub(crate) const FCNTL: u8 = 1;
@@ -58,6 +58,7 @@ pub(crate) mod locks {
     pub(crate) const FLOCK_SLOTS: u8 = 7;
     pub(crate) const EXEC_CLOSE: u8 = 8;
     pub(crate) const EXEC_FAILED: u8 = 9;
+    pub(crate) const FDINFO: u8 = 10;
     pub(crate) const R_FLOCK: u8 = 1;
     pub(crate) const R_LIST: u8 = 2;
 }

@@ -20,6 +20,10 @@
 //! made once more if the sweep dropped anything (a request already asleep is not woken by a
 //! holder that goes silently; it is granted when a sweep drops that lock).
 //!
+//! `/proc/PID/fdinfo/FD` ([`LockRequest::FdInfo`]): the reader sends its own descriptor of
+//! FD's description; the answer is the `lock:` lines of PID's POSIX locks on the file and of
+//! that description's OFD and flock locks.
+//!
 //! An exec's close-on-exec descriptors, reported before the exec, are pending closes
 //! (`execclose.rs`), resolved before every call served here.
 //!
@@ -252,6 +256,15 @@ pub fn serve(cx: &LockCtx<'_>, req: LockRequest) -> (Response, Option<OwnedFd>) 
         LockRequest::ExecFailed => {
             cx.descriptions.exec.forget(cx.locks, cx.cred.tgid);
             Response::Ret(0)
+        }
+        LockRequest::FdInfo { pid } => {
+            let lines = cx.fd.and_then(|fd| {
+                let open = open_file_of(fd.as_raw_fd())?;
+                let tgid = Tgid::new(if pid == 0 { cx.cred.tgid } else { pid });
+                let ofd = cx.descriptions.find(fd.as_raw_fd());
+                Some(cx.locks.fdinfo_locks(open.file, tgid, ofd))
+            });
+            Response::Text(lines.unwrap_or_default().into_bytes())
         }
         LockRequest::List => Response::Lock(LockResponse::List(
             cx.locks.list().iter().map(line).collect(),

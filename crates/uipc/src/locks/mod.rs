@@ -412,6 +412,16 @@ impl LockManager {
         procfs::render(&self.list())
     }
 
+    /// The `lock:` lines of a `/proc/PID/fdinfo/FD` file of process `tgid` whose descriptor
+    /// refers to `file` through description `ofd` (`None`: one the daemon never saw lock
+    /// anything): the process's POSIX locks on the file and the description's OFD and flock
+    /// locks, in the kernel's format. Linux shows only the POSIX locks set through that
+    /// description; the engine does not record which description set a POSIX lock.
+    pub fn fdinfo_locks(&self, file: FileId, tgid: Tgid, ofd: Option<OfdId>) -> String {
+        let owners = (Owner::Process(tgid), ofd.map(Owner::Description));
+        procfs::render_fdinfo(&self.list_file(file), owners.0, owners.1)
+    }
+
     /// Process `tgid` closed one descriptor of `file`, which refers to description `ofd`: all
     /// of the process's POSIX locks on the file go (whatever descriptor set them); if that was
     /// the description's last reference (`last_reference`), its OFD and flock locks go too.

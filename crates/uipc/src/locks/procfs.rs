@@ -1,4 +1,5 @@
-//! Listings: `/proc/locks` (§7), byte-identical in format, and the same data structured.
+//! Listings: `/proc/locks` (§7), byte-identical in format, the same data structured, and the
+//! `lock:` lines of `/proc/PID/fdinfo/FD`.
 //!
 //! Each held lock gets the next ordinal; the requests blocked in its subtree of Linux's waiter
 //! tree (`FileState::waiter_tree`) follow it with the same ordinal, depth first, each line
@@ -10,7 +11,7 @@
 //! snapshot of all files at one instant.
 
 use super::file::{FileState, Held, Parent, Request};
-use super::types::{FileId, LockInfo, LockKind, LockType, OFFSET_MAX};
+use super::types::{FileId, LockInfo, LockKind, LockType, Owner, OFFSET_MAX};
 use std::fmt::Write as _;
 
 /// Appends one file's locks to `out`: each held lock (POSIX/OFD list, then flock list), then
@@ -85,33 +86,61 @@ pub(crate) fn render(locks: &[LockInfo]) -> String {
                 let _ = write!(s, "{ordinal}: {:>width$}", "-> ", width = d + 2);
             }
         }
-        s.push_str(match l.kind {
-            LockKind::Posix => "POSIX  ADVISORY  ",
-            LockKind::Ofd => "OFDLCK ADVISORY  ",
-            LockKind::Flock => "FLOCK  ADVISORY  ",
-        });
-        s.push_str(match l.ty {
-            LockType::Write => "WRITE ",
-            LockType::Read => "READ ",
-        });
-        let pid = if l.kind == LockKind::Ofd { -1 } else { l.pid };
-        let _ = write!(
-            s,
-            "{pid} {:02x}:{:02x}:{} ",
-            l.file.major(),
-            l.file.minor(),
-            l.file.ino
-        );
-        if l.kind == LockKind::Flock || l.end == OFFSET_MAX {
-            let start = if l.kind == LockKind::Flock {
-                0
-            } else {
-                l.start
-            };
-            let _ = writeln!(s, "{start} EOF");
+        body(&mut s, l);
+    }
+    s
+}
+
+/// One lock's line after its ordinal (kind, type, pid, file, range), as Linux's
+/// `lock_get_status` prints it.
+fn body(s: &mut String, l: &LockInfo) {
+    s.push_str(match l.kind {
+        LockKind::Posix => "POSIX  ADVISORY  ",
+        LockKind::Ofd => "OFDLCK ADVISORY  ",
+        LockKind::Flock => "FLOCK  ADVISORY  ",
+    });
+    s.push_str(match l.ty {
+        LockType::Write => "WRITE ",
+        LockType::Read => "READ ",
+    });
+    let pid = if l.kind == LockKind::Ofd { -1 } else { l.pid };
+    let _ = write!(
+        s,
+        "{pid} {:02x}:{:02x}:{} ",
+        l.file.major(),
+        l.file.minor(),
+        l.file.ino
+    );
+    if l.kind == LockKind::Flock || l.end == OFFSET_MAX {
+        let start = if l.kind == LockKind::Flock {
+            0
         } else {
-            let _ = writeln!(s, "{} {}", l.start, l.end);
-        }
+            l.start
+        };
+        let _ = writeln!(s, "{start} EOF");
+    } else {
+        let _ = writeln!(s, "{} {}", l.start, l.end);
+    }
+}
+
+/// The `lock:` lines of `/proc/PID/fdinfo/FD`: the held locks (no blocked requests) of
+/// `locks` (one file's listing) that `process` or description `ofd` owns, flock locks first,
+/// then the POSIX/OFD list, numbered from 1, as Linux's `show_fd_locks` prints them.
+pub(crate) fn render_fdinfo(locks: &[LockInfo], process: Owner, ofd: Option<Owner>) -> String {
+    let mine =
+        |l: &&LockInfo| l.blocked_behind.is_none() && (l.owner == process || Some(l.owner) == ofd);
+    let flocks = locks
+        .iter()
+        .filter(mine)
+        .filter(|l| l.kind == LockKind::Flock);
+    let others = locks
+        .iter()
+        .filter(mine)
+        .filter(|l| l.kind != LockKind::Flock);
+    let mut s = String::new();
+    for (i, l) in flocks.chain(others).enumerate() {
+        let _ = write!(s, "lock:\t{}: ", i + 1);
+        body(&mut s, l);
     }
     s
 }
