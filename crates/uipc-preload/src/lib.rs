@@ -315,7 +315,8 @@
 //!   renders at each read from position 0), and its descriptor's fstat shows the text's size
 //!   and no link (Linux: size 0); a sysctl read in several reads gives all of its text
 //!   (Linux gives only what the read at position 0 took) and lseek with SEEK_END works
-//!   (Linux: EINVAL for the `/proc/sysvipc` files). Under `--locks`, `/proc/locks` shows uipc's
+//!   (Linux: EINVAL for the `/proc/sysvipc` files). A sysctl opened O_WRONLY is a read-write
+//!   memfd: F_GETFL says O_RDWR and a read gives end of file (Linux: EBADF). Under `--locks`, `/proc/locks` shows uipc's
 //!   locks, then the kernel's renumbered after them (both read at open). `/proc/PID/fdinfo/FD`
 //!   lists every POSIX lock of PID on FD's file (Linux: only those set through FD's open file
 //!   description, which matters only to a process that opened the file more than once), in
