@@ -111,6 +111,12 @@ impl<S> Shard<S> {
         let k = self.files.get(&file)?.lease?;
         Some((k, self.slots.get(&k)?))
     }
+
+    /// [`Shard::leased`], the slot's book to change.
+    pub(crate) fn leased_mut(&mut self, file: FileId) -> Option<(usize, &mut S)> {
+        let k = self.files.get(&file)?.lease?;
+        Some((k, self.slots.get_mut(&k)?))
+    }
 }
 
 /// A lease area's books: the shards, and whether any lease was ever granted.

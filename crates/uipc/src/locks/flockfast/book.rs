@@ -18,6 +18,14 @@ use crate::locks::types::OfdId;
 use crate::sync::{lock, Mutex, MutexGuard, Ordering::Release};
 use std::collections::HashMap;
 
+/// A description's name ([`FlockSlots::name`]).
+struct Name {
+    /// The daemon's descriptor number of it.
+    fd: i32,
+    /// Calls that named it and have not unnamed it yet.
+    calls: u32,
+}
+
 #[derive(Default)]
 struct SlotBook {
     /// The epoch of the last grant.
@@ -35,8 +43,8 @@ pub(crate) type Taken = (OfdId, Option<crate::locks::LockType>, i32);
 pub struct FlockSlots {
     mem: SharedWords,
     books: Books<SlotBook>,
-    /// The tokens of the descriptions whose calls are in flight (named by the embedder).
-    names: Mutex<HashMap<OfdId, (u64, u32)>>,
+    /// The names of the descriptions whose calls are in flight (given by the embedder).
+    names: Mutex<HashMap<OfdId, Name>>,
 }
 
 impl std::fmt::Debug for FlockSlots {
@@ -108,20 +116,25 @@ impl FlockSlots {
     /// description can be granted a lease or become a member.
     pub fn name(&self, ofd: OfdId, fd: i32) {
         let mut names = lock(&self.names);
-        let e = names.entry(ofd).or_insert((fd as u32 as u64, 0));
-        e.0 = fd as u32 as u64;
-        e.1 += 1;
+        let e = names.entry(ofd).or_insert(Name { fd, calls: 0 });
+        e.fd = fd;
+        e.calls += 1;
     }
 
     /// Ends one [`FlockSlots::name`].
     pub fn unname(&self, ofd: OfdId) {
         let mut names = lock(&self.names);
         if let Some(e) = names.get_mut(&ofd) {
-            e.1 = e.1.saturating_sub(1);
-            if e.1 == 0 {
+            e.calls = e.calls.saturating_sub(1);
+            if e.calls == 0 {
                 names.remove(&ofd);
             }
         }
+    }
+
+    /// The daemon's descriptor number that names `ofd`, if a call in flight named it.
+    fn name_of(&self, ofd: OfdId) -> Option<i32> {
+        lock(&self.names).get(&ofd).map(|e| e.fd)
     }
 
     /// Takes slot `k` back: the lock it held (its description, type and setter), validated,
@@ -135,12 +148,11 @@ impl FlockSlots {
         if v & WAITERS_MASK != 0 {
             crate::sync::futex_wake_all(&slot[STATE]);
         }
-        // Not the epoch the grant wrote: written by someone else; nothing to trust.
-        if v & HELD == 0 || epoch_of(v) != book.epoch & (u64::MAX >> EPOCH_SHIFT) {
-            return Some(None);
-        }
-        let owner = (v & OWNER_MASK) as usize;
-        let Some(&ofd) = owner.checked_sub(1).and_then(|i| members.get(i)) else {
+        // Not a word of the grant's epoch: written by someone else; nothing to trust.
+        let Some(&ofd) = owner_in(v, book.epoch)
+            .flatten()
+            .and_then(|i| members.get(i))
+        else {
             return Some(None);
         };
         let pid = (slot[SETTER].load(Acquire) & PID_MASK) as i32;
@@ -187,7 +199,7 @@ impl FlockSlots {
             };
             if book.cooldown > 0 {
                 book.cooldown -= 1;
-            } else if let Some(token) = lock(&self.names).get(&ofd).map(|e| e.0 as i32) {
+            } else if let Some(token) = self.name_of(ofd) {
                 if let Some(k) = self.free_slot(slots, file) {
                     if let Some(held) = take(ofd) {
                         let (mode, setter) = match held {
@@ -247,17 +259,17 @@ impl FlockSlots {
     /// slot, named with `pid`, and the call is the caller's to redo there. LOCK_SH makes no
     /// second member (the slot serves LOCK_SH only to a lone member).
     pub(crate) fn register(&self, file: FileId, ofd: OfdId, pid: i32, want: Mode) -> bool {
-        let Some(fd) = lock(&self.names).get(&ofd).map(|e| e.0 as i32) else {
+        let Some(fd) = self.name_of(ofd) else {
             return false;
         };
         if pid <= 0 || pid as u64 > PID_MASK {
             return false;
         }
         let mut sh = self.shard(file);
-        let Some(k) = sh.files.get(&file).and_then(|b| b.lease) else {
+        let Some((k, book)) = sh.leased_mut(file) else {
             return false;
         };
-        let (Some(book), Some(slot)) = (sh.slots.get_mut(&k), self.slot(k)) else {
+        let Some(slot) = self.slot(k) else {
             return false;
         };
         if let Some(i) = book.members.iter().position(|&o| o == ofd) {
@@ -321,11 +333,7 @@ impl FlockSlots {
         let Some(slot) = self.slot(k) else {
             return true;
         };
-        let v = slot[STATE].load(Acquire);
-        if v & (HELD | SLOW) != HELD || epoch_of(v) != book.epoch & (u64::MAX >> EPOCH_SHIFT) {
-            return true;
-        }
-        (v & OWNER_MASK) as usize == i + 1
+        owner_in(slot[STATE].load(Acquire), book.epoch).is_none_or(|owner| owner == Some(i))
     }
 
     /// Takes every lease back (a listing of all locks), handing each one's lock to `import`.

@@ -144,9 +144,39 @@ pub(crate) fn epoch_of(s: u64) -> u64 {
     s >> EPOCH_SHIFT
 }
 
+/// A `STATE` word `s` read as the word of the lease granted at `epoch` (of which the word
+/// keeps the low 40 bits): `None` if it is not one (not HELD, SLOW, another epoch), else the
+/// member index of the lock's owner (`None`: nobody holds it). The one reading of the word
+/// that the daemon's books and the callers' operation share.
+pub(crate) fn owner_in(s: u64, epoch: u64) -> Option<Option<usize>> {
+    if s & (HELD | SLOW) != HELD || epoch_of(s) != epoch & (u64::MAX >> EPOCH_SHIFT) {
+        return None;
+    }
+    Some(((s & OWNER_MASK) as usize).checked_sub(1))
+}
+
 /// A member's token word.
 pub(crate) fn token_word(pid: i32, fd: i32) -> u64 {
     ((pid as u64 & PID_MASK) << 32) | u64::from(fd as u32)
+}
+
+/// The epoch of `slot`'s `STATE`, loaded now, if a member may act on it (HELD, not SLOW).
+fn live_epoch(slot: &[AtomicU64]) -> Option<u64> {
+    let s = slot[STATE].load(Acquire);
+    owner_in(s, epoch_of(s)).map(|_| epoch_of(s))
+}
+
+/// Whether token word `t` of `slot` (loaded after the `STATE` a proof stands on) names the
+/// caller: the member was named with `pid`, and `same` finds the caller's descriptor to be the
+/// daemon's one the token numbers.
+fn names(slot: &[AtomicU64], t: u64, pid: i32, same: impl FnOnce(Token) -> bool) -> bool {
+    if (t >> 32) & PID_MASK != pid as u64 & PID_MASK {
+        return false;
+    }
+    same(Token {
+        pid: slot[DPID].load(Acquire) as i32,
+        fd: t as u32 as i32,
+    })
 }
 
 /// The result of a caller's operation.
@@ -188,7 +218,7 @@ impl<'a> FlockView<'a> {
                 let Some(slot) = slots.get(k) else {
                     return false;
                 };
-                slot[STATE].load(Acquire) & (HELD | SLOW) == HELD
+                live_epoch(slot).is_some()
                     && slot[DEV].load(Acquire) == file.dev
                     && slot[INO].load(Acquire) == file.ino
             })
@@ -203,20 +233,10 @@ impl<'a> FlockView<'a> {
         pid: i32,
         mut same: impl FnMut(Token) -> bool,
     ) -> Option<u64> {
-        let slot = self.slot(k)?;
-        let s = slot[STATE].load(Acquire);
-        if s & (HELD | SLOW) != HELD || i >= MEMBERS {
-            return None;
-        }
+        let slot = self.slot(k).filter(|_| i < MEMBERS)?;
+        let e = live_epoch(slot)?;
         let t = slot[TOKEN0 + i].load(Acquire);
-        if t == 0 || (t >> 32) & PID_MASK != pid as u64 & PID_MASK {
-            return None;
-        }
-        let token = Token {
-            pid: slot[DPID].load(Acquire) as i32,
-            fd: t as u32 as i32,
-        };
-        same(token).then_some(epoch_of(s))
+        (t != 0 && names(slot, t, pid, &mut same)).then_some(e)
     }
 
     /// The member the caller is in slot `k` (the members named with its pid, compared by
@@ -228,15 +248,14 @@ impl<'a> FlockView<'a> {
         mut same: impl FnMut(Token) -> bool,
     ) -> Option<(usize, u64)> {
         let slot = self.slot(k)?;
+        let e = live_epoch(slot)?;
         for i in 0..MEMBERS {
             let t = slot[TOKEN0 + i].load(Acquire);
             if t == 0 {
                 return None;
             }
-            if (t >> 32) & PID_MASK == pid as u64 & PID_MASK {
-                if let Some(e) = self.prove(k, i, pid, &mut same) {
-                    return Some((i, e));
-                }
+            if names(slot, t, pid, &mut same) {
+                return Some((i, e));
             }
         }
         None
@@ -264,20 +283,20 @@ impl<'a> FlockView<'a> {
         let mut tries = 0;
         loop {
             let s = word.load(Acquire);
-            if s & (HELD | SLOW) != HELD || epoch_of(s) != epoch {
+            let Some(owner) = owner_in(s, epoch) else {
                 return Flocked::Slow;
-            }
-            let owner = s & OWNER_MASK;
+            };
+            let (mine, free) = (owner == Some(i), owner.is_none());
             let shared = s & SH != 0;
             let next = match want {
-                Mode::Unlocked if owner != me => return Flocked::Done,
+                Mode::Unlocked if !mine => return Flocked::Done,
                 Mode::Unlocked => s & !(OWNER_MASK | SH),
                 Mode::Shared if s & MULTI != 0 => return Flocked::Slow,
-                Mode::Shared if owner == me && shared => return Flocked::Done,
-                Mode::Shared if owner == 0 || owner == me => (s & !OWNER_MASK) | me | SH,
+                Mode::Shared if mine && shared => return Flocked::Done,
+                Mode::Shared if free || mine => (s & !OWNER_MASK) | me | SH,
                 Mode::Shared => return Flocked::Slow,
-                Mode::Exclusive if owner == me && !shared => return Flocked::Done,
-                Mode::Exclusive if owner == 0 || owner == me => (s & !(OWNER_MASK | SH)) | me,
+                Mode::Exclusive if mine && !shared => return Flocked::Done,
+                Mode::Exclusive if free || mine => (s & !(OWNER_MASK | SH)) | me,
                 Mode::Exclusive if nb => return Flocked::WouldBlock,
                 Mode::Exclusive => match self.sleep(word, s, epoch, futex) {
                     Some(r) => return r,
@@ -316,7 +335,7 @@ impl<'a> FlockView<'a> {
         let interrupted = futex.wait(word, armed as u32);
         loop {
             let v = word.load(Acquire);
-            if v & (HELD | SLOW) != HELD || epoch_of(v) != epoch {
+            if owner_in(v, epoch).is_none() {
                 // Taken back: the daemon serves the call (or it ends with EINTR).
                 return Some(if interrupted {
                     Flocked::Interrupted
