@@ -8,7 +8,6 @@ use uipc_abi::ipc::shm::{ShmInfo, ShmSet, ShmUsage, ShmidDs};
 use uipc_abi::ipc::IpcPermStat;
 use uipc_abi::locks::Flock;
 use uipc_proto::codec::Writer;
-use uipc_proto::request::{put_msgsnd, put_sem_arg_array, put_semctl_head, put_semtimedop};
 use uipc_proto::{LockLine, LockRequest, LockResponse, Request, Response, ResponseView, SemArg};
 
 fn sembuf() -> impl Strategy<Value = Sembuf> {
@@ -290,63 +289,6 @@ proptest! {
             _ => prop_assert!(false, "{:?} viewed as {:?}", resp, view),
         }
         prop_assert_eq!(view.into_owned(), resp);
-    }
-
-    #[test]
-    fn semtimedop_from_kernel_layout_bytes_encodes_as_the_owned_request(
-        semid in any::<i32>(),
-        ops in proptest::collection::vec(sembuf(), 0..20),
-        timeout in proptest::option::of((any::<i64>(), any::<i64>())),
-    ) {
-        let timeout = timeout.map(|(tv_sec, tv_nsec)| Timespec { tv_sec, tv_nsec });
-        let owned = Request::Semtimedop {
-            semid,
-            nsops: ops.len() as u64,
-            sops: Some(ops.clone()),
-            timeout,
-        };
-        // struct sembuf as a C program lays it out on a little-endian machine.
-        let kernel: Vec<u8> = ops
-            .iter()
-            .flat_map(|b| {
-                let mut c = b.sem_num.to_le_bytes().to_vec();
-                c.extend(b.sem_op.to_le_bytes());
-                c.extend(b.sem_flg.to_le_bytes());
-                c
-            })
-            .collect();
-        let mut w = Writer::new();
-        put_semtimedop(
-            &mut w,
-            semid,
-            ops.len() as u64,
-            Some(kernel.chunks_exact(6).map(|c| {
-                Sembuf::new(
-                    u16::from_le_bytes([c[0], c[1]]),
-                    i16::from_le_bytes([c[2], c[3]]),
-                    i16::from_le_bytes([c[4], c[5]]),
-                )
-            })),
-            timeout,
-        );
-        prop_assert_eq!(w.finish(), owned.encode());
-    }
-
-    #[test]
-    fn borrowed_msgsnd_and_setall_encode_as_the_owned_requests(
-        text in proptest::option::of(proptest::collection::vec(any::<u8>(), 0..64)),
-        values in proptest::collection::vec(any::<u16>(), 0..20),
-        (msqid, mtype, flags) in any::<(i32, i64, i32)>(),
-    ) {
-        let msgsnd = Request::Msgsnd { msqid, mtype, msgsz: 9, text: text.clone(), flags };
-        let mut w = Writer::new();
-        put_msgsnd(&mut w, msqid, mtype, 9, text.as_deref(), flags);
-        prop_assert_eq!(w.finish(), msgsnd.encode());
-        let setall = Request::Semctl { semid: msqid, semnum: 0, cmd: 17, arg: SemArg::Array(values.clone()) };
-        let mut w = Writer::new();
-        put_semctl_head(&mut w, msqid, 0, 17);
-        put_sem_arg_array(&mut w, values.iter().copied());
-        prop_assert_eq!(w.finish(), setall.encode());
     }
 
     #[test]
