@@ -91,7 +91,7 @@ fn shmat_uipc(shmid: c_int, wanted: usize, flags: c_int) -> Result<i64, Errno> {
         addr: wanted as u64,
         flags,
     };
-    let (resp, fd) = call(&req)?;
+    let (resp, fd) = call_attach(&req)?;
     let Response::ShmAttached {
         addr,
         len,
@@ -157,6 +157,22 @@ fn shmat_uipc(shmid: c_int, wanted: usize, flags: c_int) -> Result<i64, Errno> {
     Ok(at as i64)
 }
 
+/// `call` of a Shmat request, whose reply brings the segment's memfd. A process at its
+/// descriptor limit gets the reply without it: the attachment is undone and made again with
+/// room for the descriptor (`crate::fdroom`), else the call fails with EMFILE.
+fn call_attach(req: &Request) -> Result<(Response, Option<std::os::fd::OwnedFd>), Errno> {
+    let attach = || match call(req) {
+        Ok((Response::ShmAttached { addr, .. }, None)) => {
+            let _ = call(&Request::Shmdt { addr });
+            Err(Errno::from_raw(libc::EMFILE))
+        }
+        r => r,
+    };
+    crate::fdroom::with_room(attach, |r| {
+        r.as_ref().is_err_and(|e| e.raw() == libc::EMFILE)
+    })
+}
+
 /// The protection of an attachment: read, plus write unless read-only, plus execute for
 /// SHM_EXEC.
 fn prot_of(read_only: bool, flags: c_int) -> c_int {
@@ -219,7 +235,7 @@ fn shmat_reserved(
         addr: r as u64,
         flags,
     };
-    let answer = call(&req).and_then(|(resp, fd)| match check(resp)? {
+    let answer = call_attach(&req).and_then(|(resp, fd)| match check(resp)? {
         Response::ShmAttached {
             addr,
             len,
