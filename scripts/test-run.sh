@@ -72,7 +72,7 @@ tests=(msg_sem_exchange sem_undo_kill shm_share shm_stat shm_remap shm_rdonly_se
     timer_ids_exec timer_overrun timer_ignored vfork_spawn unseen_children handler_ipc ipc_no_malloc handler_altstack
     timer_handler signal_kinds
     timer_no_malloc undo_after_reap "load 64 100" sem_fast "sem_fast_chaos 1500"
-    "sem_fast_chaos 2000 undo" key_fast sem_sleep msg_fast "msg_fast_chaos 1500" msg_sleep fd_limit)
+    "sem_fast_chaos 2000 undo" key_fast sem_sleep msg_fast "msg_fast_chaos 1500" msg_sleep fd_limit low_fds)
 # Linux's process model (privilege drops, exec, orphans, /proc views, IPC and pid namespaces):
 # run under uipc run --locks --timers.
 process_tests=(priv_drop ident_per_call orphan_reap exec_env_keep proc_sysctl ipc_ns pid_ns userns_ipc)

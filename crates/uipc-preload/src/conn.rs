@@ -191,11 +191,30 @@ pub fn open_session(may_announce: bool) -> Result<RawFd, Errno> {
         }
         Err(_) => return Err(not_reached(new_image)),
     };
+    let fd = above_stdio(fd);
     if client::hello(fd, new_image).is_err() {
         sys_close(fd);
         return Err(not_reached(new_image));
     }
     Ok(fd)
+}
+
+/// `fd`, or a duplicate of it from 3 up if it is 0, 1 or 2 (closed by the program): a SysV
+/// call takes no descriptor on Linux, so the program's next open must still get its standard
+/// descriptor back, and its writes to a closed one must fail rather than reach the daemon.
+/// At the descriptor limit the connection stays where it is.
+fn above_stdio(fd: RawFd) -> RawFd {
+    if fd > 2 {
+        return fd;
+    }
+    let saved = crate::guard::errno_now();
+    let moved = crate::kernel::kernel_sys!(libc::SYS_fcntl, fd, libc::F_DUPFD_CLOEXEC, 3);
+    if moved < 0 {
+        crate::guard::set_errno(saved);
+        return fd;
+    }
+    sys_close(fd);
+    moved as RawFd
 }
 
 fn not_reached(new_image: bool) -> Errno {

@@ -95,7 +95,10 @@
 //!   fast paths' arena are descriptors of the process, where Linux's calls take none. A
 //!   process at its soft RLIMIT_NOFILE gets them above it (`fdroom.rs` raises the soft limit
 //!   for the moment, up to the hard limit); at its hard limit (without CAP_SYS_RESOURCE) such
-//!   a call fails with EMFILE (a thread's first call, a forked child's, shmat).
+//!   a call fails with EMFILE (a thread's first call, a forked child's, shmat). A connection
+//!   is never 0, 1 or 2 (`conn.rs` moves it up), but it takes the lowest free number from
+//!   3: a program that closed descriptors above 2 and counts on getting those exact numbers
+//!   back from its next opens may get others after a thread's or child's first SysV call.
 //! - A program run where the library's path or the daemon's socket cannot be reached (a
 //!   chroot, a mount namespace that hides them) runs without uipc: the loader says it cannot
 //!   preload the library, and the program's calls reach the kernel.
