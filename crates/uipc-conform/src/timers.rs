@@ -103,10 +103,10 @@ pub(crate) fn child_view(
 
 /// The same on the engine: fork, the child's three calls, the child's exit.
 fn engine_forked(engine: &Timers, parent: &Cred, child: i32, probe: i32) -> String {
-    engine.fork_process(parent.tgid, child);
+    engine.fork_process(parent.tgid.get(), child);
     let cred = Cred {
         tid: child,
-        tgid: child,
+        tgid: uipc::Tgid::new(child),
         ..parent.clone()
     };
     let no_signal = UserPtr::Valid(SigEvent::NONE);

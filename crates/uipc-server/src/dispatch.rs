@@ -236,7 +236,7 @@ pub fn serve(cx: &Ctx<'_>, req: Request) -> (Response, Option<OwnedFd>) {
             },
             Err(e) => err(e),
         },
-        Request::ShmMoved { from, to } => done(ns.shm_attach_move(cred.tgid, from, to)),
+        Request::ShmMoved { from, to } => done(ns.shm_attach_move(cred.tgid.get(), from, to)),
         Request::Shmdt { addr } => done(ns.shmdt(cred, addr)),
         Request::ShmRemap { addr, last } => done(ns.shm_remap(cred, addr, last)),
         Request::Shmctl { shmid, cmd, set } => match ns.shmctl(cred, shmid, cmd, set.as_ref()) {
@@ -258,7 +258,7 @@ pub fn serve(cx: &Ctx<'_>, req: Request) -> (Response, Option<OwnedFd>) {
                 .and_then(|a| crate::arena::fd_of(a))
                 .map(|fd| descriptor_for(fd, false));
             return match fd {
-                Some(Ok(fd)) => (Response::Ret(i64::from(cred.tgid)), Some(fd)),
+                Some(Ok(fd)) => (Response::Ret(i64::from(cred.tgid.get())), Some(fd)),
                 Some(Err(e)) => (err(e), None),
                 None => (err(Errno::ENOSYS), None),
             };

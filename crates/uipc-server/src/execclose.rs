@@ -36,10 +36,10 @@ use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 use uipc::locks::{FileId, LockManager, OfdId};
-use uipc::Errno;
+use uipc::{Errno, Tgid};
 
 struct Pending {
-    tgid: i32,
+    tgid: Tgid,
     fd: i32,
     file: FileId,
     copy: OwnedFd,
@@ -60,7 +60,7 @@ impl ExecCloses {
 
     /// Process `tgid` is about to exec, and its descriptor `fd` (of `file`; `copy` is the
     /// daemon's descriptor of the same description) is close-on-exec.
-    pub fn add(&self, locks: &LockManager, tgid: i32, fd: i32, file: FileId, copy: OwnedFd) {
+    pub fn add(&self, locks: &LockManager, tgid: Tgid, fd: i32, file: FileId, copy: OwnedFd) {
         locks.hold_grants(file);
         // The same descriptor reported again (an earlier exec's failure not reported).
         for p in self.remove(|p| p.tgid == tgid && p.fd == fd) {
@@ -77,7 +77,7 @@ impl ExecCloses {
 
     /// Process `tgid`'s exec failed (its descriptors stay open, nothing is dropped), or it
     /// exited (its POSIX locks go with the exit).
-    pub fn forget(&self, locks: &LockManager, tgid: i32) {
+    pub fn forget(&self, locks: &LockManager, tgid: Tgid) {
         for p in self.remove(|p| p.tgid == tgid) {
             locks.release_grants(p.file);
         }
@@ -106,7 +106,7 @@ impl ExecCloses {
     pub fn resolve(&self, locks: &LockManager) {
         let me = std::process::id() as i32;
         let closed = self.remove(|p| {
-            match kcmp_file(p.tgid, p.fd, me, p.copy.as_raw_fd()) {
+            match kcmp_file(p.tgid.get(), p.fd, me, p.copy.as_raw_fd()) {
                 Ok(order) => order != std::cmp::Ordering::Equal,
                 // The number is closed, or the process is gone; a refusal (EPERM) keeps it
                 // pending until the process exits.
@@ -115,7 +115,7 @@ impl ExecCloses {
         });
         for p in closed {
             // Id 0 is never a description's: only the process's POSIX locks go.
-            locks.close(uipc::Tgid::new(p.tgid), p.file, OfdId(0), false);
+            locks.close(p.tgid, p.file, OfdId(0), false);
             locks.release_grants(p.file);
         }
     }

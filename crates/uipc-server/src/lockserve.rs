@@ -101,7 +101,7 @@ fn describe(
     let (Some(mut open), Some(fd), true) = (open, cx.fd, needs_description) else {
         return Ok((open, None));
     };
-    let ofd = cx.descriptions.acquire(fd, open.file, cx.cred.tgid)?;
+    let ofd = cx.descriptions.acquire(fd, open.file, cx.cred.tgid.get())?;
     open.ofd = ofd;
     crate::flocknames::name(cx.locks, cx.descriptions, ofd);
     Ok((Some(open), Some(ofd)))
@@ -260,7 +260,11 @@ pub fn serve(cx: &LockCtx<'_>, req: LockRequest) -> (Response, Option<OwnedFd>) 
         LockRequest::FdInfo { pid } => {
             let lines = cx.fd.and_then(|fd| {
                 let open = open_file_of(fd.as_raw_fd())?;
-                let tgid = Tgid::new(if pid == 0 { cx.cred.tgid } else { pid });
+                let tgid = if pid == 0 {
+                    cx.cred.tgid
+                } else {
+                    Tgid::new(pid)
+                };
                 let ofd = cx.descriptions.find(fd.as_raw_fd());
                 Some(cx.locks.fdinfo_locks(open.file, tgid, ofd))
             });
@@ -271,7 +275,7 @@ pub fn serve(cx: &LockCtx<'_>, req: LockRequest) -> (Response, Option<OwnedFd>) 
         )),
         LockRequest::Leases => {
             if let Some(l) = cx.locks.leases() {
-                l.asked(cx.cred.tgid);
+                l.asked(cx.cred.tgid.get());
             }
             let fd = cx.locks.leases().and_then(crate::arena::leases_fd);
             // SAFETY: duplicates the area's memfd, which lives as long as the daemon.
@@ -279,7 +283,7 @@ pub fn serve(cx: &LockCtx<'_>, req: LockRequest) -> (Response, Option<OwnedFd>) 
             return match dup {
                 // SAFETY: a fresh descriptor owned by nobody else.
                 Some(d) if d >= 0 => (
-                    Response::Ret(i64::from(cx.cred.tgid)),
+                    Response::Ret(i64::from(cx.cred.tgid.get())),
                     Some(unsafe { std::os::fd::FromRawFd::from_raw_fd(d) }),
                 ),
                 Some(_) => (err(Errno::ENOMEM), None),
@@ -287,7 +291,7 @@ pub fn serve(cx: &LockCtx<'_>, req: LockRequest) -> (Response, Option<OwnedFd>) 
             };
         }
         LockRequest::FlockSlots => {
-            return crate::flocknames::area(cx.locks, cx.cred.tgid);
+            return crate::flocknames::area(cx.locks, cx.cred.tgid.get());
         }
         LockRequest::Hints => {
             return match cx.hints.map(LockHints::read_only_fd) {
@@ -308,7 +312,7 @@ fn close(cx: &LockCtx<'_>, client_fd: i32) {
     };
     let tgid = cx.cred.tgid;
     // POSIX locks go whatever the description (id 0 is never given to one).
-    cx.locks.close(Tgid::new(tgid), open.file, OfdId(0), false);
+    cx.locks.close(tgid, open.file, OfdId(0), false);
     let Some(ofd) = cx.descriptions.find(fd.as_raw_fd()) else {
         return;
     };
@@ -317,14 +321,14 @@ fn close(cx: &LockCtx<'_>, client_fd: i32) {
         .descriptions
         .referenced_then(
             Scope::One(ofd),
-            &[(tgid, client_fd), (me, fd.as_raw_fd())],
+            &[(tgid.get(), client_fd), (me, fd.as_raw_fd())],
             &|_, _| true,
             cx.before_scan,
         )
         .first()
         .is_none_or(|&(_, _, referenced)| referenced);
     if !held_elsewhere {
-        cx.locks.close(Tgid::new(tgid), open.file, ofd, true);
+        cx.locks.close(tgid, open.file, ofd, true);
         cx.descriptions.forget(ofd);
     }
 }

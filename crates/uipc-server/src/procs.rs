@@ -362,7 +362,7 @@ const ENGINE_CAPS: [Cap; 7] = [
 pub fn read_caps(cred: &Cred) -> CapSet {
     let mut head = CapHeader {
         version: LINUX_CAPABILITY_VERSION_3,
-        pid: cred.tgid,
+        pid: cred.tgid.get(),
     };
     let mut data = [CapData::default(); 2];
     // SAFETY: capget with a v3 header and room for the two data structs it fills; it only
@@ -372,7 +372,7 @@ pub fn read_caps(cred: &Cred) -> CapSet {
     }
     let caps =
         CapSet::from_bits(u64::from(data[0].effective) | (u64::from(data[1].effective) << 32));
-    if !ENGINE_CAPS.iter().any(|&c| caps.has(c)) || !in_daemon_user_ns(cred.tgid) {
+    if !ENGINE_CAPS.iter().any(|&c| caps.has(c)) || !in_daemon_user_ns(cred.tgid.get()) {
         return CapSet::EMPTY;
     }
     caps
@@ -474,7 +474,10 @@ mod tests {
             gid: egid,
         };
         let me = cred_of(peer, true);
-        assert_eq!((me.euid, me.egid, me.tgid), (euid, egid, pid));
+        assert_eq!(
+            (me.euid, me.egid, me.tgid),
+            (euid, egid, uipc::Tgid::new(pid))
+        );
         assert_eq!(me.caps, CapSet::EMPTY, "nothing read before a check asks");
         assert_eq!(me.has_cap(Cap::SYS_ADMIN), euid == 0);
         // SAFETY: plain getter.

@@ -290,7 +290,7 @@ fn serve_one(
         passed: passed.as_ref(),
         backing: &shared.backing,
         cred: &cred,
-        pid_view: &|| conn.pid_view(cred.tgid),
+        pid_view: &|| conn.pid_view(cred.tgid.get()),
         irq: &conn.irq,
         // Lock calls that scan /proc (closes, sweeps) let another worker watch the sockets
         // first; the others are served on this thread with no hand-off.

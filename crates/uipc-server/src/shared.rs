@@ -61,8 +61,9 @@ impl Shared {
     /// flock locks of descriptions nobody holds open any more.
     pub fn process_exit(&self, pid: i32) {
         self.namespaces.process_exit(pid);
-        self.locks.process_exit(uipc::Tgid::new(pid));
-        self.descriptions.exec.forget(&self.locks, pid);
+        let tgid = uipc::Tgid::new(pid);
+        self.locks.process_exit(tgid);
+        self.descriptions.exec.forget(&self.locks, tgid);
         lockserve::sweep(&self.locks, &self.descriptions, Scope::All, &|| {});
     }
 }

@@ -114,7 +114,7 @@ pub struct Cred {
     /// Thread id (`gettid`).
     pub tid: i32,
     /// Process id (`getpid`, the thread group id). Recorded as `sempid`, `lspid`, lock pids.
-    pub tgid: i32,
+    pub tgid: crate::Tgid,
     /// Real user id.
     pub uid: u32,
     /// Effective user id: owner checks and ipcperms use it.
@@ -146,7 +146,7 @@ impl Cred {
     pub fn root(pid: i32) -> Cred {
         Cred {
             tid: pid,
-            tgid: pid,
+            tgid: crate::Tgid::new(pid),
             uid: 0,
             euid: 0,
             suid: 0,

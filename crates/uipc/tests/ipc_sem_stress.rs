@@ -96,7 +96,7 @@ fn counting_locks_conserve_values_under_mixed_ops_and_undo() {
                 // Leave holding one unit under SEM_UNDO: exit must give it back.
                 ns.semop(&me, id, &[Sembuf::new(t as u16 % NSEMS, -1, SEM_UNDO)], &w)
                     .unwrap();
-                ns.process_exit(me.tgid);
+                ns.process_exit(me.tgid.get());
             })
         })
         .collect();

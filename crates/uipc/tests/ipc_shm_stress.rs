@@ -177,9 +177,9 @@ fn exits_detaches_and_forced_toggles_racing_leave_consistent_books() {
                         0 => {
                             let _ = ns.shmctl(&me, target, IPC_RMID, None);
                         }
-                        1 => ns.process_exit(me.tgid),
-                        2 => ns.process_fork(me.tgid, me.tgid + 1000),
-                        3 => ns.process_exit(me.tgid + 1000),
+                        1 => ns.process_exit(me.tgid.get()),
+                        2 => ns.process_fork(me.tgid.get(), me.tgid.get() + 1000),
+                        3 => ns.process_exit(me.tgid.get() + 1000),
                         _ => {}
                     }
                     for addr in held {
@@ -188,8 +188,8 @@ fn exits_detaches_and_forced_toggles_racing_leave_consistent_books() {
                         assert!(r.is_ok() || r == Err(Errno::EINVAL));
                     }
                 }
-                ns.process_exit(me.tgid);
-                ns.process_exit(me.tgid + 1000);
+                ns.process_exit(me.tgid.get());
+                ns.process_exit(me.tgid.get() + 1000);
             })
         })
         .collect();

@@ -361,7 +361,7 @@ fn process_exit_releases_units_held_by_queued_signals() {
     let r = rig();
     let a = r.create(CLOCK_MONOTONIC, SigEvent::signal(10, 0));
     let sig = r.fire_once(a);
-    r.t.exit_process(r.c.tgid);
+    r.t.exit_process(r.c.tgid.get());
     assert_eq!(r.t.sigpending(0), 0);
     assert!(r.t.dequeue_signal(&sig).is_none());
     assert_eq!(r.t.sigpending(0), 0);

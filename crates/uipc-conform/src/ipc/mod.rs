@@ -110,7 +110,7 @@ impl Ctx {
             return;
         }
         if let Ok(id) = host {
-            let admin = Cred::root(self.root.tgid);
+            let admin = Cred::root(self.root.tgid.get());
             let _ = self.ns.sysctl_write(&admin, which, &id.to_string());
         }
     }
@@ -371,7 +371,7 @@ pub fn mask_times(text: &str, time_columns: &[usize]) -> String {
 /// write them, and the host's may differ from Linux's defaults).
 fn mirror_host_limits(ctx: &Ctx) {
     use uipc::ipc::Sysctl;
-    let admin = Cred::root(ctx.root.tgid);
+    let admin = Cred::root(ctx.root.tgid.get());
     // The limits, not the *_next_id files.
     for which in &Sysctl::ALL[..8] {
         let which = *which;

@@ -102,11 +102,11 @@ pub(super) fn forked_undo(ctx: &mut Ctx, (hid, eid, nsems): (i32, i32, usize)) {
     }
     let child = Cred {
         tid: pid,
-        tgid: pid,
+        tgid: uipc::Tgid::new(pid),
         ..ctx.root.clone()
     };
     ctx.note_child(pid);
-    ctx.ns.process_fork(ctx.root.tgid, pid);
+    ctx.ns.process_fork(ctx.root.tgid.get(), pid);
     let run = |sops: &[Sembuf]| {
         ctx.ns
             .semop(&child, eid, sops, &WaitCtx::FOREVER)

@@ -17,7 +17,7 @@ use super::range::{flock_range, overlaps, reported_len};
 use super::types::*;
 use super::LockManager;
 use crate::wait::{ParkCtx, Progress};
-use crate::{Cred, Errno, Result, Tgid, WaitCtx};
+use crate::{Cred, Errno, Result, WaitCtx};
 
 fn lock_type(raw: i16) -> Result<Option<LockType>> {
     match raw {
@@ -88,12 +88,12 @@ impl LockManager {
         let (kind, owner) = if ofd {
             (LockKind::Ofd, Owner::Description(fd.ofd))
         } else {
-            (LockKind::Posix, Owner::Process(Tgid::new(cred.tgid)))
+            (LockKind::Posix, Owner::Process(cred.tgid))
         };
         Request {
             kind,
             owner,
-            pid: Tgid::new(cred.tgid),
+            pid: cred.tgid,
             ty,
             start,
             end,
@@ -110,7 +110,7 @@ impl LockManager {
             return Err(Errno::EINVAL);
         }
         let probe = Self::fcntl_request(cred, fd, ofd, ty, (start, end));
-        self.lease_enter(fd.file, Tgid::new(cred.tgid), false);
+        self.lease_enter(fd.file, cred.tgid, false);
         let found = self
             .files
             .with(fd.file, false, |_, st| {

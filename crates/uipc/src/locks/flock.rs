@@ -14,7 +14,7 @@ use super::parked::{LockCall, ParkedLock};
 use super::types::*;
 use super::LockManager;
 use crate::wait::{ParkCtx, Progress};
-use crate::{Cred, Errno, Result, Tgid, WaitCtx};
+use crate::{Cred, Errno, Result, WaitCtx};
 
 impl LockManager {
     /// `flock(fd, cmd)`. `fd` is `None` for a bad or `O_PATH` descriptor. Without LOCK_NB a
@@ -85,7 +85,7 @@ impl LockManager {
         let req = Request {
             kind: LockKind::Flock,
             owner: Owner::Description(fd.ofd),
-            pid: Tgid::new(cred.tgid),
+            pid: cred.tgid,
             ty,
             start: 0,
             end: OFFSET_MAX,

@@ -92,7 +92,7 @@ pub(crate) enum CpuClockId {
 pub(crate) fn decode(id: i32, cred: &Cred) -> Option<CpuClockId> {
     match id {
         super::CLOCK_PROCESS_CPUTIME_ID => Some(CpuClockId::Clock(
-            CpuTarget::Process(cred.tgid),
+            CpuTarget::Process(cred.tgid.get()),
             CpuClockKind::Sched,
         )),
         super::CLOCK_THREAD_CPUTIME_ID => Some(CpuClockId::Clock(
@@ -109,7 +109,7 @@ pub(crate) fn decode(id: i32, cred: &Cred) -> Option<CpuClockId> {
             let pid = !(c >> 3);
             let target = match (c & 4 != 0, pid) {
                 (true, 0) => CpuTarget::Thread(cred.tid),
-                (false, 0) => CpuTarget::Process(cred.tgid),
+                (false, 0) => CpuTarget::Process(cred.tgid.get()),
                 (true, tid) => CpuTarget::Thread(tid),
                 (false, tgid) => CpuTarget::Process(tgid),
             };

@@ -28,7 +28,6 @@ use super::types::*;
 use crate::cred::{Cap, Cred};
 use crate::errno::{Errno, Result};
 use crate::sync::{Arc, Ordering};
-use crate::Tgid;
 
 /// PR_TIMER_CREATE_RESTORE_IDS.
 pub const PR_TIMER_CREATE_RESTORE_IDS: i32 = 77;
@@ -69,7 +68,7 @@ fn resolve_clock(inner: &Inner, cred: &Cred, clock: i32) -> Result<TimerClock> {
 /// `posix_cpu_timer_create`: the clock's target must exist, and a thread must be one of ours.
 fn cpu_target_ok(inner: &Inner, cred: &Cred, target: CpuTarget, kind: CpuClockKind) -> bool {
     if let CpuTarget::Thread(tid) = target {
-        if tid != cred.tid && !inner.notifier.same_thread_group(cred.tgid, tid) {
+        if tid != cred.tid && !inner.notifier.same_thread_group(cred.tgid.get(), tid) {
             return false;
         }
     }
@@ -86,7 +85,10 @@ fn check_sigevent(inner: &Inner, cred: &Cred, ev: &SigEvent) -> Result<Notify> {
         SIGEV_SIGNAL => SignalTarget::Process,
         SIGEV_THREAD => SignalTarget::ThreadCallback,
         SIGEV_THREAD_ID => {
-            if !inner.notifier.same_thread_group(cred.tgid, ev.thread_id) {
+            if !inner
+                .notifier
+                .same_thread_group(cred.tgid.get(), ev.thread_id)
+            {
                 return Err(Errno::EINVAL);
             }
             SignalTarget::Thread(ev.thread_id)
@@ -115,7 +117,7 @@ pub(crate) fn timer_create(
         return Err(Errno::EFAULT);
     }
     let timer_clock = resolve_clock(inner, cred, clock)?;
-    let tgid = Tgid::new(cred.tgid);
+    let tgid = cred.tgid;
     let proc = inner.procs.get_or_create(tgid);
     let wanted = if proc.restore_ids() {
         match created_id {
@@ -216,18 +218,14 @@ pub(crate) fn prctl_restore_ids(inner: &Inner, cred: &Cred, args: [u64; 4]) -> R
         PR_TIMER_CREATE_RESTORE_IDS_OFF | PR_TIMER_CREATE_RESTORE_IDS_ON => {
             let on = args[0] == PR_TIMER_CREATE_RESTORE_IDS_ON;
             // Switching off a process that never used timers need not create its state.
-            if on || inner.procs.get(Tgid::new(cred.tgid)).is_some() {
-                inner
-                    .procs
-                    .get_or_create(Tgid::new(cred.tgid))
-                    .set_restore_ids(on);
+            if on || inner.procs.get(cred.tgid).is_some() {
+                inner.procs.get_or_create(cred.tgid).set_restore_ids(on);
             }
             Ok(0)
         }
-        PR_TIMER_CREATE_RESTORE_IDS_GET => Ok(inner
-            .procs
-            .get(Tgid::new(cred.tgid))
-            .is_some_and(|p| p.restore_ids()) as i32),
+        PR_TIMER_CREATE_RESTORE_IDS_GET => {
+            Ok(inner.procs.get(cred.tgid).is_some_and(|p| p.restore_ids()) as i32)
+        }
         _ => Err(Errno::EINVAL),
     }
 }

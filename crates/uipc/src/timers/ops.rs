@@ -15,7 +15,6 @@ use super::types::*;
 use crate::cred::Cred;
 use crate::errno::{Errno, Result};
 use crate::sync::{Arc, MutexGuard, Ordering};
-use crate::Tgid;
 
 /// `id` as a table key: no negative id is ever handed out.
 fn table_id(id: TimerId) -> Result<TimerId> {
@@ -28,7 +27,7 @@ fn table_id(id: TimerId) -> Result<TimerId> {
 fn find(inner: &Inner, cred: &Cred, id: TimerId) -> Result<Arc<Timer>> {
     inner
         .table
-        .lookup(Tgid::new(cred.tgid), table_id(id)?)
+        .lookup(cred.tgid, table_id(id)?)
         .ok_or(Errno::EINVAL)
 }
 
@@ -177,7 +176,7 @@ pub(crate) fn timer_gettime(inner: &Inner, cred: &Cred, id: TimerId) -> Result<I
 pub(crate) fn timer_getoverrun(inner: &Inner, cred: &Cred, id: TimerId) -> Result<i32> {
     inner
         .table
-        .read(Tgid::new(cred.tgid), table_id(id)?, Timer::overrun_last)
+        .read(cred.tgid, table_id(id)?, Timer::overrun_last)
         .flatten()
         .ok_or(Errno::EINVAL)
 }
@@ -214,7 +213,7 @@ pub(crate) fn timer_delete(inner: &Inner, cred: &Cred, id: TimerId) -> Result<()
     if !kill_timer(inner, &timer, false) {
         return Err(Errno::EINVAL);
     }
-    let tgid = Tgid::new(cred.tgid);
+    let tgid = cred.tgid;
     inner.table.remove(tgid, id);
     if let Some(proc) = inner.procs.get(tgid) {
         proc.forget(id);

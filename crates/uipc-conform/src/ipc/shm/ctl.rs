@@ -261,11 +261,11 @@ pub(super) fn op_forked_creator(ctx: &mut Ctx, st: &mut State) {
     let host_code = libc::WEXITSTATUS(status);
     let child = Cred {
         tid: pid,
-        tgid: pid,
+        tgid: uipc::Tgid::new(pid),
         ..ctx.root.clone()
     };
     // The child inherited this process's attachments.
-    ctx.ns.process_fork(ctx.root.tgid, pid);
+    ctx.ns.process_fork(ctx.root.tgid.get(), pid);
     if !ctx.private_ns {
         // SAFETY: integer arguments: looks the child's segment up, creating nothing.
         let host_id = result(unsafe { libc::shmget(key, 0, 0) } as i64).map(|id| id as i32);

@@ -51,7 +51,7 @@ thread_local! {
 pub fn step(ctx: &mut Ctx) {
     STATE.with(|cell| {
         let mut st = cell.borrow_mut();
-        let live = ctx.ns.shm_attachments(ctx.root.tgid);
+        let live = ctx.ns.shm_attachments(ctx.root.tgid.get());
         if st
             .attached
             .iter()

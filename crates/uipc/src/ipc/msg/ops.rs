@@ -145,7 +145,7 @@ impl IpcNamespace {
             });
             return Ok(SendStep::Queued(waiter));
         }
-        st.lspid = cred.tgid;
+        st.lspid = cred.tgid.get();
         st.stime = self.now();
         let msg = Message {
             mtype,
@@ -288,7 +288,7 @@ impl IpcNamespace {
                 .expect("selected message exists");
             st.cbytes -= msg.text.len() as u64;
             st.rtime = self.now();
-            st.lrpid = cred.tgid;
+            st.lrpid = cred.tgid.get();
             self.msg.account(-1, -len);
             st.wake_senders_that_fit();
             return Ok(RecvStep::Got(args.truncate((msg.mtype, msg.text))));

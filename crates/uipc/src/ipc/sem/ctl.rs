@@ -210,7 +210,7 @@ impl IpcNamespace {
                 for (n, &v) in vals[..nsems].iter().enumerate() {
                     let mut s = locked.slot(n);
                     s.val = i32::from(v);
-                    s.pid = cred.tgid;
+                    s.pid = cred.tgid.get();
                 }
                 self.sem_changed(&mut locked, 0..nsems);
                 return Ok(SemctlOut::Ret(0));
@@ -264,7 +264,7 @@ impl IpcNamespace {
         {
             let mut s = locked.slot(n);
             s.val = val;
-            s.pid = cred.tgid;
+            s.pid = cred.tgid.get();
         }
         self.sem_changed(&mut locked, [n]);
         Ok(SemctlOut::Ret(0))

@@ -315,7 +315,7 @@ impl IpcNamespace {
         set.perm
             .get()
             .check(cred, if alter { PERM_WRITE } else { PERM_READ })?;
-        let tgid = Tgid::new(cred.tgid);
+        let tgid = cred.tgid;
         let undo = if undos {
             Some(self.sem.undo.find_alloc(tgid, &set)?)
         } else {

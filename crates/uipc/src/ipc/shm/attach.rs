@@ -88,7 +88,7 @@ impl IpcNamespace {
             want |= 0o111;
         }
         let ids = &self.shm;
-        let me = Tgid::new(cred.tgid);
+        let me = cred.tgid;
         let mut shard = ids.procs.shard(me);
         let seg = ids.registry.lookup(IpcId::new(shmid))?;
         let mut s = seg.lock();
@@ -115,7 +115,7 @@ impl IpcNamespace {
         }
         s.nattch += 1;
         s.atime = self.now();
-        s.lpid = cred.tgid;
+        s.lpid = cred.tgid.get();
         drop(s);
         proc.attaches.insert(
             addr,
@@ -142,12 +142,12 @@ impl IpcNamespace {
     /// attachments, else EINVAL. See shmdt(2).
     pub fn shmdt(&self, cred: &Cred, addr: u64) -> Result<()> {
         let at = {
-            let me = Tgid::new(cred.tgid);
+            let me = cred.tgid;
             let mut shard = self.shm.procs.shard(me);
             let proc = shard.get_mut(&me).ok_or(Errno::EINVAL)?;
             proc.attaches.remove(&addr).ok_or(Errno::EINVAL)?
         };
-        self.shm_release(&at.seg, Tgid::new(cred.tgid));
+        self.shm_release(&at.seg, cred.tgid);
         Ok(())
     }
 
@@ -182,7 +182,7 @@ impl IpcNamespace {
     /// attachment's. Otherwise other pages stay mapped, nattch cannot reach 0 and only the
     /// times and lpid change. On EINVAL the attachment is gone (the caller unmaps the range).
     pub fn shm_remap(&self, cred: &Cred, addr: u64, last: bool) -> Result<()> {
-        let me = Tgid::new(cred.tgid);
+        let me = cred.tgid;
         if !last {
             let seg = {
                 let shard = self.shm.procs.shard(me);
@@ -193,7 +193,7 @@ impl IpcNamespace {
             let now = self.now();
             s.dtime = now;
             s.atime = now;
-            s.lpid = cred.tgid;
+            s.lpid = cred.tgid.get();
             return Ok(());
         }
         let at = {
@@ -209,7 +209,7 @@ impl IpcNamespace {
         }
         s.nattch += 1;
         s.atime = self.now();
-        s.lpid = cred.tgid;
+        s.lpid = cred.tgid.get();
         drop(s);
         shard.entry(me).or_default().attaches.insert(addr, at);
         Ok(())

@@ -18,7 +18,6 @@ use super::super::registry::IpcHeader;
 use super::{SegState, ShmSegment};
 use crate::ipc::IpcNamespace;
 use crate::sync::{Mutex, Ordering::Relaxed};
-use crate::Tgid;
 use crate::{Cap, Cred, Errno, IpcId, IpcKey, Result};
 
 const OVERCOMMIT_ALWAYS: u32 = 1;
@@ -120,16 +119,16 @@ impl IpcNamespace {
                             atime: 0,
                             dtime: 0,
                             ctime: now,
-                            cpid: cred.tgid,
+                            cpid: cred.tgid.get(),
                             lpid: 0,
                             nattch: 0,
-                            creator: Some(Tgid::new(cred.tgid)),
+                            creator: Some(cred.tgid),
                             locked_by: None,
                             deleted: false,
                         }),
                     })?;
                     ids.tot_pages.fetch_add(pages, Relaxed);
-                    ids.procs.record_created(Tgid::new(cred.tgid), &seg);
+                    ids.procs.record_created(cred.tgid, &seg);
                     Ok(seg.header.id())
                 },
                 |entry| {
