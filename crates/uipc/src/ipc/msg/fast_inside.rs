@@ -107,7 +107,7 @@ impl IpcNamespace {
         let Some(arena) = self.msg.arena.as_ref() else {
             return;
         };
-        for i in 0..MSG_SLOTS as u32 {
+        for i in arena.used_slots() {
             let (slot, state) = arena.slot(i);
             if !held_by(slot, pid) {
                 continue;
@@ -201,6 +201,7 @@ impl Drop for MsgInside<'_> {
             return;
         };
         let epoch = st.epoch.wrapping_add(1);
+        arena.mark_used(idx);
         if self.ns.msg_fast_publish(slot, &q, epoch) {
             st.epoch = epoch;
             st.published = Some(q.header.id().get());

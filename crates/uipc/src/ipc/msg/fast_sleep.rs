@@ -21,7 +21,6 @@ use super::fast::sleep::{
     free, pid_of, post, rec, record, seq_of, state_of, wanted, ADOPTED, CANCELLING, FILLING,
     FINISHED, FREE, HANDED, MBOX_BYTES, RECORDS, RETRY, R_DMBOX, R_WORD, WAITING, WITHDRAWN,
 };
-use super::fast::MSG_SLOTS;
 use super::{MsgQueue, RecvWake, SleepingReceiver};
 use crate::ipc::namespace::IpcNamespace;
 use crate::sync::{
@@ -232,7 +231,7 @@ impl IpcNamespace {
             return;
         };
         lock(&arena.exiting).insert(pid);
-        for i in 0..MSG_SLOTS as u32 {
+        for i in arena.used_slots() {
             let (slot, state) = arena.slot(i);
             let mut mine = false;
             for j in 0..RECORDS {

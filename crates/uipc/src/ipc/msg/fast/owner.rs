@@ -38,7 +38,14 @@ pub struct MsgArena {
     /// Processes whose exit (or exec) the daemon is handling: their records are freed, never
     /// adopted.
     pub(crate) exiting: Mutex<std::collections::HashSet<i32>>,
+    /// Slots published at least once, a bit each: only these can hold a client's lock or
+    /// sleeper records, so an exit or exec walks only them. A bit is set before the slot's
+    /// first publish and never cleared.
+    used: [AtomicU64; USED_WORDS],
 }
+
+/// Words of [`MsgArena`]'s bitmap of used slots.
+const USED_WORDS: usize = MSG_SLOTS.div_ceil(64);
 
 impl MsgArena {
     /// A region in the process's own memory (tests, models).
@@ -47,6 +54,7 @@ impl MsgArena {
             mem: SharedWords::owned(REGION_WORDS),
             states: (0..MSG_SLOTS).map(|_| Mutex::default()).collect(),
             exiting: Mutex::default(),
+            used: std::array::from_fn(|_| AtomicU64::new(0)),
         }
     }
 
@@ -63,6 +71,7 @@ impl MsgArena {
             mem: unsafe { SharedWords::mapped(ptr, REGION_WORDS, keep) },
             states: (0..MSG_SLOTS).map(|_| Mutex::default()).collect(),
             exiting: Mutex::default(),
+            used: std::array::from_fn(|_| AtomicU64::new(0)),
         }
     }
 
@@ -86,6 +95,24 @@ impl MsgArena {
         let i = idx as usize % MSG_SLOTS;
         let words = slot_words(self.words(), i).expect("the region holds MSG_SLOTS slots");
         (words, &self.states[i])
+    }
+
+    /// Marks the slot of queue index `idx` used; before its publish makes it visible.
+    pub(crate) fn mark_used(&self, idx: u32) {
+        let i = idx as usize % MSG_SLOTS;
+        self.used[i / 64].fetch_or(1 << (i % 64), AcqRel);
+    }
+
+    /// The slots published at least once, in order.
+    pub(crate) fn used_slots(&self) -> impl Iterator<Item = u32> + '_ {
+        self.used.iter().enumerate().flat_map(|(w, bits)| {
+            let mut b = bits.load(Acquire);
+            std::iter::from_fn(move || {
+                let i = (b != 0).then(|| (w * 64) as u32 + b.trailing_zeros())?;
+                b &= b - 1;
+                Some(i)
+            })
+        })
     }
 }
 
