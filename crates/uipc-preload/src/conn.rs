@@ -27,10 +27,10 @@ use std::os::fd::{IntoRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::OnceLock;
 use uipc::Errno;
-use uipc_proto::client::{self, WaitMode};
+use uipc_proto::client::{self, Greeting, WaitMode};
 use uipc_proto::codec::Writer;
 use uipc_proto::transport::send_frame;
-use uipc_proto::{Request, Response, ResponseView};
+use uipc_proto::{HelloArea, Request, Response, ResponseView};
 
 /// No connection made yet by this program image.
 static NEW_IMAGE: AtomicBool = AtomicBool::new(true);
@@ -172,6 +172,11 @@ pub fn enabled() -> bool {
 /// A new connection to the daemon, hello said (announcing a new program image if this is the
 /// image's first and `may_announce`). [`DAEMON_GONE`] if the daemon cannot be reached.
 pub fn open_session(may_announce: bool) -> Result<RawFd, Errno> {
+    open_session_asking(may_announce, HelloArea::None).map(|(fd, _)| fd)
+}
+
+/// [`open_session`] whose Hello asks for lock area `area` too; the greeting comes back.
+fn open_session_asking(may_announce: bool, area: HelloArea) -> Result<(RawFd, Greeting), Errno> {
     let path = socket_path().ok_or(Errno::ENOSYS)?;
     let new_image = may_announce && NEW_IMAGE.swap(false, Ordering::SeqCst);
     let emfile = |r: &std::io::Result<OwnedFd>| {
@@ -192,11 +197,38 @@ pub fn open_session(may_announce: bool) -> Result<RawFd, Errno> {
         Err(_) => return Err(not_reached(new_image)),
     };
     let fd = above_stdio(fd);
-    if client::hello(fd, new_image).is_err() {
-        sys_close(fd);
-        return Err(not_reached(new_image));
+    match client::hello_asking(fd, new_image, area) {
+        Ok(greeting) => Ok((fd, greeting)),
+        Err(_) => {
+            sys_close(fd);
+            Err(not_reached(new_image))
+        }
     }
-    Ok(fd)
+}
+
+/// Opens the calling thread's session if it has none for this process yet (its first call,
+/// or its first since a fork), asking in the Hello for lock area `area`: the greeting, or
+/// `None` if the session was open already (then the area takes a request of its own) or
+/// this is a vforked child (whose calls never keep a session).
+pub fn greet_asking(area: HelloArea) -> Result<Option<Greeting>, Errno> {
+    // As in `call_with`: the vfork check first, the generation after.
+    if crate::vfork::on_borrowed_memory() {
+        return Ok(None);
+    }
+    let generation = GENERATION.load(Ordering::SeqCst);
+    SLOTS.with(|slots| {
+        let mut lease = Lease::take(slots);
+        let space = lease.space(FRAME_ROOM)?;
+        let mut greeting = None;
+        guarded(|| {
+            space.connection(generation, |may_announce| {
+                let (fd, g) = open_session_asking(may_announce, area)?;
+                greeting = Some(g);
+                Ok(fd)
+            })
+        })?;
+        Ok(greeting)
+    })
 }
 
 /// `fd`, or a duplicate of it from 3 up if it is 0, 1 or 2 (closed by the program): a SysV

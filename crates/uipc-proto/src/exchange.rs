@@ -14,7 +14,7 @@ use crate::codec::Writer;
 use crate::transport::{
     recv_head, recv_payload, recv_reply_start, send_frame, set_sockopt, FrameHead, RecvError,
 };
-use crate::{Request, Response, VERSION};
+use crate::{HelloArea, Request, Response, VERSION};
 use std::io;
 use std::os::fd::{FromRawFd, OwnedFd, RawFd};
 use std::time::Duration;
@@ -297,11 +297,26 @@ pub fn connect_raw(path: &[u8]) -> io::Result<OwnedFd> {
 /// the daemon's Hello of the same version (else `InvalidData`, or the daemon's errno).
 /// Allocates nothing.
 pub fn hello(fd: RawFd, new_image: bool) -> io::Result<()> {
+    hello_asking(fd, new_image, HelloArea::None).map(drop)
+}
+
+/// What a Hello's reply brought: the caller's pid as the daemon numbers it, and the lock
+/// area asked for (its memfd, or the errno its own request would have given).
+pub struct Greeting {
+    /// The caller as the daemon numbers it.
+    pub pid: i32,
+    /// The area's memfd, or the errno; `Err(0)` when none was asked.
+    pub area: Result<OwnedFd, i32>,
+}
+
+/// [`hello`] asking for lock area `area` too. Allocates nothing.
+pub fn hello_asking(fd: RawFd, new_image: bool, area: HelloArea) -> io::Result<Greeting> {
     let mut frame = [0u8; 16];
     let mut w = Writer::fixed(&mut frame);
     Request::Hello {
         version: VERSION,
         new_image,
+        area: area as u8,
     }
     .encode_into(&mut w);
     let len = w
@@ -310,7 +325,22 @@ pub fn hello(fd: RawFd, new_image: bool) -> io::Result<()> {
     let mut space = [0u8; 64];
     let reply = exchange(fd, &frame[..len], None, WaitMode::Immediate, &mut space[..])?;
     match Response::decode(&space[..reply.len]) {
-        Ok(Response::Hello { version }) if version == VERSION => Ok(()),
+        Ok(Response::Hello {
+            version,
+            pid,
+            area: err,
+        }) if version == VERSION => Ok(Greeting {
+            pid,
+            area: match (reply.fd, err) {
+                (Some(fd), 0) if area != HelloArea::None => Ok(fd),
+                (_, 0) => Err(if area == HelloArea::None {
+                    0
+                } else {
+                    libc::EIO
+                }),
+                (_, e) => Err(e),
+            },
+        }),
         Ok(Response::Error(e)) => Err(io::Error::from_raw_os_error(e)),
         _ => Err(io::Error::from(io::ErrorKind::InvalidData)),
     }

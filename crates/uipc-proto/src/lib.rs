@@ -37,12 +37,13 @@ mod wire;
 pub use codec::DecodeError;
 pub use locks::{hint_slot, map_hints, LockLine, LockRequest, LockResponse, HINT_SLOTS};
 pub use procfs::{ProcFile, ProcRequest};
-pub use request::{Request, SemArg, MAX_SOPS, MAX_TEXT};
+pub use request::{HelloArea, Request, SemArg, MAX_SOPS, MAX_TEXT};
 pub use response::{Response, ResponseView};
 
 /// The protocol version; bumped on any incompatible change of a message. 2: file locks
-/// ([`Request::Lock`], [`Response::Lock`]).
-pub const VERSION: u32 = 2;
+/// ([`Request::Lock`], [`Response::Lock`]); 3: Hello asks for a lock area and its reply
+/// carries the caller's pid ([`HelloArea`]).
+pub const VERSION: u32 = 3;
 
 /// The largest payload a frame may carry.
 pub const MAX_FRAME: u32 = 16 << 20;

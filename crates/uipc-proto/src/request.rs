@@ -40,6 +40,30 @@ pub enum SemArg {
     },
 }
 
+/// The lock area a [`Request::Hello`] asks for: its memfd comes with the reply, as the
+/// answer to the [`LockRequest`](crate::LockRequest) of the same name would bring it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum HelloArea {
+    /// None.
+    None = 0,
+    /// [`LockRequest::Leases`](crate::LockRequest::Leases)'s.
+    Leases = 1,
+    /// [`LockRequest::FlockSlots`](crate::LockRequest::FlockSlots)'s.
+    FlockSlots = 2,
+}
+
+impl HelloArea {
+    /// The area of byte `b` (an unknown byte asks for none).
+    pub fn of(b: u8) -> HelloArea {
+        match b {
+            1 => HelloArea::Leases,
+            2 => HelloArea::FlockSlots,
+            _ => HelloArea::None,
+        }
+    }
+}
+
 /// One request.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Request {
@@ -50,6 +74,9 @@ pub enum Request {
         /// The first connection since the library was loaded into a new program image: if the
         /// daemon already knows this process, the process has called execve.
         new_image: bool,
+        /// A lock area the reply brings along ([`HelloArea`] as a byte), so that a new
+        /// process's first lock call needs no exchange of its own for it.
+        area: u8,
     },
     /// The client was interrupted by a signal while waiting for the reply to a blocking call.
     /// The daemon ends that call (EINTR unless it completed) and sends its reply; `Cancel`
@@ -154,7 +181,7 @@ impl Wire for SemArg {
 
 wire_enum! {
     Request {
-        HELLO => Hello { version, new_image },
+        HELLO => Hello { version, new_image, area },
         CANCEL => Cancel {},
         SEM_ARENA => SemArena {},
         SEMGET => Semget { key, nsems, flag },

@@ -18,8 +18,11 @@ use uipc_abi::ipc::shm::{ShmInfo, ShmUsage, ShmidDs};
 /// One response.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Response {
-    /// The daemon accepts the session and speaks `version`.
-    Hello { version: u32 },
+    /// The daemon accepts the session and speaks `version`. `pid`: the caller as the daemon
+    /// numbers it. `area`: for a Hello that asked for a lock area, 0 when its memfd comes with
+    /// this reply, else the errno the area's own request would have given (ENOSYS: the daemon
+    /// has none); 0 when none was asked.
+    Hello { version: u32, pid: i32, area: i32 },
     /// The call failed with this errno.
     Error(i32),
     /// The call's return value.
@@ -113,7 +116,7 @@ impl<'a> ResponseView<'a> {
 
 wire_enum! {
     Response {
-        HELLO => Hello { version },
+        HELLO => Hello { version, pid, area },
         SEM_STAT => SemStat { ret, ds },
         SEM_INFO => SemInfo { ret, info },
         MSG_STAT => MsgStat { ret, ds },

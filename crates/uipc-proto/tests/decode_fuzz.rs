@@ -78,8 +78,11 @@ fn shm_set() -> impl Strategy<Value = ShmSet> {
 
 fn request() -> impl Strategy<Value = Request> {
     prop_oneof![
-        (any::<u32>(), any::<bool>())
-            .prop_map(|(version, new_image)| Request::Hello { version, new_image }),
+        (any::<u32>(), any::<bool>()).prop_map(|(version, new_image)| Request::Hello {
+            version,
+            new_image,
+            area: 0,
+        }),
         Just(Request::Cancel),
         Just(Request::SemArena),
         (any::<i32>(), any::<i32>(), any::<i32>()).prop_map(|(key, nsems, flag)| Request::Semget {
@@ -183,7 +186,8 @@ fn response() -> impl Strategy<Value = Response> {
         (any::<i64>(), proptest::collection::vec(any::<u8>(), 0..64))
             .prop_map(|(mtype, text)| Response::Msg { mtype, text }),
         with_ret!(ShmStat, ds: ShmidDs { segsz: u64, nattch: u64 }),
-        any::<u32>().prop_map(|version| Response::Hello { version }),
+        (any::<u32>(), any::<i32>(), any::<i32>())
+            .prop_map(|(version, pid, area)| Response::Hello { version, pid, area }),
         (any::<i32>(), any::<u64>(), any::<i64>()).prop_map(|(ret, nsems, otime)| {
             Response::SemStat {
                 ret,

@@ -24,12 +24,21 @@ fn connect_raw_and_hello_reach_a_listener_and_refuse_another_version() {
     let listener = UnixListener::bind(&dir).unwrap();
     let server = std::thread::spawn(move || {
         let (a, _) = listener.accept().unwrap();
-        let first = answer(a.as_raw_fd(), &Response::Hello { version: VERSION });
+        let first = answer(
+            a.as_raw_fd(),
+            &Response::Hello {
+                version: VERSION,
+                pid: 1,
+                area: 0,
+            },
+        );
         let (b, _) = listener.accept().unwrap();
         answer(
             b.as_raw_fd(),
             &Response::Hello {
                 version: VERSION + 1,
+                pid: 1,
+                area: 0,
             },
         );
         first
@@ -44,7 +53,8 @@ fn connect_raw_and_hello_reach_a_listener_and_refuse_another_version() {
         server.join().unwrap(),
         Request::Hello {
             version: VERSION,
-            new_image: true
+            new_image: true,
+            area: 0,
         }
     );
     std::fs::remove_file(&dir).unwrap();

@@ -1,16 +1,14 @@
 //! The daemon's part of the flock leases that the engine cannot do itself
 //! (`uipc::locks::flockfast`, ARCHITECTURE.md "flock leases"): naming each description a lock
 //! call goes through by the daemon's own descriptor of it (the descriptions table's copy,
-//! which a client compares its descriptor with by `kcmp`), and handing out the area's memfd.
+//! which a client compares its descriptor with by `kcmp`); `lockserve::area` hands out the
+//! area's memfd.
 //!
 //! A call names its description after the table entered it and unnames it before the table
 //! may let it go, so a name never outlives the descriptor it points at while a grant can use
 //! it; a granted lease keeps the entry (the engine's `owns_any` counts it).
 
-use std::os::fd::FromRawFd;
 use uipc::locks::{LockManager, OfdId};
-use uipc::Errno;
-use uipc_proto::Response;
 
 use crate::descriptions::Descriptions;
 
@@ -29,20 +27,4 @@ pub fn unname(locks: &LockManager, ofd: OfdId) {
     if let Some(slots) = locks.flock_slots() {
         slots.unname(ofd);
     }
-}
-
-/// `LockRequest::FlockSlots`: the caller's pid and a descriptor of the area's memfd, or ENOSYS
-/// without an area.
-pub fn area(locks: &LockManager, tgid: i32) -> (Response, Option<std::os::fd::OwnedFd>) {
-    let Some(fd) = locks.flock_slots().and_then(crate::arena::flock_slots_fd) else {
-        return (Response::Error(Errno::ENOSYS.raw()), None);
-    };
-    // SAFETY: duplicates the area's memfd, which lives as long as the daemon.
-    let dup = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 0) };
-    if dup < 0 {
-        return (Response::Error(Errno::ENOMEM.raw()), None);
-    }
-    // SAFETY: a fresh descriptor owned by nobody else.
-    let owned = unsafe { std::os::fd::OwnedFd::from_raw_fd(dup) };
-    (Response::Ret(i64::from(tgid)), Some(owned))
 }

@@ -31,7 +31,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use uipc_proto::reader::Budget;
 
-/// The largest frame before hello (a Hello is 6 bytes).
+/// The largest frame before hello (a Hello is 7 bytes).
 pub const HELLO_MAX_FRAME: u32 = 64;
 /// The largest frame while the connection's call is in flight (a Cancel is 1 byte).
 pub const BUSY_MAX_FRAME: u32 = 64 << 10;

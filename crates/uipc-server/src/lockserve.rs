@@ -36,13 +36,13 @@
 use crate::descriptions::{open_file_of, Descriptions, Scope};
 use crate::hints::LockHints;
 use crate::outcome::Outcome;
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use uipc::locks::{
     LockInfo, LockKind, LockManager, OfdId, OpenFile, Owner, ParkedLock, F_GETLK, F_OFD_GETLK,
     F_OFD_SETLK, F_OFD_SETLKW, F_SETLKW, LOCK_MAND, LOCK_NB,
 };
 use uipc::{Cred, Errno, Interrupt, ParkCtx, Progress, Tgid, WaitCtx, WakeReason};
-use uipc_proto::{LockLine, LockRequest, LockResponse, Response, HINT_SLOTS};
+use uipc_proto::{HelloArea, LockLine, LockRequest, LockResponse, Response, HINT_SLOTS};
 
 /// What a lock request needs.
 pub struct LockCtx<'a> {
@@ -273,25 +273,9 @@ pub fn serve(cx: &LockCtx<'_>, req: LockRequest) -> (Response, Option<OwnedFd>) 
         LockRequest::List => Response::Lock(LockResponse::List(
             cx.locks.list().iter().map(line).collect(),
         )),
-        LockRequest::Leases => {
-            if let Some(l) = cx.locks.leases() {
-                l.asked(cx.cred.tgid.get());
-            }
-            let fd = cx.locks.leases().and_then(crate::arena::leases_fd);
-            // SAFETY: duplicates the area's memfd, which lives as long as the daemon.
-            let dup = fd.map(|fd| unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 0) });
-            return match dup {
-                // SAFETY: a fresh descriptor owned by nobody else.
-                Some(d) if d >= 0 => (
-                    Response::Ret(i64::from(cx.cred.tgid.get())),
-                    Some(unsafe { std::os::fd::FromRawFd::from_raw_fd(d) }),
-                ),
-                Some(_) => (err(Errno::ENOMEM), None),
-                None => (err(Errno::ENOSYS), None),
-            };
-        }
+        LockRequest::Leases => return area(cx.locks, cx.cred.tgid.get(), HelloArea::Leases),
         LockRequest::FlockSlots => {
-            return crate::flocknames::area(cx.locks, cx.cred.tgid.get());
+            return area(cx.locks, cx.cred.tgid.get(), HelloArea::FlockSlots)
         }
         LockRequest::Hints => {
             return match cx.hints.map(LockHints::read_only_fd) {
@@ -302,6 +286,33 @@ pub fn serve(cx: &LockCtx<'_>, req: LockRequest) -> (Response, Option<OwnedFd>) 
         }
     };
     (resp, None)
+}
+
+/// A lock area for process `tgid` (`LockRequest::Leases` and `FlockSlots`, or a Hello that
+/// asks for one): `Ret(tgid)` and a descriptor of the area's memfd, or ENOSYS without the
+/// area.
+pub fn area(locks: &LockManager, tgid: i32, which: HelloArea) -> (Response, Option<OwnedFd>) {
+    let fd = match which {
+        HelloArea::None => None,
+        HelloArea::Leases => {
+            if let Some(l) = locks.leases() {
+                l.asked(tgid);
+            }
+            locks.leases().and_then(crate::arena::leases_fd)
+        }
+        HelloArea::FlockSlots => locks.flock_slots().and_then(crate::arena::flock_slots_fd),
+    };
+    let Some(fd) = fd else {
+        return (err(Errno::ENOSYS), None);
+    };
+    // SAFETY: duplicates the area's memfd, which lives as long as the daemon.
+    let dup = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 0) };
+    if dup < 0 {
+        return (err(Errno::ENOMEM), None);
+    }
+    // SAFETY: a fresh descriptor owned by nobody else.
+    let owned = unsafe { OwnedFd::from_raw_fd(dup) };
+    (Response::Ret(i64::from(tgid)), Some(owned))
 }
 
 /// The client's descriptor `client_fd` (whose copy came with the request) is about to close.

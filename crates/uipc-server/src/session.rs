@@ -1,6 +1,7 @@
 //! Serving a connection's frames on the workers, and its parked calls.
 //!
-//! The first frame must be a Hello of our [`VERSION`]; then each frame is decoded, checked to
+//! The first frame must be a Hello of our [`VERSION`] (one that asks for a lock area gets its
+//! memfd with the reply, as `lockserve::area` grants it); then each frame is decoded, checked to
 //! carry kernel-verified credentials, served inside the sender process's [`ProcGuard`] and
 //! answered, in order (a connection has one call in flight, [`crate::conn`]). A frame that
 //! fails to decode gets an EBADMSG reply and the connection is closed; a frame without
@@ -41,7 +42,7 @@ use std::sync::Arc;
 use std::time::Instant;
 use uipc::{Errno, WakeReason};
 use uipc_proto::transport::{PeerCred, Received};
-use uipc_proto::{Request, Response, VERSION};
+use uipc_proto::{HelloArea, Request, Response, VERSION};
 
 /// Runs one job from the pool.
 pub fn run_job(shared: &Arc<Shared>, job: Job) {
@@ -72,8 +73,14 @@ fn reap_exits(shared: &Shared) {
 }
 
 fn hello(shared: &Shared, conn: &Arc<Conn>, frame: Received) {
-    let (Some(peer), Ok(Request::Hello { version, new_image })) =
-        (frame.cred, Request::decode(&frame.payload))
+    let (
+        Some(peer),
+        Ok(Request::Hello {
+            version,
+            new_image,
+            area,
+        }),
+    ) = (frame.cred, Request::decode(&frame.payload))
     else {
         conn.reply(&Response::Error(libc::EPROTO), None, &shared.jobs);
         return close(shared, conn);
@@ -111,10 +118,28 @@ fn hello(shared: &Shared, conn: &Arc<Conn>, frame: Received) {
             &|| {},
         );
     }
+    // A lock area asked for along: its grant, as its own request would have made it.
+    let (area, area_fd) = match HelloArea::of(area) {
+        HelloArea::None => (0, None),
+        which => match crate::lockserve::area(&shared.locks, peer.pid, which) {
+            (Response::Ret(_), Some(fd)) => (0, Some(fd)),
+            (Response::Error(e), _) => (e, None),
+            _ => (libc::EIO, None),
+        },
+    };
     drop(guard);
     lock(&conn.call).greeted = true;
     shared.reactor.greeted(conn);
-    if !conn.reply(&Response::Hello { version: VERSION }, None, &shared.jobs) {
+    let greeting = Response::Hello {
+        version: VERSION,
+        pid: peer.pid,
+        area,
+    };
+    if !conn.reply(
+        &greeting,
+        area_fd.as_ref().map(|f| f.as_raw_fd()),
+        &shared.jobs,
+    ) {
         return close(shared, conn);
     }
     finish(shared, conn);
@@ -137,8 +162,14 @@ fn serve_frame(shared: &Arc<Shared>, conn: &Arc<Conn>, frame: Received) {
     match req {
         // A Cancel for a call already answered.
         Request::Cancel => return finish(shared, conn),
-        Request::Hello { .. } => {
-            if !conn.reply(&Response::Hello { version: VERSION }, None, &shared.jobs) {
+        Request::Hello { area, .. } => {
+            // A session says Hello once; a lock area is not granted again here.
+            let greeting = Response::Hello {
+                version: VERSION,
+                pid: peer.pid,
+                area: if area == 0 { 0 } else { libc::EINVAL },
+            };
+            if !conn.reply(&greeting, None, &shared.jobs) {
                 return close(shared, conn);
             }
             return finish(shared, conn);

@@ -164,6 +164,7 @@ fn request(r: &mut Rng) -> Request {
                 VERSION
             },
             new_image: r.below(2) == 0,
+            area: r.below(4) as u8,
         },
         _ => Request::ShmRemap {
             addr: r.int() as u64,

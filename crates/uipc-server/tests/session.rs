@@ -7,9 +7,9 @@ use std::path::PathBuf;
 use std::sync::{mpsc, Arc};
 use uipc::ipc::consts::*;
 use uipc::ipc::sem::Sembuf;
-use uipc_proto::client::Connection;
+use uipc_proto::client::{hello_asking, Connection};
 use uipc_proto::transport::{recv_frame, send_frame};
-use uipc_proto::{Request, Response, SemArg};
+use uipc_proto::{HelloArea, LockRequest, Request, Response, SemArg};
 use uipc_server::Shared;
 
 mod common;
@@ -171,6 +171,7 @@ fn malformed_frames_get_an_error_and_a_closed_connection() {
     let bad_version = Request::Hello {
         version: 999,
         new_image: false,
+        area: 0,
     };
     let s = UnixStream::connect(&path).unwrap();
     send_frame(s.as_raw_fd(), &bad_version.encode(), true, None).unwrap();
@@ -179,6 +180,55 @@ fn malformed_frames_get_an_error_and_a_closed_connection() {
         Response::decode(&got.payload),
         Ok(Response::Error(libc::EPROTO))
     );
+}
+
+/// The inode of the descriptor `fd`.
+fn inode(fd: &impl AsRawFd) -> u64 {
+    uipc_proto::client::inode_of(fd.as_raw_fd()).expect("fstat")
+}
+
+#[test]
+fn a_hello_that_asks_for_a_lock_area_brings_its_memfd_and_the_callers_pid() {
+    let (path, _shared) = common::start_private("hello-area");
+    let me = std::process::id() as i32;
+    for (area, request) in [
+        (HelloArea::Leases, LockRequest::Leases),
+        (HelloArea::FlockSlots, LockRequest::FlockSlots),
+    ] {
+        let s = UnixStream::connect(&path).unwrap();
+        let g = hello_asking(s.as_raw_fd(), false, area).unwrap();
+        assert_eq!(g.pid, me, "{area:?}");
+        let fd = g.area.expect("the area's memfd");
+        // The same memfd as the area's own request brings, with the same pid.
+        let c = Connection::connect(&path, false).unwrap();
+        let (resp, own) = c.call(&Request::Lock(request), false).unwrap();
+        assert_eq!(resp, Response::Ret(i64::from(me)));
+        assert_eq!(inode(&fd), inode(&own.expect("memfd")), "{area:?}");
+    }
+    // None asked: none comes.
+    let s = UnixStream::connect(&path).unwrap();
+    let g = hello_asking(s.as_raw_fd(), false, HelloArea::None).unwrap();
+    assert_eq!((g.pid, g.area.err()), (me, Some(0)));
+}
+
+#[test]
+fn a_hello_asking_for_an_area_the_daemon_lacks_gets_its_requests_errno() {
+    // `uipc serve`'s daemon has no lock areas: the request says ENOSYS, and so does the Hello.
+    let (path, _shared) = start();
+    let c = Connection::connect(&path, false).unwrap();
+    assert_eq!(
+        ret(&c, Request::Lock(LockRequest::Leases)),
+        Response::Error(libc::ENOSYS)
+    );
+    for area in [HelloArea::Leases, HelloArea::FlockSlots] {
+        let s = UnixStream::connect(&path).unwrap();
+        let g = hello_asking(s.as_raw_fd(), false, area).unwrap();
+        assert_eq!(g.pid, std::process::id() as i32);
+        assert_eq!(g.area.err(), Some(libc::ENOSYS), "{area:?}");
+        // The session goes on as any other.
+        let c = Connection::connect(&path, false).unwrap();
+        assert!(matches!(common::msgget_private(&c), Response::Ret(_)));
+    }
 }
 
 #[test]

@@ -1,17 +1,22 @@
 //! A memory area the daemon shares for a lock fast path (the POSIX leases, `lease.rs`; the
-//! flock leases, `flockfast.rs`): asked for once per process (a lock request answered with
-//! our pid as the daemon numbers it and the area's memfd) and mapped shared; a forked child
-//! keeps the mapping and asks again only to learn its pid; a new program image maps it again.
+//! flock leases, `flockfast.rs`): asked for once per process (answered with our pid as the
+//! daemon numbers it and the area's memfd) and mapped shared; a forked child keeps the
+//! mapping and asks again only to learn its pid; a new program image maps it again. A
+//! process whose first call to the daemon is this one asks in its session's Hello (one
+//! exchange for both); otherwise with a lock request of its own.
 //! The area is off for good in the image when the daemon has none (ENOSYS, `uipc serve`,
 //! `UIPC_FASTPATH=0`) or numbers our pid differently (a nested pid namespace), and for the call
 //! in a vforked child. Nothing here allocates after the first grant, so callers stay
 //! async-signal-safe.
 
-use crate::conn::{call_passing, check};
-use std::os::fd::RawFd;
+use crate::conn::{call_passing, check, greet_asking};
+use crate::guard::guarded;
+use crate::slots::ClosedQuietly;
+use std::os::fd::{IntoRawFd, OwnedFd, RawFd};
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicPtr, AtomicU64, Ordering};
-use uipc_proto::{LockRequest, Request, Response};
+use uipc::Errno;
+use uipc_proto::{HelloArea, LockRequest, Request, Response};
 
 /// One area: its request, length and mapping function, and what this image learned.
 pub(super) struct Area {
@@ -55,13 +60,36 @@ impl Area {
         self.off.store(true, Ordering::Relaxed);
     }
 
-    fn grant(&self, pid: i32) -> Option<()> {
+    /// The daemon's answer to this process's request for the area: the pid it numbers us
+    /// with, or its errno, and the area's memfd. A process's first session asks for it in its
+    /// Hello; a process that has one asks with a request of its own.
+    fn ask(&self) -> Option<(Result<i64, Errno>, Option<ClosedQuietly>)> {
+        let quiet = |fd: OwnedFd| ClosedQuietly(fd.into_raw_fd());
+        let hello = match self.request {
+            LockRequest::Leases => HelloArea::Leases,
+            LockRequest::FlockSlots => HelloArea::FlockSlots,
+            _ => HelloArea::None,
+        };
+        if let Some(g) = guarded(|| greet_asking(hello)).ok()? {
+            return Some(match g.area {
+                Ok(fd) => (Ok(i64::from(g.pid)), Some(quiet(fd))),
+                Err(e) => (Err(Errno::from_raw(e)), None),
+            });
+        }
         let req = Request::Lock(self.request.clone());
-        let (resp, fd) = crate::guard::guarded(|| call_passing(&req, None, false)).ok()?;
-        let fd = fd.map(|fd| crate::slots::ClosedQuietly(std::os::fd::IntoRawFd::into_raw_fd(fd)));
-        match check(resp) {
-            Ok(Response::Ret(p)) if p == i64::from(pid) => {}
-            Ok(Response::Ret(_)) => {
+        let (resp, fd) = guarded(|| call_passing(&req, None, false)).ok()?;
+        let answer = check(resp).and_then(|r| match r {
+            Response::Ret(p) => Ok(p),
+            _ => Err(Errno::from_raw(libc::EIO)),
+        });
+        Some((answer, fd.map(quiet)))
+    }
+
+    fn grant(&self, pid: i32) -> Option<()> {
+        let (answer, fd) = self.ask()?;
+        match answer {
+            Ok(p) if p == i64::from(pid) => {}
+            Ok(_) => {
                 self.turn_off();
                 return None;
             }

@@ -18,10 +18,16 @@ pub fn start(tag: &str) -> (PathBuf, Arc<Shared>) {
 
 /// A daemon bound on `socket` with no state file, not yet serving.
 fn bind(socket: PathBuf, shared: bool) -> Server {
+    bind_for(socket, shared, None)
+}
+
+/// [`bind`], private to the tree of process `private_to` (as `uipc run`'s daemon, which has
+/// the fast paths' areas) if given.
+fn bind_for(socket: PathBuf, shared: bool, private_to: Option<i32>) -> Server {
     Server::bind(&Options {
         socket,
         shared,
-        private_to: None,
+        private_to,
         state: None,
         state_discard_damaged: false,
     })
@@ -48,6 +54,17 @@ pub fn with_sem(tag: &str) -> (PathBuf, Arc<Shared>, Connection, i32) {
 /// [`start`], with `shared`: a socket other users may connect to.
 #[allow(dead_code)] // not every test binary starts a shared daemon
 pub fn start_with(tag: &str, shared: bool) -> (PathBuf, Arc<Shared>) {
+    start_as(tag, shared, None)
+}
+
+/// [`start`], a daemon private to this process's tree, as `uipc run` starts one (with the
+/// fast paths' shared areas).
+#[allow(dead_code)] // not every test binary starts a private daemon
+pub fn start_private(tag: &str) -> (PathBuf, Arc<Shared>) {
+    start_as(tag, false, Some(std::process::id() as i32))
+}
+
+fn start_as(tag: &str, shared: bool, private_to: Option<i32>) -> (PathBuf, Arc<Shared>) {
     let dir = traversable_tmp().join(format!(
         "uipc-{tag}-test-{}-{}",
         std::process::id(),
@@ -55,7 +72,7 @@ pub fn start_with(tag: &str, shared: bool) -> (PathBuf, Arc<Shared>) {
     ));
     let _ = std::fs::remove_dir_all(&dir);
     let socket = dir.join("socket");
-    let server = bind(socket.clone(), shared);
+    let server = bind_for(socket.clone(), shared, private_to);
     let shared = server.shared().clone();
     std::thread::spawn(move || server.run());
     (socket, shared)
@@ -199,6 +216,7 @@ pub fn hello_frame() -> Vec<u8> {
     let h = uipc_proto::Request::Hello {
         version: uipc_proto::VERSION,
         new_image: false,
+        area: 0,
     }
     .encode();
     let mut f = (h.len() as u32).to_le_bytes().to_vec();
