@@ -113,6 +113,12 @@ UIPC_FASTPATH=0 timeout 300 "$uipc" run --locks -- "$out/posix_contend" 16 100
 timeout 120 "$out/flock_fast" 200
 expect_served 5000 "flock leases" timeout 300 "$uipc" run --locks -- "$out/flock_fast" 200
 UIPC_FASTPATH=0 expect_none timeout 300 "$uipc" run --locks -- "$out/flock_fast" 50
+# A process's first lock call, which opens its session (whose Hello brings the lock area,
+# with the call right behind it): conflicts, F_GETLK, bad descriptors, a blocking first call;
+# on the host, under uipc run --locks, and with the fast paths off.
+timeout 60 "$out/first_lock_call"
+timeout 60 "$uipc" run --locks -- "$out/first_lock_call"
+UIPC_FASTPATH=0 timeout 60 "$uipc" run --locks -- "$out/first_lock_call"
 # Without --locks the library passes lock calls to the kernel.
 timeout 30 "$uipc" run -- "$out/locks_visible" kernel
 timeout 30 "$uipc" run --locks -- "$out/locks_visible" uipc \

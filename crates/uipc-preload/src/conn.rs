@@ -27,7 +27,7 @@ use std::os::fd::{IntoRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::OnceLock;
 use uipc::Errno;
-use uipc_proto::client::{self, Greeting, WaitMode};
+use uipc_proto::client::{self, WaitMode};
 use uipc_proto::codec::Writer;
 use uipc_proto::transport::send_frame;
 use uipc_proto::{HelloArea, Request, Response, ResponseView};
@@ -49,6 +49,23 @@ const FRAME_ROOM: usize = 256;
 /// between runs with the caller's cancelability (see `crate::guard::guard_blocking`). A daemon that
 /// cannot be reached, or that drops the connection, gives [`DAEMON_GONE`].
 pub fn call_with<T>(
+    scratch: usize,
+    pass: Option<RawFd>,
+    encode: impl FnMut(&mut Writer<'_>, &mut [u8]) -> Result<WaitMode, Errno>,
+    decode: impl FnOnce(ResponseView<'_>, Option<OwnedFd>) -> Result<T, Errno>,
+) -> Result<T, Errno> {
+    call_asking(HelloArea::None, scratch, pass, encode, decode)
+}
+
+/// The largest frame sent behind a Hello before its reply (the daemon's bound on a frame
+/// that comes before its Hello is answered, less the Hello).
+const BEHIND_HELLO: usize = 48;
+
+/// [`call_with`]; if the call opens the thread's session, its Hello asks for lock area `area`
+/// and the call's frame goes right behind it (when it is small), both replies read in
+/// order: the greeting goes to the area ([`crate::locks::greeted`]) before `decode` runs.
+fn call_asking<T>(
+    area: HelloArea,
     scratch: usize,
     pass: Option<RawFd>,
     mut encode: impl FnMut(&mut Writer<'_>, &mut [u8]) -> Result<WaitMode, Errno>,
@@ -78,8 +95,36 @@ pub fn call_with<T>(
             }
         };
         let slot = space.slot();
-        let fd = guarded(|| space.connection(generation, open_session))?;
-        let reply = match send_frame(fd, &space.bytes()[..frame_len], true, pass) {
+        // Behind a Hello: a small frame of a lock call, not in a vforked child (whose
+        // sessions are one-offs and whose memory is its parent's).
+        let area = if vforked || frame_len > BEHIND_HELLO {
+            HelloArea::None
+        } else {
+            area
+        };
+        let mut greeting = None;
+        let fd = guarded(|| {
+            space.connection(generation, |may_announce| {
+                if area == HelloArea::None {
+                    return open_session(may_announce);
+                }
+                let (fd, new_image) = open_unanswered(may_announce, area)?;
+                greeting = Some(new_image);
+                Ok(fd)
+            })
+        })?;
+        let sent = send_frame(fd, &space.bytes()[..frame_len], true, pass);
+        if let Some(new_image) = greeting {
+            // The Hello's reply comes first; a daemon that refused it closed the session.
+            match client::read_greeting(fd, area) {
+                Ok(g) => crate::locks::greeted(area, g),
+                Err(_) => {
+                    slot.drop_connection();
+                    return Err(not_reached(new_image));
+                }
+            }
+        }
+        let reply = match sent {
             // Nothing was sent: the descriptor to pass is not open (the kernel looks it up
             // before taking any byte).
             Err(e)
@@ -119,14 +164,17 @@ pub fn call(req: &Request) -> Result<(Response, Option<OwnedFd>), Errno> {
 }
 
 /// [`call`], sending descriptor `pass` with the request; with `restartable`, a wait follows
-/// the interrupting handler's SA_RESTART (file-lock calls).
+/// the interrupting handler's SA_RESTART (file-lock calls). A lock call that opens the
+/// thread's session asks in its Hello for the lock area its fast path needs, if this process
+/// has none yet ([`crate::locks::area_for`]).
 pub fn call_passing(
     req: &Request,
     pass: Option<RawFd>,
     restartable: bool,
 ) -> Result<(Response, Option<OwnedFd>), Errno> {
     let mode = WaitMode::of(req.may_block(), restartable);
-    call_with(
+    call_asking(
+        crate::locks::area_for(req),
         0,
         pass,
         |w, _| {
@@ -172,63 +220,55 @@ pub fn enabled() -> bool {
 /// A new connection to the daemon, hello said (announcing a new program image if this is the
 /// image's first and `may_announce`). [`DAEMON_GONE`] if the daemon cannot be reached.
 pub fn open_session(may_announce: bool) -> Result<RawFd, Errno> {
-    open_session_asking(may_announce, HelloArea::None).map(|(fd, _)| fd)
+    let (fd, new_image) = connect(may_announce)?;
+    if client::hello(fd, new_image).is_err() {
+        sys_close(fd);
+        return Err(not_reached(new_image));
+    }
+    Ok(fd)
 }
 
-/// [`open_session`] whose Hello asks for lock area `area` too; the greeting comes back.
-fn open_session_asking(may_announce: bool, area: HelloArea) -> Result<(RawFd, Greeting), Errno> {
+/// A new connection to the daemon whose Hello, asking for lock area `area`, is sent but not
+/// answered yet ([`client::read_greeting`] reads the answer); whether the Hello announced a
+/// new program image.
+fn open_unanswered(may_announce: bool, area: HelloArea) -> Result<(RawFd, bool), Errno> {
+    let (fd, new_image) = connect(may_announce)?;
+    if client::send_hello(fd, new_image, area).is_err() {
+        sys_close(fd);
+        return Err(not_reached(new_image));
+    }
+    Ok((fd, new_image))
+}
+
+/// A new connection to the daemon (with room for its descriptor at the soft descriptor
+/// limit, `crate::fdroom`; never on descriptor 0, 1 or 2), and whether its Hello is to
+/// announce a new program image.
+fn connect(may_announce: bool) -> Result<(RawFd, bool), Errno> {
     let path = socket_path().ok_or(Errno::ENOSYS)?;
     let new_image = may_announce && NEW_IMAGE.swap(false, Ordering::SeqCst);
     let emfile = |r: &std::io::Result<OwnedFd>| {
         r.as_ref()
             .is_err_and(|e| e.raw_os_error() == Some(libc::EMFILE))
     };
-    let fd = match crate::fdroom::with_room(|| client::connect_raw(&path.bytes[..path.len]), emfile)
-    {
-        Ok(sock) => sock.into_raw_fd(),
+    match crate::fdroom::with_room(|| client::connect_raw(&path.bytes[..path.len]), emfile) {
+        Ok(sock) => Ok((above_stdio(sock.into_raw_fd()), new_image)),
         // Out of descriptors even with the room the hard limit allows: said as such, not as
         // a daemon that does not answer.
         Err(e) if e.raw_os_error() == Some(libc::EMFILE) => {
             if new_image {
                 NEW_IMAGE.store(true, Ordering::SeqCst);
             }
-            return Err(Errno::from_raw(libc::EMFILE));
+            Err(Errno::from_raw(libc::EMFILE))
         }
-        Err(_) => return Err(not_reached(new_image)),
-    };
-    let fd = above_stdio(fd);
-    match client::hello_asking(fd, new_image, area) {
-        Ok(greeting) => Ok((fd, greeting)),
-        Err(_) => {
-            sys_close(fd);
-            Err(not_reached(new_image))
-        }
+        Err(_) => Err(not_reached(new_image)),
     }
 }
 
-/// Opens the calling thread's session if it has none for this process yet (its first call,
-/// or its first since a fork), asking in the Hello for lock area `area`: the greeting, or
-/// `None` if the session was open already (then the area takes a request of its own) or
-/// this is a vforked child (whose calls never keep a session).
-pub fn greet_asking(area: HelloArea) -> Result<Option<Greeting>, Errno> {
-    // As in `call_with`: the vfork check first, the generation after.
-    if crate::vfork::on_borrowed_memory() {
-        return Ok(None);
-    }
+/// Whether the calling thread's next call goes over a session this process opened already
+/// (else it opens one, whose Hello may bring a lock area along).
+pub fn has_session() -> bool {
     let generation = GENERATION.load(Ordering::SeqCst);
-    SLOTS.with(|slots| {
-        let mut lease = Lease::take(slots);
-        let space = lease.space(FRAME_ROOM)?;
-        let mut greeting = None;
-        guarded(|| {
-            space.connection(generation, |may_announce| {
-                let (fd, g) = open_session_asking(may_announce, area)?;
-                greeting = Some(g);
-                Ok(fd)
-            })
-        })?;
-        Ok(greeting)
-    })
+    SLOTS.with(|slots| Lease::take(slots).has_session(generation))
 }
 
 /// `fd`, or a duplicate of it from 3 up if it is 0, 1 or 2 (closed by the program): a SysV

@@ -101,6 +101,11 @@ impl Slot {
         &self.timeout_lifted
     }
 
+    /// Whether the slot holds a connection made in this process (`generation`).
+    fn has_session(&self, generation: u64) -> bool {
+        self.fd.get() >= 0 && self.generation.get() == generation
+    }
+
     /// Closes the connection if its descriptor still names the socket (a program that
     /// closed it may have reused the number: then it is only forgotten).
     pub fn drop_connection(&self) {
@@ -228,6 +233,11 @@ impl<'t> Lease<'t> {
             held,
             claim: BufferClaim(()),
         }
+    }
+
+    /// Whether the lease's slot holds a connection made in this process (`generation`).
+    pub fn has_session(&self, generation: u64) -> bool {
+        self.held.slot().has_session(generation)
     }
 
     /// At least `len` bytes for the call: the slot's buffer, or a mapping of the call's own.

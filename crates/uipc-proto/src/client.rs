@@ -5,7 +5,7 @@
 use crate::exchange::READ_TIMEOUT;
 pub use crate::exchange::{
     await_reply, await_reply_on, connect_raw, discard_frame, exchange, hello, hello_asking,
-    set_read_timeout, Greeting, Reply, ReplySpace, WaitMode,
+    read_greeting, send_hello, set_read_timeout, Greeting, Reply, ReplySpace, WaitMode,
 };
 use crate::{Request, Response};
 use std::io;

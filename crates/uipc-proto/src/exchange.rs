@@ -311,6 +311,14 @@ pub struct Greeting {
 
 /// [`hello`] asking for lock area `area` too. Allocates nothing.
 pub fn hello_asking(fd: RawFd, new_image: bool, area: HelloArea) -> io::Result<Greeting> {
+    send_hello(fd, new_image, area)?;
+    read_greeting(fd, area)
+}
+
+/// The Hello of [`hello_asking`], sent; its reply is read with [`read_greeting`], which a
+/// client may do after sending its first request behind it (the daemon answers in order).
+/// Allocates nothing.
+pub fn send_hello(fd: RawFd, new_image: bool, area: HelloArea) -> io::Result<()> {
     let mut frame = [0u8; 16];
     let mut w = Writer::fixed(&mut frame);
     Request::Hello {
@@ -322,26 +330,32 @@ pub fn hello_asking(fd: RawFd, new_image: bool, area: HelloArea) -> io::Result<G
     let len = w
         .written()
         .map_err(|_| io::Error::from(io::ErrorKind::InvalidData))?;
+    send_frame(fd, &frame[..len], true, None)
+}
+
+/// Reads the reply to a Hello that asked for `area` ([`send_hello`]): exactly its frame, not
+/// a byte of a reply that may follow it. Signals are retried. Allocates nothing.
+pub fn read_greeting(fd: RawFd, area: HelloArea) -> io::Result<Greeting> {
+    let bad = || io::Error::from(io::ErrorKind::InvalidData);
+    let mut head = recv_head(fd, false).map_err(recv_error)?;
     let mut space = [0u8; 64];
-    let reply = exchange(fd, &frame[..len], None, WaitMode::Immediate, &mut space[..])?;
-    match Response::decode(&space[..reply.len]) {
+    let body = space.get_mut(..head.len).ok_or_else(bad)?;
+    recv_payload(fd, &mut head, body).map_err(recv_error)?;
+    match Response::decode(body) {
         Ok(Response::Hello {
             version,
             pid,
             area: err,
         }) if version == VERSION => Ok(Greeting {
             pid,
-            area: match (reply.fd, err) {
+            area: match (head.fd, err) {
                 (Some(fd), 0) if area != HelloArea::None => Ok(fd),
-                (_, 0) => Err(if area == HelloArea::None {
-                    0
-                } else {
-                    libc::EIO
-                }),
+                (_, 0) if area == HelloArea::None => Err(0),
+                (_, 0) => Err(libc::EIO),
                 (_, e) => Err(e),
             },
         }),
         Ok(Response::Error(e)) => Err(io::Error::from_raw_os_error(e)),
-        _ => Err(io::Error::from(io::ErrorKind::InvalidData)),
+        _ => Err(bad()),
     }
 }

@@ -14,8 +14,10 @@
 //! nothing more to report. Credentials and descriptors: a frame keeps the credentials of its
 //! first chunk; the kernel never joins bytes of different credentials in one read, so bytes
 //! read ahead carry the credentials of the read that took them. A descriptor goes with the
-//! first frame of the read that brought it (a client sends one with a request, never with
-//! the Cancel that may follow it).
+//! frame that holds the last byte of the read that brought it: a client sends a descriptor
+//! with a frame's first bytes, and the kernel ends a read with the chunk that carried one, so
+//! a request read whole behind another frame (a Hello whose reply the client has not waited
+//! for) keeps its own, and a Cancel after it comes in a later read.
 //!
 //! Memory follows the bytes that arrived, not the length a header announced: the payload
 //! grows (fallibly, `try_reserve`) as chunks come in, at most doubling, and each growth is
@@ -112,9 +114,11 @@ pub struct FrameReader {
     cred: Option<PeerCred>,
     fd: Option<OwnedFd>,
     charge: Charge,
-    /// Bytes read past the last frame's end, and their credentials.
+    /// Bytes read past the last frame's end, their credentials, and the descriptor that came
+    /// with their read (the frame of their last byte's).
     ahead: Vec<u8>,
     ahead_cred: Option<PeerCred>,
+    ahead_fd: Option<OwnedFd>,
     /// What `ahead` holds charged.
     ahead_charge: Charge,
 }
@@ -185,6 +189,10 @@ impl FrameReader {
             }
             let used = self.take(&ahead, max);
             let ahead = self.keep_ahead(ahead, used.as_ref().map_or(0, |&n| n));
+            if ahead.is_empty() && self.fd.is_none() {
+                // This frame took the read's last byte.
+                self.fd = self.ahead_fd.take();
+            }
             self.ahead = ahead;
             used?;
             if self.complete() {
@@ -229,18 +237,13 @@ impl FrameReader {
     fn first_read(&mut self, sock: RawFd, max: u32) -> Result<Option<()>, RecvError> {
         let mut buf = [0u8; 4 + AHEAD];
         let want = 4 + AHEAD.min(max as usize);
+        let mut fd = None;
         let got = loop {
             let mut iov = [libc::iovec {
                 iov_base: buf.as_mut_ptr().cast(),
                 iov_len: want,
             }];
-            match recv_iov(
-                sock,
-                &mut iov,
-                &mut self.cred,
-                &mut self.fd,
-                libc::MSG_DONTWAIT,
-            ) {
+            match recv_iov(sock, &mut iov, &mut self.cred, &mut fd, libc::MSG_DONTWAIT) {
                 Ok(0) => return Err(RecvError::Closed),
                 Ok(n) => break n,
                 Err(e) => match e.raw_os_error() {
@@ -251,7 +254,12 @@ impl FrameReader {
             }
         };
         let used = self.take(&buf[..got], max)?;
-        if used < got {
+        if used == got {
+            if self.fd.is_none() {
+                self.fd = fd;
+            }
+        } else {
+            self.ahead_fd = fd;
             self.ahead_cred = self.cred;
             let mut rest = Vec::new();
             let n = got - used;

@@ -203,3 +203,30 @@ fn a_capped_read_takes_no_more_than_its_cap_of_a_long_frame() {
     assert_eq!(frame.payload, payload);
     assert!(reads >= payload.len() / (cap + AHEAD), "{reads} reads");
 }
+
+#[test]
+fn a_descriptor_goes_with_the_frame_it_was_sent_with_when_frames_are_read_together() {
+    let (a, b) = UnixStream::pair().unwrap();
+    let file = std::fs::File::open("/proc/self/exe").unwrap();
+    let ino = |fd: &OwnedFd| crate::client::inode_of(fd.as_raw_fd());
+    // A frame without a descriptor, then one with (a Hello, and the request sent behind it
+    // before its reply), then a third without: one read takes the first two.
+    send_frame(a.as_raw_fd(), b"hello", false, None).unwrap();
+    send_frame(a.as_raw_fd(), b"request", false, Some(file.as_raw_fd())).unwrap();
+    send_frame(a.as_raw_fd(), b"cancel", false, None).unwrap();
+    let mut r = FrameReader::new();
+    let first = r.read(b.as_raw_fd(), MAX_FRAME).unwrap().unwrap();
+    assert_eq!(
+        (first.payload.as_slice(), first.fd.is_none()),
+        (&b"hello"[..], true)
+    );
+    let second = r.read(b.as_raw_fd(), MAX_FRAME).unwrap().unwrap();
+    assert_eq!(second.payload, b"request");
+    let fd = second.fd.expect("the request's descriptor");
+    assert_eq!(ino(&fd), crate::client::inode_of(file.as_raw_fd()));
+    let third = r.read(b.as_raw_fd(), MAX_FRAME).unwrap().unwrap();
+    assert_eq!(
+        (third.payload.as_slice(), third.fd.is_none()),
+        (&b"cancel"[..], true)
+    );
+}

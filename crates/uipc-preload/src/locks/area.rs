@@ -2,20 +2,22 @@
 //! flock leases, `flockfast.rs`): asked for once per process (answered with our pid as the
 //! daemon numbers it and the area's memfd) and mapped shared; a forked child keeps the
 //! mapping and asks again only to learn its pid; a new program image maps it again. A
-//! process whose first call to the daemon is this one asks in its session's Hello (one
-//! exchange for both); otherwise with a lock request of its own.
+//! process without a session lets its lock call go to the daemon, whose new session asks for
+//! the area in its Hello, with the call's frame right behind it (one exchange for both);
+//! a process with a session asks with a lock request of its own.
 //! The area is off for good in the image when the daemon has none (ENOSYS, `uipc serve`,
 //! `UIPC_FASTPATH=0`) or numbers our pid differently (a nested pid namespace), and for the call
 //! in a vforked child. Nothing here allocates after the first grant, so callers stay
 //! async-signal-safe.
 
-use crate::conn::{call_passing, check, greet_asking};
+use crate::conn::{call_passing, check};
 use crate::guard::guarded;
 use crate::slots::ClosedQuietly;
-use std::os::fd::{IntoRawFd, OwnedFd, RawFd};
+use std::os::fd::{IntoRawFd, RawFd};
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicPtr, AtomicU64, Ordering};
 use uipc::Errno;
+use uipc_proto::client::Greeting;
 use uipc_proto::{HelloArea, LockRequest, Request, Response};
 
 /// One area: its request, length and mapping function, and what this image learned.
@@ -60,33 +62,56 @@ impl Area {
         self.off.store(true, Ordering::Relaxed);
     }
 
-    /// The daemon's answer to this process's request for the area: the pid it numbers us
-    /// with, or its errno, and the area's memfd. A process's first session asks for it in its
-    /// Hello; a process that has one asks with a request of its own.
-    fn ask(&self) -> Option<(Result<i64, Errno>, Option<ClosedQuietly>)> {
-        let quiet = |fd: OwnedFd| ClosedQuietly(fd.into_raw_fd());
-        let hello = match self.request {
+    /// The Hello area of the same name as this area's request.
+    fn hello(&self) -> HelloArea {
+        match self.request {
             LockRequest::Leases => HelloArea::Leases,
             LockRequest::FlockSlots => HelloArea::FlockSlots,
             _ => HelloArea::None,
-        };
-        if let Some(g) = guarded(|| greet_asking(hello)).ok()? {
-            return Some(match g.area {
-                Ok(fd) => (Ok(i64::from(g.pid)), Some(quiet(fd))),
-                Err(e) => (Err(Errno::from_raw(e)), None),
-            });
         }
+    }
+
+    /// The area a session opened now should ask for in its Hello: this one, if this process
+    /// may use it and has not been granted it yet.
+    pub(super) fn for_hello(&self) -> HelloArea {
+        let wanted = !self.off.load(Ordering::Relaxed)
+            && !crate::vfork::on_borrowed_memory()
+            && self.pid.load(Ordering::Acquire) != crate::vfork::pid();
+        if wanted {
+            self.hello()
+        } else {
+            HelloArea::None
+        }
+    }
+
+    /// The reply to a Hello that asked for this area: its grant, taken as a request's.
+    pub(super) fn greeted(&self, g: Greeting) {
+        let answer = match g.area {
+            Ok(fd) => (Ok(i64::from(g.pid)), Some(ClosedQuietly(fd.into_raw_fd()))),
+            Err(e) => (Err(Errno::from_raw(e)), None),
+        };
+        self.take(answer, crate::vfork::pid());
+    }
+
+    /// Asks for the area with a request of its own (this process has a session already).
+    fn grant(&self, pid: i32) -> Option<()> {
         let req = Request::Lock(self.request.clone());
         let (resp, fd) = guarded(|| call_passing(&req, None, false)).ok()?;
         let answer = check(resp).and_then(|r| match r {
             Response::Ret(p) => Ok(p),
             _ => Err(Errno::from_raw(libc::EIO)),
         });
-        Some((answer, fd.map(quiet)))
+        self.take((answer, fd.map(|fd| ClosedQuietly(fd.into_raw_fd()))), pid)
     }
 
-    fn grant(&self, pid: i32) -> Option<()> {
-        let (answer, fd) = self.ask()?;
+    /// The daemon's answer for the area (the pid it numbers us with, or its errno, and the
+    /// area's memfd), taken for process `pid`: mapped if it is the first, off for good in
+    /// this image if the daemon has none or numbers us differently.
+    fn take(
+        &self,
+        (answer, fd): (Result<i64, Errno>, Option<ClosedQuietly>),
+        pid: i32,
+    ) -> Option<()> {
         match answer {
             Ok(p) if p == i64::from(pid) => {}
             Ok(_) => {
@@ -127,6 +152,11 @@ impl Area {
         }
         let pid = crate::vfork::pid();
         if self.pid.load(Ordering::Acquire) != pid {
+            // Without a session, the daemon call this one goes to next opens one, whose
+            // Hello brings the area (`for_hello`): no exchange of its own for it.
+            if !crate::conn::has_session() {
+                return None;
+            }
             self.grant(pid)?;
         }
         let p = self.ptr.load(Ordering::Acquire);

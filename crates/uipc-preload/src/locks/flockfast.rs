@@ -23,7 +23,8 @@ use uipc::locks::flockfast::{
 pub(super) use uipc::locks::flockfast::{FLOCK_MAY_REDO, REDO};
 use uipc::locks::FileId;
 use uipc::locks::LOCK_NB;
-use uipc_proto::LockRequest;
+use uipc_proto::client::Greeting;
+use uipc_proto::{HelloArea, LockRequest};
 
 /// The flock lease area ([`Area`]).
 static AREA: Area = Area::new(LockRequest::FlockSlots, FLOCK_BYTES, map_flock_slots);
@@ -36,6 +37,16 @@ const KCMP_FILE: libc::c_long = 0;
 /// Reads `UIPC_FASTPATH` (the library's constructor).
 pub fn prepare() {
     AREA.prepare();
+}
+
+/// The area a session opened by a flock call asks for ([`Area::for_hello`]).
+pub(super) fn area_for_hello() -> HelloArea {
+    AREA.for_hello()
+}
+
+/// The reply to a Hello that asked for the flock lease area.
+pub(super) fn greeted(g: Greeting) {
+    AREA.greeted(g);
 }
 
 /// The area and our pid, if flock leases may serve this call.
@@ -105,9 +116,12 @@ pub(super) fn flock(fd: libc::c_int, cmd: libc::c_int) -> Option<libc::c_int> {
     Some(ret)
 }
 
-/// Whether the daemon may answer this flock with `REDO` (the call can be redone here).
+/// Whether the daemon may answer this flock with `REDO` (the call can be redone here: the
+/// area is ours, or the session this call opens brings it).
 pub(super) fn may_redo(cmd: libc::c_int) -> bool {
-    Mode::of_cmd(cmd).is_some() && AREA.words().is_some()
+    Mode::of_cmd(cmd).is_some()
+        && (AREA.words().is_some()
+            || AREA.for_hello() != HelloArea::None && !crate::conn::has_session())
 }
 
 fn flock_here(fd: libc::c_int, want: Mode, nb: bool) -> Option<Flocked> {

@@ -16,7 +16,8 @@ use crate::kernel::kernel_sys;
 use uipc::locks::lease::{map_leases, range_of, LeaseView, Leased, LEASE_BYTES};
 use uipc::locks::SEEK_CUR;
 use uipc::locks::{FileId, Flock, F_GETLK, F_RDLCK, F_SETLK, F_SETLKW, F_UNLCK, F_WRLCK};
-use uipc_proto::LockRequest;
+use uipc_proto::client::Greeting;
+use uipc_proto::{HelloArea, LockRequest};
 
 /// The lease area ([`Area`]).
 static AREA: Area = Area::new(LockRequest::Leases, LEASE_BYTES, map_leases);
@@ -24,6 +25,16 @@ static AREA: Area = Area::new(LockRequest::Leases, LEASE_BYTES, map_leases);
 /// Reads `UIPC_FASTPATH` (the library's constructor).
 pub fn prepare() {
     AREA.prepare();
+}
+
+/// The area a session opened by an fcntl lock call asks for ([`Area::for_hello`]).
+pub(super) fn area_for_hello() -> HelloArea {
+    AREA.for_hello()
+}
+
+/// The reply to a Hello that asked for the lease area.
+pub(super) fn greeted(g: Greeting) {
+    AREA.greeted(g);
 }
 
 /// The area and our pid, if leases may serve this call.

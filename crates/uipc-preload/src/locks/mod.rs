@@ -33,7 +33,8 @@ use libc::c_int;
 use std::sync::OnceLock;
 use uipc::locks::*;
 use uipc::Errno;
-use uipc_proto::{LockRequest, LockResponse, Request, Response};
+use uipc_proto::client::Greeting;
+use uipc_proto::{HelloArea, LockRequest, LockResponse, Request, Response};
 
 /// `sizeof(struct flock)` on x86-64: l_type and l_whence (2 bytes each), 4 bytes of padding,
 /// l_start and l_len (8 each), l_pid (4), 4 bytes of padding.
@@ -71,6 +72,25 @@ pub fn prepare() {
     flockfast::prepare();
     if routing() {
         close::map_hints_now();
+    }
+}
+
+/// The lock area a session opened by `req` asks for in its Hello: the one its fast path
+/// needs (flock: the flock leases; fcntl: the POSIX leases), if this process has none yet.
+pub fn area_for(req: &Request) -> HelloArea {
+    match req {
+        Request::Lock(LockRequest::Flock { .. }) => flockfast::area_for_hello(),
+        Request::Lock(LockRequest::Fcntl { .. }) => lease::area_for_hello(),
+        _ => HelloArea::None,
+    }
+}
+
+/// The reply to a Hello that asked for `area`: the area's grant.
+pub fn greeted(area: HelloArea, greeting: Greeting) {
+    match area {
+        HelloArea::FlockSlots => flockfast::greeted(greeting),
+        HelloArea::Leases => lease::greeted(greeting),
+        HelloArea::None => {}
     }
 }
 
