@@ -13,7 +13,9 @@
 //! notifier run by the worker's own step: an unlock woke a parked lock call, a semop completed
 //! a parked one; its connection's next queued frame) stay with that worker, in a thread-local
 //! list it serves right after the job, with no wake-up of another thread: a release and the
-//! grant it lets through are answered by one thread in one go. Before a step that may take
+//! grant it lets through are answered by one thread in one go. A job that made several (a
+//! release that let many parked calls through) shares them with the pool at its end, so
+//! idle workers take them and one leads meanwhile. Before a step that may take
 //! long ([`Jobs::promote`]) the list goes to the shared queue, so nothing waits behind that
 //! step. Jobs from elsewhere (the exit thread's cancellations, the event loop's deadlines)
 //! go to the shared queue; if no worker is idle, the leader is woken (the loop's eventfd) to
@@ -117,6 +119,17 @@ impl Jobs {
         }
     }
 
+    /// After a job: if it made more than one (a release that let several parked calls
+    /// through), they go to the shared queue as before a long step ([`Jobs::promote`]), so
+    /// idle workers answer them and one watches the sockets, instead of this worker answering
+    /// them all in turn while nobody leads.
+    fn share_if_many(&self) {
+        let many = MADE.with(|m| m.borrow().as_ref().is_some_and(|m| m.len() > 1));
+        if many {
+            self.promote();
+        }
+    }
+
     /// The next job this thread made while serving, if any.
     fn next_made() -> Option<Job> {
         MADE.with(|m| m.borrow_mut().as_mut().and_then(VecDeque::pop_front))
@@ -153,6 +166,7 @@ impl Jobs {
             if counted {
                 self.pending.fetch_sub(1, Ordering::SeqCst);
             }
+            self.share_if_many();
             match Jobs::next_made() {
                 Some(made) => job = made,
                 None => break,
@@ -244,7 +258,7 @@ mod tests {
     }
 
     #[test]
-    fn a_job_made_while_serving_stays_with_the_worker_until_a_long_step() {
+    fn jobs_made_while_serving_stay_with_the_worker_unless_many_or_a_long_step() {
         let jobs = jobs();
         let (a, _b) = UnixStream::pair().expect("socketpair");
         let conn = Conn::new(1, a, &jobs, 0, uipc_proto::reader::Budget::new(1 << 20));
@@ -259,10 +273,20 @@ mod tests {
         jobs.promote();
         assert_eq!(queued(&jobs), 1);
         assert!(Jobs::next_made().is_none());
+        // Several made by one job: shared at its end; one alone stays.
+        jobs.push(Job::Resume(conn.clone()));
+        jobs.share_if_many();
+        assert_eq!(queued(&jobs), 1);
+        assert!(matches!(Jobs::next_made(), Some(Job::Resume(_))));
+        jobs.push(Job::Resume(conn.clone()));
+        jobs.push(Job::Resume(conn.clone()));
+        jobs.share_if_many();
+        assert_eq!(queued(&jobs), 3);
+        assert!(Jobs::next_made().is_none());
         // Outside a job (the exit thread, a notifier run elsewhere): the shared queue.
         MADE.with(|m| *m.borrow_mut() = None);
         jobs.push(Job::Resume(conn));
-        assert_eq!(queued(&jobs), 2);
-        assert_eq!(jobs.pending(), 3);
+        assert_eq!(queued(&jobs), 4);
+        assert_eq!(jobs.pending(), 6);
     }
 }
