@@ -15,11 +15,15 @@
 //! `client::exchange` into their own space and decode them with [`ResponseView`], which
 //! borrows a message's text and GETALL's values from the frame.
 //!
-//! A session starts with [`Request::Hello`] carrying [`VERSION`]; the daemon answers
-//! [`Response::Hello`] or an error and closes if the versions differ. Then every request gets
-//! exactly one response, in order, except [`Request::Cancel`], which asks the daemon to end
-//! the blocking call in progress and gets none. Every client frame carries SCM_CREDENTIALS,
-//! so the daemon judges each call by the caller's current ids ([`transport`]).
+//! A session starts with [`Request::Hello`] carrying [`VERSION`] (and the lock area, if any,
+//! the client wants with it: [`HelloArea`]); the daemon answers [`Response::Hello`] (the
+//! caller's pid as it numbers it, the area's memfd) or an error and closes if the versions
+//! differ. A client may send its first request right behind its Hello, before that answer
+//! (`client::send_hello`, `client::read_greeting`): the answers come in order. Then every
+//! request gets exactly one response, in order, except [`Request::Cancel`], which asks the
+//! daemon to end the blocking call in progress and gets none. Every client frame carries
+//! SCM_CREDENTIALS, so the daemon judges each call by the caller's current ids
+//! ([`transport`]).
 
 pub mod client;
 pub mod codec;
