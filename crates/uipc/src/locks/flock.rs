@@ -54,7 +54,7 @@ impl LockManager {
                     call.req.owner,
                     super::flockfast::Mode::of_cmd(cmd),
                 ) {
-                    if self.flock_register(call.file, o, call.req.pid.get(), want) {
+                    if self.flock_register(call.file, o, call.req.pid, want) {
                         return Progress::Done(Err(super::flockfast::REDO));
                     }
                 }

@@ -193,7 +193,7 @@ impl LockManager {
         let r = self.request_step_entered(call, wait, woken, park);
         let done = matches!(r, Progress::Done(Ok(())));
         let flocked = req.kind == LockKind::Flock && done && !retry;
-        self.flock_leave(file, ofd.filter(|_| flocked).map(|o| (o, req.pid.get())));
+        self.flock_leave(file, ofd.filter(|_| flocked).map(|o| (o, req.pid)));
         self.lease_leave(
             file,
             (req.kind == LockKind::Posix && done).then_some(req.pid),

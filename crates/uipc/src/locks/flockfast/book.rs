@@ -16,6 +16,7 @@ use crate::ipc::shared_words::SharedWords;
 use crate::locks::books::{Books, Shard, SlotMap, COOLDOWN};
 use crate::locks::types::OfdId;
 use crate::sync::{lock, Mutex, MutexGuard, Ordering::Release};
+use crate::Tgid;
 use std::collections::HashMap;
 
 /// A description's name ([`FlockSlots::name`]).
@@ -24,6 +25,11 @@ struct Name {
     fd: i32,
     /// Calls that named it and have not unnamed it yet.
     calls: u32,
+}
+
+/// Whether `pid` fits the slots' pid fields (1 to [`PID_MASK`]).
+fn fits(pid: Tgid) -> bool {
+    pid.get() > 0 && pid.get() as u64 <= PID_MASK
 }
 
 #[derive(Default)]
@@ -37,7 +43,7 @@ struct SlotBook {
 }
 
 /// What a revoke hands back: the description, its flock lock (if any) and the pid that set it.
-pub(crate) type Taken = (OfdId, Option<crate::locks::LockType>, i32);
+pub(crate) type Taken = (OfdId, Option<crate::locks::LockType>, Tgid);
 
 /// A flock lease area and its books.
 pub struct FlockSlots {
@@ -161,7 +167,7 @@ impl FlockSlots {
         } else {
             crate::locks::LockType::Write
         };
-        Some((pid > 0).then_some((ofd, Some(ty), pid)))
+        Some((pid > 0).then_some((ofd, Some(ty), Tgid::new(pid))))
     }
 
     /// A call on `file` through description `by` (if any) begins: the file's lease is taken
@@ -190,11 +196,11 @@ impl FlockSlots {
     pub(crate) fn leave(
         &self,
         file: FileId,
-        grant: Option<(OfdId, i32)>,
-        take: impl FnOnce(OfdId) -> Option<Option<(crate::locks::LockType, i32)>>,
+        grant: Option<(OfdId, Tgid)>,
+        take: impl FnOnce(OfdId) -> Option<Option<(crate::locks::LockType, Tgid)>>,
     ) {
         self.shard(file).leave(file, |book, slots| {
-            let Some((ofd, pid)) = grant.filter(|&(_, p)| p > 0 && p as u64 <= PID_MASK) else {
+            let Some((ofd, pid)) = grant.filter(|&(_, p)| fits(p)) else {
                 return;
             };
             if book.cooldown > 0 {
@@ -230,7 +236,7 @@ impl FlockSlots {
         k: usize,
         (file, ofd): (FileId, OfdId),
         fd: i32,
-        (mode, pid, caller): (Mode, i32, i32),
+        (mode, pid, caller): (Mode, Tgid, Tgid),
     ) {
         let book = slots.entry(k).or_default();
         book.epoch = book.epoch.wrapping_add(1);
@@ -243,8 +249,8 @@ impl FlockSlots {
         slot[DEV].store(file.dev, Release);
         slot[INO].store(file.ino, Release);
         slot[DPID].store(u64::from(std::process::id()), Release);
-        slot[SETTER].store(pid as u64 & PID_MASK, Release);
-        slot[TOKEN0].store(token_word(caller, fd), Release);
+        slot[SETTER].store(pid.get() as u64 & PID_MASK, Release);
+        slot[TOKEN0].store(token_word(caller.get(), fd), Release);
         let lock = match mode {
             Mode::Unlocked => 0,
             Mode::Shared => 1 | SH,
@@ -258,13 +264,14 @@ impl FlockSlots {
     /// can use: if the file is leased and `ofd` is named, it becomes (or stays) a member of the
     /// slot, named with `pid`, and the call is the caller's to redo there. LOCK_SH makes no
     /// second member (the slot serves LOCK_SH only to a lone member).
-    pub(crate) fn register(&self, file: FileId, ofd: OfdId, pid: i32, want: Mode) -> bool {
+    pub(crate) fn register(&self, file: FileId, ofd: OfdId, pid: Tgid, want: Mode) -> bool {
         let Some(fd) = self.name_of(ofd) else {
             return false;
         };
-        if pid <= 0 || pid as u64 > PID_MASK {
+        if !fits(pid) {
             return false;
         }
+        let pid = pid.get();
         let mut sh = self.shard(file);
         let Some((k, book)) = sh.leased_mut(file) else {
             return false;

@@ -25,7 +25,6 @@ impl LockManager {
     /// Puts a revoked lease's lock into the engine as its description's flock lock (nothing
     /// else is on the file: nothing conflicts).
     fn import_flock(&self, file: FileId, (ofd, ty, pid): Taken) {
-        let pid = Tgid::new(pid);
         let Some(ty) = ty else { return };
         self.files.with(file, true, |_, mut st| {
             let owner = Owner::Description(ofd);
@@ -50,7 +49,7 @@ impl LockManager {
     }
 
     /// The call ends; `grant`: the description and pid of a successful flock call.
-    pub(crate) fn flock_leave(&self, file: FileId, grant: Option<(OfdId, i32)>) {
+    pub(crate) fn flock_leave(&self, file: FileId, grant: Option<(OfdId, Tgid)>) {
         let Some(l) = &self.flock_slots else { return };
         l.leave(file, grant, |ofd| {
             let owner = Owner::Description(ofd);
@@ -63,7 +62,7 @@ impl LockManager {
                     if !alone {
                         return None;
                     }
-                    let held = st.flocks.first().map(|h| (h.ty, h.pid.get()));
+                    let held = st.flocks.first().map(|h| (h.ty, h.pid));
                     st.flocks.clear();
                     Some(held)
                 })
@@ -79,7 +78,7 @@ impl LockManager {
     /// A flock of description `ofd` (process `pid`, asking for `want`) by a client that can
     /// redo it on the file's slot: whether the description is a member of the slot now, and
     /// the call the client's to redo there.
-    pub(crate) fn flock_register(&self, file: FileId, ofd: OfdId, pid: i32, want: Mode) -> bool {
+    pub(crate) fn flock_register(&self, file: FileId, ofd: OfdId, pid: Tgid, want: Mode) -> bool {
         self.flock_slots
             .as_ref()
             .is_some_and(|l| l.register(file, ofd, pid, want))

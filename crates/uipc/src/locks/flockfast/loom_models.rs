@@ -8,6 +8,7 @@ use super::book::Taken;
 use super::*;
 use crate::locks::types::{LockType, OfdId};
 use crate::sync::model;
+use crate::Tgid;
 use loom::thread::JoinHandle;
 use std::sync::Arc;
 
@@ -38,6 +39,7 @@ impl Futex for Yield {
 fn lease_to(l: &FlockSlots, ofd: u64, pid: i32) {
     l.name(OfdId(ofd), fd(ofd));
     l.enter(file(), Some(OfdId(ofd)), |_| {});
+    let pid = Tgid::new(pid);
     l.leave(file(), Some((OfdId(ofd), pid)), |_| {
         Some(Some((LockType::Write, pid)))
     });
@@ -89,7 +91,10 @@ fn an_unlock_against_a_revoke_is_all_or_nothing() {
         let imported = daemon_enter(&l, 2);
         match caller.join().unwrap() {
             Flocked::Done => assert_eq!(imported, None),
-            Flocked::Slow => assert_eq!(imported, Some((OfdId(1), Some(LockType::Write), 100))),
+            Flocked::Slow => assert_eq!(
+                imported,
+                Some((OfdId(1), Some(LockType::Write), Tgid::new(100)))
+            ),
             other => panic!("{other:?}"),
         }
     });
@@ -109,7 +114,10 @@ fn a_caller_never_commits_on_another_descriptions_lease() {
         assert_eq!(first.is_none(), r == Flocked::Done);
         // Description 2's lock is untouched by description 1's caller.
         let second = daemon_enter(&l, 3);
-        assert_eq!(second, Some((OfdId(2), Some(LockType::Write), 100)));
+        assert_eq!(
+            second,
+            Some((OfdId(2), Some(LockType::Write), Tgid::new(100)))
+        );
     });
 }
 
@@ -118,12 +126,15 @@ fn two_members_exclude_each_other_and_a_sleeper_gets_the_lock() {
     model(|| {
         let l = leased();
         l.name(OfdId(2), fd(2));
-        assert!(l.register(file(), OfdId(2), 200, Mode::Exclusive));
+        assert!(l.register(file(), OfdId(2), Tgid::new(200), Mode::Exclusive));
         let waiter = spawn_call(&l, 2, 200, Mode::Exclusive);
         assert_eq!(call(&l, 1, 100, Mode::Unlocked, false), Flocked::Done);
         assert_eq!(waiter.join().unwrap(), Flocked::Done);
         assert_eq!(call(&l, 1, 100, Mode::Exclusive, true), Flocked::WouldBlock);
         let imported = daemon_enter(&l, 3);
-        assert_eq!(imported, Some((OfdId(2), Some(LockType::Write), 200)));
+        assert_eq!(
+            imported,
+            Some((OfdId(2), Some(LockType::Write), Tgid::new(200)))
+        );
     });
 }
