@@ -251,7 +251,10 @@ fn connect(may_announce: bool) -> Result<(RawFd, bool), Errno> {
             .is_err_and(|e| e.raw_os_error() == Some(libc::EMFILE))
     };
     match crate::fdroom::with_room(|| client::connect_raw(&path.bytes[..path.len]), emfile) {
-        Ok(sock) => Ok((above_stdio(sock.into_raw_fd()), new_image)),
+        Ok(sock) => Ok((
+            above_stdio(crate::fdroom::out_of_the_way(sock.into_raw_fd())),
+            new_image,
+        )),
         // Out of descriptors even with the room the hard limit allows: said as such, not as
         // a daemon that does not answer.
         Err(e) if e.raw_os_error() == Some(libc::EMFILE) => {

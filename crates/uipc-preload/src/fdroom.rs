@@ -9,10 +9,51 @@
 //! lies above the program's limit, which only bounds new descriptors. A limit already at the
 //! hard limit cannot be raised (without CAP_SYS_RESOURCE): the call fails with EMFILE.
 //!
+//! [`out_of_the_way`] moves a connection up to the top of the numbers the limit allows, so
+//! the program's own opens get the numbers Linux would give them.
+//!
 //! Only after an EMFILE: a call that gets its descriptor costs nothing more. While the limit
 //! is raised another thread may open a descriptor above the program's limit, and a setrlimit
 //! of RLIMIT_NOFILE that another thread makes in that moment is overwritten by the restore.
 //! Raw `prlimit64` system calls only: no allocation, no lock (usable from a signal handler).
+
+/// The highest number [`out_of_the_way`] starts its search at: a higher one would make the
+/// kernel grow the process's descriptor table to it.
+const HIGH_FLOOR_MAX: u64 = 1024;
+
+/// Moves the library's long-lived descriptor `fd` (a connection to the daemon) to a number
+/// in the top quarter of the soft RLIMIT_NOFILE (from at most [`HIGH_FLOOR_MAX`]),
+/// close-on-exec, and closes `fd`: Linux gives a program's open the lowest free number, so
+/// a descriptor of the library must not sit among the low numbers the program's next opens
+/// would get. Returns the new number, or `fd` itself when no higher one can be had (a low
+/// limit, or every number above the floor taken). Raw system calls only; errno is kept.
+pub fn out_of_the_way(fd: std::os::fd::RawFd) -> std::os::fd::RawFd {
+    let saved = crate::guard::errno_now();
+    let mut lim = libc::rlimit64 {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    let none: *const libc::rlimit64 = std::ptr::null();
+    let got = crate::kernel::kernel_sys!(
+        libc::SYS_prlimit64,
+        0,
+        libc::RLIMIT_NOFILE,
+        none,
+        &mut lim as *mut libc::rlimit64
+    ) == 0;
+    let floor = (lim.rlim_cur - lim.rlim_cur / 4).min(HIGH_FLOOR_MAX);
+    let mut out = fd;
+    if got && floor > 3 && (fd as u64) < floor {
+        let high =
+            crate::kernel::kernel_sys!(libc::SYS_fcntl, fd, libc::F_DUPFD_CLOEXEC, floor) as i32;
+        if high >= 0 {
+            crate::kernel::kernel_sys!(libc::SYS_close, fd);
+            out = high;
+        }
+    }
+    crate::guard::set_errno(saved);
+    out
+}
 
 /// How many descriptors above the soft limit a step may take.
 const ROOM: u64 = 4;

@@ -96,9 +96,11 @@
 //!   process at its soft RLIMIT_NOFILE gets them above it (`fdroom.rs` raises the soft limit
 //!   for the moment, up to the hard limit); at its hard limit (without CAP_SYS_RESOURCE) such
 //!   a call fails with EMFILE (a thread's first call, a forked child's, shmat). A connection
-//!   is never 0, 1 or 2 (`conn.rs` moves it up), but it takes the lowest free number from
-//!   3: a program that closed descriptors above 2 and counts on getting those exact numbers
-//!   back from its next opens may get others after a thread's or child's first SysV call.
+//!   is moved to the top quarter of the soft RLIMIT_NOFILE (from 768 under the usual limit
+//!   of 1024, from at most 1024: `fdroom.rs`), so the program's own opens get the numbers
+//!   Linux gives them; where no number there is free it stays low, and is never 0, 1 or 2
+//!   (`conn.rs` moves it up). `/proc/self/fd` lists it, and a program's F_DUPFD into that
+//!   range finds the number taken (a dup2 over it replaces it: the library connects again).
 //! - A program run where the library's path or the daemon's socket cannot be reached (a
 //!   chroot, a mount namespace that hides them) runs without uipc: the loader says it cannot
 //!   preload the library, and the program's calls reach the kernel.
