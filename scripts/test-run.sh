@@ -70,7 +70,7 @@ export -f shared_daemon
 tests=(msg_sem_exchange sem_undo_kill shm_share shm_stat shm_remap shm_rdonly_segv semop_eintr threads_block
     calls_errno perm_setuid ids_cached eintr_storm exec_rules cancel_thread closefrom syscall_ipc timers
     timer_ids_exec timer_overrun timer_ignored vfork_spawn unseen_children handler_ipc ipc_no_malloc handler_altstack
-    timer_handler signal_kinds
+    timer_handler signal_kinds shm_munmap
     timer_no_malloc undo_after_reap "load 64 100" sem_fast "sem_fast_chaos 1500"
     "sem_fast_chaos 2000 undo" key_fast sem_sleep msg_fast "msg_fast_chaos 1500" msg_sleep fd_limit low_fds)
 # Linux's process model (privilege drops, exec, orphans, /proc views, IPC and pid namespaces):

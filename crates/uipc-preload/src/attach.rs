@@ -12,6 +12,9 @@
 //! to the daemon, shmdt across its one, and fork across the fork (see `shm` and `fork`); none
 //! takes it again inside.
 //!
+//! The number of entries is also kept in an atomic, written as each guard is released, so
+//! that munmap ([`maybe_attached`]) skips the lock in a process without attachments.
+//!
 //! The table also keeps the mapped length of the last few segments attached, which lets
 //! shmat pick the address before it asks the daemon (see `shm`).
 //!
@@ -20,6 +23,7 @@
 
 use crate::mapbuf;
 use crate::sigmask::SignalsBlocked;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use uipc::Errno;
 
@@ -245,6 +249,16 @@ impl Default for Attachments {
 
 static TABLE: Mutex<Attachments> = Mutex::new(Attachments::new());
 
+/// The table's number of entries as its last guard left it, read without the lock by
+/// [`maybe_attached`].
+static COUNT: AtomicUsize = AtomicUsize::new(0);
+
+/// Whether the process may have attachments: false only if the table was empty when last
+/// released (munmap's test before it takes the table, see `unmap`).
+pub fn maybe_attached() -> bool {
+    COUNT.load(Ordering::Acquire) != 0
+}
+
 /// The attachment table, locked, with every signal blocked on this thread until the guard
 /// is dropped.
 pub struct AttachGuard {
@@ -257,6 +271,13 @@ impl std::ops::Deref for AttachGuard {
     type Target = Attachments;
     fn deref(&self) -> &Attachments {
         &self.table
+    }
+}
+
+impl Drop for AttachGuard {
+    fn drop(&mut self) {
+        // Before the fields: the lock is still held.
+        COUNT.store(self.table.len, Ordering::Release);
     }
 }
 

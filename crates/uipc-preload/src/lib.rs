@@ -6,7 +6,7 @@
 //! What it exports, by module:
 //! - SysV IPC (`sem.rs`, `msg.rs`, `shm.rs`, `attach.rs`), fork (inherited attachments are
 //!   reported before either process runs on), remap_file_pages and mremap on an attachment
-//!   (`remap.rs`), unshare and setns (`ipcns.rs`: a new IPC namespace gets new connections).
+//!   (`remap.rs`), munmap of a whole attachment (`unmap.rs`: a detach), unshare and setns (`ipcns.rs`: a new IPC namespace gets new connections).
 //! - File locks under `$UIPC_LOCKS=1` (`uipc run --locks`, `locks/`): fcntl's lock commands,
 //!   flock, lockf, and the close family (close, dup2, dup3, fclose, close_range, closefrom),
 //!   which tells the daemon before a descriptor that may hold locks closes.
@@ -245,8 +245,12 @@
 //!   its first call).
 //! - Shared memory is counted per attachment, not per mapping: Linux's shm_nattch counts the
 //!   segment's memory areas, so a remap_file_pages, mprotect or munmap that splits an
-//!   attachment raises it there, not here; and a munmap of an attachment (rather than shmdt)
-//!   detaches nothing. mremap of part of an attachment, or with MREMAP_DONTUNMAP, leaves the
+//!   attachment raises it there, not here. munmap detaches an attachment only when it unmaps
+//!   exactly that one whole attachment (its start, its length rounded up to pages); a munmap
+//!   of part of an attachment, or of a range holding more than one or starting before one,
+//!   is the kernel's alone and leaves the daemon's shm_nattch counting the attachment
+//!   (Linux counts the pieces left, or drops it when none is), as does a munmap in a vforked
+//!   child or by the program's own system call instruction. mremap of part of an attachment, or with MREMAP_DONTUNMAP, leaves the
 //!   library's record where the attachment was (shmdt at its start unmaps its whole original
 //!   range). `/proc/PID/maps` names the segments' memfds, not `/SYSV<key> (deleted)`.
 //! - The library keeps the caller's pid instead of asking the kernel on every call (the
@@ -377,8 +381,8 @@
 //!   in nattch (it counts mappings); uipc drops the whole old attachment from its books while
 //!   the kernel keeps its remaining pages mapped (the differential run leaves SHM_REMAP out
 //!   for this reason).
-//! - munmap, mremap or a MAP_FIXED mapping over an attachment is not seen: Linux would count
-//!   the attachment gone (nattch), uipc keeps it until shmdt, exec or exit.
+//! - A MAP_FIXED mapping (mmap) over an attachment is not seen: Linux would count the
+//!   attachment gone (nattch), uipc keeps it until shmdt, exec or exit.
 //! - A fork while another thread is between the daemon's shmat reply and its mapping can give
 //!   the child a recorded attachment it does not have (nattch one too high until it exits).
 //! - The attachment table is one mutex, taken by shmat, shmdt and fork (shmat and shmdt hold
@@ -425,6 +429,7 @@ mod timer_mask;
 mod timer_service;
 mod timer_signals;
 mod timer_thread;
+mod unmap;
 mod user;
 mod vfork;
 

@@ -7,6 +7,8 @@
 //! plain signal) when `$UIPC_TIMERS` is `1`, as do execve and execveat (which carry the timer
 //! id counter to the new image, `exec.rs`); the file lock numbers (fcntl, flock, close, dup2,
 //! dup3, close_range) go to the lock code (`locks/by_syscall.rs`) when `$UIPC_LOCKS` is `1`.
+//! munmap, mremap and remap_file_pages go to the library's exports of those calls, which
+//! follow shared-memory attachments (`unmap.rs`, `remap.rs`).
 //! Each returns as syscall(3) does: the result, or -1 with errno. Every other number, and
 //! these ones when not routed, goes to the C library's `syscall` with all six arguments
 //! unchanged ([`crate::kernel`], which is also the library's own way to the kernel).
@@ -116,6 +118,9 @@ pub extern "C-unwind" fn syscall(
             a5 as c_int,
         )
         .into();
+    }
+    if nr == libc::SYS_munmap {
+        return crate::unmap::munmap(a1 as *mut c_void, a2 as usize).into();
     }
     if nr == libc::SYS_mremap {
         let p = |k: usize| args[k] as usize;
