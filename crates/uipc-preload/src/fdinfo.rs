@@ -50,13 +50,16 @@ pub(crate) fn target(parts: &[&[u8]]) -> Option<Target> {
 }
 
 /// The view of `path` (naming `t`) for reading: `None` leaves the open to the kernel (which
-/// then gives its own errno, or the file of a process the daemon cannot know).
+/// then gives its own errno, or the file of a process the daemon cannot know). It never
+/// fails where the kernel's open succeeds.
 pub(crate) fn open(t: Target, path: &CStr, cloexec: bool) -> Option<Result<c_int, Errno>> {
     let kernel = read_kernel_file(path)?;
+    // A descriptor the kernel will not pass (an io_uring's), or a daemon that is gone: the
+    // kernel's text alone, as reading the file must not fail for want of uipc's lines.
     let lines = match lock_lines(t) {
         Ok(l) => l,
         Err(Errno::ENOSYS) => return None,
-        Err(e) => return Some(Err(e)),
+        Err(_) => Vec::new(),
     };
     // The kernel's fdinfo files are 0444.
     Some(memfd_with(&merged(&kernel, &lines), cloexec, false, 0o444))
