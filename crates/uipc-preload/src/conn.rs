@@ -19,6 +19,11 @@
 //! first connection after the library is loaded tells the daemon it is a new program image
 //! ([`Request::Hello`]); a vforked child's never does ([`crate::vfork`]).
 //!
+//! A new session's Hello is not waited for: the call that opens it sends its frame right
+//! behind (when the frame is small), then reads the Hello's reply and its own, so a
+//! thread's or process's first call is one exchange. A lock call's Hello asks for the lock
+//! area its fast path needs (`crate::locks::area_for`), which comes with the Hello's reply.
+//!
 //! Lock order: none; nothing here takes a lock.
 
 use crate::guard::guarded;
@@ -61,9 +66,9 @@ pub fn call_with<T>(
 /// that comes before its Hello is answered, less the Hello).
 const BEHIND_HELLO: usize = 48;
 
-/// [`call_with`]; if the call opens the thread's session, its Hello asks for lock area `area`
-/// and the call's frame goes right behind it (when it is small), both replies read in
-/// order: the greeting goes to the area ([`crate::locks::greeted`]) before `decode` runs.
+/// [`call_with`]; if the call opens the thread's session, the call's frame goes right behind
+/// the Hello (when it is small), which asks for lock area `area`, and both replies are read
+/// in order: the greeting goes to the area ([`crate::locks::greeted`]) before `decode` runs.
 fn call_asking<T>(
     area: HelloArea,
     scratch: usize,
@@ -95,17 +100,14 @@ fn call_asking<T>(
             }
         };
         let slot = space.slot();
-        // Behind a Hello: a small frame of a lock call, not in a vforked child (whose
-        // sessions are one-offs and whose memory is its parent's).
-        let area = if vforked || frame_len > BEHIND_HELLO {
-            HelloArea::None
-        } else {
-            area
-        };
+        // Behind a Hello: a small frame, not in a vforked child (whose sessions are
+        // one-offs and whose memory is its parent's, so it asks for no area either).
+        let behind = !vforked && frame_len <= BEHIND_HELLO;
+        let area = if behind { area } else { HelloArea::None };
         let mut greeting = None;
         let fd = guarded(|| {
             space.connection(generation, |may_announce| {
-                if area == HelloArea::None {
+                if !behind {
                     return open_session(may_announce);
                 }
                 let (fd, new_image) = open_unanswered(may_announce, area)?;

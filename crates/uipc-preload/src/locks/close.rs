@@ -55,6 +55,10 @@ fn hints_of_daemon() -> Option<usize> {
 /// Maps the hints (the library's constructor, under `--locks`): a daemon call and a mapping,
 /// which allocate, so not in a close that may run in a signal handler.
 pub(super) fn map_hints_now() {
+    if HINTS.load(Ordering::Acquire) != 0 {
+        // Mapped already (a close in an earlier constructor asked for them).
+        return;
+    }
     let got = guarded(|| Ok(hints_of_daemon()))
         .ok()
         .flatten()
