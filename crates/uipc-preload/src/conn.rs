@@ -22,7 +22,7 @@
 //! A new session's Hello is not waited for: the call that opens it sends its frame right
 //! behind (when the frame is small), then reads the Hello's reply and its own, so a
 //! thread's or process's first call is one exchange. A lock call's Hello asks for the lock
-//! area its fast path needs (`crate::locks::area_for`), which comes with the Hello's reply.
+//! area its fast path needs ([`Asking`]), which comes with the Hello's reply.
 //!
 //! Lock order: none; nothing here takes a lock.
 
@@ -32,7 +32,7 @@ use std::os::fd::{IntoRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::OnceLock;
 use uipc::Errno;
-use uipc_proto::client::{self, WaitMode};
+use uipc_proto::client::{self, Greeting, WaitMode};
 use uipc_proto::codec::Writer;
 use uipc_proto::transport::send_frame;
 use uipc_proto::{HelloArea, Request, Response, ResponseView};
@@ -59,7 +59,25 @@ pub fn call_with<T>(
     encode: impl FnMut(&mut Writer<'_>, &mut [u8]) -> Result<WaitMode, Errno>,
     decode: impl FnOnce(ResponseView<'_>, Option<OwnedFd>) -> Result<T, Errno>,
 ) -> Result<T, Errno> {
-    call_asking(HelloArea::None, scratch, pass, encode, decode)
+    call_asking(Asking::NONE, scratch, pass, encode, decode)
+}
+
+/// What a call's Hello asks for, if the call opens its session: a lock area, and where its
+/// grant goes (the lock module's; this module knows neither).
+#[derive(Clone, Copy)]
+pub struct Asking {
+    /// The area.
+    pub area: HelloArea,
+    /// Takes the Hello's reply.
+    pub greeted: fn(HelloArea, Greeting),
+}
+
+impl Asking {
+    /// No area.
+    pub const NONE: Asking = Asking {
+        area: HelloArea::None,
+        greeted: |_, _| {},
+    };
 }
 
 /// The largest frame sent behind a Hello before its reply (the daemon's bound on a frame
@@ -67,10 +85,10 @@ pub fn call_with<T>(
 const BEHIND_HELLO: usize = 48;
 
 /// [`call_with`]; if the call opens the thread's session, the call's frame goes right behind
-/// the Hello (when it is small), which asks for lock area `area`, and both replies are read
-/// in order: the greeting goes to the area ([`crate::locks::greeted`]) before `decode` runs.
+/// the Hello (when it is small), which asks for `asking`'s lock area, and both replies are
+/// read in order: the greeting goes to `asking.greeted` before `decode` runs.
 fn call_asking<T>(
-    area: HelloArea,
+    asking: Asking,
     scratch: usize,
     pass: Option<RawFd>,
     mut encode: impl FnMut(&mut Writer<'_>, &mut [u8]) -> Result<WaitMode, Errno>,
@@ -103,7 +121,7 @@ fn call_asking<T>(
         // Behind a Hello: a small frame, not in a vforked child (whose sessions are
         // one-offs and whose memory is its parent's, so it asks for no area either).
         let behind = !vforked && frame_len <= BEHIND_HELLO;
-        let area = if behind { area } else { HelloArea::None };
+        let area = if behind { asking.area } else { HelloArea::None };
         let mut greeting = None;
         let fd = guarded(|| {
             space.connection(generation, |may_announce| {
@@ -119,7 +137,7 @@ fn call_asking<T>(
         if let Some(new_image) = greeting {
             // The Hello's reply comes first; a daemon that refused it closed the session.
             match client::read_greeting(fd, area) {
-                Ok(g) => crate::locks::greeted(area, g),
+                Ok(g) => (asking.greeted)(area, g),
                 Err(_) => {
                     slot.drop_connection();
                     return Err(not_reached(new_image));
@@ -166,17 +184,26 @@ pub fn call(req: &Request) -> Result<(Response, Option<OwnedFd>), Errno> {
 }
 
 /// [`call`], sending descriptor `pass` with the request; with `restartable`, a wait follows
-/// the interrupting handler's SA_RESTART (file-lock calls). A lock call that opens the
-/// thread's session asks in its Hello for the lock area its fast path needs, if this process
-/// has none yet ([`crate::locks::area_for`]).
+/// the interrupting handler's SA_RESTART (file-lock calls).
 pub fn call_passing(
+    req: &Request,
+    pass: Option<RawFd>,
+    restartable: bool,
+) -> Result<(Response, Option<OwnedFd>), Errno> {
+    call_passing_asking(Asking::NONE, req, pass, restartable)
+}
+
+/// [`call_passing`], whose Hello, if the call opens the thread's session, asks for what
+/// `asking` says (a lock call: the area its fast path needs).
+pub fn call_passing_asking(
+    asking: Asking,
     req: &Request,
     pass: Option<RawFd>,
     restartable: bool,
 ) -> Result<(Response, Option<OwnedFd>), Errno> {
     let mode = WaitMode::of(req.may_block(), restartable);
     call_asking(
-        crate::locks::area_for(req),
+        asking,
         0,
         pass,
         |w, _| {

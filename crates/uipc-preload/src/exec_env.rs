@@ -351,7 +351,7 @@ impl Drop for CarriedEnv {
         // errno is kept: this runs after a failed exec.
         let saved = crate::guard::errno_now();
         // SAFETY: our own mapping.
-        unsafe { crate::unmap::kernel_munmap(self.map, self.len) };
+        unsafe { crate::kernel::kernel_munmap(self.map, self.len) };
         crate::guard::set_errno(saved);
     }
 }
@@ -479,7 +479,7 @@ mod tests {
         }
         assert!(CarriedEnv::new(map as usize, Some((1, 1)), b"", None).is_none());
         // SAFETY: the two pages, still ours.
-        unsafe { crate::unmap::kernel_munmap(map, 2 * page) };
+        unsafe { crate::kernel::kernel_munmap(map, 2 * page) };
     }
 
     #[test]

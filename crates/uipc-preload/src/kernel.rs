@@ -20,7 +20,7 @@
 //! The module is also the library's one `dlsym(RTLD_NEXT)` ([`next_symbol`]), through which
 //! every module finds the C library's definitions of the functions it exports.
 
-use libc::c_long;
+use libc::{c_int, c_long, c_void};
 use std::ffi::CStr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -120,6 +120,14 @@ macro_rules! kernel_sys {
 }
 pub(crate) use kernel_sys;
 
+/// The kernel's munmap, never this library's export (`unmap.rs`): 0, or -1 with errno set.
+///
+/// # Safety
+/// Nothing uses the memory in `addr..addr + len` afterwards, as with munmap(2) itself.
+pub unsafe fn kernel_munmap(addr: *mut c_void, len: usize) -> c_int {
+    kernel_sys!(libc::SYS_munmap, addr, len) as c_int
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -174,7 +182,7 @@ mod tests {
             // split so that this line does not match itself.
             assert!(
                 !code.contains(concat!("libc::", "munmap(")),
-                "{}: libc::munmap reaches our own export; use unmap::kernel_munmap",
+                "{}: libc::munmap reaches our own export; use kernel::kernel_munmap",
                 path.display()
             );
             for (at, _) in code.match_indices("libc::syscall(") {

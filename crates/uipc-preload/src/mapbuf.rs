@@ -34,7 +34,7 @@ pub fn map(len: usize) -> Result<*mut u8, Errno> {
 /// `ptr` and `len` are one mapping from [`map`], not used after this call.
 pub unsafe fn unmap(ptr: *mut u8, len: usize) {
     // SAFETY: the caller's obligation.
-    unsafe { crate::unmap::kernel_munmap(ptr.cast(), len.max(1)) };
+    unsafe { crate::kernel::kernel_munmap(ptr.cast(), len.max(1)) };
 }
 
 /// An owned anonymous mapping of a fixed length.

@@ -85,7 +85,7 @@ fn remap_uipc(args: [c_long; 6]) -> Result<i64, Errno> {
         Err(Errno::EINVAL) if last => {
             // SAFETY: unmaps the range the kernel just remapped inside this library's
             // attachment, which the segment's removal leaves unmapped on Linux.
-            unsafe { crate::unmap::kernel_munmap(start as *mut c_void, end - start) };
+            unsafe { crate::kernel::kernel_munmap(start as *mut c_void, end - start) };
             table.remove(at);
             Err(Errno::EINVAL)
         }

@@ -146,7 +146,7 @@ fn shmat_uipc(shmid: c_int, wanted: usize, flags: c_int) -> Result<i64, Errno> {
             to: at as u64,
         }) {
             // SAFETY: unmaps the mapping made just above.
-            unsafe { crate::unmap::kernel_munmap(p, len as usize) };
+            unsafe { crate::kernel::kernel_munmap(p, len as usize) };
             drop(table);
             return undo(e);
         }
@@ -227,7 +227,7 @@ fn shmat_reserved(
     let release = |reserved: &mut Option<*mut c_void>| {
         if let Some(r) = reserved.take() {
             // SAFETY: unmaps this function's own reservation, not mapped over.
-            unsafe { crate::unmap::kernel_munmap(r, guess) };
+            unsafe { crate::kernel::kernel_munmap(r, guess) };
         }
     };
     let req = Request::Shmat {
@@ -282,7 +282,7 @@ fn shmat_reserved(
             to: p as u64,
         }) {
             // SAFETY: unmaps the mapping made just above.
-            unsafe { crate::unmap::kernel_munmap(p, len) };
+            unsafe { crate::kernel::kernel_munmap(p, len) };
             return undo(e, &mut reserved);
         }
         p as usize
@@ -314,7 +314,7 @@ pub extern "C-unwind" fn shmdt(shmaddr: *const c_void) -> c_int {
         let mut table = attached();
         let len = table.get(addr).ok_or(Errno::EINVAL)?;
         // SAFETY: unmaps exactly an attachment this library mapped at `addr`.
-        unsafe { crate::unmap::kernel_munmap(addr as *mut c_void, len) };
+        unsafe { crate::kernel::kernel_munmap(addr as *mut c_void, len) };
         table.remove(addr);
         ret_of(Request::Shmdt { addr: addr as u64 })
     }) as c_int

@@ -17,20 +17,12 @@
 
 use crate::attach::attached;
 use crate::conn::ret_of;
-use crate::kernel::kernel_sys;
+use crate::kernel::kernel_munmap;
 use libc::{c_int, c_void, size_t};
 use uipc::Errno;
 use uipc_proto::Request;
 
 const PAGE: usize = 4096;
-
-/// The kernel's munmap, never this library's export: 0, or -1 with errno set.
-///
-/// # Safety
-/// Nothing uses the memory in `addr..addr + len` afterwards, as with munmap(2) itself.
-pub unsafe fn kernel_munmap(addr: *mut c_void, len: usize) -> c_int {
-    kernel_sys!(libc::SYS_munmap, addr, len) as c_int
-}
 
 /// munmap(2).
 #[no_mangle]

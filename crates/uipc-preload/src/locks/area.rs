@@ -138,7 +138,7 @@ impl Area {
                 .is_err()
             {
                 // SAFETY: our own mapping, never published.
-                unsafe { crate::unmap::kernel_munmap(p.as_ptr().cast(), self.bytes) };
+                unsafe { crate::kernel::kernel_munmap(p.as_ptr().cast(), self.bytes) };
             }
         }
         self.pid.store(pid, Ordering::Release);

@@ -69,7 +69,7 @@ pub(super) fn map_hints_now() {
         && got != 1
     {
         // SAFETY: our own mapping, never published.
-        unsafe { crate::unmap::kernel_munmap(got as *mut libc::c_void, HINT_SLOTS) };
+        unsafe { crate::kernel::kernel_munmap(got as *mut libc::c_void, HINT_SLOTS) };
     }
 }
 
@@ -88,7 +88,7 @@ pub(super) fn may_hold_locks((dev, ino): (u64, u64)) -> bool {
             Err(existing) => {
                 if got != 1 {
                     // SAFETY: our own mapping, never published.
-                    unsafe { crate::unmap::kernel_munmap(got as *mut libc::c_void, HINT_SLOTS) };
+                    unsafe { crate::kernel::kernel_munmap(got as *mut libc::c_void, HINT_SLOTS) };
                 }
                 existing
             }

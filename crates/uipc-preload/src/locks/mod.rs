@@ -25,7 +25,7 @@
 //! current offset over `len` bytes (waiting or not), F_ULOCK unlocks, F_TEST asks with a read
 //! lock and fails with EACCES if another process holds a conflicting lock.
 
-use crate::conn::{call_passing, check, ret_value};
+use crate::conn::{call_passing_asking, check, ret_value, Asking};
 use crate::guard::{finish, guarded, set_errno};
 use crate::kernel::kernel_sys;
 use crate::user::{copy_in_to, copy_out};
@@ -77,7 +77,7 @@ pub fn prepare() {
 
 /// The lock area a session opened by `req` asks for in its Hello: the one its fast path
 /// needs (flock: the flock leases; fcntl: the POSIX leases), if this process has none yet.
-pub fn area_for(req: &Request) -> HelloArea {
+fn area_for(req: &Request) -> HelloArea {
     match req {
         Request::Lock(LockRequest::Flock { .. }) => flockfast::area_for_hello(),
         Request::Lock(LockRequest::Fcntl { .. }) => lease::area_for_hello(),
@@ -86,7 +86,7 @@ pub fn area_for(req: &Request) -> HelloArea {
 }
 
 /// The reply to a Hello that asked for `area`: the area's grant.
-pub fn greeted(area: HelloArea, greeting: Greeting) {
+fn greeted(area: HelloArea, greeting: Greeting) {
     match area {
         HelloArea::FlockSlots => flockfast::greeted(greeting),
         HelloArea::Leases => lease::greeted(greeting),
@@ -149,11 +149,16 @@ fn lock_call(fd: c_int, req: LockRequest, cancel_point: bool) -> Result<Response
     let req = Request::Lock(req);
     let pass = Some(fd);
     let restartable = req.may_block();
+    // A call that opens the session asks for the lock area in its Hello.
+    let asking = Asking {
+        area: area_for(&req),
+        greeted,
+    };
     if cancel_point && restartable {
         // The wait runs outside `guarded`, so pthread_cancel acts in it (see crate::guard::guard_blocking).
-        return call_passing(&req, pass, true).map(response_only);
+        return call_passing_asking(asking, &req, pass, true).map(response_only);
     }
-    guarded(|| call_passing(&req, pass, restartable).map(response_only))
+    guarded(|| call_passing_asking(asking, &req, pass, restartable).map(response_only))
 }
 
 /// The response; a descriptor that came with it (none should) is closed by the kernel, not
