@@ -280,10 +280,7 @@ fn connect(may_announce: bool) -> Result<(RawFd, bool), Errno> {
             .is_err_and(|e| e.raw_os_error() == Some(libc::EMFILE))
     };
     match crate::fdroom::with_room(|| client::connect_raw(&path.bytes[..path.len]), emfile) {
-        Ok(sock) => Ok((
-            above_stdio(crate::fdroom::out_of_the_way(sock.into_raw_fd())),
-            new_image,
-        )),
+        Ok(sock) => Ok((crate::fdroom::out_of_the_way(sock.into_raw_fd()), new_image)),
         // Out of descriptors even with the room the hard limit allows: said as such, not as
         // a daemon that does not answer.
         Err(e) if e.raw_os_error() == Some(libc::EMFILE) => {
@@ -301,24 +298,6 @@ fn connect(may_announce: bool) -> Result<(RawFd, bool), Errno> {
 pub fn has_session() -> bool {
     let generation = GENERATION.load(Ordering::SeqCst);
     SLOTS.with(|slots| Lease::take(slots).has_session(generation))
-}
-
-/// `fd`, or a duplicate of it from 3 up if it is 0, 1 or 2 (closed by the program): a SysV
-/// call takes no descriptor on Linux, so the program's next open must still get its standard
-/// descriptor back, and its writes to a closed one must fail rather than reach the daemon.
-/// At the descriptor limit the connection stays where it is.
-fn above_stdio(fd: RawFd) -> RawFd {
-    if fd > 2 {
-        return fd;
-    }
-    let saved = crate::guard::errno_now();
-    let moved = crate::kernel::kernel_sys!(libc::SYS_fcntl, fd, libc::F_DUPFD_CLOEXEC, 3);
-    if moved < 0 {
-        crate::guard::set_errno(saved);
-        return fd;
-    }
-    sys_close(fd);
-    moved as RawFd
 }
 
 fn not_reached(new_image: bool) -> Errno {

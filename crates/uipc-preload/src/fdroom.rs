@@ -10,7 +10,8 @@
 //! hard limit cannot be raised (without CAP_SYS_RESOURCE): the call fails with EMFILE.
 //!
 //! [`out_of_the_way`] moves a connection up to the top of the numbers the limit allows, so
-//! the program's own opens get the numbers Linux would give them.
+//! the program's own opens get the numbers Linux would give them, and never leaves it on a
+//! standard descriptor (0, 1 or 2).
 //!
 //! Only after an EMFILE: a call that gets its descriptor costs nothing more. While the limit
 //! is raised another thread may open a descriptor above the program's limit, and a setrlimit
@@ -25,8 +26,12 @@ const HIGH_FLOOR_MAX: u64 = 1024;
 /// in the top quarter of the soft RLIMIT_NOFILE (from at most [`HIGH_FLOOR_MAX`]),
 /// close-on-exec, and closes `fd`: Linux gives a program's open the lowest free number, so
 /// a descriptor of the library must not sit among the low numbers the program's next opens
-/// would get. Returns the new number, or `fd` itself when no higher one can be had (a low
-/// limit, or every number above the floor taken). Raw system calls only; errno is kept.
+/// would get. When no such number can be had (a low limit, or every number above the floor
+/// taken), a descriptor on 0, 1 or 2 (the program closed it) still moves to 3 or above: a
+/// SysV call takes no descriptor on Linux, so the program's next open must get its standard
+/// descriptor back, and its writes to a closed one must fail rather than reach the daemon.
+/// Returns the new number, or `fd` itself if it cannot or need not move (at the descriptor
+/// limit it stays where it is). Raw system calls only; errno is kept.
 pub fn out_of_the_way(fd: std::os::fd::RawFd) -> std::os::fd::RawFd {
     let saved = crate::guard::errno_now();
     let mut lim = libc::rlimit64 {
@@ -41,16 +46,24 @@ pub fn out_of_the_way(fd: std::os::fd::RawFd) -> std::os::fd::RawFd {
         none,
         &mut lim as *mut libc::rlimit64
     ) == 0;
-    let floor = (lim.rlim_cur - lim.rlim_cur / 4).min(HIGH_FLOOR_MAX);
-    let mut out = fd;
-    if got && floor > 3 && (fd as u64) < floor {
-        let high =
-            crate::kernel::kernel_sys!(libc::SYS_fcntl, fd, libc::F_DUPFD_CLOEXEC, floor) as i32;
-        if high >= 0 {
+    let floor = if got {
+        (lim.rlim_cur - lim.rlim_cur / 4).min(HIGH_FLOOR_MAX)
+    } else {
+        0
+    };
+    // The top quarter; failing that, anything above the standard descriptors.
+    let moved = [floor, 3]
+        .into_iter()
+        .filter(|&at| at >= 3 && (fd as u64) < at)
+        .map(|at| crate::kernel::kernel_sys!(libc::SYS_fcntl, fd, libc::F_DUPFD_CLOEXEC, at))
+        .find(|&new| new >= 0);
+    let out = match moved {
+        Some(new) => {
             crate::kernel::kernel_sys!(libc::SYS_close, fd);
-            out = high;
+            new as std::os::fd::RawFd
         }
-    }
+        None => fd,
+    };
     crate::guard::set_errno(saved);
     out
 }
