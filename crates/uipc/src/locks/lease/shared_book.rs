@@ -1,11 +1,13 @@
 //! The daemon's side of shared mode (ARCHITECTURE.md "Shared mode"): granting a contended
-//! file's slot in shared mode, serving a parked or non-blocking whole-file call on it, taking it
+//! file's slot in shared mode, serving a whole-file call that reaches the daemon on it, taking it
 //! back, and a process's exit. Runs under the shard mutex of the file's slot group (the lock
 //! order of `book`); the owner word is read and changed only with atomics, and what it says
 //! is validated (a pid in range, the slot's epoch).
 
 use super::book::{Shard, SlotBook};
-use super::shared::{proc_word, set_mark, CLOSED, ENGINE_ONE, OWNER, RETRY_LOCAL, SHARED, WAITERS};
+use super::shared::{
+    proc_word, set_mark, Walk, CLOSED, ENGINE_ONE, OWNER, RETRY_LOCAL, SHARED, WAITERS,
+};
 use super::*;
 use crate::locks::types::OFFSET_MAX;
 use crate::sync::lock;
@@ -115,7 +117,8 @@ impl Leases {
     /// A POSIX call of `pid` on `file`: a write lock (`write`) or an unlock of `[start, end]`,
     /// blocking if `wait`, a parked F_SETLKW retried if `retried`. Served on the slot if the file
     /// is in shared mode and the call fits it: a whole-file write lock taken, or refused with
-    /// EAGAIN (non-blocking) or [`RETRY_LOCAL`] (retried: the library sleeps on the slot);
+    /// EAGAIN (non-blocking) or [`RETRY_LOCAL`] (blocking: the library sleeps on the slot, if
+    /// [`Leases::may_sleep_on_slot`]);
     /// an unlock of the owner's whole lock, or of a process that owns nothing.
     pub(crate) fn shared_call(
         &self,
@@ -172,12 +175,27 @@ impl Leases {
             }
             return if !wait {
                 SharedCall::Done(Err(crate::Errno::EAGAIN))
-            } else if retried && self.has_asked(pid) {
+            } else if self.may_sleep_on_slot(pid, q, retried) {
                 SharedCall::Done(Err(crate::Errno::from_raw(RETRY_LOCAL)))
             } else {
                 SharedCall::Engine
             };
         }
+    }
+
+    /// Whether a conflicting F_SETLKW of `pid`, blocked by `owner`, goes back to the library
+    /// to sleep on the slot ([`RETRY_LOCAL`]) rather than into the engine, which would take the
+    /// file out of shared mode: `pid` has the area and a per-process word to mark its sleep
+    /// in, and, for a fresh call (not a parked one the grant woke), the library's own walk
+    /// from `owner` would let it sleep there. A fresh call is one the library could not serve
+    /// on the slot (a process's first call, sent before it had the area, or one whose walk
+    /// went through a request asleep in the engine): the walk is the same function on the
+    /// same words, so a call that the library sends back finds the same answer here, unless
+    /// another process changed the words between the two, and goes into the engine.
+    fn may_sleep_on_slot(&self, pid: i32, owner: i32, retried: bool) -> bool {
+        self.has_asked(pid)
+            && proc_word(self.words(), pid).is_some()
+            && (retried || super::shared::walk(self.words(), pid, owner) == Walk::Clear)
     }
 
     /// The daemon's engine records (`up`) or forgets a sleeping request of process `pid`: the

@@ -163,3 +163,72 @@ fn walks_follow_sleepers_on_slots_and_stop_at_the_engine() {
     assert_eq!(l.sleeps_behind(100), None);
     assert_eq!(walk(w, 200, 100), Walk::Clear);
 }
+
+/// F_SETLKW of `pid` through the engine, waiting at most 100 ms (an engine sleep times out
+/// with EAGAIN).
+fn setlkw(m: &LockManager, f: FileId, pid: i32) -> crate::Result<()> {
+    let open = OpenFile {
+        file: f,
+        ofd: OfdId(pid as u64),
+        readable: true,
+        writable: true,
+        offset: 0,
+        size: 0,
+    };
+    let mut fl = Flock {
+        l_type: F_WRLCK,
+        l_whence: SEEK_SET,
+        l_start: 0,
+        l_len: 0,
+        l_pid: 0,
+    };
+    let wait = WaitCtx::timeout(std::time::Duration::from_millis(100));
+    m.fcntl(&Cred::root(pid), Some(&open), F_SETLKW, &mut fl, &wait)
+}
+
+#[test]
+fn a_fresh_blocked_setlkw_sleeps_on_the_slot_and_the_file_stays_shared() {
+    let m = LockManager::new().with_leases(Leases::owned());
+    let f = file(5);
+    shared(&m, f);
+    let l = m.leases().unwrap();
+    let v = LeaseView::new(l.words());
+    let mut fx = NoSleep(0);
+    assert_eq!(v.shared_lock(f, 100, false, &mut fx), Some(Ok(())));
+    // 200's first call reaches the daemon: sent back to sleep on the slot.
+    assert_eq!(setlkw(&m, f, 200).map_err(|e| e.raw()), Err(RETRY_LOCAL));
+    assert!(v.is_shared(f), "the file stayed in shared mode");
+    assert_eq!(v.shared_owner(f, 200), Some(100), "100 still owns it");
+    // A process that never asked for the area cannot sleep there: the engine serves it,
+    // with the file taken back and 100's lock in it.
+    assert!(
+        setlkw(&m, f, 400).is_err(),
+        "blocked behind 100 until the time-out"
+    );
+    assert!(!v.is_shared(f));
+}
+
+#[test]
+fn a_fresh_setlkw_whose_walk_meets_the_engine_goes_into_the_engine() {
+    let m = LockManager::new().with_leases(Leases::owned());
+    let f = file(6);
+    shared(&m, f);
+    let l = m.leases().unwrap();
+    let v = LeaseView::new(l.words());
+    let mut fx = NoSleep(0);
+    assert_eq!(v.shared_lock(f, 100, false, &mut fx), Some(Ok(())));
+    // The owner has a request asleep in the engine: the library's walk would send 200's call
+    // straight back, so the daemon keeps it (and takes the file back).
+    l.engine_sleeper(100, true);
+    assert_eq!(
+        v.shared_lock(f, 200, true, &mut fx),
+        None,
+        "the library's walk"
+    );
+    assert!(
+        setlkw(&m, f, 200).is_err(),
+        "blocked behind 100 until the time-out"
+    );
+    assert!(!v.is_shared(f));
+    l.engine_sleeper(100, false);
+}
