@@ -18,6 +18,14 @@ use crate::sync::{Mutex, MutexGuard};
 
 pub(super) use crate::locks::books::Shard;
 
+/// Why a lease was not granted (`take` of [`Leases::leave`]).
+pub(crate) enum NotTaken {
+    /// Another process's lock or a blocked request is on the file.
+    Contended,
+    /// The caller's locks do not fit a slot, or an OFD or flock lock is on the file.
+    Unfit,
+}
+
 #[derive(Default)]
 pub(super) struct SlotBook {
     /// The epoch of the last grant.
@@ -155,7 +163,10 @@ impl Leases {
     /// The call that [`Leases::enter`]ed `file` ends. If it was the last one inside and
     /// `grant` names the process of a successful POSIX set command, the file may be leased
     /// to it: `take` is asked for that process's locks, which it removes from the engine, and
-    /// returns only if nothing else is on the file and they fit a slot.
+    /// returns only if nothing else is on the file and they fit a slot. A file on which
+    /// `take` finds another process's lock or a blocked request is contended as much as one
+    /// whose lease was taken back: its cooldown starts (a file locked by many processes from
+    /// its first call on never had a lease to take back).
     /// A contended file (in cooldown) is put in shared mode instead when `take_shared` finds
     /// the engine's locks fit it: it returns the owner of the file's one whole-file write lock
     /// (0: none), which it removes from the engine.
@@ -163,7 +174,7 @@ impl Leases {
         &self,
         file: FileId,
         grant: Option<i32>,
-        take: impl FnOnce(i32) -> Option<Vec<Piece>>,
+        take: impl FnOnce(i32) -> Result<Vec<Piece>, NotTaken>,
         take_shared: impl FnOnce() -> Option<i32>,
     ) {
         self.shard(file).leave(file, |book, slots| {
@@ -180,9 +191,13 @@ impl Leases {
                 }
                 book.cooldown -= u16::from(book.lease.is_none());
             } else if let Some(k) = self.free_slot(slots, file) {
-                if let Some(pieces) = take(pid) {
-                    self.grant(slots, k, file, pid, &pieces);
-                    book.lease = Some(k);
+                match take(pid) {
+                    Ok(pieces) => {
+                        self.grant(slots, k, file, pid, &pieces);
+                        book.lease = Some(k);
+                    }
+                    Err(NotTaken::Contended) => book.cooldown = COOLDOWN,
+                    Err(NotTaken::Unfit) => {}
                 }
             }
         });

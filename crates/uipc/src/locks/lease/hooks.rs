@@ -2,6 +2,7 @@
 //! (revoking its lease, whose locks come back into the engine) and leaves it after (where a
 //! lease may be granted). See `book` and ARCHITECTURE.md "File lock leases".
 
+use super::book::NotTaken;
 use super::shared_book::SharedCall;
 use super::{Leases, Piece, LEASE_RANGES};
 use crate::locks::file::Request;
@@ -150,12 +151,11 @@ impl LockManager {
                     .files
                     .with(file, false, |_, mut st| {
                         let owner = Owner::Process(Tgid::new(pid));
-                        let alone = st.flocks.is_empty()
-                            && st.blocked.is_empty()
-                            && st.posix.len() <= LEASE_RANGES
-                            && st.posix.iter().all(|h| h.owner == owner);
-                        if !alone {
-                            return None;
+                        if !st.blocked.is_empty() || st.posix.iter().any(|h| h.owner != owner) {
+                            return Err(NotTaken::Contended);
+                        }
+                        if !st.flocks.is_empty() || st.posix.len() > LEASE_RANGES {
+                            return Err(NotTaken::Unfit);
                         }
                         let pieces = st
                             .posix
@@ -167,11 +167,11 @@ impl LockManager {
                             })
                             .collect();
                         st.posix.clear();
-                        Some(pieces)
+                        Ok(pieces)
                     })
                     // No context: no lock at all on the file.
-                    .unwrap_or(Some(Vec::new()));
-                if taken.is_some() {
+                    .unwrap_or(Ok(Vec::new()));
+                if taken.is_ok() {
                     self.files.remove_if_idle(file);
                 }
                 taken

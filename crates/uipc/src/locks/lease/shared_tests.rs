@@ -167,6 +167,11 @@ fn walks_follow_sleepers_on_slots_and_stop_at_the_engine() {
 /// F_SETLKW of `pid` through the engine, waiting at most 100 ms (an engine sleep times out
 /// with EAGAIN).
 fn setlkw(m: &LockManager, f: FileId, pid: i32) -> crate::Result<()> {
+    setlkw_for(m, f, pid, 100)
+}
+
+/// F_SETLKW of `pid` through the engine, waiting at most `ms` milliseconds.
+fn setlkw_for(m: &LockManager, f: FileId, pid: i32, ms: u64) -> crate::Result<()> {
     let open = OpenFile {
         file: f,
         ofd: OfdId(pid as u64),
@@ -182,7 +187,7 @@ fn setlkw(m: &LockManager, f: FileId, pid: i32) -> crate::Result<()> {
         l_len: 0,
         l_pid: 0,
     };
-    let wait = WaitCtx::timeout(std::time::Duration::from_millis(100));
+    let wait = WaitCtx::timeout(std::time::Duration::from_millis(ms));
     m.fcntl(&Cred::root(pid), Some(&open), F_SETLKW, &mut fl, &wait)
 }
 
@@ -231,4 +236,67 @@ fn a_fresh_setlkw_whose_walk_meets_the_engine_goes_into_the_engine() {
     );
     assert!(!v.is_shared(f));
     l.engine_sleeper(100, false);
+}
+
+#[test]
+fn a_file_contended_in_the_engine_from_the_start_goes_into_shared_mode() {
+    let m = std::sync::Arc::new(LockManager::new().with_leases(Leases::owned()));
+    let f = file(7);
+    let l = m.leases().unwrap();
+    for p in [100, 200, 300] {
+        l.asked(p);
+    }
+    // 100 holds more ranges than a lease takes: its locks stay in the engine, no lease was
+    // ever granted, so none is ever taken back for another process.
+    for i in 0..=LEASE_RANGES as i64 {
+        let open = OpenFile {
+            file: f,
+            ofd: OfdId(100),
+            readable: true,
+            writable: true,
+            offset: 0,
+            size: 0,
+        };
+        let mut fl = Flock {
+            l_type: F_WRLCK,
+            l_whence: SEEK_SET,
+            l_start: 2 * i,
+            l_len: 1,
+            l_pid: 0,
+        };
+        m.fcntl(
+            &Cred::root(100),
+            Some(&open),
+            F_SETLK,
+            &mut fl,
+            &WaitCtx::FOREVER,
+        )
+        .unwrap();
+    }
+    assert_eq!(l.holder(f), None, "too many ranges for a lease");
+    // 200 and 300 wait in the engine for the whole file.
+    let waiters: Vec<_> = [200, 300]
+        .into_iter()
+        .map(|p| {
+            let m = m.clone();
+            std::thread::spawn(move || (p, setlkw_for(&m, f, p, 5000)))
+        })
+        .collect();
+    let w = l.words();
+    let asleep = |p: i32| proc_word(w, p).unwrap().load(crate::sync::Ordering::SeqCst) >> 32 != 0;
+    while !(asleep(200) && asleep(300)) {
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    call(&m, f, 100, F_SETLK, F_UNLCK).unwrap();
+    let results: Vec<_> = waiters.into_iter().map(|t| t.join().unwrap()).collect();
+    // One of them took the lock; the file went into shared mode, and the other was sent to
+    // sleep on the slot.
+    assert!(LeaseView::new(w).is_shared(f), "in shared mode");
+    let ok: Vec<_> = results.iter().filter(|(_, r)| r.is_ok()).collect();
+    let retry: Vec<_> = results
+        .iter()
+        .filter(|(_, r)| *r == Err(crate::Errno::from_raw(RETRY_LOCAL)))
+        .collect();
+    assert_eq!((ok.len(), retry.len()), (1, 1), "{results:?}");
+    assert_eq!(LeaseView::new(w).shared_owner(f, retry[0].0), Some(ok[0].0));
 }
