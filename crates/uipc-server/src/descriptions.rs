@@ -24,8 +24,11 @@
 //! - the entry's witness, the `(pid, fd)` where the description was last seen (one `kcmp`);
 //! - the descriptors of the processes that made lock calls through it (the last few callers);
 //! - every process's `/proc/PID/fd` entries of the same file (`stat` through the link), the
-//!   daemon's own process included except for the table's copies (a descriptor received for
-//!   a call in flight elsewhere in the daemon counts, which only keeps locks a little longer).
+//!   daemon's own process included except for the table's copies and the copies the search
+//!   made (a descriptor received for a call in flight elsewhere in the daemon counts, which
+//!   only keeps locks a little longer). One search at a time (the search gate): the copies
+//!   of a search running beside it would count, and two sweeps of one description, each
+//!   seeing the other's copy, would both keep its locks with nothing left to look again.
 //!
 //! Only a `kcmp` that says "equal" is a witness, and it is checked again at each use, so a
 //! witness never decides alone that a description is gone: the answer "unreferenced" always
@@ -35,7 +38,7 @@
 //! not seen; a `kcmp` refused for one that matched by file counts as a reference (locks are
 //! kept rather than dropped wrongly).
 //!
-//! Lock order: the table's mutex -> a file's lock state (through
+//! Lock order: the search gate -> the table's mutex -> a file's lock state (through
 //! [`LockManager::owns_any`]); nothing else is taken under the table's mutex. Witness checks
 //! (one `kcmp` each) run under it; the `/proc` scans run without it.
 
@@ -138,6 +141,8 @@ impl Table {
 /// The descriptions that may own locks; see the module doc.
 pub struct Descriptions {
     table: Mutex<Table>,
+    /// Held through [`Descriptions::referenced_then`]: one search at a time.
+    search_gate: Mutex<()>,
     /// Close-on-exec descriptors of processes about to exec.
     pub exec: crate::execclose::ExecCloses,
 }
@@ -160,6 +165,7 @@ impl Descriptions {
                 entries: Vec::new(),
                 next: 1,
             }),
+            search_gate: Mutex::new(()),
             exec: Default::default(),
         }
     }
@@ -261,6 +267,7 @@ impl Descriptions {
         asked: &dyn Fn(FileId, OfdId) -> bool,
         before_search: &dyn Fn(),
     ) -> Vec<(OfdId, FileId, bool)> {
+        let _one_search = crate::sync::lock(&self.search_gate);
         let me = std::process::id() as i32;
         let mut out = Vec::new();
         let mut own: Vec<RawFd> = Vec::new();

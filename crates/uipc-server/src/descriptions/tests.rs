@@ -285,3 +285,32 @@ impl Descriptions {
             .and_then(|e| e.witness)
     }
 }
+
+#[test]
+fn searches_side_by_side_do_not_count_each_others_copies() {
+    let _serial = serial();
+    let d = std::sync::Arc::new(Descriptions::new());
+    let (f, file) = temp_and_id();
+    let id = d
+        .acquire(&f.as_fd().try_clone_to_owned().unwrap(), file, me())
+        .unwrap();
+    d.users_zero_for_test(id);
+    // Only the table's copy is left: every search, however many run at once, must find
+    // nobody (a search's own copy of the description is the daemon's, not a reference).
+    drop(f);
+    let threads: Vec<_> = (0..4)
+        .map(|_| {
+            let d = d.clone();
+            std::thread::spawn(move || {
+                (0..50)
+                    .filter(|_| d.referenced(Scope::All, &[]) != vec![(id, file, false)])
+                    .count()
+            })
+        })
+        .collect();
+    let wrong: usize = threads.into_iter().map(|t| t.join().unwrap()).sum();
+    assert_eq!(
+        wrong, 0,
+        "searches that saw another search's copy as a reference"
+    );
+}
