@@ -350,10 +350,17 @@ impl Server {
         std::thread::Builder::new()
             .name("uipc-exits".into())
             .spawn(move || loop {
-                s.procs.reap_ready(-1, &|| {}, &|pid| {
-                    let _inside = s.stop.enter();
-                    s.process_exit(pid)
-                });
+                let exits = procs::OnExits {
+                    each: &|pid| {
+                        let _inside = s.stop.enter();
+                        s.process_exit(pid)
+                    },
+                    after: &|| {
+                        let _inside = s.stop.enter();
+                        s.exits_swept()
+                    },
+                };
+                s.procs.reap_ready(-1, &|| {}, &exits);
             })?;
         Ok(Server {
             shared,
