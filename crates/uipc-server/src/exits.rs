@@ -19,7 +19,7 @@
 //!
 //! Lock order: none (atomics); `Procs::reap_ready` as documented there.
 
-use crate::procs::{OnExits, Procs};
+use crate::procs::Procs;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Batches that saw an exit notified, and how many of them are known applied.
@@ -37,12 +37,12 @@ impl ExitWatch {
     }
 
     /// Before serving a frame: applies the exits not known applied (see the module doc).
-    pub fn reap_if_pending(&self, procs: &Procs, before: &dyn Fn(), exits: &OnExits<'_>) {
+    pub fn reap_if_pending(&self, procs: &Procs, before: &dyn Fn(), on_exit: &dyn Fn(i32)) {
         let noted = self.noted.load(Ordering::SeqCst);
         if self.applied.load(Ordering::SeqCst) >= noted {
             return;
         }
-        if procs.reap_ready(0, before, exits) == 0 {
+        if procs.reap_ready(0, before, on_exit) == 0 {
             self.applied.fetch_max(noted, Ordering::SeqCst);
         }
     }

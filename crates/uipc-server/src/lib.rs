@@ -350,17 +350,10 @@ impl Server {
         std::thread::Builder::new()
             .name("uipc-exits".into())
             .spawn(move || loop {
-                let exits = procs::OnExits {
-                    each: &|pid| {
-                        let _inside = s.stop.enter();
-                        s.process_exit(pid)
-                    },
-                    after: &|| {
-                        let _inside = s.stop.enter();
-                        s.exits_swept()
-                    },
-                };
-                s.procs.reap_ready(-1, &|| {}, &exits);
+                s.procs.reap_ready(-1, &|| {}, &|pid| {
+                    let _inside = s.stop.enter();
+                    s.process_exit(pid)
+                });
             })?;
         Ok(Server {
             shared,

@@ -226,12 +226,11 @@ impl Procs {
     }
 
     /// Waits up to `timeout_ms` (-1: forever, 0: not at all) for exits and handles them with
-    /// `exits.each` (the namespace's exit rules), after calling `before` once if there is any
-    /// (handling one may wait for the process's requests in flight), then calls `exits.after`
-    /// once if it handled any (what a batch of exits needs once, not once per exit: the
-    /// sweep of descriptions nobody holds open any more). Call with no [`ProcGuard`] held.
+    /// `on_exit` (the namespace's exit rules), after calling `before` once if there is any
+    /// (handling one may wait for the process's requests in flight). Call with no
+    /// [`ProcGuard`] held.
     /// Returns how many exits it found.
-    pub fn reap_ready(&self, timeout_ms: i32, before: &dyn Fn(), exits: &OnExits<'_>) -> usize {
+    pub fn reap_ready(&self, timeout_ms: i32, before: &dyn Fn(), on_exit: &dyn Fn(i32)) -> usize {
         let mut evs = [libc::epoll_event { events: 0, u64: 0 }; 16];
         // SAFETY: `evs` is a live array of 16 events.
         let n =
@@ -239,24 +238,14 @@ impl Procs {
         if n > 0 {
             before();
         }
-        let mut applied = Vec::new();
         for ev in evs.iter().take(n.max(0) as usize) {
             let pid = ev.u64 as u32 as i32;
             let proc = lock(&self.map).get(&pid).cloned();
             if let Some(p) = proc {
-                if has_exited(&p.pidfd) && self.apply_exit(&p, exits.each) {
-                    applied.push(p);
+                if has_exited(&p.pidfd) {
+                    self.finish_exit(&p, on_exit);
                 }
             }
-        }
-        // The batch's exits count as applied (threads waiting for them go on) only once
-        // `after` is done too.
-        if !applied.is_empty() {
-            (exits.after)();
-        }
-        for p in applied {
-            lock(&p.inner).life = Life::Gone;
-            p.changed.notify_all();
         }
         n.max(0) as usize
     }
@@ -266,15 +255,13 @@ impl Procs {
         self.epoll.as_raw_fd()
     }
 
-    /// Applies `proc`'s exit with `on_exit`, or waits until the thread applying it is done:
-    /// whether this call applied it (then the caller marks it `Gone`).
-    fn apply_exit(&self, proc: &Arc<ProcState>, on_exit: &dyn Fn(i32)) -> bool {
+    fn finish_exit(&self, proc: &Arc<ProcState>, on_exit: &dyn Fn(i32)) {
         let mut g = lock(&proc.inner);
         if g.life != Life::Alive {
             while g.life != Life::Gone {
                 g = proc.changed.wait(g).unwrap_or_else(|e| e.into_inner());
             }
-            return false;
+            return;
         }
         g.life = Life::Exiting;
         for irq in g.interrupts.values() {
@@ -312,17 +299,9 @@ impl Procs {
                 map.remove(&proc.pid);
             }
         }
-        true
+        lock(&proc.inner).life = Life::Gone;
+        proc.changed.notify_all();
     }
-}
-
-/// What [`Procs::reap_ready`] does with the exits it finds: `each` for every exit, then
-/// `after` once.
-pub struct OnExits<'a> {
-    /// One process's exit.
-    pub each: &'a dyn Fn(i32),
-    /// After the batch.
-    pub after: &'a dyn Fn(),
 }
 
 /// The engine identity of a frame with verified ids `peer`, as the kernel judges the call now.

@@ -33,7 +33,7 @@ use crate::conn::{CallSlot, Conn, Parked};
 use crate::dispatch::{self, Ctx};
 use crate::outcome::Outcome;
 use crate::parked::{self, ParkedCall};
-use crate::procs::{OnExits, ProcGuard};
+use crate::procs::ProcGuard;
 use crate::shared::Shared;
 use crate::sync::lock;
 use std::os::fd::{AsRawFd, OwnedFd};
@@ -65,13 +65,11 @@ fn finish(shared: &Shared, conn: &Arc<Conn>) {
 }
 
 fn reap_exits(shared: &Shared) {
-    let exits = OnExits {
-        each: &|pid| shared.process_exit(pid),
-        after: &|| shared.exits_swept(),
-    };
     shared
         .procs
-        .reap_ready(0, &|| shared.jobs.promote(), &exits);
+        .reap_ready(0, &|| shared.jobs.promote(), &|pid| {
+            shared.process_exit(pid)
+        });
 }
 
 fn hello(shared: &Shared, conn: &Arc<Conn>, frame: Received) {
@@ -178,13 +176,11 @@ fn serve_frame(shared: &Arc<Shared>, conn: &Arc<Conn>, frame: Received) {
         }
         _ => {}
     }
-    let exits = OnExits {
-        each: &|pid| shared.process_exit(pid),
-        after: &|| shared.exits_swept(),
-    };
     shared
         .exits
-        .reap_if_pending(&shared.procs, &|| shared.jobs.promote(), &exits);
+        .reap_if_pending(&shared.procs, &|| shared.jobs.promote(), &|pid| {
+            shared.process_exit(pid)
+        });
     let Ok(guard) = shared
         .procs
         .enter(peer.pid, Some(peer.uid), conn.id, &conn.irq)

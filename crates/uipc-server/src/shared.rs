@@ -57,19 +57,13 @@ impl Shared {
         self.parked.load(Ordering::Relaxed)
     }
 
-    /// A client process is gone: its SysV IPC exit rules and its POSIX locks. The OFD and
-    /// flock locks of descriptions nobody holds open any more go in [`Shared::exits_swept`],
-    /// once for a batch of exits.
+    /// A client process is gone: its SysV IPC exit rules, its POSIX locks, and the OFD and
+    /// flock locks of descriptions nobody holds open any more.
     pub fn process_exit(&self, pid: i32) {
         self.namespaces.process_exit(pid);
         let tgid = uipc::Tgid::new(pid);
         self.locks.process_exit(tgid);
         self.descriptions.exec.forget(&self.locks, tgid);
-    }
-
-    /// After a batch of exits: the OFD and flock locks of descriptions nobody holds open any
-    /// more go (a sweep of every description, which may read `/proc`).
-    pub fn exits_swept(&self) {
         lockserve::sweep(&self.locks, &self.descriptions, Scope::All, &|| {});
     }
 }
