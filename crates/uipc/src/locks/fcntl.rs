@@ -159,6 +159,7 @@ impl LockManager {
             file: fd.file,
             req: Self::fcntl_request(cred, fd, ofd, ty, (start, end)),
             flock_conversion: false,
+            may_redo: false,
         })
     }
 }

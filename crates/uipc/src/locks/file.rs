@@ -122,6 +122,8 @@ pub(crate) struct Blocked {
     pub blockers: Vec<Owner>,
     /// Woken to retry (its waiter completed); it stays queued until its sleeper retries.
     pub woken: bool,
+    /// A flock whose client can redo it on the file's flock lease slot.
+    pub may_redo: bool,
 }
 
 /// Everything behind one file's mutex.

@@ -48,7 +48,8 @@ impl LockManager {
         let may_redo = cmd & super::flockfast::FLOCK_MAY_REDO != 0;
         let cmd = cmd & !super::flockfast::FLOCK_MAY_REDO;
         match Self::flock_call(cred, fd, cmd) {
-            Ok(Some(call)) => {
+            Ok(Some(mut call)) => {
+                call.may_redo = may_redo;
                 if let (true, Owner::Description(o), Some(want)) = (
                     may_redo,
                     call.req.owner,
@@ -94,6 +95,7 @@ impl LockManager {
             file: fd.file,
             req,
             flock_conversion: true,
+            may_redo: false,
         }))
     }
 }

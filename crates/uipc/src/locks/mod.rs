@@ -183,6 +183,11 @@ impl LockManager {
         if let Some(r) = self.shared_step(&call, wait, woken.as_ref()) {
             return Progress::Done(r);
         }
+        if let (Some(w), true) = (&woken, call.may_redo) {
+            if let Some(r) = self.flock_redo_woken(&call, w) {
+                return Progress::Done(r);
+            }
+        }
         let ofd = match req.owner {
             Owner::Description(o) => Some(o),
             Owner::Process(_) => None,
@@ -306,6 +311,7 @@ impl LockManager {
             graph_id,
             blockers,
             woken: false,
+            may_redo: call.may_redo,
         });
         Step::Sleep(fctx.clone(), waiter)
     }

@@ -30,6 +30,8 @@ pub(crate) struct LockCall {
     pub(crate) file: FileId,
     pub(crate) req: Request,
     pub(crate) flock_conversion: bool,
+    /// A flock whose client can redo it on the file's flock lease slot (`FLOCK_MAY_REDO`).
+    pub(crate) may_redo: bool,
 }
 
 /// A lock request queued behind a conflicting lock. Made by [`LockManager::fcntl_start`] and

@@ -4,10 +4,13 @@
 
 use super::book::Taken;
 use super::{FlockSlots, Mode};
-use crate::locks::file::Held;
-use crate::locks::types::{FileId, LockKind, OfdId, Owner, OFFSET_MAX};
+use crate::locks::file::{Blocked, Held};
+use crate::locks::parked::LockCall;
+use crate::locks::types::{FileId, LockKind, LockType, OfdId, Owner, OFFSET_MAX};
 use crate::locks::LockManager;
+use crate::wait::Waiter;
 use crate::Tgid;
+use std::sync::Arc;
 
 impl LockManager {
     /// Gives the manager a flock lease area: from now on a description that alone locks a
@@ -48,7 +51,11 @@ impl LockManager {
         }
     }
 
-    /// The call ends; `grant`: the description and pid of a successful flock call.
+    /// The call ends; `grant`: the description and pid of a successful flock call. The file
+    /// is leased to that description if no other lock is on it and every blocked request is
+    /// a LOCK_EX whose client can redo it on the slot: those are woken, and each retry joins
+    /// the slot as a member and is answered REDO (`flock_redo_woken`), so a file contended in
+    /// the engine from its first calls on still gets a lease.
     pub(crate) fn flock_leave(&self, file: FileId, grant: Option<(OfdId, Tgid)>) {
         let Some(l) = &self.flock_slots else { return };
         l.leave(file, grant, |ofd| {
@@ -56,14 +63,29 @@ impl LockManager {
             let taken = self
                 .files
                 .with(file, false, |_, mut st| {
+                    let redoable = |b: &Blocked| {
+                        b.may_redo
+                            && b.req.kind == LockKind::Flock
+                            && b.req.ty == Some(LockType::Write)
+                    };
                     let alone = st.posix.is_empty()
-                        && st.blocked.is_empty()
+                        && st.blocked.iter().all(redoable)
                         && st.flocks.iter().all(|h| h.owner == owner);
                     if !alone {
                         return None;
                     }
                     let held = st.flocks.first().map(|h| (h.ty, h.pid));
                     st.flocks.clear();
+                    if !st.blocked.is_empty() {
+                        for b in st.blocked.iter_mut().filter(|b| !b.woken) {
+                            if let Some(id) = b.graph_id.take() {
+                                self.graph.remove(id);
+                            }
+                            b.waiter.complete(());
+                            b.woken = true;
+                        }
+                        st.quiet = false;
+                    }
                     Some(held)
                 })
                 // No context: no lock at all on the file.
@@ -82,6 +104,29 @@ impl LockManager {
         self.flock_slots
             .as_ref()
             .is_some_and(|l| l.register(file, ofd, pid, want))
+    }
+
+    /// A parked LOCK_EX woken to retry whose client can redo it on the slot: if the file is
+    /// leased and takes its description as a member, it leaves the engine's queue and is
+    /// answered REDO; `None` for the engine.
+    pub(crate) fn flock_redo_woken(
+        &self,
+        call: &LockCall,
+        woken: &Arc<Waiter<()>>,
+    ) -> Option<crate::Result<()>> {
+        let (LockKind::Flock, Owner::Description(o), Some(LockType::Write)) =
+            (call.req.kind, call.req.owner, call.req.ty)
+        else {
+            return None;
+        };
+        if !self.flock_register(call.file, o, call.req.pid, Mode::Exclusive) {
+            return None;
+        }
+        self.files.with(call.file, false, |_, mut st| {
+            st.dequeue(woken, &self.graph);
+            st.after_change(&self.graph);
+        });
+        Some(Err(super::REDO))
     }
 
     /// After a process exit: wakes the slots' sleepers (see [`FlockSlots::wake_all`]).

@@ -241,3 +241,55 @@ fn a_held_file_is_not_leased_until_every_hold_ends() {
     assert_eq!(lines(&m), vec![(LockKind::Flock, LockType::Write, 100)]);
     m.release_grants(F);
 }
+
+/// Parks a LOCK_EX of description `ofd` (process `pid`, named) that waits in the engine.
+fn parked_ex(m: &LockManager, pid: i32, ofd: u64, cmd: i32) -> crate::locks::ParkedLock {
+    m.flock_slots().unwrap().name(OfdId(ofd), ofd as i32 + 10);
+    let park = crate::wait::ParkCtx::new(std::sync::Arc::new(|| {}), None);
+    match m.flock_start(&Cred::root(pid), Some(&open(ofd)), cmd, &park) {
+        crate::locks::Progress::Parked(p) => p,
+        crate::locks::Progress::Done(r) => panic!("LOCK_EX of {ofd} did not wait: {r:?}"),
+    }
+}
+
+#[test]
+fn a_file_contended_in_the_engine_from_the_start_is_leased_with_its_waiters_as_members() {
+    use crate::locks::Progress;
+    let m = manager();
+    // Description 1 is not named: its lock stays in the engine, and 2 and 3 wait there.
+    m.flock(&Cred::root(100), Some(&open(1)), LOCK_EX, &WaitCtx::FOREVER)
+        .unwrap();
+    let p2 = parked_ex(&m, 200, 2, LOCK_EX | FLOCK_MAY_REDO);
+    let p3 = parked_ex(&m, 300, 3, LOCK_EX | FLOCK_MAY_REDO);
+    m.flock(&Cred::root(100), Some(&open(1)), LOCK_UN, &WaitCtx::FOREVER)
+        .unwrap();
+    // A fourth description takes the free lock before the woken ones retry: the file is
+    // leased to it although two requests are queued, since both can redo on the slot.
+    flock(&m, 400, 4, LOCK_EX | FLOCK_MAY_REDO).unwrap();
+    assert_eq!(m.flock_slots().unwrap().holder(F), Some(OfdId(4)));
+    for p in [p2, p3] {
+        match p.poll(&m) {
+            Progress::Done(r) => assert_eq!(r, Err(REDO)),
+            Progress::Parked(_) => panic!("the woken request waits in the engine again"),
+        }
+    }
+    // Now members: they wait for 4 on the slot and take the lock there once it lets go.
+    assert_eq!(local(&m, 200, 2, LOCK_EX | LOCK_NB), Flocked::WouldBlock);
+    assert_eq!(local(&m, 400, 4, LOCK_UN), Flocked::Done);
+    assert_eq!(local(&m, 200, 2, LOCK_EX | LOCK_NB), Flocked::Done);
+    assert_eq!(local(&m, 300, 3, LOCK_EX | LOCK_NB), Flocked::WouldBlock);
+    assert_eq!(lines(&m), vec![(LockKind::Flock, LockType::Write, 200)]);
+}
+
+#[test]
+fn a_queued_request_that_cannot_redo_keeps_the_file_in_the_engine() {
+    let m = manager();
+    m.flock(&Cred::root(100), Some(&open(1)), LOCK_EX, &WaitCtx::FOREVER)
+        .unwrap();
+    let p2 = parked_ex(&m, 200, 2, LOCK_EX);
+    m.flock(&Cred::root(100), Some(&open(1)), LOCK_UN, &WaitCtx::FOREVER)
+        .unwrap();
+    flock(&m, 400, 4, LOCK_EX | FLOCK_MAY_REDO).unwrap();
+    assert_eq!(m.flock_slots().unwrap().holder(F), None);
+    assert!(matches!(p2.poll(&m), crate::locks::Progress::Parked(_)));
+}
