@@ -3,6 +3,7 @@
 //! the locks of the last committed operation: the ones after a holder's call that returned
 //! `Done`, the ones before a call that returned `Slow` or never finished.
 
+use super::book::NotTaken;
 use super::*;
 use crate::sync::model;
 use std::sync::Arc;
@@ -24,7 +25,7 @@ const BEFORE: Piece = Piece {
 fn leased() -> Arc<Leases> {
     let l = Leases::owned_words(GROUP * SLOT_WORDS);
     l.enter(file(), 100, false, |_, _| {});
-    l.leave(file(), Some(100), |_| Some(vec![BEFORE]), || None);
+    l.leave(file(), Some(100), |_| Ok(vec![BEFORE]), || None);
     Arc::new(l)
 }
 
@@ -64,9 +65,9 @@ fn a_holder_killed_after_any_step_leaves_the_locks_before_its_call() {
             assert_eq!(imported, Some(vec![BEFORE]));
             // The holder is dead: its slot is free again, and a new grant is seen whole.
             l.exit(100);
-            l.leave(file(), None, |_| None, || None);
+            l.leave(file(), None, |_| Err(NotTaken::Unfit), || None);
             l.enter(file(), 300, false, |_, _| {});
-            l.leave(file(), Some(300), |_| Some(vec![]), || None);
+            l.leave(file(), Some(300), |_| Ok(vec![]), || None);
         });
     }
 }

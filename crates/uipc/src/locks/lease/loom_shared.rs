@@ -2,6 +2,7 @@
 //! take-back (the lock is never held by two, nor lost, nor duplicated: the take-back imports
 //! exactly the owner whose lock stands), and a sleeper against the unlock that must wake it.
 
+use super::book::NotTaken;
 use super::shared::*;
 use super::*;
 use crate::sync::model;
@@ -18,10 +19,10 @@ fn file() -> FileId {
 fn shared() -> Arc<Leases> {
     let l = Leases::owned_words(GROUP * SLOT_WORDS + 8);
     l.enter(file(), 1, false, |_, _| {});
-    l.leave(file(), Some(1), |_| Some(vec![]), || None);
+    l.leave(file(), Some(1), |_| Ok(vec![]), || None);
     // Taken back for another process: contended.
     l.enter(file(), 2, false, |_, _| {});
-    l.leave(file(), Some(2), |_| None, || Some(0));
+    l.leave(file(), Some(2), |_| Err(NotTaken::Contended), || Some(0));
     assert!(LeaseView::new(l.words()).is_shared(file()));
     Arc::new(l)
 }
