@@ -65,6 +65,26 @@ pub fn engine_namespace(backing: &Arc<MemfdBacking>, fast: bool) -> IpcNamespace
     })
 }
 
+/// The kernel IPC namespace of the process of `pidfd` (the inode number `/proc/PID/ns/ipc`
+/// names), read through the pidfd (`PIDFD_GET_IPC_NAMESPACE`, Linux 6.11: no path walk
+/// through `/proc`); `None` if the kernel cannot tell (an older kernel, a process gone).
+pub fn ns_of_pidfd(pidfd: std::os::fd::BorrowedFd<'_>) -> Option<NsId> {
+    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+    /// `_IO(PIDFS_IOCTL_MAGIC, 2)`.
+    const PIDFD_GET_IPC_NAMESPACE: libc::c_ulong = 0xFF02;
+    // SAFETY: an ioctl without argument on a live pidfd; it returns a new descriptor.
+    let ns = unsafe { libc::ioctl(pidfd.as_raw_fd(), PIDFD_GET_IPC_NAMESPACE, 0) };
+    if ns < 0 {
+        return None;
+    }
+    // SAFETY: a fresh descriptor owned by nobody else.
+    let ns = unsafe { OwnedFd::from_raw_fd(ns) };
+    // SAFETY: a zeroed `stat` is a valid value for the kernel to fill.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: fstat of our descriptor into a live `stat`.
+    (unsafe { libc::fstat(ns.as_raw_fd(), &mut st) } == 0).then_some(st.st_ino)
+}
+
 fn ns_of(pid: &str) -> Option<NsId> {
     std::fs::metadata(format!("/proc/{pid}/ns/ipc"))
         .ok()
@@ -92,14 +112,14 @@ impl Namespaces {
         &self.home
     }
 
-    /// A connection of process `pid` starts: the namespace it serves. If the process used
-    /// another namespace before (it ran unshare or setns since), the namespace it left applies
-    /// its SEM_UNDO list, as Linux's unshare(CLONE_NEWIPC) does.
-    pub fn join(&self, pid: i32) -> Arc<IpcNamespace> {
-        self.note(
-            pid,
-            ns_of(&pid.to_string()).filter(|&id| Some(id) != self.home_id),
-        )
+    /// A connection of process `pid` starts: the namespace it serves, that of kernel IPC
+    /// namespace `id` (its inode number, read through the process's pidfd) or, if that could
+    /// not be read, of `/proc/PID/ns/ipc`. If the process used another namespace before (it
+    /// ran unshare or setns since), the namespace it left applies its SEM_UNDO list, as
+    /// Linux's unshare(CLONE_NEWIPC) does.
+    pub fn join(&self, pid: i32, id: Option<NsId>) -> Arc<IpcNamespace> {
+        let id = id.or_else(|| ns_of(&pid.to_string()));
+        self.note(pid, id.filter(|&id| Some(id) != self.home_id))
     }
 
     fn note(&self, pid: i32, id: Option<NsId>) -> Arc<IpcNamespace> {
@@ -207,11 +227,68 @@ mod tests {
         let backing = Arc::new(MemfdBacking::new());
         let nss = Namespaces::new(IpcNamespace::new(), backing, false);
         let me = std::process::id() as i32;
-        let ns = nss.join(me);
+        let ns = nss.join(me, None);
         assert!(Arc::ptr_eq(&ns, nss.home()));
         assert_eq!(nss.others(), 0);
         ns.semget(&Cred::root(me), 5, 1, 0o1600).unwrap();
         nss.process_exit(me);
         assert_eq!(nss.home().proc_sysvipc_sem().lines().count(), 2);
+    }
+
+    /// A pidfd of `pid`.
+    fn pidfd(pid: i32) -> std::os::fd::OwnedFd {
+        use std::os::fd::FromRawFd;
+        // SAFETY: plain syscall; the result is checked.
+        let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+        assert!(fd >= 0, "pidfd_open");
+        // SAFETY: a fresh descriptor owned by nobody else.
+        unsafe { std::os::fd::OwnedFd::from_raw_fd(fd as i32) }
+    }
+
+    #[test]
+    fn the_pidfd_names_the_namespace_proc_names() {
+        use std::os::fd::AsFd;
+        let me = std::process::id() as i32;
+        let mine = ns_of_pidfd(pidfd(me).as_fd());
+        assert_eq!(mine, ns_of("self"));
+        // A child in a new IPC namespace (root only; elsewhere unshare fails and the child
+        // stays in ours, which the comparison with /proc still checks).
+        let mut go = [0i32; 2];
+        // SAFETY: a pipe into a live array, then a fork whose child only makes system calls.
+        let child = unsafe {
+            assert_eq!(libc::pipe(go.as_mut_ptr()), 0);
+            libc::fork()
+        };
+        if child == 0 {
+            // SAFETY: the child unshares, then waits for the pipe's end of file and exits.
+            unsafe {
+                libc::close(go[1]);
+                libc::unshare(libc::CLONE_NEWIPC);
+                let mut b = 0u8;
+                libc::read(go[0], (&mut b as *mut u8).cast(), 1);
+                libc::_exit(0);
+            }
+        }
+        let fd = pidfd(child);
+        // Wait until the child has unshared (if it can): its /proc link changes.
+        let unshared = (0..1000).any(|_| {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+            ns_of(&child.to_string()) != mine
+        });
+        let theirs = ns_of_pidfd(fd.as_fd());
+        assert_eq!(theirs, ns_of(&child.to_string()));
+        // SAFETY: our own descriptors and child.
+        unsafe {
+            libc::close(go[1]);
+            libc::close(go[0]);
+            libc::waitpid(child, std::ptr::null_mut(), 0);
+        }
+        if unshared {
+            assert_ne!(theirs, mine);
+        }
+        assert!(
+            mine.is_some(),
+            "this kernel has PIDFD_GET_IPC_NAMESPACE (6.11+)"
+        );
     }
 }

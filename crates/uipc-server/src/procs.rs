@@ -98,6 +98,13 @@ impl Drop for ProcGuard {
     }
 }
 
+impl ProcState {
+    /// The process's pidfd.
+    pub fn pidfd(&self) -> std::os::fd::BorrowedFd<'_> {
+        std::os::fd::AsFd::as_fd(&self.pidfd)
+    }
+}
+
 impl ProcGuard {
     /// The process.
     pub fn proc(&self) -> &Arc<ProcState> {

@@ -102,7 +102,10 @@ fn hello(shared: &Shared, conn: &Arc<Conn>, frame: Received) {
         }
     };
     // The kernel IPC namespace the process is in now decides the namespace served.
-    let ns = conn.ns.get_or_init(|| shared.namespaces.join(peer.pid));
+    let ns = conn.ns.get_or_init(|| {
+        let id = crate::namespaces::ns_of_pidfd(guard.proc().pidfd());
+        shared.namespaces.join(peer.pid, id)
+    });
     let _ = conn.greeter.set(peer.pid);
     if new_image && known {
         // The process ran execve since its last session: Linux drops its attachments, and
