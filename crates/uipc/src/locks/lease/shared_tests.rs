@@ -13,6 +13,19 @@ fn file(ino: u64) -> FileId {
 }
 
 fn call(m: &LockManager, f: FileId, pid: i32, cmd: i32, ty: i16) -> crate::Result<Flock> {
+    fcntl(m, f, pid, (cmd, ty), (0, 0), &WaitCtx::FOREVER)
+}
+
+/// fcntl `cmd` of `pid` through the engine for a lock of type `ty` over `len` bytes from
+/// `start` (0: to the end), waiting as `wait` says: F_GETLK's answer, or the call's error.
+fn fcntl(
+    m: &LockManager,
+    f: FileId,
+    pid: i32,
+    (cmd, ty): (i32, i16),
+    (start, len): (i64, i64),
+    wait: &WaitCtx<'_>,
+) -> crate::Result<Flock> {
     let open = OpenFile {
         file: f,
         ofd: OfdId(pid as u64),
@@ -24,18 +37,12 @@ fn call(m: &LockManager, f: FileId, pid: i32, cmd: i32, ty: i16) -> crate::Resul
     let mut fl = Flock {
         l_type: ty,
         l_whence: SEEK_SET,
-        l_start: 0,
-        l_len: 0,
+        l_start: start,
+        l_len: len,
         l_pid: 0,
     };
-    m.fcntl(
-        &Cred::root(pid),
-        Some(&open),
-        cmd,
-        &mut fl,
-        &WaitCtx::FOREVER,
-    )
-    .map(|()| fl)
+    m.fcntl(&Cred::root(pid), Some(&open), cmd, &mut fl, wait)
+        .map(|()| fl)
 }
 
 /// A futex that never sleeps (the tests never wait) and counts wakes.
@@ -172,23 +179,8 @@ fn setlkw(m: &LockManager, f: FileId, pid: i32) -> crate::Result<()> {
 
 /// F_SETLKW of `pid` through the engine, waiting at most `ms` milliseconds.
 fn setlkw_for(m: &LockManager, f: FileId, pid: i32, ms: u64) -> crate::Result<()> {
-    let open = OpenFile {
-        file: f,
-        ofd: OfdId(pid as u64),
-        readable: true,
-        writable: true,
-        offset: 0,
-        size: 0,
-    };
-    let mut fl = Flock {
-        l_type: F_WRLCK,
-        l_whence: SEEK_SET,
-        l_start: 0,
-        l_len: 0,
-        l_pid: 0,
-    };
     let wait = WaitCtx::timeout(std::time::Duration::from_millis(ms));
-    m.fcntl(&Cred::root(pid), Some(&open), F_SETLKW, &mut fl, &wait)
+    fcntl(m, f, pid, (F_SETLKW, F_WRLCK), (0, 0), &wait).map(|_| ())
 }
 
 #[test]
@@ -249,54 +241,28 @@ fn a_file_contended_in_the_engine_from_the_start_goes_into_shared_mode() {
     // 100 holds more ranges than a lease takes: its locks stay in the engine, no lease was
     // ever granted, so none is ever taken back for another process.
     for i in 0..=LEASE_RANGES as i64 {
-        let open = OpenFile {
-            file: f,
-            ofd: OfdId(100),
-            readable: true,
-            writable: true,
-            offset: 0,
-            size: 0,
-        };
-        let mut fl = Flock {
-            l_type: F_WRLCK,
-            l_whence: SEEK_SET,
-            l_start: 2 * i,
-            l_len: 1,
-            l_pid: 0,
-        };
-        m.fcntl(
-            &Cred::root(100),
-            Some(&open),
-            F_SETLK,
-            &mut fl,
-            &WaitCtx::FOREVER,
-        )
-        .unwrap();
+        let (set, ranges) = ((F_SETLK, F_WRLCK), (2 * i, 1));
+        fcntl(&m, f, 100, set, ranges, &WaitCtx::FOREVER).unwrap();
     }
     assert_eq!(l.holder(f), None, "too many ranges for a lease");
-    // 200 and 300 wait in the engine for the whole file.
-    let waiters: Vec<_> = [200, 300]
-        .into_iter()
-        .map(|p| {
-            let m = m.clone();
-            std::thread::spawn(move || (p, setlkw_for(&m, f, p, 5000)))
-        })
-        .collect();
+    // 200 waits in the engine for the whole file. (One waiter: two retrying at once could
+    // meet inside the file, and the grant waits for the last call inside.)
+    let waiter = {
+        let m = m.clone();
+        std::thread::spawn(move || setlkw_for(&m, f, 200, 5000))
+    };
     let w = l.words();
     let asleep = |p: i32| proc_word(w, p).unwrap().load(crate::sync::Ordering::SeqCst) >> 32 != 0;
-    while !(asleep(200) && asleep(300)) {
+    while !asleep(200) {
         std::thread::sleep(std::time::Duration::from_millis(1));
     }
+    // 100's unlock finds 200 queued (the file is contended); 200's retry takes the lock, and
+    // its grant puts the file into shared mode rather than leasing it to 200 alone.
     call(&m, f, 100, F_SETLK, F_UNLCK).unwrap();
-    let results: Vec<_> = waiters.into_iter().map(|t| t.join().unwrap()).collect();
-    // One of them took the lock; the file went into shared mode, and the other was sent to
-    // sleep on the slot.
+    assert_eq!(waiter.join().unwrap(), Ok(()));
     assert!(LeaseView::new(w).is_shared(f), "in shared mode");
-    let ok: Vec<_> = results.iter().filter(|(_, r)| r.is_ok()).collect();
-    let retry: Vec<_> = results
-        .iter()
-        .filter(|(_, r)| *r == Err(crate::Errno::from_raw(RETRY_LOCAL)))
-        .collect();
-    assert_eq!((ok.len(), retry.len()), (1, 1), "{results:?}");
-    assert_eq!(LeaseView::new(w).shared_owner(f, retry[0].0), Some(ok[0].0));
+    assert_eq!(l.holder(f), None, "not leased to 200 alone");
+    assert_eq!(LeaseView::new(w).shared_owner(f, 300), Some(200));
+    // 300, blocked there, is sent to sleep on the slot.
+    assert_eq!(setlkw(&m, f, 300).map_err(|e| e.raw()), Err(RETRY_LOCAL));
 }
