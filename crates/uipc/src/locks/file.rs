@@ -416,13 +416,27 @@ impl FileState {
         self.quiet = all_behind && !retrying.is_empty();
     }
 
+    /// Wakes every blocked request not woken yet to retry (a file leaving the engine for a
+    /// slot: each retry is served there); each leaves the deadlock graph at once.
+    pub fn wake_all_to_retry(&mut self, graph: &DeadlockGraph) {
+        for b in self.blocked.iter_mut().filter(|b| !b.woken) {
+            if let Some(id) = b.graph_id.take() {
+                graph.remove(id);
+            }
+            b.waiter.complete(());
+            b.woken = true;
+        }
+        self.quiet = false;
+    }
+
     /// Queues a request that must wait.
     pub fn enqueue(&mut self, blocked: Blocked) {
         self.quiet = false;
         self.blocked.push(blocked);
     }
 
-    /// Dequeues a sleeper's request after it timed out or was interrupted.
+    /// Dequeues a sleeper's request (it timed out, was interrupted, retried, or was served on
+    /// a slot), then wakes what waited only behind it ([`FileState::after_change`]).
     pub fn dequeue(&mut self, waiter: &Arc<Waiter<()>>, graph: &DeadlockGraph) {
         if let Some(i) = self
             .blocked
@@ -435,5 +449,6 @@ impl FileState {
                 graph.remove(id);
             }
         }
+        self.after_change(graph);
     }
 }

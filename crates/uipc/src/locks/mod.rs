@@ -230,7 +230,6 @@ impl LockManager {
                 if let Some(w) = woken.take() {
                     // Leaving the queue may let requests that waited behind this one go.
                     st.dequeue(&w, &self.graph);
-                    st.after_change(&self.graph);
                 }
                 Ok(())
             });

@@ -94,7 +94,6 @@ impl ParkedLock {
                 let mut st = lock(&parked.fctx.state);
                 if parked.waiter.abort().is_none() {
                     st.dequeue(&parked.waiter, &locks.graph);
-                    st.after_change(&locks.graph);
                     return Err(Errno::EINTR);
                 }
             }

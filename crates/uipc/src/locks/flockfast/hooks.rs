@@ -76,16 +76,7 @@ impl LockManager {
                     }
                     let held = st.flocks.first().map(|h| (h.ty, h.pid));
                     st.flocks.clear();
-                    if !st.blocked.is_empty() {
-                        for b in st.blocked.iter_mut().filter(|b| !b.woken) {
-                            if let Some(id) = b.graph_id.take() {
-                                self.graph.remove(id);
-                            }
-                            b.waiter.complete(());
-                            b.woken = true;
-                        }
-                        st.quiet = false;
-                    }
+                    st.wake_all_to_retry(&self.graph);
                     Some(held)
                 })
                 // No context: no lock at all on the file.
@@ -122,10 +113,8 @@ impl LockManager {
         if !self.flock_register(call.file, o, call.req.pid, Mode::Exclusive) {
             return None;
         }
-        self.files.with(call.file, false, |_, mut st| {
-            st.dequeue(woken, &self.graph);
-            st.after_change(&self.graph);
-        });
+        self.files
+            .with(call.file, false, |_, mut st| st.dequeue(woken, &self.graph));
         Some(Err(super::REDO))
     }
 

@@ -51,10 +51,8 @@ impl LockManager {
             SharedCall::Engine => None,
             SharedCall::Done(r) => {
                 if let Some(w) = woken {
-                    self.files.with(call.file, false, |_, mut st| {
-                        st.dequeue(w, &self.graph);
-                        st.after_change(&self.graph);
-                    });
+                    self.files
+                        .with(call.file, false, |_, mut st| st.dequeue(w, &self.graph));
                 }
                 Some(r)
             }
@@ -91,14 +89,7 @@ impl LockManager {
                     return None;
                 }
                 st.posix.clear();
-                for b in st.blocked.iter_mut().filter(|b| !b.woken) {
-                    if let Some(id) = b.graph_id.take() {
-                        self.graph.remove(id);
-                    }
-                    b.waiter.complete(());
-                    b.woken = true;
-                }
-                st.quiet = false;
+                st.wake_all_to_retry(&self.graph);
                 Some(owner)
             })
             .unwrap_or(Some(0))
