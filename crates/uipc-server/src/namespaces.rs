@@ -220,6 +220,7 @@ impl Namespaces {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::procs::pidfd_open;
     use uipc::Cred;
 
     #[test]
@@ -235,21 +236,11 @@ mod tests {
         assert_eq!(nss.home().proc_sysvipc_sem().lines().count(), 2);
     }
 
-    /// A pidfd of `pid`.
-    fn pidfd(pid: i32) -> std::os::fd::OwnedFd {
-        use std::os::fd::FromRawFd;
-        // SAFETY: plain syscall; the result is checked.
-        let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
-        assert!(fd >= 0, "pidfd_open");
-        // SAFETY: a fresh descriptor owned by nobody else.
-        unsafe { std::os::fd::OwnedFd::from_raw_fd(fd as i32) }
-    }
-
     #[test]
     fn the_pidfd_names_the_namespace_proc_names() {
         use std::os::fd::AsFd;
         let me = std::process::id() as i32;
-        let mine = ns_of_pidfd(pidfd(me).as_fd());
+        let mine = ns_of_pidfd(pidfd_open(me).unwrap().as_fd());
         assert_eq!(mine, ns_of("self"));
         // A child in a new IPC namespace (root only; elsewhere unshare fails and the child
         // stays in ours, which the comparison with /proc still checks).
@@ -269,7 +260,7 @@ mod tests {
                 libc::_exit(0);
             }
         }
-        let fd = pidfd(child);
+        let fd = pidfd_open(child).unwrap();
         // Wait until the child has unshared (if it can): its /proc link changes.
         let unshared = (0..1000).any(|_| {
             std::thread::sleep(std::time::Duration::from_millis(1));

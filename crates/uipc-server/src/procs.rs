@@ -122,7 +122,8 @@ impl ProcGuard {
     }
 }
 
-fn pidfd_open(pid: i32) -> Result<OwnedFd, Errno> {
+/// A pidfd of process `pid` (ESRCH if there is none).
+pub(crate) fn pidfd_open(pid: i32) -> Result<OwnedFd, Errno> {
     // SAFETY: plain syscall; a negative result is an error.
     let raw = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
     if raw < 0 {
