@@ -251,9 +251,13 @@ mod tests {
             libc::fork()
         };
         if child == 0 {
-            // SAFETY: the child unshares, then waits for the pipe's end of file and exits.
+            // SAFETY: the child keeps only the pipe's read end (so that it holds no copy of
+            // a descriptor another test counts references to), unshares, waits for the pipe's
+            // end of file and exits.
             unsafe {
-                libc::close(go[1]);
+                let keep = go[0] as u32;
+                libc::syscall(libc::SYS_close_range, 3u32, keep - 1, 0u32);
+                libc::syscall(libc::SYS_close_range, keep + 1, u32::MAX, 0u32);
                 libc::unshare(libc::CLONE_NEWIPC);
                 let mut b = 0u8;
                 libc::read(go[0], (&mut b as *mut u8).cast(), 1);
