@@ -81,7 +81,7 @@ export PROCESS_TESTS="${process_tests[*]}"
 # File locks: each program on the host kernel, then under `uipc run --locks`; the locks taken
 # under uipc are not in the host's /proc/locks, and `uipc locks` lists what lslocks lists on
 # the host (lslocks shows no OFD locks: that line is checked on its own).
-lock_tests=(locks_posix locks_ofd_flock locks_lifetime locks_handler locks_no_malloc locks_delayed_deadlock
+lock_tests=(locks_posix locks_ofd_flock locks_lifetime locks_release locks_handler locks_no_malloc locks_delayed_deadlock
     exec_cloexec_locks exec_hold_flock locks_fdinfo locks_fd_numbers)
 echo "-- file locks: on the host kernel, then under uipc run --locks"
 # Lists $HOLDER's locks with the lister given, its pid and path made comparable.

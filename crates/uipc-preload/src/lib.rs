@@ -115,7 +115,8 @@
 //!   fclose's (freopen, `posix_spawn` file actions), and descriptors closed by a process that
 //!   never calls the library. POSIX locks then stay until the process exits; OFD and flock
 //!   locks until the daemon's next close, exit or exec sweep, or a call that conflicts with
-//!   them, finds the description unreferenced. Close-on-exec: the library's exec functions
+//!   them, finds the description unreferenced (and until then the daemon's copy of the
+//!   description keeps it open: a deleted file's blocks stay in use). Close-on-exec: the library's exec functions
 //!   report the process's close-on-exec descriptors of locked files first (`locks/exec.rs`),
 //!   so a successful exec drops their POSIX locks as Linux does; an exec by a raw system
 //!   call instruction does not, nor does one racing another thread that changes

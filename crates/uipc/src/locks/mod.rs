@@ -461,7 +461,7 @@ impl LockManager {
         if let Some(l) = &self.leases {
             l.exit(tgid.get());
         }
-        self.flock_exit();
+        self.flock_exit(tgid);
         for (id, _) in self.files.all() {
             self.files.with(id, false, |_, mut st| {
                 if st.remove_posix_owner(Owner::Process(tgid)) {

@@ -15,7 +15,7 @@ use super::*;
 use crate::ipc::shared_words::SharedWords;
 use crate::locks::books::{Books, Shard, SlotMap, COOLDOWN};
 use crate::locks::types::OfdId;
-use crate::sync::{lock, Mutex, MutexGuard, Ordering::Release};
+use crate::sync::{lock, Mutex, MutexGuard, Ordering::Release, Ordering::SeqCst};
 use crate::Tgid;
 use std::collections::HashMap;
 
@@ -32,14 +32,37 @@ fn fits(pid: Tgid) -> bool {
     pid.get() > 0 && pid.get() as u64 <= PID_MASK
 }
 
+/// A member of a slot: its description and the pid its token names (the daemon's own copy of
+/// what it wrote into the token: the shared word is not trusted).
+#[derive(Clone, Copy)]
+struct Member {
+    ofd: OfdId,
+    pid: i32,
+}
+
 #[derive(Default)]
 struct SlotBook {
     /// The epoch of the last grant.
     epoch: u64,
     /// The file while leased.
     file: Option<FileId>,
-    /// The member descriptions, by index (the first is the one the grant went to).
-    members: Vec<OfdId>,
+    /// The members, by index (the first is the one the grant went to); `None` for one dropped
+    /// at its process's exit ([`FlockSlots::exit`]), whose index is not reused in this epoch.
+    members: Vec<Option<Member>>,
+}
+
+impl SlotBook {
+    /// The index of description `ofd` among the members.
+    fn index_of(&self, ofd: OfdId) -> Option<usize> {
+        self.members
+            .iter()
+            .position(|m| m.is_some_and(|m| m.ofd == ofd))
+    }
+
+    /// The description of member `i`.
+    fn ofd_at(&self, i: usize) -> Option<OfdId> {
+        self.members.get(i).copied().flatten().map(|m| m.ofd)
+    }
 }
 
 /// What a revoke hands back: the description, its flock lock (if any) and the pid that set it.
@@ -148,17 +171,16 @@ impl FlockSlots {
     fn revoke(&self, slots: &mut SlotMap<SlotBook>, k: usize) -> Option<Option<Taken>> {
         let book = slots.get_mut(&k)?;
         book.file.take()?;
-        let members = std::mem::take(&mut book.members);
         let slot = self.slot(k)?;
         let v = slot[STATE].fetch_or(SLOW, AcqRel);
         if v & WAITERS_MASK != 0 {
             crate::sync::futex_wake_all(&slot[STATE]);
         }
         // Not a word of the grant's epoch: written by someone else; nothing to trust.
-        let Some(&ofd) = owner_in(v, book.epoch)
-            .flatten()
-            .and_then(|i| members.get(i))
-        else {
+        let owner = owner_in(v, book.epoch).flatten();
+        let owner = owner.and_then(|i| book.ofd_at(i));
+        book.members.clear();
+        let Some(ofd) = owner else {
             return Some(None);
         };
         let pid = (slot[SETTER].load(Acquire) & PID_MASK) as i32;
@@ -178,7 +200,7 @@ impl FlockSlots {
         let Some(k) = book.lease.take() else { return };
         let member = slots
             .get(&k)
-            .is_some_and(|b| by.is_some_and(|o| b.members.contains(&o)));
+            .is_some_and(|b| by.is_some_and(|o| b.index_of(o).is_some()));
         if !member {
             book.cooldown = COOLDOWN;
         }
@@ -241,7 +263,10 @@ impl FlockSlots {
         let book = slots.entry(k).or_default();
         book.epoch = book.epoch.wrapping_add(1);
         book.file = Some(file);
-        book.members = vec![ofd];
+        book.members = vec![Some(Member {
+            ofd,
+            pid: caller.get(),
+        })];
         let Some(slot) = self.slot(k) else { return };
         for w in &slot[TOKEN0..] {
             w.store(0, Release);
@@ -279,8 +304,9 @@ impl FlockSlots {
         let Some(slot) = self.slot(k) else {
             return false;
         };
-        if let Some(i) = book.members.iter().position(|&o| o == ofd) {
+        if let Some(i) = book.index_of(ofd) {
             slot[TOKEN0 + i].store(token_word(pid, fd), Release);
+            book.members[i] = Some(Member { ofd, pid });
             return true;
         }
         if want == Mode::Shared || book.members.len() >= MEMBERS {
@@ -299,20 +325,39 @@ impl FlockSlots {
                 Err(now) => v = now,
             }
         }
-        book.members.push(ofd);
+        book.members.push(Some(Member { ofd, pid }));
         true
     }
 
-    /// After an exit: wakes every slot's sleepers (one woken by an unlock may have died
-    /// before taking the lock, leaving the others asleep on a free lock).
-    pub(crate) fn wake_all(&self) {
+    /// After process `pid`'s exit: wakes every slot's sleepers (one woken by an unlock may
+    /// have died before taking the lock, leaving the others asleep on a free lock), and drops
+    /// the members named with `pid` that do not hold the lock. Nothing else keeps such a
+    /// member's description: without this a lease would keep every description that ever
+    /// joined it, and their files open, for as long as the lease lives. A dropped member's
+    /// token becomes [`GONE`] before the embedder can close its descriptor (it does once
+    /// [`FlockSlots::holds`] says no), and then nobody can prove to be it: a caller would
+    /// need the pid of a process that is gone. (A process given that pid anew, and the same
+    /// description, between the exit and this walk could still take the lock as the member
+    /// just dropped: the lock would then be lost at the next revoke.) A process that still
+    /// holds the description asks the daemon, and joins as a new member.
+    pub(crate) fn exit(&self, pid: Tgid) {
         self.books.each_shard(|sh| {
-            for (&k, b) in sh.slots.iter() {
+            for (&k, b) in sh.slots.iter_mut() {
                 let Some(slot) = self.slot(k).filter(|_| b.file.is_some()) else {
                     continue;
                 };
-                if slot[STATE].load(Acquire) & WAITERS_MASK != 0 {
+                let s = slot[STATE].load(Acquire);
+                if s & WAITERS_MASK != 0 {
                     crate::sync::futex_wake_all(&slot[STATE]);
+                }
+                let Some(owner) = owner_in(s, b.epoch) else {
+                    continue;
+                };
+                for (i, m) in b.members.iter_mut().enumerate() {
+                    if m.is_some_and(|m| m.pid == pid.get()) && owner != Some(i) {
+                        slot[TOKEN0 + i].store(GONE, SeqCst);
+                        *m = None;
+                    }
                 }
             }
         });
@@ -322,7 +367,7 @@ impl FlockSlots {
     pub fn holds(&self, file: FileId, ofd: OfdId) -> bool {
         let sh = self.shard(file);
         sh.leased(file)
-            .is_some_and(|(_, b)| b.members.contains(&ofd))
+            .is_some_and(|(_, b)| b.index_of(ofd).is_some())
     }
 
     /// Whether description `ofd` may hold `file`'s flock lock through the file's lease: a
@@ -334,7 +379,7 @@ impl FlockSlots {
         let Some((k, book)) = sh.leased(file) else {
             return false;
         };
-        let Some(i) = book.members.iter().position(|&o| o == ofd) else {
+        let Some(i) = book.index_of(ofd) else {
             return false;
         };
         let Some(slot) = self.slot(k) else {
@@ -354,6 +399,6 @@ impl FlockSlots {
 
     /// The description `file`'s lease was granted to, if any (tests).
     pub fn holder(&self, file: FileId) -> Option<OfdId> {
-        self.shard(file).leased(file)?.1.members.first().copied()
+        self.shard(file).leased(file)?.1.ofd_at(0)
     }
 }

@@ -118,10 +118,11 @@ impl LockManager {
         Some(Err(super::REDO))
     }
 
-    /// After a process exit: wakes the slots' sleepers (see [`FlockSlots::wake_all`]).
-    pub(crate) fn flock_exit(&self) {
+    /// After process `tgid`'s exit: wakes the slots' sleepers and drops the process's members
+    /// that hold no lock (see [`FlockSlots::exit`]).
+    pub(crate) fn flock_exit(&self, tgid: Tgid) {
         if let Some(l) = &self.flock_slots {
-            l.wake_all();
+            l.exit(tgid);
         }
     }
 

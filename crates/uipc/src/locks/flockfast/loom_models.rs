@@ -1,8 +1,9 @@
 //! Loom models of a flock lease slot's `STATE` word: a member's operation against the
 //! daemon's revoke (a revoke imports exactly the lock of the last committed operation), a
 //! member's operation racing the slot's move to another description (it never commits on a
-//! lease it is not a member of), and two members excluding each other, one sleeping until the
-//! other unlocks.
+//! lease it is not a member of), two members excluding each other, one sleeping until the
+//! other unlocks, and a caller's proof against the drop of a departed member whose descriptor
+//! number the daemon then reuses.
 
 use super::book::Taken;
 use super::*;
@@ -136,5 +137,36 @@ fn two_members_exclude_each_other_and_a_sleeper_gets_the_lock() {
             imported,
             Some((OfdId(2), Some(LockType::Write), Tgid::new(200)))
         );
+    });
+}
+
+#[test]
+fn a_dropped_members_reused_descriptor_number_proves_nothing() {
+    model(|| {
+        let l = leased();
+        l.name(OfdId(2), fd(2));
+        assert!(l.register(file(), OfdId(2), Tgid::new(200), Mode::Exclusive));
+        // What the daemon's descriptor fd(2) refers to: description 2, until the daemon
+        // closes it and the number comes back for description 3.
+        let table = Arc::new(AtomicU64::new(2));
+        let caller = {
+            let (l, table) = (l.clone(), table.clone());
+            // A process given pid 200 anew, holding description 3: its kcmp of fd(2) says
+            // "same" only once that number refers to description 3.
+            loom::thread::spawn(move || {
+                let view = FlockView::new(l.words());
+                (0..GROUP).any(|k| {
+                    view.find(k, 200, |t| {
+                        t.fd == fd(2) && table.load(crate::sync::Ordering::Acquire) == 3
+                    })
+                    .is_some()
+                })
+            })
+        };
+        // Process 200's exit drops its member (it holds nothing); then the daemon closes
+        // its descriptor, whose number is reused.
+        l.exit(Tgid::new(200));
+        table.store(3, crate::sync::Ordering::Release);
+        assert!(!caller.join().unwrap());
     });
 }

@@ -11,12 +11,13 @@
 //! bits 0-7, [`SH`], [`MULTI`], [`HELD`], [`SLOW`], waiter count in bits 12-23, epoch in bits
 //! 24-63; its low 32 bits are the futex), `DEV`, `INO`, `DPID` (the daemon's pid), `SETTER`,
 //! then a token per member (the pid it was named with in bits 32-53, the daemon's descriptor
-//! number in bits 0-31; 0 past the last). A file's slots are the [`GROUP`] slots of
-//! [`group_of`]'s group.
+//! number in bits 0-31; 0 past the last; [`GONE`] for a member dropped at its process's exit).
+//! A file's slots are the [`GROUP`] slots of [`group_of`]'s group.
 //!
 //! Invariants the caller relies on (kept by `book`): `DEV`, `INO`, `DPID` and the tokens are
 //! written before the Release store of a grant's `STATE` (a new epoch); within an epoch a token
-//! only goes from 0 to a member, or to another pid of the same description; a member's only
+//! only goes from 0 to a member, to another pid of the same description, or to [`GONE`] (and
+//! stays so) before the daemon closes the descriptor it numbered; a member's only
 //! writes are CASes of owner, `SH` and the waiter count on a HELD word without SLOW of its
 //! epoch, and `SETTER` (listings only). Nothing a caller writes is trusted by the daemon.
 
@@ -32,7 +33,9 @@ pub use book::FlockSlots;
 
 use super::types::FileId;
 use crate::ipc::shared_words::Slots;
-use crate::sync::{AtomicU64, Ordering::AcqRel, Ordering::Acquire, Ordering::Relaxed};
+use crate::sync::{
+    AtomicU64, Ordering::AcqRel, Ordering::Acquire, Ordering::Relaxed, Ordering::SeqCst,
+};
 
 /// Slots of a flock lease area.
 pub const FLOCK_SLOTS: usize = 4096;
@@ -71,6 +74,9 @@ pub(crate) const WAITER: u64 = 1 << 12;
 pub(crate) const WAITERS_MASK: u64 = 0xfff << 12;
 pub(crate) const EPOCH_SHIFT: u32 = 24;
 pub(crate) const PID_MASK: u64 = (1 << 22) - 1;
+/// The token of a member dropped at its process's exit: pid 0 names no caller, and it is not
+/// 0, so a search for the caller goes on past it.
+pub(crate) const GONE: u64 = u32::MAX as u64;
 
 /// The bit a client adds to flock's `cmd` when it can redo the call on the slot: the daemon
 /// may then name its description in the file's slot and answer [`REDO`] instead of serving it.
@@ -166,17 +172,24 @@ fn live_epoch(slot: &[AtomicU64]) -> Option<u64> {
     owner_in(s, epoch_of(s)).map(|_| epoch_of(s))
 }
 
-/// Whether token word `t` of `slot` (loaded after the `STATE` a proof stands on) names the
-/// caller: the member was named with `pid`, and `same` finds the caller's descriptor to be the
-/// daemon's one the token numbers.
-fn names(slot: &[AtomicU64], t: u64, pid: i32, same: impl FnOnce(Token) -> bool) -> bool {
+/// Whether token word `t` of member `i` of `slot` (loaded after the `STATE` a proof stands on)
+/// names the caller: the member was named with `pid`, `same` finds the caller's descriptor to
+/// be the daemon's one the token numbers, and the token is still `t` after that comparison.
+/// The daemon turns a dropped member's token into [`GONE`] before it closes its descriptor, so
+/// a comparison with a descriptor number the daemon reused since proves nothing.
+fn names(
+    slot: &[AtomicU64],
+    (i, t): (usize, u64),
+    pid: i32,
+    same: impl FnOnce(Token) -> bool,
+) -> bool {
     if (t >> 32) & PID_MASK != pid as u64 & PID_MASK {
         return false;
     }
     same(Token {
         pid: slot[DPID].load(Acquire) as i32,
         fd: t as u32 as i32,
-    })
+    }) && slot[TOKEN0 + i].load(SeqCst) == t
 }
 
 /// The result of a caller's operation.
@@ -236,7 +249,7 @@ impl<'a> FlockView<'a> {
         let slot = self.slot(k).filter(|_| i < MEMBERS)?;
         let e = live_epoch(slot)?;
         let t = slot[TOKEN0 + i].load(Acquire);
-        (t != 0 && names(slot, t, pid, &mut same)).then_some(e)
+        (t != 0 && names(slot, (i, t), pid, &mut same)).then_some(e)
     }
 
     /// The member the caller is in slot `k` (the members named with its pid, compared by
@@ -254,7 +267,7 @@ impl<'a> FlockView<'a> {
             if t == 0 {
                 return None;
             }
-            if names(slot, t, pid, &mut same) {
+            if names(slot, (i, t), pid, &mut same) {
                 return Some((i, e));
             }
         }

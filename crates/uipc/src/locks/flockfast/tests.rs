@@ -293,3 +293,33 @@ fn a_queued_request_that_cannot_redo_keeps_the_file_in_the_engine() {
     assert_eq!(m.flock_slots().unwrap().holder(F), None);
     assert!(matches!(p2.poll(&m), crate::locks::Progress::Parked(_)));
 }
+
+#[test]
+fn an_exit_drops_the_processs_members_that_hold_nothing_and_keeps_the_owner() {
+    let m = two_members();
+    let (d1, d2) = (Owner::Description(OfdId(1)), Owner::Description(OfdId(2)));
+    // Process 100 (description 1) holds LOCK_EX: its exit keeps the member, which may hold.
+    m.process_exit(Tgid::new(100));
+    assert!(m.owns_any(F, d1) && m.holds_or_waits(F, d1));
+    assert_eq!(local(&m, 100, 1, LOCK_UN), Flocked::Done);
+    // Process 200 (description 2) holds nothing: its exit drops the member, whose token
+    // then names nobody, not even a caller with its pid and descriptor.
+    m.process_exit(Tgid::new(200));
+    assert!(!m.owns_any(F, d2));
+    assert_eq!(local(&m, 200, 2, LOCK_EX | LOCK_NB), Flocked::Slow);
+    // Description 1 is still a member and locks there.
+    assert_eq!(local(&m, 100, 1, LOCK_EX | LOCK_NB), Flocked::Done);
+    assert!(m.holds_or_waits(F, d1));
+    // Description 2, still open somewhere, asks the daemon again and joins anew, at a new
+    // index: both work, and exclude each other.
+    assert_eq!(
+        flock(&m, 300, 2, LOCK_EX | LOCK_NB | FLOCK_MAY_REDO),
+        Err(REDO)
+    );
+    assert_eq!(local(&m, 300, 2, LOCK_EX | LOCK_NB), Flocked::WouldBlock);
+    assert_eq!(local(&m, 100, 1, LOCK_UN), Flocked::Done);
+    assert_eq!(local(&m, 300, 2, LOCK_EX | LOCK_NB), Flocked::Done);
+    assert_eq!(m.flock_slots().unwrap().holder(F), Some(OfdId(1)));
+    // A revoke hands back the lock of the new member.
+    assert_eq!(lines(&m), vec![(LockKind::Flock, LockType::Write, 300)]);
+}
