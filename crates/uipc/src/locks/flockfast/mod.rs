@@ -11,12 +11,12 @@
 //! bits 0-7, [`SH`], [`MULTI`], [`HELD`], [`SLOW`], waiter count in bits 12-23, epoch in bits
 //! 24-63; its low 32 bits are the futex), `DEV`, `INO`, `DPID` (the daemon's pid), `SETTER`,
 //! then a token per member (the pid it was named with in bits 32-53, the daemon's descriptor
-//! number in bits 0-31; 0 past the last; [`GONE`] for a member dropped at its process's exit).
+//! number in bits 0-31; 0 past the last; `GONE` for a member dropped at its process's exit).
 //! A file's slots are the [`GROUP`] slots of [`group_of`]'s group.
 //!
 //! Invariants the caller relies on (kept by `book`): `DEV`, `INO`, `DPID` and the tokens are
 //! written before the Release store of a grant's `STATE` (a new epoch); within an epoch a token
-//! only goes from 0 to a member, to another pid of the same description, or to [`GONE`] (and
+//! only goes from 0 to a member, to another pid of the same description, or to `GONE` (and
 //! stays so) before the daemon closes the descriptor it numbered; a member's only
 //! writes are CASes of owner, `SH` and the waiter count on a HELD word without SLOW of its
 //! epoch, and `SETTER` (listings only). Nothing a caller writes is trusted by the daemon.
