@@ -30,6 +30,11 @@
 //!   of a search running beside it would count, and two sweeps of one description, each
 //!   seeing the other's copy, would both keep its locks with nothing left to look again.
 //!
+//! Before that last step a sweep asks again whether the description still holds a lock or
+//! waits for one: the search may have lost its core for a while, and one whose lock went
+//! meanwhile (its holder unlocked, then exited) has nothing to drop, so it is kept without a
+//! scan of every process.
+//!
 //! Only a `kcmp` that says "equal" is a witness, and it is checked again at each use, so a
 //! witness never decides alone that a description is gone: the answer "unreferenced" always
 //! comes from the complete scan, as exact as before the cheaper steps. Witnesses in the daemon's
@@ -257,9 +262,10 @@ impl Descriptions {
 
     /// [`Descriptions::referenced`] of the entries in `scope` for which `asked` (called with
     /// the table's mutex held, so it may take a file's lock state but nothing that leads back
-    /// to the table) says yes, running `before_search` first if any description needs more
-    /// than its witness's one kcmp (its callers' descriptors or every process's are read):
-    /// what may take a while.
+    /// to the table; and once more, without it, before every process's descriptors are
+    /// read) says yes (an entry it no longer says yes to by then counts as referenced: kept),
+    /// running `before_search` first if any description needs more than its witness's one
+    /// kcmp (its callers' descriptors or every process's are read): what may take a while.
     pub fn referenced_then(
         &self,
         scope: Scope,
@@ -305,6 +311,12 @@ impl Descriptions {
                 if search.in_process(k, pid) {
                     break;
                 }
+            }
+            // Asked again before the scan of every process: the search may have been
+            // descheduled since the first ask, and a lock dropped since (by an unlock, or by
+            // its holder's exit) leaves nothing to look for. Kept, it costs nothing.
+            if search.found[k].is_none() && !asked(p.1, p.0) {
+                search.found[k] = Some(None);
             }
         }
         search.everywhere();

@@ -314,3 +314,28 @@ fn searches_side_by_side_do_not_count_each_others_copies() {
         "searches that saw another search's copy as a reference"
     );
 }
+
+#[test]
+fn a_description_that_stopped_holding_during_the_search_is_kept_without_a_complete_scan() {
+    let _serial = serial();
+    let d = Descriptions::new();
+    let (f, file) = temp_and_id();
+    let id = d
+        .acquire(&f.as_fd().try_clone_to_owned().unwrap(), file, me())
+        .unwrap();
+    d.users_zero_for_test(id);
+    drop(f);
+    // Only the table's copy is left. Asked once (it held a lock then) and not again (its
+    // lock went while the search ran): nothing to drop, so it counts as referenced.
+    let asks = std::cell::Cell::new(0);
+    let held_once = |_: FileId, _: OfdId| {
+        asks.set(asks.get() + 1);
+        asks.get() == 1
+    };
+    let r = d.referenced_then(Scope::All, &[], &held_once, &|| {});
+    assert_eq!(r, vec![(id, file, true)]);
+    assert_eq!(asks.get(), 2);
+    // Still holding when asked again: the complete scan finds nobody.
+    let r = d.referenced_then(Scope::All, &[], &|_, _| true, &|| {});
+    assert_eq!(r, vec![(id, file, false)]);
+}
