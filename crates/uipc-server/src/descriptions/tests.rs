@@ -35,6 +35,16 @@ fn temp_and_id() -> (File, FileId) {
     (f, id)
 }
 
+/// `f`'s description (of `file`) entered in `d` by a lock call of `caller`, as the call's end
+/// leaves it: kept, and in no call's use.
+fn entered(d: &Descriptions, f: &File, file: FileId, caller: i32) -> OfdId {
+    let id = d
+        .acquire(&f.as_fd().try_clone_to_owned().unwrap(), file, caller)
+        .unwrap();
+    d.users_zero_for_test(id);
+    id
+}
+
 fn tempfile_in_dev_shm() -> File {
     let path = std::env::temp_dir().join(format!(
         "uipc-desc-{}-{}",
@@ -117,10 +127,7 @@ fn another_process_holding_the_description_counts_as_a_reference() {
     let _serial = serial();
     let d = Descriptions::new();
     let (f, file) = temp_and_id();
-    let id = d
-        .acquire(&f.as_fd().try_clone_to_owned().unwrap(), file, me())
-        .unwrap();
-    d.users_zero_for_test(id);
+    let id = entered(&d, &f, file, me());
     // This process holds it through `f`; without `f`, only the table's copy is left.
     let me = std::process::id() as i32;
     let mine = [(me, f.as_raw_fd())];
@@ -186,10 +193,7 @@ fn a_witness_is_checked_again_at_each_use_and_never_decides_alone() {
     // A caller holding it as descriptor 4: found among the callers' descriptors.
     let mut caller = holder(&f, "read x; exec 4</dev/null; echo ok");
     let pid = caller.id() as i32;
-    let id = d
-        .acquire(&f.as_fd().try_clone_to_owned().unwrap(), file, pid)
-        .unwrap();
-    d.users_zero_for_test(id);
+    let id = entered(&d, &f, file, pid);
     assert_eq!(d.referenced(Scope::All, &mine), vec![(id, file, true)]);
     assert_eq!(d.witness_for_test(id), Some((pid, 4)));
     // Other scopes leave it out.
@@ -291,10 +295,7 @@ fn searches_side_by_side_do_not_count_each_others_copies() {
     let _serial = serial();
     let d = std::sync::Arc::new(Descriptions::new());
     let (f, file) = temp_and_id();
-    let id = d
-        .acquire(&f.as_fd().try_clone_to_owned().unwrap(), file, me())
-        .unwrap();
-    d.users_zero_for_test(id);
+    let id = entered(&d, &f, file, me());
     // Only the table's copy is left: every search, however many run at once, must find
     // nobody (a search's own copy of the description is the daemon's, not a reference).
     drop(f);
@@ -320,10 +321,7 @@ fn a_description_that_stopped_holding_during_the_search_is_kept_without_a_comple
     let _serial = serial();
     let d = Descriptions::new();
     let (f, file) = temp_and_id();
-    let id = d
-        .acquire(&f.as_fd().try_clone_to_owned().unwrap(), file, me())
-        .unwrap();
-    d.users_zero_for_test(id);
+    let id = entered(&d, &f, file, me());
     drop(f);
     // Only the table's copy is left. Asked once (it held a lock then) and not again (its
     // lock went while the search ran): nothing to drop, so it counts as referenced.

@@ -177,8 +177,9 @@ impl FlockSlots {
             crate::sync::futex_wake_all(&slot[STATE]);
         }
         // Not a word of the grant's epoch: written by someone else; nothing to trust.
-        let owner = owner_in(v, book.epoch).flatten();
-        let owner = owner.and_then(|i| book.ofd_at(i));
+        let owner = owner_in(v, book.epoch)
+            .flatten()
+            .and_then(|i| book.ofd_at(i));
         book.members.clear();
         let Some(ofd) = owner else {
             return Some(None);

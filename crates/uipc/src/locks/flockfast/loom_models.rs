@@ -54,6 +54,14 @@ fn leased() -> Arc<FlockSlots> {
     Arc::new(l)
 }
 
+/// [`leased`], with description 2 (pid 200) made a member by a registration.
+fn leased_with_a_second_member() -> Arc<FlockSlots> {
+    let l = leased();
+    l.name(OfdId(2), fd(2));
+    assert!(l.register(file(), OfdId(2), Tgid::new(200), Mode::Exclusive));
+    l
+}
+
 /// A daemon call of description `ofd` entering the slot: the lock it imports, if any.
 fn daemon_enter(l: &FlockSlots, ofd: u64) -> Option<Taken> {
     let mut imported = None;
@@ -125,9 +133,7 @@ fn a_caller_never_commits_on_another_descriptions_lease() {
 #[test]
 fn two_members_exclude_each_other_and_a_sleeper_gets_the_lock() {
     model(|| {
-        let l = leased();
-        l.name(OfdId(2), fd(2));
-        assert!(l.register(file(), OfdId(2), Tgid::new(200), Mode::Exclusive));
+        let l = leased_with_a_second_member();
         let waiter = spawn_call(&l, 2, 200, Mode::Exclusive);
         assert_eq!(call(&l, 1, 100, Mode::Unlocked, false), Flocked::Done);
         assert_eq!(waiter.join().unwrap(), Flocked::Done);
@@ -143,9 +149,7 @@ fn two_members_exclude_each_other_and_a_sleeper_gets_the_lock() {
 #[test]
 fn a_dropped_members_reused_descriptor_number_proves_nothing() {
     model(|| {
-        let l = leased();
-        l.name(OfdId(2), fd(2));
-        assert!(l.register(file(), OfdId(2), Tgid::new(200), Mode::Exclusive));
+        let l = leased_with_a_second_member();
         // What the daemon's descriptor fd(2) refers to: description 2, until the daemon
         // closes it and the number comes back for description 3.
         let table = Arc::new(AtomicU64::new(2));
