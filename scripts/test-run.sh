@@ -270,9 +270,12 @@ if [ "$(id -u)" = 0 ]; then
     script='P; P -q; P -m -s; R -Q 0x99 -s 1; echo rc=$?; R -M 0x7777; echo rc=$?; P; R -a; echo rc=$?; P'
     native=${script//P/ipcs}
     native=${native//R/ipcrm}
-    abs=$(realpath "$uipc")
-    under=${script//P/$abs ipcs}
-    under=${under//R/$abs ipcrm}
+    # The uipc binary goes in through the environment: its path may hold a P or an R (a
+    # mktemp directory's name), which the second substitution would replace.
+    UBIN=$(realpath "$uipc")
+    export UBIN
+    under=${script//P/\"\$UBIN\" ipcs}
+    under=${under//R/\"\$UBIN\" ipcrm}
     timeout 60 unshare --ipc "$out/ipcs_fixture" "$native" > "$out/ipcs-host.txt" 2>/dev/null
     timeout 60 "$uipc" run -- "$out/ipcs_fixture" "$under" > "$out/ipcs-uipc.txt" 2>/dev/null
     diff -u "$out/ipcs-host.txt" "$out/ipcs-uipc.txt"
@@ -292,7 +295,7 @@ if [ "$(id -u)" = 0 ]; then
     norm+=' -e "s/ *\<$FIXTURE_PID\> */ PID /g"'
     native="( ${each//P/ipcs} ) 2>&1 | $norm"
     # The one other difference: the program's name in its error messages.
-    under="( ${each//P/$abs ipcs} ) 2>&1 | sed -e 's/^uipc ipcs: /ipcs: /' | $norm"
+    under="( ${each//P/\"\$UBIN\" ipcs} ) 2>&1 | sed -e 's/^uipc ipcs: /ipcs: /' | $norm"
     timeout 60 unshare --ipc "$out/ipcs_fixture" "$native" > "$out/ipcs-opts-host.txt"
     timeout 60 "$uipc" run -- "$out/ipcs_fixture" "$under" > "$out/ipcs-opts-uipc.txt"
     diff -u "$out/ipcs-opts-host.txt" "$out/ipcs-opts-uipc.txt"
