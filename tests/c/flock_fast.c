@@ -1,6 +1,7 @@
 /* flock of a description that alone locks a file (under `uipc run --locks` these complete in
  * the caller's process, on the file's flock lease) seen by other descriptions and processes:
- * two descriptions of one process conflict; dup'd descriptors share a lock; a fork child
+ * two descriptions of one process conflict; dup'd descriptors share a lock; a descriptor
+ * number closed and reopened on another file locks that file; a fork child
  * unlocks its parent's description's lock; the last close releases, the close of one of two
  * dups does not; a holder's exit while a child keeps the description keeps the lock; LOCK_NB;
  * conversion (not atomic: a failed upgrade leaves no lock); EINVAL and EBADF; EINTR of a
@@ -13,6 +14,7 @@
 #include "check.h"
 #include <sys/file.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 
 static char path[64];
 
@@ -105,6 +107,61 @@ static void fork_child_unlocks(void) {
     CHECK(!free_ex() && free_for(LOCK_SH));
     close(a);
     CHECK(free_ex());
+}
+
+/* A descriptor number whose description was a lease member, closed in each way a program
+ * can close it (close, dup2 over it, syscall(SYS_close), close_range) while a dup keeps the
+ * description open, and given to another file: its next flock locks the other file, and
+ * the first file stays free. Under uipc the
+ * library remembers which member a descriptor was proven to be; any close must make it
+ * prove the descriptor again. */
+static void number_reused(void) {
+    char other[96];
+    snprintf(other, sizeof other, "%s-other", path);
+    int made = open(other, O_RDWR | O_CREAT | O_TRUNC, 0600);
+    CHECK(made >= 0);
+    close(made);
+    for (int how = 0; how < 4; how++) {
+        /* `keep` holds the first description open, and is made before `a` is proven, so
+         * that the close of `a` is not the description's last (the daemon hears of none). */
+        int keep = open_rw(path);
+        int a = dup(keep);
+        CHECK(a > keep);
+        warm(a);
+        int b = open_rw(other);
+        int n = a;
+        switch (how) {
+        case 0:
+            CHECK(close(a) == 0);
+            break;
+        case 1:
+            CHECK(dup2(b, a) == a);
+            break;
+        case 2:
+            CHECK(syscall(SYS_close, a) == 0);
+            break;
+        default:
+            CHECK(syscall(SYS_close_range, a, a, 0) == 0);
+            break;
+        }
+        if (how != 1) {
+            CHECK(close(b) == 0);
+            n = open_rw(other);
+            CHECK(n == a);
+        } else {
+            CHECK(close(b) == 0);
+        }
+        CHECK(flock(n, LOCK_EX) == 0);
+        CHECK(free_ex());
+        int probe = open_rw(other);
+        CHECK(flock(probe, LOCK_EX | LOCK_NB) == -1 && errno == EWOULDBLOCK);
+        CHECK(flock(n, LOCK_UN) == 0);
+        CHECK(flock(probe, LOCK_EX | LOCK_NB) == 0);
+        close(probe);
+        close(n);
+        close(keep);
+    }
+    unlink(other);
 }
 
 /* A holder exits while a child keeps its description: the lock stays until the child goes. */
@@ -336,6 +393,7 @@ int main(int argc, char **argv) {
     CHECK(sh != MAP_FAILED);
     two_descriptions();
     dups_share();
+    number_reused();
     fork_child_unlocks();
     exit_with_child_keeping();
     conversion_and_errors();

@@ -70,6 +70,11 @@ pub fn pid() -> i32 {
     getpid()
 }
 
+/// Whether the process may have made a child the atfork handlers did not see.
+pub fn unseen_children() -> bool {
+    UNSEEN_CHILDREN.load(Ordering::SeqCst)
+}
+
 /// Notes that a child the atfork handlers do not see may follow (`syscall()`'s fork and
 /// clone numbers).
 pub fn unseen_child_ahead() {

@@ -7,18 +7,24 @@
 //! `area.rs` says; it is also off for good in the image when the daemon refuses us `kcmp` on
 //! its descriptors.
 //!
-//! Which slot: a cache of 64 words (descriptor number + 1 in the high half, the slot in the
-//! low) remembers where a descriptor was last served; a miss costs an `fstat` and a look at
-//! the file's slot group. Every use is proven by one `kcmp(KCMP_FILE)` of our descriptor
-//! with the daemon's named in the slot. Nothing here allocates or takes a lock (the first
-//! call's daemon call and mmap aside), so flock stays async-signal-safe.
+//! Which slot, and the proof: a descriptor's first use is proven by one `kcmp(KCMP_FILE)` of
+//! our descriptor with the daemon's that the member's token numbers, found by an `fstat` and
+//! a look at the file's slot group. The proof is remembered ([`Proofs`]) with the count of
+//! close-family calls read before it, and serves the descriptor's next calls without a
+//! `kcmp` while that count, the lease's epoch and the member's token are unchanged (the
+//! engine's `proofs` module says why that is the same proof). A remembered proof that fell
+//! is tried again with a `kcmp` on the same member before the group is searched. Once the
+//! process may have children the atfork handler did not see (`crate::vfork`: one made with
+//! CLONE_FILES would close our descriptors out of our count), every call is proven anew.
+//! Nothing here allocates or takes a lock (the first call's daemon call and mmap aside), so
+//! flock stays async-signal-safe.
 
 use super::area::Area;
 use crate::guard::set_errno;
 use crate::kernel::kernel_sys;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::AtomicU64;
 use uipc::locks::flockfast::{
-    map_flock_slots, FlockView, Flocked, Futex, Mode, Token, FLOCK_BYTES,
+    map_flock_slots, FlockView, Flocked, Futex, Mode, Proof, Proofs, Token, FLOCK_BYTES,
 };
 pub(super) use uipc::locks::flockfast::{FLOCK_MAY_REDO, REDO};
 use uipc::locks::FileId;
@@ -28,8 +34,8 @@ use uipc_proto::{HelloArea, LockRequest};
 
 /// The flock lease area ([`Area`]).
 static AREA: Area = Area::new(LockRequest::FlockSlots, FLOCK_BYTES, map_flock_slots);
-/// Descriptor -> slot where it was last served (see the module doc).
-static CACHE: [AtomicU64; 64] = [const { AtomicU64::new(0) }; 64];
+/// The proofs of our descriptors (see the module doc).
+static PROOFS: Proofs = Proofs::new();
 
 /// `kcmp`'s type for "the same open file description".
 const KCMP_FILE: libc::c_long = 0;
@@ -126,12 +132,25 @@ pub(super) fn may_redo(cmd: libc::c_int) -> bool {
 
 fn flock_here(fd: libc::c_int, want: Mode, nb: bool) -> Option<Flocked> {
     let (view, pid) = view()?;
-    let entry = &CACHE[fd as usize % CACHE.len()];
-    let c = entry.load(Ordering::Relaxed);
-    if c >> 32 == fd as u64 + 1 {
-        let (k, i) = ((c as u32 >> 8) as usize, (c & 0xff) as usize);
-        if let Some(e) = view.prove(k, i, pid, |t| same(pid, fd, t)) {
-            let r = view.flock((k, i, e), pid, want, nb, &Sleeper);
+    // Read before any proof, so that a close counted after it is seen next time.
+    let closes = crate::slots::closes();
+    let remembered = PROOFS.get(fd);
+    if let Some(p) = remembered {
+        let still = (p.closes == closes && !crate::vfork::unseen_children())
+            .then(|| view.still(&p, pid))
+            .flatten();
+        let proven = still.or_else(|| {
+            let (epoch, token) = view.prove(p.slot, p.member, pid, |t| same(pid, fd, t))?;
+            PROOFS.remember(Proof {
+                token,
+                epoch,
+                closes,
+                ..p
+            });
+            Some(epoch)
+        });
+        if let Some(e) = proven {
+            let r = view.flock((p.slot, p.member, e), pid, want, nb, &Sleeper);
             if r != Flocked::Slow {
                 return Some(r);
             }
@@ -139,12 +158,16 @@ fn flock_here(fd: libc::c_int, want: Mode, nb: bool) -> Option<Flocked> {
     }
     let file = file_of(fd)?;
     for k in view.candidates(file) {
-        if let Some((i, e)) = view.find(k, pid, |t| same(pid, fd, t)) {
-            entry.store(
-                ((fd as u64 + 1) << 32) | ((k as u64) << 8) | i as u64,
-                Ordering::Relaxed,
-            );
-            let r = view.flock((k, i, e), pid, want, nb, &Sleeper);
+        if let Some((i, epoch, token)) = view.find(k, pid, |t| same(pid, fd, t)) {
+            PROOFS.remember(Proof {
+                fd,
+                slot: k,
+                member: i,
+                token,
+                epoch,
+                closes,
+            });
+            let r = view.flock((k, i, epoch), pid, want, nb, &Sleeper);
             if r != Flocked::Slow {
                 return Some(r);
             }

@@ -23,6 +23,7 @@
 
 mod book;
 mod hooks;
+mod proofs;
 
 #[cfg(all(test, loom))]
 mod loom_models;
@@ -30,6 +31,7 @@ mod loom_models;
 mod tests;
 
 pub use book::FlockSlots;
+pub use proofs::{Proof, Proofs};
 
 use super::types::FileId;
 use crate::ipc::shared_words::Slots;
@@ -183,13 +185,18 @@ fn names(
     pid: i32,
     same: impl FnOnce(Token) -> bool,
 ) -> bool {
-    if (t >> 32) & PID_MASK != pid as u64 & PID_MASK {
+    if !names_pid(t, pid) {
         return false;
     }
     same(Token {
         pid: slot[DPID].load(Acquire) as i32,
         fd: t as u32 as i32,
     }) && slot[TOKEN0 + i].load(SeqCst) == t
+}
+
+/// Whether token word `t` was named with `pid`.
+fn names_pid(t: u64, pid: i32) -> bool {
+    (t >> 32) & PID_MASK == pid as u64 & PID_MASK
 }
 
 /// The result of a caller's operation.
@@ -238,28 +245,28 @@ impl<'a> FlockView<'a> {
     }
 
     /// Proves that the caller (`pid`, whose descriptor `same` compares with a token) is
-    /// member `i` of slot `k` now: the epoch it is that member in.
+    /// member `i` of slot `k` now: the epoch it is that member in, and the token word compared.
     pub fn prove(
         &self,
         k: usize,
         i: usize,
         pid: i32,
         mut same: impl FnMut(Token) -> bool,
-    ) -> Option<u64> {
+    ) -> Option<(u64, u64)> {
         let slot = self.slot(k).filter(|_| i < MEMBERS)?;
         let e = live_epoch(slot)?;
         let t = slot[TOKEN0 + i].load(Acquire);
-        (t != 0 && names(slot, (i, t), pid, &mut same)).then_some(e)
+        (t != 0 && names(slot, (i, t), pid, &mut same)).then_some((e, t))
     }
 
     /// The member the caller is in slot `k` (the members named with its pid, compared by
-    /// `same`), with the epoch.
+    /// `same`), with the epoch and the token word compared.
     pub fn find(
         &self,
         k: usize,
         pid: i32,
         mut same: impl FnMut(Token) -> bool,
-    ) -> Option<(usize, u64)> {
+    ) -> Option<(usize, u64, u64)> {
         let slot = self.slot(k)?;
         let e = live_epoch(slot)?;
         for i in 0..MEMBERS {
@@ -268,7 +275,7 @@ impl<'a> FlockView<'a> {
                 return None;
             }
             if names(slot, (i, t), pid, &mut same) {
-                return Some((i, e));
+                return Some((i, e, t));
             }
         }
         None

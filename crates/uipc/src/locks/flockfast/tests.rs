@@ -56,7 +56,7 @@ fn local(m: &LockManager, pid: i32, ofd: u64, cmd: i32) -> Flocked {
         fd: ofd as i32 + 10,
     };
     for k in view.candidates(F).collect::<Vec<_>>() {
-        if let Some((i, e)) = view.find(k, pid, |t| t == mine) {
+        if let Some((i, e, _)) = view.find(k, pid, |t| t == mine) {
             return view.flock((k, i, e), pid, want, cmd & LOCK_NB != 0, &NoSleep);
         }
     }
@@ -322,4 +322,45 @@ fn an_exit_drops_the_processs_members_that_hold_nothing_and_keeps_the_owner() {
     assert_eq!(m.flock_slots().unwrap().holder(F), Some(OfdId(1)));
     // A revoke hands back the lock of the new member.
     assert_eq!(lines(&m), vec![(LockKind::Flock, LockType::Write, 300)]);
+}
+
+/// A proof of description `ofd` (the caller `pid`'s descriptor `ofd + 10`), made as the
+/// client makes it.
+fn proven(m: &LockManager, pid: i32, ofd: u64) -> Proof {
+    let view = FlockView::new(m.flock_slots().unwrap().words());
+    let mine = Token {
+        pid: std::process::id() as i32,
+        fd: ofd as i32 + 10,
+    };
+    let k = view.candidates(F).next().unwrap();
+    let (i, epoch, token) = view.find(k, pid, |t| t == mine).unwrap();
+    Proof {
+        fd: ofd as i32 + 10,
+        slot: k,
+        member: i,
+        token,
+        epoch,
+        closes: 0,
+    }
+}
+
+#[test]
+fn a_remembered_proof_stands_until_its_member_or_its_epoch_changes() {
+    let m = two_members();
+    let view = FlockView::new(m.flock_slots().unwrap().words());
+    let (p1, p2) = (proven(&m, 100, 1), proven(&m, 200, 2));
+    assert_eq!(view.still(&p1, 100), Some(p1.epoch));
+    assert_eq!(view.still(&p2, 200), Some(p2.epoch));
+    // Another process (a child that inherited the descriptor) proves nothing with it.
+    assert_eq!(view.still(&p1, 101), None);
+    // Process 200's exit drops its member: the proof falls with it.
+    m.process_exit(Tgid::new(200));
+    assert_eq!(view.still(&p2, 200), None);
+    assert_eq!(view.still(&p1, 100), Some(p1.epoch));
+    // A revoke (another description's call) ends the epoch.
+    assert_eq!(
+        flock(&m, 300, 3, LOCK_SH | LOCK_NB | FLOCK_MAY_REDO),
+        Err(Errno::EAGAIN)
+    );
+    assert_eq!(view.still(&p1, 100), None);
 }
