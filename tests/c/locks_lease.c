@@ -2,6 +2,7 @@
  * complete in the caller's process, on the file's lease) seen by other processes: ranges set,
  * split and merged by the holder; F_GETLK by the holder and by another process; a conflicting
  * F_SETLK and a waiting F_SETLKW of another process; close of another descriptor of the file,
+ * a descriptor number closed and reopened on another file,
  * a fork child, exit and SIGKILL of the holder; lockf. Then a chaos run (argument: rounds): a
  * child locks and unlocks in a loop and is stopped at a random point; another process must
  * see the locks of the child's last finished call or of the one in flight, never anything
@@ -9,6 +10,7 @@
 #include "check.h"
 #include <sched.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 
 static char path[64];
 
@@ -28,13 +30,13 @@ static void warm(int fd, int pairs) {
 
 /* F_GETLK of a write lock over [start, start+len) from a new process: the first conflicting
  * lock as (type, start, len, pid), or type F_UNLCK. */
-static struct flock probe(off_t start, off_t len) {
+static struct flock probe_file(const char *file, off_t start, off_t len) {
     struct flock *out = mmap(NULL, sizeof *out, PROT_READ | PROT_WRITE,
                              MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     CHECK(out != MAP_FAILED);
     pid_t pid = checked_fork();
     if (pid == 0) {
-        int fd = open_rw(path);
+        int fd = open_rw(file);
         struct flock fl = range(F_WRLCK, start, len);
         CHECK(fcntl(fd, F_GETLK, &fl) == 0);
         *out = fl;
@@ -45,6 +47,8 @@ static struct flock probe(off_t start, off_t len) {
     munmap(out, sizeof *out);
     return r;
 }
+
+static struct flock probe(off_t start, off_t len) { return probe_file(path, start, len); }
 
 static void expect_lock(off_t at, short type, off_t start, off_t len, pid_t pid) {
     struct flock g = probe(at, 1);
@@ -241,10 +245,61 @@ static void chaos(int rounds) {
     }
 }
 
+/* A descriptor number of a leased file, closed in each way a program can close it (close,
+ * dup2 over it, syscall(SYS_close), close_range) and given to another file: a lock through it
+ * is the other file's, and the leased file has none. Under uipc the library remembers each
+ * descriptor's file and access mode; any close must make it ask the kernel again. Two files
+ * of its own, so that no other process's call has taken the lease back. */
+static void number_reused(void) {
+    char leased[96], other[96];
+    snprintf(leased, sizeof leased, "%s-leased", path);
+    snprintf(other, sizeof other, "%s-other", path);
+    for (int i = 0; i < 2; i++) {
+        int made = open(i ? other : leased, O_RDWR | O_CREAT | O_TRUNC, 0600);
+        CHECK(made >= 0 && close(made) == 0);
+    }
+    /* Another descriptor of the leased file stays open throughout, and locks it again after
+     * each close (the close may have ended the lease). */
+    int keep = open_rw(leased);
+    for (int how = 0; how < 4; how++) {
+        int a = open_rw(leased);
+        warm(a, 100);
+        int b = open_rw(other);
+        int n = a;
+        if (how == 1) {
+            CHECK(dup2(b, a) == a);
+            CHECK(close(b) == 0);
+        } else {
+            if (how == 0)
+                CHECK(close(a) == 0);
+            else if (how == 2)
+                CHECK(syscall(SYS_close, a) == 0);
+            else
+                CHECK(syscall(SYS_close_range, a, a, 0) == 0);
+            CHECK(close(b) == 0);
+            n = open_rw(other);
+            CHECK(n == a);
+        }
+        warm(keep, 100);
+        set(n, F_WRLCK, 0, 10);
+        struct flock g = probe_file(other, 0, 1);
+        CHECK(g.l_type == F_WRLCK && g.l_pid == getpid());
+        CHECK(probe_file(leased, 0, 1).l_type == F_UNLCK);
+        set(n, F_UNLCK, 0, 10);
+        CHECK(probe_file(other, 0, 1).l_type == F_UNLCK);
+        CHECK(close(n) == 0);
+    }
+    CHECK(close(keep) == 0);
+    unlink(leased);
+    unlink(other);
+}
+
 int main(int argc, char **argv) {
     snprintf(path, sizeof path, "/tmp/uipc-locks-lease-%d", getpid());
     int fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0600);
     CHECK(fd >= 0 && close(fd) == 0);
+    /* First: the process holds no lease yet, so the one it is given is the test's. */
+    number_reused();
     ranges_and_getlk();
     conflicts_and_waiters();
     fork_child();

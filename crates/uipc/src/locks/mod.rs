@@ -56,6 +56,7 @@
 mod books;
 mod deadlock;
 mod fcntl;
+pub mod fdmemo;
 mod file;
 mod files;
 mod flock;
