@@ -261,7 +261,13 @@
 //!   would talk on its parent's sessions with its parent's pid. Likewise a slot checks that
 //!   its descriptor is still its socket only after a close, dup2, dup3, fclose, close_range,
 //!   closefrom or `syscall()` of those numbers (`slots.rs`): a descriptor of the library's
-//!   closed or replaced by the program's own system call instruction is not noticed.
+//!   closed or replaced by the program's own system call instruction is not noticed. The
+//!   same count keeps what the lock paths remember of the program's descriptors (a flock
+//!   lease member's proof, a descriptor's file and access mode: `locks/flockfast.rs`,
+//!   `locks/lease.rs`): a descriptor closed by the program's own system call instruction (or
+//!   an io_uring close) and opened again at the same number on another file may have its
+//!   next lock call served as the old file's while it holds a lease, where Linux locks the
+//!   new file.
 //! - Effective ids: each thread keeps the euid and egid its frames carry and reads them again
 //!   only after an id change the library sees (the set*id functions, `syscall()` with their
 //!   numbers, unshare, setns) or a frame the kernel refused for them (`ids.rs`). A process
