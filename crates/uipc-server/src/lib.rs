@@ -113,6 +113,15 @@ pub mod stop;
 mod sync;
 pub mod workers;
 
+/// Held by each unit test that reads every process's descriptors or makes a child: a child
+/// holds copies of all of the test process's descriptors between its fork and its exec (or
+/// its own close_range), and a scan made then would count it as a reference.
+#[cfg(test)]
+pub(crate) fn serial_scans_and_forks() -> std::sync::MutexGuard<'static, ()> {
+    static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 use jobs::Jobs;
 use memfd::MemfdBacking;
 use procs::Procs;

@@ -11,13 +11,9 @@ unsafe fn adopt(fd: RawFd) -> OwnedFd {
     unsafe { OwnedFd::from_raw_fd(fd) }
 }
 
-/// Held by each test here. A complete scan reads every process's descriptors, and a child
-/// that another test is spawning holds copies of all of this process's descriptors between
-/// its fork and its exec: run in parallel, that child would be counted as a reference.
-static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
+/// Held by each test here ([`crate::serial_scans_and_forks`]).
 fn serial() -> std::sync::MutexGuard<'static, ()> {
-    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+    crate::serial_scans_and_forks()
 }
 
 fn me() -> i32 {
