@@ -10,6 +10,7 @@
 #include <sys/msg.h>
 #include <sys/sem.h>
 #include <sys/shm.h>
+#include <sys/syscall.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -99,6 +100,27 @@ static inline void start_timer(timer_t *t, clockid_t clock, struct sigevent *ev,
 static inline int open_rw(const char *path) {
     int fd = open(path, O_RDWR);
     CHECK(fd >= 0);
+    return fd;
+}
+
+/* Closes descriptor `fd` in one of four ways (`how`: 0 close, 1 dup2 of a new descriptor of
+ * `other` over it, 2 syscall(SYS_close), 3 close_range) and leaves the same number open on a
+ * new description of the existing file `other` (the lowest free number, which `fd` must then
+ * be); returns the number. */
+static inline int renumber(int fd, const char *other, int how) {
+    if (how == 1) {
+        int b = open_rw(other);
+        CHECK(dup2(b, fd) == fd);
+        CHECK(close(b) == 0);
+        return fd;
+    }
+    if (how == 0)
+        CHECK(close(fd) == 0);
+    else if (how == 2)
+        CHECK(syscall(SYS_close, fd) == 0);
+    else
+        CHECK(syscall(SYS_close_range, fd, fd, 0) == 0);
+    CHECK(open_rw(other) == fd);
     return fd;
 }
 

@@ -14,7 +14,6 @@
 #include "check.h"
 #include <sys/file.h>
 #include <sys/mman.h>
-#include <sys/syscall.h>
 
 static char path[64];
 
@@ -128,29 +127,7 @@ static void number_reused(void) {
         int a = dup(keep);
         CHECK(a > keep);
         warm(a);
-        int b = open_rw(other);
-        int n = a;
-        switch (how) {
-        case 0:
-            CHECK(close(a) == 0);
-            break;
-        case 1:
-            CHECK(dup2(b, a) == a);
-            break;
-        case 2:
-            CHECK(syscall(SYS_close, a) == 0);
-            break;
-        default:
-            CHECK(syscall(SYS_close_range, a, a, 0) == 0);
-            break;
-        }
-        if (how != 1) {
-            CHECK(close(b) == 0);
-            n = open_rw(other);
-            CHECK(n == a);
-        } else {
-            CHECK(close(b) == 0);
-        }
+        int n = renumber(a, other, how);
         CHECK(flock(n, LOCK_EX) == 0);
         CHECK(free_ex());
         int probe = open_rw(other);

@@ -10,7 +10,6 @@
 #include "check.h"
 #include <sched.h>
 #include <sys/mman.h>
-#include <sys/syscall.h>
 
 static char path[64];
 
@@ -264,22 +263,7 @@ static void number_reused(void) {
     for (int how = 0; how < 4; how++) {
         int a = open_rw(leased);
         warm(a, 100);
-        int b = open_rw(other);
-        int n = a;
-        if (how == 1) {
-            CHECK(dup2(b, a) == a);
-            CHECK(close(b) == 0);
-        } else {
-            if (how == 0)
-                CHECK(close(a) == 0);
-            else if (how == 2)
-                CHECK(syscall(SYS_close, a) == 0);
-            else
-                CHECK(syscall(SYS_close_range, a, a, 0) == 0);
-            CHECK(close(b) == 0);
-            n = open_rw(other);
-            CHECK(n == a);
-        }
+        int n = renumber(a, other, how);
         warm(keep, 100);
         set(n, F_WRLCK, 0, 10);
         struct flock g = probe_file(other, 0, 1);
