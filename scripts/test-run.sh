@@ -82,7 +82,7 @@ export PROCESS_TESTS="${process_tests[*]}"
 # under uipc are not in the host's /proc/locks, and `uipc locks` lists what lslocks lists on
 # the host (lslocks shows no OFD locks: that line is checked on its own).
 lock_tests=(locks_posix locks_ofd_flock locks_lifetime locks_release locks_handler locks_no_malloc locks_delayed_deadlock
-    exec_cloexec_locks exec_hold_flock locks_fdinfo locks_fd_numbers)
+    exec_cloexec_locks exec_hold_flock locks_fdinfo locks_fd_numbers locks_reuse_threads)
 echo "-- file locks: on the host kernel, then under uipc run --locks"
 # Lists $HOLDER's locks with the lister given, its pid and path made comparable.
 printf '%s\n' '#!/bin/sh' \
