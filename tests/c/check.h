@@ -103,6 +103,13 @@ static inline int open_rw(const char *path) {
     return fd;
 }
 
+/* Creates `path` (or empties it), a file of mode 0600, checked. */
+static inline void create_empty(const char *path) {
+    int fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0600);
+    CHECK(fd >= 0);
+    CHECK(close(fd) == 0);
+}
+
 /* Closes descriptor `fd` in one of four ways (`how`: 0 close, 1 dup2 of a new descriptor of
  * `other` over it, 2 syscall(SYS_close), 3 close_range) and leaves the same number open on a
  * new description of the existing file `other` (the lowest free number, which `fd` must then

@@ -119,9 +119,7 @@ int main(int argc, char **argv) {
     if (argc == 4 && strcmp(argv[1], "exec-child") == 0) return exec_child(argv);
     for (int f = 0; f < NFILES; f++) {
         snprintf(paths[f], sizeof paths[f], "/tmp/uipc-exec-cloexec-%d-%d", getpid(), f);
-        int fd = open(paths[f], O_RDWR | O_CREAT | O_TRUNC, 0600);
-        CHECK(fd >= 0);
-        CHECK(close(fd) == 0);
+        create_empty(paths[f]);
     }
     int up[2], down[2], ready[2], go[2], hold[2];
     CHECK(pipe(up) == 0 && pipe(down) == 0 && pipe(ready) == 0 && pipe(go) == 0);

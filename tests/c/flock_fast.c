@@ -117,9 +117,7 @@ static void fork_child_unlocks(void) {
 static void number_reused(void) {
     char other[96];
     snprintf(other, sizeof other, "%s-other", path);
-    int made = open(other, O_RDWR | O_CREAT | O_TRUNC, 0600);
-    CHECK(made >= 0);
-    close(made);
+    create_empty(other);
     for (int how = 0; how < 4; how++) {
         /* `keep` holds the first description open, and is made before `a` is proven, so
          * that the close of `a` is not the description's last (the daemon hears of none). */
@@ -363,9 +361,7 @@ static void chaos(int rounds) {
 int main(int argc, char **argv) {
     int rounds = argc > 1 ? atoi(argv[1]) : 100;
     snprintf(path, sizeof path, "/tmp/uipc-flock-fast-%d", getpid());
-    int fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0600);
-    CHECK(fd >= 0);
-    close(fd);
+    create_empty(path);
     sh = mmap(NULL, sizeof *sh, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     CHECK(sh != MAP_FAILED);
     two_descriptions();

@@ -97,9 +97,7 @@ static void round_once(void) {
 
 int main(void) {
     snprintf(path, sizeof path, "/tmp/uipc-locks-delayed-%d", getpid());
-    int fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0600);
-    CHECK(fd >= 0);
-    CHECK(close(fd) == 0);
+    create_empty(path);
     struct sigaction sa = {.sa_handler = on_watchdog};
     CHECK(sigaction(SIGALRM, &sa, NULL) == 0);
     alarm(20);

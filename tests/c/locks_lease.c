@@ -253,10 +253,8 @@ static void number_reused(void) {
     char leased[96], other[96];
     snprintf(leased, sizeof leased, "%s-leased", path);
     snprintf(other, sizeof other, "%s-other", path);
-    for (int i = 0; i < 2; i++) {
-        int made = open(i ? other : leased, O_RDWR | O_CREAT | O_TRUNC, 0600);
-        CHECK(made >= 0 && close(made) == 0);
-    }
+    create_empty(leased);
+    create_empty(other);
     /* Another descriptor of the leased file stays open throughout, and locks it again after
      * each close (the close may have ended the lease). */
     int keep = open_rw(leased);
@@ -280,8 +278,7 @@ static void number_reused(void) {
 
 int main(int argc, char **argv) {
     snprintf(path, sizeof path, "/tmp/uipc-locks-lease-%d", getpid());
-    int fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0600);
-    CHECK(fd >= 0 && close(fd) == 0);
+    create_empty(path);
     /* First: the process holds no lease yet, so the one it is given is the test's. */
     number_reused();
     ranges_and_getlk();

@@ -105,10 +105,8 @@ int main(int argc, char **argv) {
     for (int t = 0; t < threads; t++) {
         snprintf(jobs[t].f.a, sizeof jobs[t].f.a, "%s/%d-a", dir, t);
         snprintf(jobs[t].f.b, sizeof jobs[t].f.b, "%s/%d-b", dir, t);
-        for (int k = 0; k < 2; k++) {
-            int fd = open(k ? jobs[t].f.b : jobs[t].f.a, O_RDWR | O_CREAT, 0600);
-            CHECK(fd >= 0 && close(fd) == 0);
-        }
+        create_empty(jobs[t].f.a);
+        create_empty(jobs[t].f.b);
         jobs[t].rounds = rounds;
     }
     for (int t = 0; t < threads; t++)
