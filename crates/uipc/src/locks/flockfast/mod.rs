@@ -253,10 +253,16 @@ impl<'a> FlockView<'a> {
         pid: i32,
         mut same: impl FnMut(Token) -> bool,
     ) -> Option<(u64, u64)> {
+        let (slot, e, t) = self.member_now(k, i)?;
+        (t != 0 && names(slot, (i, t), pid, &mut same)).then_some((e, t))
+    }
+
+    /// Slot `k`, its live epoch and member `i`'s token word, read in that order (the token
+    /// after the `STATE` a proof stands on).
+    fn member_now(&self, k: usize, i: usize) -> Option<(&'a [AtomicU64], u64, u64)> {
         let slot = self.slot(k).filter(|_| i < MEMBERS)?;
         let e = live_epoch(slot)?;
-        let t = slot[TOKEN0 + i].load(Acquire);
-        (t != 0 && names(slot, (i, t), pid, &mut same)).then_some((e, t))
+        Some((slot, e, slot[TOKEN0 + i].load(Acquire)))
     }
 
     /// The member the caller is in slot `k` (the members named with its pid, compared by

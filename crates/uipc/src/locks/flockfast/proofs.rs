@@ -15,9 +15,8 @@
 //! The table is an [`FdMemo`] of four words a descriptor: slot and member, token, epoch,
 //! close count.
 
-use super::{FlockView, TOKEN0};
+use super::FlockView;
 use crate::locks::fdmemo::FdMemo;
-use crate::sync::Ordering::Acquire;
 
 /// One proof: descriptor `fd` of the process was member `member` of slot `slot`, whose token
 /// was `token`, in lease epoch `epoch`, when the process's close count was `closes`.
@@ -87,9 +86,7 @@ impl FlockView<'_> {
     /// the member's token named with `pid`): the epoch to act in, else `None`. The caller
     /// checks its close count itself.
     pub fn still(&self, p: &Proof, pid: i32) -> Option<u64> {
-        let slot = self.slot(p.slot).filter(|_| p.member < super::MEMBERS)?;
-        let e = super::live_epoch(slot)?;
-        let t = slot[TOKEN0 + p.member].load(Acquire);
+        let (_, e, t) = self.member_now(p.slot, p.member)?;
         (e == p.epoch && t == p.token && super::names_pid(t, pid)).then_some(e)
     }
 }
