@@ -1,11 +1,50 @@
 /* Creates a fixed set of SysV objects (keys, private ones, a segment marked for removal while
  * attached, a locked one, queued messages, an object given to nobody), then runs the shell
  * command in argv[1] (with FIXTURE_PID set to this process's pid): `ipcs`/`ipcrm` on the host
- * kernel, `uipc ipcs`/`uipc ipcrm` under uipc. The two outputs must be the same. */
+ * kernel, `uipc ipcs`/`uipc ipcrm` under uipc. The two outputs must be the same.
+ *
+ * The command replaces the pid by a marker, so the pid must be a number nothing else in the
+ * output can equal (a pid of 666 once turned the mode 666 into the marker). As root the
+ * fixture first moves into a child whose pid it picks through ns_last_pid: five digits, above
+ * every size, mode and count the objects show and below every limit `ipcs -l` prints. */
 #include "check.h"
+
+/* Pids between these bounds equal no other number of the fixture's output. */
+enum { PID_LOW = 27000, PID_HIGH = 27999 };
+
+/* Continues in a child with a pid in [PID_LOW, PID_HIGH] when ns_last_pid lets it pick one
+ * (another process may take the number first: three tries); the parent exits with the child's
+ * status. Without the permission the fixture keeps its own pid. */
+static void distinctive_pid(void) {
+    for (int attempt = 0; attempt < 3; attempt++) {
+        FILE *f = fopen("/proc/sys/kernel/ns_last_pid", "w");
+        if (!f)
+            return;
+        int wrote = fprintf(f, "%d", PID_LOW + attempt * 300) > 0;
+        if (fclose(f) != 0 || !wrote)
+            return;
+        fflush(stdout);
+        pid_t child = fork();
+        CHECK(child >= 0);
+        if (child == 0) {
+            pid_t me = getpid();
+            if (me >= PID_LOW && me <= PID_HIGH)
+                return;
+            _exit(0);
+        }
+        int st;
+        CHECK(waitpid(child, &st, 0) == child);
+        if (child < PID_LOW || child > PID_HIGH)
+            continue;
+        exit(WIFEXITED(st) ? WEXITSTATUS(st) : 1);
+    }
+    fprintf(stderr, "ipcs_fixture: no pid between %d and %d\n", PID_LOW, PID_HIGH);
+    exit(1);
+}
 
 int main(int argc, char **argv) {
     CHECK(argc == 2);
+    distinctive_pid();
     int q1 = msgget(0x99, IPC_CREAT | 0600);
     int q2 = msgget(0x12345678, IPC_CREAT | 0644);
     CHECK(q1 >= 0 && q2 >= 0);
