@@ -153,6 +153,17 @@ int main(void) {
     CHECK(flock(fd, LOCK_SH | LOCK_EX) == -1 && errno == EINVAL);
     errno = 0;
     CHECK(flock(999, LOCK_SH) == -1 && errno == EBADF);
+    /* The operation is checked before the descriptor. */
+    errno = 0;
+    CHECK(flock(999, LOCK_NB) == -1 && errno == EINVAL);
+    errno = 0;
+    CHECK(flock(999, 0) == -1 && errno == EINVAL);
+    /* LOCK_MAND (32) is ignored, before the descriptor is looked at: no lock, no error. */
+    errno = 0;
+    CHECK(flock(999, 32 | LOCK_EX) == 0 && errno == 0);
+    CHECK(flock(fd, 32 | LOCK_EX) == 0);
+    int other = open_rw(path);
+    CHECK(flock(other, LOCK_EX | LOCK_NB) == 0 && close(other) == 0);
     CHECK(flock(fd, LOCK_EX) == 0 && flock(fd, LOCK_UN) == 0);
 
     unlink(path);

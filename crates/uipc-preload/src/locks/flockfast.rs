@@ -122,10 +122,16 @@ pub(super) fn flock(fd: libc::c_int, cmd: libc::c_int) -> Option<libc::c_int> {
     Some(ret)
 }
 
+/// Whether `cmd` is one of flock's operations (LOCK_SH, LOCK_EX or LOCK_UN, with or without
+/// LOCK_NB).
+pub(super) fn valid_cmd(cmd: libc::c_int) -> bool {
+    Mode::of_cmd(cmd).is_some()
+}
+
 /// Whether the daemon may answer this flock with `REDO` (the call can be redone here: the
 /// area is ours, or the session this call opens brings it).
 pub(super) fn may_redo(cmd: libc::c_int) -> bool {
-    Mode::of_cmd(cmd).is_some()
+    valid_cmd(cmd)
         && (AREA.words().is_some()
             || AREA.for_hello() != HelloArea::None && !crate::conn::has_session())
 }

@@ -264,16 +264,21 @@ pub extern "C-unwind" fn flock(fd: c_int, operation: c_int) -> c_int {
             None => kernel_sys!(libc::SYS_flock, fd, operation) as c_int,
         };
     }
+    // Linux's order: LOCK_MAND is ignored before anything else is looked at, and the operation
+    // is checked before the descriptor (so a bad one on a bad descriptor is EINVAL).
+    if operation & LOCK_MAND != 0 {
+        return 0;
+    }
+    if !flockfast::valid_cmd(operation) {
+        set_errno(libc::EINVAL);
+        return -1;
+    }
     if let Some(r) = flockfast::flock(fd, operation) {
         return r;
     }
     let saved = crate::guard::errno_now();
-    // The bit the library adds is never in a valid cmd: a caller's cmd with it stays invalid.
-    let mut cmd = if operation & flockfast::FLOCK_MAY_REDO != 0 {
-        (operation & !flockfast::FLOCK_MAY_REDO) | LOCK_SH | LOCK_EX
-    } else {
-        operation
-    };
+    // A valid operation never has the bit the library adds.
+    let mut cmd = operation;
     if flockfast::may_redo(operation) {
         cmd |= flockfast::FLOCK_MAY_REDO;
     }
