@@ -1,7 +1,8 @@
 /* Which file locks an exec drops. A child takes POSIX locks through a close-on-exec
  * descriptor and through ordinary ones on several files, OFD and flock locks through
  * close-on-exec descriptors whose open file description is or is not held elsewhere (a dup
- * without close-on-exec, a forked grandchild), then execs: first a path that does not exist
+ * without close-on-exec, a forked grandchild), and an O_PATH close-on-exec descriptor of a
+ * locked file, then execs: first a path that does not exist
  * (ENOENT: nothing changes), then this program. The parent, which holds no lock, checks from
  * new descriptions at each step which locks are held and by whom.
  *
@@ -98,6 +99,8 @@ static void locker(int up, int down, int ready, int go, int hold) {
     posix_lock(open_file(PA, 1), 0, 5);
     posix_lock(open_file(PA, 0), 5, 5);
     posix_lock(open_file(PB, 0), 0, 10);
+    /* PB's close-on-exec descriptor is O_PATH, whose close drops nothing. */
+    CHECK(open(paths[PB], O_PATH | O_CLOEXEC) >= 0);
     posix_lock(open_file(PW, 1), 0, 0);
     int od = open_file(OD, 1);
     desc_lock(od);
@@ -140,7 +143,7 @@ int main(int argc, char **argv) {
     put(down[1], '2');
     get(ready[0], 'E');
     /* After the exec: PA lost both locks (one of its descriptors was close-on-exec), PB kept
-     * its lock, PW's went with its descriptor; OD's description lives on in the dup, OF's in
+     * its lock (its O_PATH descriptor's close counts for nothing), PW's went with its descriptor; OD's description lives on in the dup, OF's in
      * the grandchild, OE's is gone. */
     CHECK(posix_holder(PA, 0, 5) == 0);
     CHECK(posix_holder(PA, 5, 5) == 0);

@@ -1,7 +1,8 @@
 /* POSIX record locks between processes: contention and F_GETLK's holder pid, a waiter that
  * gets the lock when the holder unlocks, a SIGKILLed holder's locks released, EDEADLK,
  * F_SETLKW and signals (EINTR without SA_RESTART, restarted with it), lockf, and closes that
- * drop the process's locks (close of another descriptor, dup2 over one, fclose). */
+ * drop the process's locks (close of another descriptor, dup2 over one, fclose; not the close
+ * of an O_PATH descriptor). */
 #include "check.h"
 #include "alarm.h"
 #include <fcntl.h>
@@ -182,6 +183,22 @@ int main(void) {
     CHECK(lk(fd, F_SETLK, F_WRLCK, 0, 0) == 0);
     CHECK(fclose(f) == 0);
     in_child(child_sees_no_lock);
+
+    /* ... except an O_PATH descriptor, whose close (close, dup2 over it, close_range) the
+     * kernel does not count. */
+    int path_fd = open(path, O_PATH);
+    CHECK(path_fd >= 0);
+    CHECK(lk(fd, F_SETLK, F_WRLCK, 0, 0) == 0);
+    CHECK(close(path_fd) == 0);
+    in_child(child_sees_parents_whole_file_lock);
+    path_fd = open(path, O_PATH);
+    CHECK(path_fd >= 0 && dup2(spare, path_fd) == path_fd);
+    in_child(child_sees_parents_whole_file_lock);
+    path_fd = open(path, O_PATH);
+    CHECK(path_fd >= 0 && dup2(path_fd, 700) == 700 && close(path_fd) == 0);
+    CHECK(close_range(700, 700, 0) == 0);
+    in_child(child_sees_parents_whole_file_lock);
+    CHECK(lk(fd, F_SETLK, F_UNLCK, 0, 0) == 0);
 
     /* closefrom and close_range close descriptors too. */
     other = open_rw(path);

@@ -4,7 +4,8 @@
 //! On Linux closing any descriptor of a file drops the process's POSIX locks on it, and the
 //! last descriptor of a description takes its OFD and flock locks along. Before libc closes a
 //! descriptor of a regular file or directory, the library sends it to the daemon with a
-//! `Close`; the daemon decides what goes ([`uipc_proto::LockRequest::Close`]). close_range
+//! `Close`; the daemon decides what goes ([`uipc_proto::LockRequest::Close`]). An O_PATH
+//! descriptor's close drops nothing (as on Linux) and is not reported. close_range
 //! and closefrom report each open descriptor of their range (read from `/proc/self/fd`).
 //!
 //! Only files someone asked to lock need it: the daemon's lock hints (a read-only shared page
@@ -33,6 +34,17 @@ pub(super) fn lockable(fd: c_int) -> Option<(u64, u64)> {
     let r = unsafe { libc::syscall(libc::SYS_fstat, fd, &mut st as *mut libc::stat) };
     (r == 0 && matches!(st.st_mode & libc::S_IFMT, libc::S_IFREG | libc::S_IFDIR))
         .then_some((st.st_dev, st.st_ino))
+}
+
+/// The file (`st_dev`, `st_ino`) behind `fd` if closing `fd` may drop locks the daemon holds
+/// on it: a [`lockable`] file the hints mark, through a descriptor that is not O_PATH (Linux
+/// leaves the locks alone when an O_PATH descriptor closes, and such a description holds
+/// none). The access mode is read only for marked files.
+pub(super) fn closing_drops_locks(fd: c_int) -> Option<(u64, u64)> {
+    let file = lockable(fd).filter(|&file| may_hold_locks(file))?;
+    // The kernel's fcntl (the library's own export would route it).
+    let flags = kernel_sys!(libc::SYS_fcntl, fd, libc::F_GETFL);
+    (flags >= 0 && flags as c_int & libc::O_PATH == 0).then_some(file)
 }
 
 /// The daemon's lock hints, mapped read-only: 0 not asked for yet, 1 unavailable (every close
@@ -112,10 +124,11 @@ pub(super) fn before_close(fd: c_int) {
     if !routing() {
         return;
     }
-    let Some(file) = lockable(fd) else { return };
     let saved = crate::guard::errno_now();
-    if may_hold_locks(file) && !super::lease::close(file) {
-        let _ = lock_call(fd, LockRequest::Close { fd }, false);
+    if let Some(file) = closing_drops_locks(fd) {
+        if !super::lease::close(file) {
+            let _ = lock_call(fd, LockRequest::Close { fd }, false);
+        }
     }
     set_errno(saved);
 }

@@ -12,7 +12,7 @@
 //! inherited) and reports nothing. Nothing here allocates: the descriptors are listed from
 //! `/proc/self/fd` into a stack buffer, and the daemon calls are the library's usual ones.
 
-use super::close::{lockable, may_hold_locks};
+use super::close::closing_drops_locks;
 use super::{lock_call, routing};
 use crate::conn::call_passing;
 use crate::guard::{errno_now, guarded, set_errno};
@@ -41,7 +41,7 @@ pub fn before_exec() -> bool {
             if !close_on_exec(fd) {
                 return;
             }
-            if lockable(fd).is_some_and(may_hold_locks) {
+            if closing_drops_locks(fd).is_some() {
                 any |= lock_call(fd, LockRequest::ExecClose { fd }, false).is_ok();
             }
         });
