@@ -92,6 +92,18 @@ chmod +x "$out/list-locks.sh"
 for t in "${lock_tests[@]}"; do timeout 60 "$out/$t"; done
 timeout 30 "$out/locks_visible" kernel "$out/list-locks.sh lslocks > $out/locks-host.txt"
 for t in "${lock_tests[@]}"; do timeout 120 "$uipc" run --locks -- "$out/$t"; done
+# Differential runs: the same random lock calls of three processes (seed 34 once closed an
+# O_PATH descriptor of a locked file) on the host kernel and under uipc run --locks, with the
+# fast paths and without; the outputs must be identical.
+for seed in 1 2 34; do
+    timeout 60 "$out/diff_locks" "$seed" 4000 > "$out/diff-locks-host-$seed.txt"
+    timeout 120 "$uipc" run --locks -- "$out/diff_locks" "$seed" 4000 > "$out/diff-locks-uipc-$seed.txt"
+    diff -u "$out/diff-locks-host-$seed.txt" "$out/diff-locks-uipc-$seed.txt"
+    UIPC_FASTPATH=0 timeout 120 "$uipc" run --locks -- "$out/diff_locks" "$seed" 4000 \
+        > "$out/diff-locks-slow-$seed.txt"
+    diff -u "$out/diff-locks-host-$seed.txt" "$out/diff-locks-slow-$seed.txt"
+done
+echo "diff_locks: 3 x 4000 calls, no divergence"
 # An exec's close-on-exec descriptors with the lock fast paths (leases) off too.
 UIPC_FASTPATH=0 timeout 120 "$uipc" run --locks -- "$out/exec_cloexec_locks"
 UIPC_FASTPATH=0 timeout 120 "$uipc" run --locks -- "$out/exec_hold_flock"
