@@ -9,7 +9,8 @@
  * two more descriptions are opened by the controller before the forks and so are shared by
  * every worker (their OFD locks and flocks have one owner across processes, and a worker's
  * close of one drops that worker's POSIX locks on its file). Workers also exit and are forked
- * again, which drops their POSIX locks.
+ * again, which drops their POSIX locks, and one call in ten is made by a child the worker
+ * forks, which then exits or is killed by SIGKILL before the worker answers.
  *
  * Calls: F_SETLK, F_GETLK, F_OFD_SETLK, F_OFD_GETLK (a NULL flock pointer, types, whences, starts and lengths in and
  * out of range, a nonzero l_pid for OFD calls), F_SETLKW and F_OFD_SETLKW only when the same
@@ -30,7 +31,8 @@ struct call {
     int cmd;         /* the fcntl command, or flock's operation */
     struct flock fl;
     off_t value; /* OPEN's lseek, SEEK's offset, TRUNCATE's size, LOCKF's length */
-    int null;    /* FCNTL: a NULL pointer instead of the flock */
+    int null;     /* FCNTL: a NULL pointer instead of the flock */
+    int in_child; /* made by a child the worker forks, which then exits (1) or is killed (2) */
 };
 
 struct answer {
@@ -63,45 +65,70 @@ static void random_open(struct call *c, int slot) {
     c->value = rnd(12);
 }
 
-/* The descriptor a worker's slot names: its own slots, then the shared descriptions. A
- * closed slot names a number that is closed in the worker. */
-static int worker_fd(const int *fds, int slot) {
-    return slot < SLOTS ? fds[slot] : shared_fd[slot - SLOTS];
+/* The descriptor a worker's slot names: its own slots (900 + slot), then the shared
+ * descriptions. A closed slot names a number that is closed in the worker. */
+static int worker_fd(int slot) { return slot < SLOTS ? 900 + slot : shared_fd[slot - SLOTS]; }
+
+/* Makes call `c` (not EXIT) in this process. */
+static struct answer perform(const struct call *c) {
+    struct answer a = {0};
+    errno = 0;
+    int fd = worker_fd(c->slot);
+    switch (c->op) {
+    case OPEN: {
+        static const int modes[] = {O_RDONLY, O_WRONLY, O_RDWR, O_PATH};
+        int n = open(paths[c->file], modes[c->mode]);
+        CHECK(n >= 0);
+        CHECK(dup2(n, fd) == fd);
+        CHECK(close(n) == 0);
+        a.r = c->mode == 3 ? 0 : lseek(fd, c->value, SEEK_SET);
+        break;
+    }
+    case CLOSE: a.r = close(fd); break;
+    case DUP2: a.r = dup2(fd, worker_fd(c->other)) < 0 ? -1 : 0; break;
+    case SEEK: a.r = lseek(fd, c->value, SEEK_SET); break;
+    case TRUNCATE: a.r = ftruncate(fd, c->value); break;
+    case FCNTL:
+        a.fl = c->fl;
+        a.r = fcntl(fd, c->cmd, c->null ? NULL : &a.fl);
+        break;
+    case FLOCK: a.r = flock(fd, c->cmd); break;
+    case LOCKF: a.r = lockf(fd, c->cmd, c->value); break;
+    }
+    a.err = a.r < 0 ? errno : 0;
+    return a;
 }
 
 static void worker(int in, int out) {
-    int fds[SLOTS];
-    for (int s = 0; s < SLOTS; s++)
-        fds[s] = 900 + s;
     struct call c;
     while (read(in, &c, sizeof c) == sizeof c) {
-        struct answer a = {0};
-        errno = 0;
-        int fd = worker_fd(fds, c.slot);
-        switch (c.op) {
-        case OPEN: {
-            static const int modes[] = {O_RDONLY, O_WRONLY, O_RDWR, O_PATH};
-            int n = open(paths[c.file], modes[c.mode]);
-            CHECK(n >= 0);
-            CHECK(dup2(n, 900 + c.slot) == 900 + c.slot);
-            CHECK(close(n) == 0);
-            fds[c.slot] = 900 + c.slot;
-            a.r = c.mode == 3 ? 0 : lseek(fds[c.slot], c.value, SEEK_SET);
-            break;
+        if (c.op == EXIT)
+            _exit(0);
+        if (c.in_child) {
+            /* A forked child makes the call and exits or is killed by SIGKILL (its POSIX locks
+             * go with it: the kernel drops them before the parent can reap it).
+             * The answer is passed on once the child is gone. */
+            int p[2];
+            CHECK(pipe(p) == 0);
+            fflush(stdout);
+            pid_t child = checked_fork();
+            if (child == 0) {
+                struct answer a = perform(&c);
+                CHECK(write(p[1], &a, sizeof a) == sizeof a);
+                if (c.in_child == 2)
+                    kill(getpid(), SIGKILL);
+                _exit(0);
+            }
+            int st;
+            CHECK(waitpid(child, &st, 0) == child);
+            CHECK(c.in_child == 2 ? WIFSIGNALED(st) : WIFEXITED(st) && WEXITSTATUS(st) == 0);
+            struct answer a;
+            CHECK(read(p[0], &a, sizeof a) == sizeof a);
+            CHECK(close(p[0]) == 0 && close(p[1]) == 0);
+            CHECK(write(out, &a, sizeof a) == sizeof a);
+            continue;
         }
-        case CLOSE: a.r = close(fd); break;
-        case DUP2: a.r = dup2(fd, 900 + c.other) < 0 ? -1 : 0; break;
-        case SEEK: a.r = lseek(fd, c.value, SEEK_SET); break;
-        case TRUNCATE: a.r = ftruncate(fd, c.value); break;
-        case FCNTL:
-            a.fl = c.fl;
-            a.r = fcntl(fd, c.cmd, c.null ? NULL : &a.fl);
-            break;
-        case FLOCK: a.r = flock(fd, c.cmd); break;
-        case LOCKF: a.r = lockf(fd, c.cmd, c.value); break;
-        case EXIT: _exit(0);
-        }
-        a.err = a.r < 0 ? errno : 0;
+        struct answer a = perform(&c);
         CHECK(write(out, &a, sizeof a) == sizeof a);
     }
     _exit(0);
@@ -205,7 +232,8 @@ static void print_call(int i, int w, const struct call *c, const struct answer *
     case LOCKF: printf("lockf %d cmd %d len %lld", c->slot, c->cmd, (long long)c->value); break;
     case EXIT: printf("exit"); break;
     }
-    printf(" = %ld errno %d", a->r, a->err);
+    static const char *const by[] = {"", " (child)", " (killed child)"};
+    printf("%s = %ld errno %d", by[c->in_child], a->r, a->err);
     int getlk = c->cmd == F_GETLK || c->cmd == F_OFD_GETLK;
     if (c->op == FCNTL && getlk && a->r == 0 && !c->null) {
         printf(" -> type %d", a->fl.l_type);
@@ -275,6 +303,17 @@ static void step(int i) {
             if (c.null || (pa.r == 0 && pa.fl.l_type != F_UNLCK))
                 c.cmd = probe.cmd; /* it would sleep: the GETLK is printed instead */
         }
+    }
+    /* One call in ten (not an OPEN, DUP2 or EXIT) by a forked child of the worker, never one
+     * that may sleep (its own POSIX locks are none: GETLK probes above were the worker's). */
+    if (c.op != OPEN && c.op != DUP2 && c.op != EXIT && rnd(10) == 0) {
+        c.in_child = 1 + rnd(2);
+        if (c.op == FCNTL && c.cmd == F_SETLKW)
+            c.cmd = F_SETLK;
+        if (c.op == FCNTL && c.cmd == F_OFD_SETLKW)
+            c.cmd = F_OFD_SETLK;
+        if (c.op == LOCKF && c.cmd == F_LOCK)
+            c.cmd = F_TLOCK;
     }
     if (c.op == EXIT) {
         CHECK(write(to_worker[w], &c, sizeof c) == sizeof c);
