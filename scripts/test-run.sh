@@ -278,6 +278,14 @@ if [ "$(id -u)" = 0 ]; then
         diff -u "$out/diff-host-$seed.txt" "$out/diff-uipc-$seed.txt"
     done
     echo "diff_ops: 3 x 3000 calls, no divergence"
+    # The same between four processes running as different users (root, two users sharing a
+    # group, nobody) on shared objects: permissions, owners, capabilities, undo at exit.
+    for seed in 1 2 3; do
+        timeout 60 unshare --ipc "$out/diff_ipc_users" "$seed" 3000 > "$out/diff-users-host-$seed.txt"
+        timeout 120 "$uipc" run -- "$out/diff_ipc_users" "$seed" 3000 > "$out/diff-users-uipc-$seed.txt"
+        diff -u "$out/diff-users-host-$seed.txt" "$out/diff-users-uipc-$seed.txt"
+    done
+    echo "diff_ipc_users: 3 x 3000 calls, no divergence"
     echo "-- uipc ipcs / ipcrm against util-linux ipcs / ipcrm (same objects, same output)"
     script='P; P -q; P -m -s; R -Q 0x99 -s 1; echo rc=$?; R -M 0x7777; echo rc=$?; P; R -a; echo rc=$?; P'
     native=${script//P/ipcs}
