@@ -10,7 +10,8 @@
  * every worker (their OFD locks and flocks have one owner across processes, and a worker's
  * close of one drops that worker's POSIX locks on its file). Workers also exit and are forked
  * again, which drops their POSIX locks, and one call in ten is made by a child the worker
- * forks, which then exits or is killed by SIGKILL before the worker answers.
+ * forks, which then exits or is killed by SIGKILL before the worker answers. Workers exec
+ * themselves too, which closes their close-on-exec descriptors.
  *
  * Calls: F_SETLK, F_GETLK, F_OFD_SETLK, F_OFD_GETLK (a NULL flock pointer, types, whences, starts and lengths in and
  * out of range, a nonzero l_pid for OFD calls), F_SETLKW and F_OFD_SETLKW only when the same
@@ -28,6 +29,7 @@ struct call {
     int op;
     int slot, other; /* descriptor slots (slot >= SLOTS: a shared description) */
     int file, mode;  /* for OPEN */
+    int cloexec;     /* OPEN: with O_CLOEXEC */
     int cmd;         /* the fcntl command, or flock's operation */
     struct flock fl;
     off_t value; /* OPEN's lseek, SEEK's offset, TRUNCATE's size, LOCKF's length */
@@ -41,7 +43,7 @@ struct answer {
     struct flock fl;
 };
 
-enum { OPEN, CLOSE, DUP2, SEEK, TRUNCATE, FCNTL, FLOCK, LOCKF, EXIT };
+enum { OPEN, CLOSE, DUP2, SEEK, TRUNCATE, FCNTL, FLOCK, LOCKF, EXEC, EXIT };
 
 static char paths[FILES][64];
 static int shared_fd[SHARED];
@@ -56,12 +58,13 @@ static unsigned rnd(unsigned n) {
     return (unsigned)(rng % n);
 }
 
-/* An OPEN of `slot` on a random file, access mode and offset. */
+/* An OPEN of `slot` on a random file, access mode, close-on-exec flag and offset. */
 static void random_open(struct call *c, int slot) {
     c->op = OPEN;
     c->slot = slot;
     c->file = rnd(FILES);
     c->mode = rnd(8) == 0 ? 3 : rnd(3);
+    c->cloexec = rnd(4) == 0;
     c->value = rnd(12);
 }
 
@@ -79,7 +82,7 @@ static struct answer perform(const struct call *c) {
         static const int modes[] = {O_RDONLY, O_WRONLY, O_RDWR, O_PATH};
         int n = open(paths[c->file], modes[c->mode]);
         CHECK(n >= 0);
-        CHECK(dup2(n, fd) == fd);
+        CHECK(dup3(n, fd, c->cloexec ? O_CLOEXEC : 0) == fd);
         CHECK(close(n) == 0);
         a.r = c->mode == 3 ? 0 : lseek(fd, c->value, SEEK_SET);
         break;
@@ -99,11 +102,29 @@ static struct answer perform(const struct call *c) {
     return a;
 }
 
+/* Runs this program again as worker (see main), with the same pipes, files and shared
+ * descriptions. */
+static void exec_worker(int in, int out) {
+    char args[6][64];
+    snprintf(args[0], 64, "%d", in);
+    snprintf(args[1], 64, "%d", out);
+    snprintf(args[2], 64, "%s", paths[0]);
+    snprintf(args[3], 64, "%s", paths[1]);
+    snprintf(args[4], 64, "%d", shared_fd[0]);
+    snprintf(args[5], 64, "%d", shared_fd[1]);
+    fflush(stdout);
+    execl("/proc/self/exe", "diff_locks", "worker", args[0], args[1], args[2], args[3], args[4],
+          args[5], (char *)NULL);
+    CHECK(!"exec");
+}
+
 static void worker(int in, int out) {
     struct call c;
     while (read(in, &c, sizeof c) == sizeof c) {
         if (c.op == EXIT)
             _exit(0);
+        if (c.op == EXEC)
+            exec_worker(in, out);
         if (c.in_child) {
             /* A forked child makes the call and exits or is killed by SIGKILL (its POSIX locks
              * go with it: the kernel drops them before the parent can reap it).
@@ -217,8 +238,10 @@ static struct flock rnd_flock(void) {
 static void print_call(int i, int w, const struct call *c, const struct answer *a) {
     printf("%d: w%d ", i, w);
     switch (c->op) {
-    case OPEN: printf("open slot %d file %d mode %d at %lld", c->slot, c->file, c->mode,
-                      (long long)c->value); break;
+    case OPEN:
+        printf("open slot %d file %d mode %d%s at %lld", c->slot, c->file, c->mode,
+               c->cloexec ? " cloexec" : "", (long long)c->value);
+        break;
     case CLOSE: printf("close %d", c->slot); break;
     case DUP2: printf("dup2 %d to %d", c->slot, c->other); break;
     case SEEK: printf("seek %d to %lld", c->slot, (long long)c->value); break;
@@ -230,6 +253,7 @@ static void print_call(int i, int w, const struct call *c, const struct answer *
         break;
     case FLOCK: printf("flock %d op %d", c->slot, c->cmd); break;
     case LOCKF: printf("lockf %d cmd %d len %lld", c->slot, c->cmd, (long long)c->value); break;
+    case EXEC: printf("exec"); break;
     case EXIT: printf("exit"); break;
     }
     static const char *const by[] = {"", " (child)", " (killed child)"};
@@ -267,6 +291,8 @@ static void step(int i) {
         c.value = rnd(16);
     } else if (pick < 15) {
         c.op = EXIT;
+    } else if (pick < 16) {
+        c.op = EXEC;
     } else if (pick < 20) {
         c.op = LOCKF;
         /* F_LOCK only when F_GETLK of the same write lock, by the same worker, finds the range
@@ -304,9 +330,9 @@ static void step(int i) {
                 c.cmd = probe.cmd; /* it would sleep: the GETLK is printed instead */
         }
     }
-    /* One call in ten (not an OPEN, DUP2 or EXIT) by a forked child of the worker, never one
+    /* One call in ten (not an OPEN, DUP2, EXEC or EXIT) by a forked child of the worker, never one
      * that may sleep (its own POSIX locks are none: GETLK probes above were the worker's). */
-    if (c.op != OPEN && c.op != DUP2 && c.op != EXIT && rnd(10) == 0) {
+    if (c.op != OPEN && c.op != DUP2 && c.op != EXIT && c.op != EXEC && rnd(10) == 0) {
         c.in_child = 1 + rnd(2);
         if (c.op == FCNTL && c.cmd == F_SETLKW)
             c.cmd = F_SETLK;
@@ -329,6 +355,17 @@ static void step(int i) {
 }
 
 int main(int argc, char **argv) {
+    if (argc == 8 && strcmp(argv[1], "worker") == 0) {
+        /* A worker after its exec: says so, then goes on. */
+        int in = atoi(argv[2]), out = atoi(argv[3]);
+        snprintf(paths[0], sizeof paths[0], "%s", argv[4]);
+        snprintf(paths[1], sizeof paths[1], "%s", argv[5]);
+        shared_fd[0] = atoi(argv[6]);
+        shared_fd[1] = atoi(argv[7]);
+        struct answer a = {0};
+        CHECK(write(out, &a, sizeof a) == sizeof a);
+        worker(in, out);
+    }
     CHECK(argc == 3);
     rng = strtoull(argv[1], NULL, 10) * 2654435761ULL + 1;
     int n = atoi(argv[2]);
