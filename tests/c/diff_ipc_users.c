@@ -9,7 +9,8 @@
  * nobody (65534). Their objects' modes, owners and groups are drawn at random, and IPC_SET
  * hands objects to other users, so the permission checks, the owner and creator rules and
  * the capability checks all decide results. Workers exit now and then (their semaphore undo
- * is applied and their attachments go) and are forked again. The controller sends one call
+ * is applied and their attachments go) and are forked again, and exec themselves (their
+ * attachments go, their undo stays). The controller sends one call
  * at a time over a pipe and waits for the answer. A pid is printed as the number of the
  * worker's fork (p0 to p3 are the first four workers, p4 the first one forked again, ...);
  * times and addresses never. */
@@ -24,7 +25,7 @@ static const gid_t gids[WORKERS] = {0, 1000, 1001, 65534};
 enum {
     SEMGET, SEMOP, SEMCTL_GET, SEMCTL_SETVAL, SEMCTL_ALL, SEM_STATS, SEM_SET, MSGGET, MSGSND,
     MSGRCV, MSG_STATS, MSG_SET, SHMGET, SHMAT, SHMDT, SHM_STATS, SHM_SET, RMID, STAT_INDEX,
-    EXIT, KINDS
+    EXEC, EXIT, KINDS
 };
 
 struct call {
@@ -224,19 +225,33 @@ static struct answer perform(const struct call *c) {
     return a;
 }
 
+/* The worker loop, as user `w` already. */
+static void serve(int in, int out) {
+    struct call c;
+    while (read(in, &c, sizeof c) == sizeof c) {
+        if (c.op == EXIT)
+            _exit(0);
+        if (c.op == EXEC) {
+            /* The same worker in a new image: its attachments go, its undo stays. */
+            char a[2][16];
+            snprintf(a[0], sizeof a[0], "%d", in);
+            snprintf(a[1], sizeof a[1], "%d", out);
+            fflush(stdout);
+            execl("/proc/self/exe", "diff_ipc_users", "worker", a[0], a[1], (char *)NULL);
+            CHECK(!"exec");
+        }
+        struct answer a = perform(&c);
+        CHECK(write(out, &a, sizeof a) == sizeof a);
+    }
+    _exit(0);
+}
+
 static void worker(int w, int in, int out) {
     gid_t groups[2] = {gids[w], 1000};
     CHECK(setgroups(w == 2 ? 2 : w == 0 ? 0 : 1, groups) == 0);
     CHECK(setresgid(gids[w], gids[w], gids[w]) == 0);
     CHECK(setresuid(uids[w], uids[w], uids[w]) == 0);
-    struct call c;
-    while (read(in, &c, sizeof c) == sizeof c) {
-        if (c.op == EXIT)
-            _exit(0);
-        struct answer a = perform(&c);
-        CHECK(write(out, &a, sizeof a) == sizeof a);
-    }
-    _exit(0);
+    serve(in, out);
 }
 
 static void spawn(int w) {
@@ -350,9 +365,16 @@ static void draw(struct call *c) {
 static const char *const names[] = {
     "semget", "semop", "semctl get", "semctl setval", "semctl all", "sem stat", "sem set",
     "msgget", "msgsnd", "msgrcv", "msg stat", "msg set", "shmget", "shmat", "shmdt",
-    "shm stat", "shm set", "rmid", "stat index", "exit"};
+    "shm stat", "shm set", "rmid", "stat index", "exec", "exit"};
 
 int main(int argc, char **argv) {
+    if (argc == 4 && strcmp(argv[1], "worker") == 0) {
+        /* A worker after its exec: says so, then goes on. */
+        int in = atoi(argv[2]), out = atoi(argv[3]);
+        struct answer a = {0};
+        CHECK(write(out, &a, sizeof a) == sizeof a);
+        serve(in, out);
+    }
     CHECK(argc == 3);
     rng = strtoull(argv[1], NULL, 10) * 2654435761ULL + 7;
     int n = atoi(argv[2]);
