@@ -226,6 +226,13 @@ if [ "$(id -u)" = 0 ]; then
         rm -f "$sockfile"
         # POSIX timers served in the process; timers checks /proc/self/timers stays empty.
         timeout 60 "$uipc" run --timers -- "$out/timers"
+        # Differential: random timer calls (valid and invalid), on the host and under --timers.
+        for seed in 1 2 3; do
+            "$out/diff_timers" "$seed" 2000 > "$out/diff-timers-host-$seed.txt"
+            timeout 60 "$uipc" run --timers -- "$out/diff_timers" "$seed" 2000 \
+                > "$out/diff-timers-uipc-$seed.txt"
+            diff -u "$out/diff-timers-host-$seed.txt" "$out/diff-timers-uipc-$seed.txt"
+        done
         # settime, gettime and getoverrun from a timer handler: no deadlock, no malloc.
         timeout 60 "$uipc" run --timers -- "$out/timer_handler"
         timeout 60 "$uipc" run --timers -- "$out/timer_no_malloc"
@@ -267,6 +274,15 @@ if [ "$(id -u)" = 0 ]; then
         [ "$rc" = 7 ] && [ -e "$marker" ] && rm -f "$marker"
         # A uipc run inside another joins its daemon: the two programs meet by key.
         "$uipc" run -- sh -c "\"$out/key_peer\" wait & \"$uipc\" run -- \"$out/key_peer\" post && wait \$!"
+        # Differential: random calls of four processes running as different users (root, two
+        # users sharing a group, nobody) on shared objects (permissions, owners, capabilities,
+        # undo at exit, exec), on the host (a namespace of its own) and under uipc run.
+        for seed in 1 2 3; do
+            timeout 60 unshare --ipc "$out/diff_ipc_users" "$seed" 3000 > "$out/users-host-$seed.txt"
+            timeout 120 "$uipc" run -- "$out/diff_ipc_users" "$seed" 3000 > "$out/users-uipc-$seed.txt"
+            diff -u "$out/users-host-$seed.txt" "$out/users-uipc-$seed.txt"
+        done
+        echo "diff_ipc_users: 3 x 3000 calls, no divergence"
         "$out/kernel_probe"
     ' _ "$reach/uipc" "$reach/c-tests" "${tests[@]}"
     rm -rf "$reach"
@@ -278,14 +294,6 @@ if [ "$(id -u)" = 0 ]; then
         diff -u "$out/diff-host-$seed.txt" "$out/diff-uipc-$seed.txt"
     done
     echo "diff_ops: 3 x 3000 calls, no divergence"
-    # The same between four processes running as different users (root, two users sharing a
-    # group, nobody) on shared objects: permissions, owners, capabilities, undo at exit.
-    for seed in 1 2 3; do
-        timeout 60 unshare --ipc "$out/diff_ipc_users" "$seed" 3000 > "$out/diff-users-host-$seed.txt"
-        timeout 120 "$uipc" run -- "$out/diff_ipc_users" "$seed" 3000 > "$out/diff-users-uipc-$seed.txt"
-        diff -u "$out/diff-users-host-$seed.txt" "$out/diff-users-uipc-$seed.txt"
-    done
-    echo "diff_ipc_users: 3 x 3000 calls, no divergence"
     echo "-- uipc ipcs / ipcrm against util-linux ipcs / ipcrm (same objects, same output)"
     script='P; P -q; P -m -s; R -Q 0x99 -s 1; echo rc=$?; R -M 0x7777; echo rc=$?; P; R -a; echo rc=$?; P'
     native=${script//P/ipcs}
