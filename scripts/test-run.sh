@@ -294,6 +294,13 @@ if [ "$(id -u)" = 0 ]; then
         diff -u "$out/diff-host-$seed.txt" "$out/diff-uipc-$seed.txt"
     done
     echo "diff_ops: 3 x 3000 calls, no divergence"
+    # Random writes to the IPC sysctls, each read back and followed by a call they decide.
+    for seed in 1 2 3; do
+        timeout 60 unshare --ipc "$out/diff_sysctl" "$seed" 400 > "$out/sysctl-host-$seed.txt"
+        timeout 120 "$uipc" run -- "$out/diff_sysctl" "$seed" 400 > "$out/sysctl-uipc-$seed.txt"
+        diff -u "$out/sysctl-host-$seed.txt" "$out/sysctl-uipc-$seed.txt"
+    done
+    echo "diff_sysctl: 3 x 400 writes, no divergence"
     echo "-- uipc ipcs / ipcrm against util-linux ipcs / ipcrm (same objects, same output)"
     script='P; P -q; P -m -s; R -Q 0x99 -s 1; echo rc=$?; R -M 0x7777; echo rc=$?; P; R -a; echo rc=$?; P'
     native=${script//P/ipcs}
