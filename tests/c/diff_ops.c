@@ -1,9 +1,12 @@
 /* Differential run: SEED picks N random SysV IPC calls (valid and invalid, bad pointers
  * included, never one that sleeps) and each call's result and errno is printed, with ids and
  * structure fields but no times or addresses. The output on the host kernel (in a fresh IPC
- * namespace) and under uipc run must be identical.
+ * namespace) and under uipc run must be identical. The calls include counts, sizes, flags,
+ * values and buffers just inside and outside the limits.
  *   diff_ops SEED N */
 #include "check.h"
+#include <limits.h>
+#include <stdint.h>
 
 static unsigned long long rng;
 static unsigned rnd(unsigned n) {
@@ -56,7 +59,7 @@ int main(int argc, char **argv) {
     for (int i = 0; i < n; i++) {
         long r;
         errno = 0;
-        unsigned what = rnd(26);
+        unsigned what = rnd(31);
         switch (what) {
         case 0: {
             int ns = (int)rnd(5), k = key(), f = cflags();
@@ -306,6 +309,68 @@ int main(int argc, char **argv) {
             OUT("shmat(%d, base+%ld, %o)", id, (long)(want - base), flags);
             if (p != (void *)-1)
                 keep_attachment(p);
+            break;
+        }
+        case 26: {
+            /* semop's count checks against its pointer: E2BIG, EINVAL, EFAULT, in Linux's
+             * order. */
+            static const size_t counts[] = {0, 32, 33, 500, 501, 65536};
+            size_t cnt = counts[rnd(6)];
+            static struct sembuf many[600];
+            for (size_t j = 0; j < 600; j++)
+                many[j] = (struct sembuf){0, 0, IPC_NOWAIT};
+            int id = pick(sems), bad = rnd(3) == 0;
+            r = semop(id, bad ? NULL : many, cnt);
+            OUT("semop(%d, %s, %zu)", id, bad ? "NULL" : "zeros", cnt);
+            break;
+        }
+        case 27: {
+            /* Sizes at and past the limits, for msgsnd and msgrcv. */
+            static const size_t sizes[] = {0, 8192, 8193, 65536, (size_t)LONG_MAX + 1, SIZE_MAX};
+            size_t len = sizes[rnd(6)];
+            static struct { long mtype; char text[9000]; } big = {1, ""};
+            int id = pick(msgs), send = (int)rnd(2), bad = rnd(4) == 0;
+            if (send)
+                r = msgsnd(id, bad ? NULL : &big, len, IPC_NOWAIT | (rnd(2) ? MSG_NOERROR : 0));
+            else
+                r = msgrcv(id, bad ? NULL : &big, len, 0, IPC_NOWAIT | MSG_NOERROR);
+            OUT("%s(%d, %zu%s)", send ? "msgsnd" : "msgrcv", id, len, bad ? ", NULL" : "");
+            break;
+        }
+        case 28: {
+            /* shmat's other flags: SHM_EXEC, SHM_REMAP without an address. */
+            static const int fl[] = {SHM_EXEC, SHM_REMAP, SHM_REMAP | SHM_RND, SHM_EXEC | SHM_RDONLY,
+                                     0x7000};
+            int flags = fl[rnd(5)], id = pick(shms);
+            void *p = shmat(id, NULL, flags);
+            r = p == (void *)-1 ? -1 : 0;
+            OUT("shmat(%d, NULL, %o)", id, flags);
+            if (p != (void *)-1)
+                keep_attachment(p);
+            break;
+        }
+        case 29: {
+            /* The ctl calls with a NULL or unmapped buffer, and unknown commands. */
+            static void *const bufs[] = {NULL, (void *)8};
+            void *buf = bufs[rnd(2)];
+            static const int cmds[] = {IPC_STAT, IPC_SET, IPC_INFO, 1000};
+            int cmd = cmds[rnd(4)], kind = (int)rnd(3);
+            int id = pick(kind == 0 ? sems : kind == 1 ? msgs : shms);
+            if (kind == 0)
+                r = semctl(id, 0, cmd, (union semun){.buf = buf});
+            else if (kind == 1)
+                r = msgctl(id, cmd, buf);
+            else
+                r = shmctl(id, cmd, buf);
+            OUT("ctl(kind %d, %d, cmd %d, %s)", kind, id, cmd, buf ? "unmapped" : "NULL");
+            break;
+        }
+        case 30: {
+            /* SETVAL and SETALL just inside and outside a semaphore's range. */
+            static const int vals[] = {-1, 0, 32767, 32768, 65535, 65536};
+            int id = pick(sems), val = vals[rnd(6)];
+            r = semctl(id, 0, SETVAL, (union semun){.val = val});
+            OUT("semctl(%d, SETVAL, %d)", id, val);
             break;
         }
         default: {
