@@ -301,6 +301,15 @@ if [ "$(id -u)" = 0 ]; then
         diff -u "$out/sysctl-host-$seed.txt" "$out/sysctl-uipc-$seed.txt"
     done
     echo "diff_sysctl: 3 x 400 writes, no divergence"
+    # Calls that sleep, woken by others, signals, kills and removals: who gets what.
+    for seed in 1 2; do
+        timeout 120 unshare --ipc "$out/diff_sleepers" "$seed" 200 > "$out/sleepers-host-$seed.txt"
+        timeout 120 "$uipc" run -- "$out/diff_sleepers" "$seed" 200 > "$out/sleepers-uipc-$seed.txt"
+        diff -u "$out/sleepers-host-$seed.txt" "$out/sleepers-uipc-$seed.txt"
+    done
+    UIPC_FASTPATH=0 timeout 120 "$uipc" run -- "$out/diff_sleepers" 1 200 > "$out/sleepers-slow.txt"
+    diff -u "$out/sleepers-host-1.txt" "$out/sleepers-slow.txt"
+    echo "diff_sleepers: 3 x 200 actions, no divergence"
     echo "-- uipc ipcs / ipcrm against util-linux ipcs / ipcrm (same objects, same output)"
     script='P; P -q; P -m -s; R -Q 0x99 -s 1; echo rc=$?; R -M 0x7777; echo rc=$?; P; R -a; echo rc=$?; P'
     native=${script//P/ipcs}
