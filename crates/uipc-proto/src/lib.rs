@@ -34,6 +34,7 @@ pub mod reader;
 pub mod request;
 pub mod response;
 mod sender;
+pub mod spin;
 mod tag;
 pub mod transport;
 mod wire;

@@ -27,6 +27,10 @@
 //! (`Reactor::place`, by the leader after a read) under `conns`, so that a removed one is
 //! never watched again.
 //!
+//! Before it blocks in `epoll_wait`, a turn polls the epoll set for up to
+//! [`DAEMON_SPIN_NS`] (`uipc_proto::spin`), so a request that follows another closely is read
+//! without a wake-up of a halted CPU; a turn with a deadline due now does not.
+//!
 //! Deadlines: an ordered set of (instant, connection id); `epoll_wait` sleeps until the
 //! nearest (rounded up to the millisecond, so a deadline is due when it fires), then each due
 //! entry becomes a [`Job::Deadline`]. A call answered before its deadline takes its entry out
@@ -57,6 +61,7 @@ use std::os::unix::net::UnixListener;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Instant;
+use uipc_proto::spin::DAEMON_SPIN_NS;
 
 const LISTENER: u64 = 0;
 const WAKE: u64 = 1;
@@ -333,6 +338,11 @@ impl Reactor {
     pub fn poll_once(&self, jobs: &Arc<impl Queue + 'static>, exits: &ExitWatch) {
         let mut evs = [libc::epoll_event { events: 0, u64: 0 }; EVENTS];
         let timeout = self.timeout_ms();
+        if timeout != 0 {
+            // A turn that follows a request finds the next one without a wake-up (see
+            // `uipc_proto::spin`); the epoll set is readable when it has events.
+            uipc_proto::spin::until_readable(self.epoll.as_raw_fd(), DAEMON_SPIN_NS);
+        }
         // SAFETY: `evs` is a live array of `evs.len()` events.
         let n = unsafe {
             libc::epoll_wait(
