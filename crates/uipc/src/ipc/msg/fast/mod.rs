@@ -267,7 +267,14 @@ impl<'a> MsgView<'a> {
             held.release();
             return Fast::Slow;
         };
-        if let Offer::Deliver { j, n, tid, pid } = offer {
+        if let Offer::Deliver {
+            j,
+            word,
+            n,
+            tid,
+            pid,
+        } = offer
+        {
             // pipelined_send: straight to the sleeper, never queued. A sleeper that exited
             // must not take it: the daemon applies its exit first.
             if n > sleep::MBOX_BYTES || !who.alive(pid) {
@@ -292,7 +299,7 @@ impl<'a> MsgView<'a> {
             if !held.commit_clearing(&next, WAITED | WHICH) {
                 return Fast::Slow;
             }
-            sleep::handed(slot, j, who);
+            sleep::handed(slot, j, word, who);
             return Fast::Done(Ok(()));
         }
         let need = record_words(len);
@@ -322,10 +329,10 @@ impl<'a> MsgView<'a> {
         };
         // A sleeper whose buffer is too small is woken with E2BIG; the message is queued.
         let clear = match offer {
-            Offer::TooBig(j) => {
+            Offer::TooBig { j, word } => {
                 let mbox = &sleep::rec(slot, j)[sleep::R_CMBOX..sleep::R_DMBOX];
                 mbox[0].store(Errno::E2BIG.raw() as u64, Relaxed);
-                Some(j)
+                Some((j, word))
             }
             _ => None,
         };
@@ -333,8 +340,8 @@ impl<'a> MsgView<'a> {
         if !held.commit_clearing(&next, bits) {
             return Fast::Slow;
         }
-        if let Some(j) = clear {
-            sleep::handed(slot, j, who);
+        if let Some((j, word)) = clear {
+            sleep::handed(slot, j, word, who);
         }
         Fast::Done(Ok(()))
     }

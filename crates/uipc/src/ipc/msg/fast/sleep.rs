@@ -259,12 +259,14 @@ pub(super) fn arm(
 pub(super) enum Offer {
     /// Nobody armed, or the sleeper does not match: queue the message.
     Queue,
-    /// The sleeper matches but its buffer is too small: E2BIG to it, queue the message.
-    TooBig(usize),
-    /// Hand `n` bytes (the text, cut to the buffer with MSG_NOERROR) to record `j`, thread
-    /// `tid` of process `pid`.
+    /// The sleeper matches but its buffer is too small: E2BIG to record `j` (whose record
+    /// word was `word`), queue the message.
+    TooBig { j: usize, word: u64 },
+    /// Hand `n` bytes (the text, cut to the buffer with MSG_NOERROR) to record `j` (whose
+    /// record word was `word`), thread `tid` of process `pid`.
     Deliver {
         j: usize,
+        word: u64,
         n: usize,
         tid: i32,
         pid: u32,
@@ -287,26 +289,28 @@ pub(super) fn offer(slot: &[AtomicU64], before: u64, mtype: i64, len: usize) -> 
         return Some(Offer::Queue);
     }
     if want.max_size < len as i64 {
-        return Some(Offer::TooBig(j));
+        return Some(Offer::TooBig { j, word: w });
     }
     let n = len.min(usize::try_from(want.buf).unwrap_or(usize::MAX));
     Some(Offer::Deliver {
         j,
+        word: w,
         n,
         tid: want.tid,
         pid: pid_of(w),
     })
 }
 
-/// After the commit that disarmed record `j` (the hand-off): marks it HANDED unless its
-/// sleeper already read it, and wakes the sleeper.
-pub(super) fn handed(slot: &[AtomicU64], j: usize, who: &dyn Caller) {
+/// After the commit that disarmed record `j` (the hand-off to the arming whose record word
+/// was `armed`): marks it HANDED unless its sleeper already read it, and wakes the sleeper.
+///
+/// Only from that very word: once the commit disarmed the record, its sleeper may read the
+/// result, free the record and arm it again (a new sequence number, WAITING) before this
+/// runs, and that new arming has no result.
+pub(super) fn handed(slot: &[AtomicU64], j: usize, armed: u64, who: &dyn Caller) {
     let word = &rec(slot, j)[R_WORD];
-    let w = word.load(Acquire);
-    if state_of(w) == WAITING {
-        let done = record(HANDED, seq_of(w), pid_of(w));
-        let _ = word.compare_exchange(w, done, AcqRel, Acquire);
-    }
+    let done = record(HANDED, seq_of(armed), pid_of(armed));
+    let _ = word.compare_exchange(armed, done, AcqRel, Acquire);
     who.wake(word);
 }
 

@@ -1,5 +1,6 @@
 //! Sleeping on the message fast path against the engine: a hand-off (pipelined, counters as
-//! Linux sets them), E2BIG to a too-small sleeper, a cancel, the daemon adopting an armed
+//! Linux sets them), E2BIG to a too-small sleeper, a hand-off's late last step against the
+//! sleeper's next arming, a cancel, the daemon adopting an armed
 //! sleeper first in line (a daemon send, a second receiver, IPC_RMID), a cancel of an adopted
 //! receive, and an exiting sleeper whose record is freed.
 
@@ -89,6 +90,24 @@ fn a_sleeper_with_a_small_buffer_gets_e2big_and_the_message_is_queued() {
     assert_eq!(collect(&v, &t), Err(Errno::E2BIG));
     let ds = stat(&ns, id);
     assert_eq!((ds.qnum, ds.cbytes, ds.lrpid), (1, 4, 0));
+}
+
+#[test]
+fn a_late_hand_off_step_leaves_the_next_arming_alone() {
+    // A sender's last step (marking the record HANDED) can come after the sleeper read its
+    // message, freed the record and armed it again; it must not hand that arming the same
+    // message. The step is replayed here, late, with the word the sender saw.
+    let (_ns, arena, id, t) = with_sleeper();
+    let v = arena.view();
+    let seen = v.sleeper_word(&t).load(crate::sync::Ordering::Acquire);
+    assert_eq!(send(&v, id, 1, b"once", 10), Fast::Done(Ok(())));
+    assert_eq!(collect(&v, &t), Ok((1, b"once".to_vec())));
+    let again = sleep_on(&v, id, 64, 0, 0, 20);
+    assert_eq!(again.j, t.j);
+    let slot = v.slot(again.msqid).unwrap();
+    super::sleep::handed(slot, t.j, seen, &Who(10));
+    asleep(&v, &again);
+    assert_eq!(v.cancel(&again), Cancel::Cancelled);
 }
 
 #[test]
