@@ -207,6 +207,8 @@ if [ "$(id -u)" = 0 ]; then
         # parent, which must nearly all be served there (its receives sleep there).
         UIPC_FASTPATH=0 timeout 300 "$uipc" run -- "$out/msg_sleep"
         expect_served 38000 msg_sleep timeout 300 "$uipc" run -- "$out/msg_sleep"
+        # The cancel race alone, 100 rounds: each message received once or left queued.
+        timeout 300 "$uipc" run -- "$out/msg_sleep" race 100 | uniq -c
         for t in $PROCESS_TESTS; do timeout 60 "$uipc" run --locks --timers -- "$out/$t"; done
         # A root program whose children switch uid stay clients (su, setpriv) ...
         "$uipc" run -- sh -c "su nobody -s /bin/sh -c \"ipcmk -M 100\" &&
