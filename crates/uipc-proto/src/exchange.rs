@@ -203,10 +203,6 @@ pub fn await_reply_on<S: ReplySpace + ?Sized>(
         _ => {}
     }
     let mut waiting = Waiting { fd, done: false };
-    if mode == WaitMode::Immediate {
-        // The daemon answers at once: the reply may come before this CPU would halt.
-        crate::spin::until_readable(fd, crate::spin::REPLY_SPIN_NS);
-    }
     let result = wait_reply(fd, mode != WaitMode::Immediate, reply);
     waiting.done = true;
     result

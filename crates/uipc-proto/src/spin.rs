@@ -3,26 +3,23 @@
 //! A round trip through the daemon is two wake-ups: the daemon's when a request arrives, the
 //! client's when the reply does. On a virtual machine whose other vCPUs are idle each one is
 //! the wake-up of a halted vCPU, which costs tens of microseconds, several times the work of
-//! the call itself (`uipc bench shim`'s shmat+shmdt, BENCHMARKS.md). So both sides first poll
-//! for a short while ([`REPLY_SPIN_NS`], [`DAEMON_SPIN_NS`]) and only then block: a client
-//! whose call the daemon answers at once gets its reply while it still runs, and a daemon
-//! that just served a request sees the next one without being woken.
+//! the call itself (`uipc bench shim`'s shmat+shmdt, BENCHMARKS.md). So the daemon's event
+//! loop first polls for a short while ([`DAEMON_SPIN_NS`]) and only then blocks: a daemon that
+//! just served a request sees the next one without being woken.
 //!
 //! Each round of the spin is a `poll` with no timeout and then `sched_yield`, so a spinner
 //! gives its CPU to any other runnable task at once: it only keeps a CPU that would otherwise
 //! be idle from halting. The spin ends at the budget (CLOCK_MONOTONIC), at readiness, or when
 //! `poll` fails (the blocking wait that follows reports the error).
 //!
-//! Clients spin only for calls the daemon answers without sleeping (`WaitMode::Immediate`):
-//! a call that waits for a lock, a semaphore or a message would spin for nothing while the
-//! processes it waits for need the CPU.
+//! Clients do not spin. A client that spun for the reply to each call the daemon answers at
+//! once made round trips 4-8x faster, but `tests/c/diff_sleepers.c` then diverged from the
+//! kernel on some seeds (a sleeper did not return EINTR after a signal) for a reason not
+//! found yet (BENCHMARKS.md, "Spinning before a round trip blocks").
 //!
-//! Nothing here allocates or takes a lock: a client in a signal handler may spin.
+//! Nothing here allocates or takes a lock.
 
 use std::os::fd::RawFd;
-
-/// How long a client polls for the reply to a call the daemon answers at once.
-pub const REPLY_SPIN_NS: u64 = 50_000;
 
 /// How long the daemon's event loop polls for the next request before it blocks.
 pub const DAEMON_SPIN_NS: u64 = 50_000;
