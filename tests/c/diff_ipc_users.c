@@ -14,7 +14,7 @@
  * at a time over a pipe and waits for the answer. A pid is printed as the number of the
  * worker's fork (p0 to p3 are the first four workers, p4 the first one forked again, ...);
  * times and addresses never. */
-#include "check.h"
+#include "diff.h"
 #include <grp.h>
 
 enum { WORKERS = 4, POOL = 6, ATTS = 3, KNOWN = 256 };
@@ -43,19 +43,10 @@ struct answer {
     char text[240];
 };
 
-static pid_t pids[WORKERS];
-static int to_worker[WORKERS], from_worker[WORKERS];
 static pid_t known[KNOWN];
 static int nknown;
 static int sems[POOL], msgs[POOL], shms[POOL];
 
-static unsigned long long rng;
-static unsigned rnd(unsigned n) {
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return (unsigned)(rng % n);
-}
 
 /* A pid as the number of its worker's fork (p3), 0 as 0, anything else as "?". */
 static const char *who(const struct call *c, pid_t pid) {
@@ -254,28 +245,12 @@ static void worker(int w, int in, int out) {
     serve(in, out);
 }
 
+
+/* Forks worker `w` and counts its pid among those printed as labels. */
 static void spawn(int w) {
-    int down[2], up[2];
-    CHECK(pipe(down) == 0 && pipe(up) == 0);
-    fflush(stdout);
-    pid_t pid = checked_fork();
-    if (pid == 0) {
-        close(down[1]);
-        close(up[0]);
-        for (int o = 0; o < WORKERS; o++)
-            if (o != w && pids[o]) {
-                close(to_worker[o]);
-                close(from_worker[o]);
-            }
-        worker(w, down[0], up[1]);
-    }
-    close(down[0]);
-    close(up[1]);
-    pids[w] = pid;
-    to_worker[w] = down[1];
-    from_worker[w] = up[0];
+    spawn_worker(w, WORKERS, worker);
     CHECK(nknown < KNOWN);
-    known[nknown++] = pid;
+    known[nknown++] = pids[w];
 }
 
 static int pick(const int *pool) {
@@ -387,10 +362,9 @@ int main(int argc, char **argv) {
         printf("%d: w%d %s id %d num %d value %d flags %o slot %d key %x uid %u gid %u", i, w,
                names[c.op], c.id, c.num, c.value, c.flags, c.slot, c.key, c.uid, c.gid);
         if (c.op == EXIT) {
-            CHECK(write(to_worker[w], &c, sizeof c) == sizeof c);
+            send_worker(w, &c, sizeof c);
             CHECK(status_of(pids[w]) == 0);
-            close(to_worker[w]);
-            close(from_worker[w]);
+            forget_worker(w);
             spawn(w);
             printf("\n");
             continue;
@@ -398,8 +372,7 @@ int main(int argc, char **argv) {
         memcpy(c.known, known, sizeof known);
         c.nknown = nknown;
         struct answer a = {0};
-        CHECK(write(to_worker[w], &c, sizeof c) == sizeof c);
-        CHECK(read(from_worker[w], &a, sizeof a) == sizeof a);
+        ask_worker(w, &c, sizeof c, &a, sizeof a);
         printf(" = %ld errno %d%s\n", a.r, a.err, a.text);
         if (c.op == SEMGET)
             remember(sems, a.r);
@@ -410,7 +383,7 @@ int main(int argc, char **argv) {
     }
     for (int w = 0; w < WORKERS; w++) {
         struct call c = {.op = EXIT};
-        CHECK(write(to_worker[w], &c, sizeof c) == sizeof c);
+        send_worker(w, &c, sizeof c);
         CHECK(status_of(pids[w]) == 0);
     }
     return 0;

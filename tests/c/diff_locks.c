@@ -19,7 +19,7 @@
  * bad operations, descriptors that are closed, read-only or write-only, and ftruncate (which
  * moves SEEK_END). A lock's l_pid is printed as the worker's index, or -1. Nothing that
  * depends on time, addresses or pids is printed. */
-#include "check.h"
+#include "diff.h"
 #include <limits.h>
 #include <sys/file.h>
 
@@ -47,16 +47,7 @@ enum { OPEN, CLOSE, DUP2, SEEK, TRUNCATE, FCNTL, FLOCK, LOCKF, EXEC, EXIT };
 
 static char paths[FILES][64];
 static int shared_fd[SHARED];
-static pid_t pids[WORKERS];
-static int to_worker[WORKERS], from_worker[WORKERS];
 
-static unsigned long long rng;
-static unsigned rnd(unsigned n) {
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return (unsigned)(rng % n);
-}
 
 /* An OPEN of `slot` on a random file, access mode, close-on-exec flag and offset. */
 static void random_open(struct call *c, int slot) {
@@ -118,7 +109,8 @@ static void exec_worker(int in, int out) {
     CHECK(!"exec");
 }
 
-static void worker(int in, int out) {
+static void worker(int w, int in, int out) {
+    (void)w;
     struct call c;
     while (read(in, &c, sizeof c) == sizeof c) {
         if (c.op == EXIT)
@@ -155,32 +147,9 @@ static void worker(int in, int out) {
     _exit(0);
 }
 
-static void spawn(int w) {
-    int down[2], up[2];
-    CHECK(pipe(down) == 0 && pipe(up) == 0);
-    fflush(stdout);
-    pid_t pid = checked_fork();
-    if (pid == 0) {
-        close(down[1]);
-        close(up[0]);
-        for (int o = 0; o < WORKERS; o++)
-            if (o != w && pids[o]) {
-                close(to_worker[o]);
-                close(from_worker[o]);
-            }
-        worker(down[0], up[1]);
-    }
-    close(down[0]);
-    close(up[1]);
-    pids[w] = pid;
-    to_worker[w] = down[1];
-    from_worker[w] = up[0];
-}
-
 static struct answer ask(int w, const struct call *c) {
     struct answer a;
-    CHECK(write(to_worker[w], c, sizeof *c) == sizeof *c);
-    CHECK(read(from_worker[w], &a, sizeof a) == sizeof a);
+    ask_worker(w, c, sizeof *c, &a, sizeof a);
     return a;
 }
 
@@ -198,7 +167,7 @@ static void print_call(int i, int w, const struct call *c, const struct answer *
 
 /* Forks worker `w` and opens each of its slots at random (printed as part of call `i`). */
 static void start(int i, int w) {
-    spawn(w);
+    spawn_worker(w, WORKERS, worker);
     for (int s = 0; s < SLOTS; s++) {
         struct call c = {0};
         random_open(&c, s);
@@ -342,10 +311,9 @@ static void step(int i) {
             c.cmd = F_TLOCK;
     }
     if (c.op == EXIT) {
-        CHECK(write(to_worker[w], &c, sizeof c) == sizeof c);
+        send_worker(w, &c, sizeof c);
         CHECK(status_of(pids[w]) == 0);
-        close(to_worker[w]);
-        close(from_worker[w]);
+        forget_worker(w);
         print_call(i, w, &c, &a);
         start(i, w);
         return;
@@ -364,7 +332,7 @@ int main(int argc, char **argv) {
         shared_fd[1] = atoi(argv[7]);
         struct answer a = {0};
         CHECK(write(out, &a, sizeof a) == sizeof a);
-        worker(in, out);
+        worker(0, in, out);
     }
     CHECK(argc == 3);
     rng = strtoull(argv[1], NULL, 10) * 2654435761ULL + 1;
@@ -384,7 +352,7 @@ int main(int argc, char **argv) {
         step(i);
     for (int w = 0; w < WORKERS; w++) {
         struct call c = {.op = EXIT};
-        CHECK(write(to_worker[w], &c, sizeof c) == sizeof c);
+        send_worker(w, &c, sizeof c);
         CHECK(status_of(pids[w]) == 0);
     }
     for (int f = 0; f < FILES; f++)

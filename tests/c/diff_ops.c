@@ -4,17 +4,10 @@
  * namespace) and under uipc run must be identical. The calls include counts, sizes, flags,
  * values and buffers just inside and outside the limits.
  *   diff_ops SEED N */
-#include "check.h"
+#include "diff.h"
 #include <limits.h>
 #include <stdint.h>
 
-static unsigned long long rng;
-static unsigned rnd(unsigned n) {
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return (unsigned)(rng % n);
-}
 
 #define POOL 8
 static int sems[POOL], msgs[POOL], shms[POOL];

@@ -11,7 +11,7 @@
  *
  * One thing would depend on timing, and is avoided: senders woken by room in the queue race
  * for it, so at most one msgsnd sleeps at a time. */
-#include "check.h"
+#include "diff.h"
 #include <poll.h>
 
 enum { WORKERS = 5, NSEMS = 3 };
@@ -34,22 +34,14 @@ struct answer {
     size_t size;
 };
 
-static pid_t pids[WORKERS];
 static int busy[WORKERS];
-static int to_worker[WORKERS], from_worker[WORKERS];
 static int sem, msg;
 
-static unsigned long long rng;
-static unsigned rnd(unsigned n) {
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return (unsigned)(rng % n);
-}
 
 static void on_usr1(int sig) { (void)sig; }
 
-static void worker(int in, int out) {
+static void worker(int w, int in, int out) {
+    (void)w;
     struct sigaction sa = {.sa_handler = on_usr1}; /* no SA_RESTART: EINTR */
     CHECK(sigaction(SIGUSR1, &sa, NULL) == 0);
     struct call c;
@@ -76,28 +68,6 @@ static void worker(int in, int out) {
     _exit(0);
 }
 
-static void spawn(int w) {
-    int down[2], up[2];
-    CHECK(pipe(down) == 0 && pipe(up) == 0);
-    fflush(stdout);
-    pid_t pid = checked_fork();
-    if (pid == 0) {
-        close(down[1]);
-        close(up[0]);
-        for (int o = 0; o < WORKERS; o++)
-            if (o != w && pids[o]) {
-                close(to_worker[o]);
-                close(from_worker[o]);
-            }
-        worker(down[0], up[1]);
-    }
-    close(down[0]);
-    close(up[1]);
-    pids[w] = pid;
-    busy[w] = 0;
-    to_worker[w] = down[1];
-    from_worker[w] = up[0];
-}
 
 /* Whether process `pid` is asleep ('S' in /proc/PID/stat). */
 static int asleep(pid_t pid) {
@@ -156,8 +126,13 @@ static void settle(void) {
     printf("\n");
 }
 
+static void spawn(int w) {
+    spawn_worker(w, WORKERS, worker);
+    busy[w] = 0;
+}
+
 static void send_call(int w, const struct call *c) {
-    CHECK(write(to_worker[w], c, sizeof *c) == sizeof *c);
+    send_worker(w, c, sizeof *c);
     busy[w] = 1;
 }
 
@@ -176,8 +151,7 @@ static void action(int i) {
             CHECK(kill(pids[w], SIGKILL) == 0);
             int st;
             CHECK(waitpid(pids[w], &st, 0) == pids[w] && WIFSIGNALED(st));
-            close(to_worker[w]);
-            close(from_worker[w]);
+            forget_worker(w);
             if (sender_asleep == w)
                 sender_asleep = -1;
             spawn(w);

@@ -5,15 +5,8 @@
  * some semaphores, an object's id after a *_next_id write). The output in a fresh IPC
  * namespace on the host and under `uipc run` (a fresh daemon) must be identical.
  *   diff_sysctl SEED N */
-#include "check.h"
+#include "diff.h"
 
-static unsigned long long rng;
-static unsigned rnd(unsigned n) {
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return (unsigned)(rng % n);
-}
 
 static const char *const files[] = {"shmmax",      "shmall",      "shmmni",     "shm_rmid_forced",
                                     "msgmax",      "msgmnb",      "msgmni",     "sem",

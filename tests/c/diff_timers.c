@@ -8,18 +8,11 @@
  * Timer ids are printed as the kernel numbers them (in creation order from 0, the lowest
  * free one first); a remaining time as whether it lies within the armed interval, never its
  * value. SIGEV_THREAD timers are left out (glibc's ids for them are its own). */
-#include "check.h"
+#include "diff.h"
 #include <limits.h>
 
 enum { POOL = 8 };
 
-static unsigned long long rng;
-static unsigned rnd(unsigned n) {
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return (unsigned)(rng % n);
-}
 
 static timer_t ids[POOL];
 static int have[POOL];
