@@ -34,7 +34,6 @@ pub mod reader;
 pub mod request;
 pub mod response;
 mod sender;
-pub mod spin;
 mod tag;
 pub mod transport;
 mod wire;

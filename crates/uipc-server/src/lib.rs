@@ -108,6 +108,7 @@ pub mod procserve;
 pub mod reactor;
 pub mod session;
 pub mod shared;
+mod spin;
 pub mod state;
 pub mod stop;
 mod sync;

@@ -28,7 +28,7 @@
 //! never watched again.
 //!
 //! Before it blocks in `epoll_wait`, a turn polls the epoll set for up to
-//! [`DAEMON_SPIN_NS`] (`uipc_proto::spin`), so a request that follows another closely is read
+//! 50 µs (`spin.rs`), so a request that follows another closely is read
 //! without a wake-up of a halted CPU; a turn with a deadline due now does not.
 //!
 //! Deadlines: an ordered set of (instant, connection id); `epoll_wait` sleeps until the
@@ -53,6 +53,7 @@ use crate::conn::Conn;
 use crate::conn::{Job, Queue};
 use crate::exits::ExitWatch;
 use crate::limits::{fd_limit, open_spare, Users, FD_RESERVE};
+use crate::spin::DAEMON_SPIN_NS;
 use crate::sync::lock;
 use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::io;
@@ -61,7 +62,6 @@ use std::os::unix::net::UnixListener;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Instant;
-use uipc_proto::spin::DAEMON_SPIN_NS;
 
 const LISTENER: u64 = 0;
 const WAKE: u64 = 1;
@@ -340,8 +340,8 @@ impl Reactor {
         let timeout = self.timeout_ms();
         if timeout != 0 {
             // A turn that follows a request finds the next one without a wake-up (see
-            // `uipc_proto::spin`); the epoll set is readable when it has events.
-            uipc_proto::spin::until_readable(self.epoll.as_raw_fd(), DAEMON_SPIN_NS);
+            // `crate::spin`); the epoll set is readable when it has events.
+            crate::spin::until_readable(self.epoll.as_raw_fd(), DAEMON_SPIN_NS);
         }
         // SAFETY: `evs` is a live array of `evs.len()` events.
         let n = unsafe {

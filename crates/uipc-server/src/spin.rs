@@ -1,4 +1,4 @@
-//! Bounded spinning before a blocking wait on a descriptor.
+//! The daemon's bounded spin before its event loop blocks.
 //!
 //! A round trip through the daemon is two wake-ups: the daemon's when a request arrives, the
 //! client's when the reply does. On a virtual machine whose other vCPUs are idle each one is
@@ -22,7 +22,7 @@
 use std::os::fd::RawFd;
 
 /// How long the daemon's event loop polls for the next request before it blocks.
-pub const DAEMON_SPIN_NS: u64 = 50_000;
+pub(crate) const DAEMON_SPIN_NS: u64 = 50_000;
 
 /// CLOCK_MONOTONIC in nanoseconds (the vDSO: no system call).
 fn monotonic_ns() -> u64 {
@@ -38,7 +38,7 @@ fn monotonic_ns() -> u64 {
 /// Polls `fd` for input (yielding the CPU between polls) until it is readable (or hung up,
 /// or not open: whatever `poll` reports) or `budget_ns` have passed. Returns whether `poll`
 /// reported it; `false` also when `poll` failed.
-pub fn until_readable(fd: RawFd, budget_ns: u64) -> bool {
+pub(crate) fn until_readable(fd: RawFd, budget_ns: u64) -> bool {
     let start = monotonic_ns();
     loop {
         let mut p = libc::pollfd {
